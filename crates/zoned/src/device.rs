@@ -1,0 +1,166 @@
+//! The `ZonedDevice` trait: what a ZNS namespace offers, and nothing of swap.
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::Result;
+use crate::geometry::Geometry;
+use crate::zone::{ZoneCondition, ZoneInfo, ZoneOp};
+
+/// A zoned block device with ZNS semantics.
+///
+/// All methods take `&self` and the device is `Sync`: many threads may issue commands at
+/// once. Commands on one zone are atomic with respect to its write pointer (two appends
+/// never overlap), but the host must not reset or finish a zone while it has writes in
+/// flight to it, and must not rely on reads of a range racing a write to it — as on real
+/// hardware.
+///
+/// Buffers: `data` lengths are whole LBAs; `metadata`, when given, holds
+/// `metadata_bytes` per LBA of `data`. A device without metadata accepts only `None`
+/// or an empty buffer. On writes, `None` stores zeroed metadata.
+pub trait ZonedDevice: Send + Sync {
+    fn geometry(&self) -> &Geometry;
+
+    /// One zone's descriptor.
+    fn report_zone(&self, zone: u32) -> Result<ZoneInfo>;
+
+    /// Every zone's descriptor, in zone order.
+    fn report_zones(&self) -> Result<Vec<ZoneInfo>> {
+        (0..self.geometry().zone_count).map(|zone| self.report_zone(zone)).collect()
+    }
+
+    /// Reads whole LBAs inside one zone's capacity. LBAs at or past the write pointer
+    /// read as zeroes on the emulated devices (real devices may return another fill).
+    fn read(&self, lba: u64, data: &mut [u8], metadata: Option<&mut [u8]>) -> Result<()>;
+
+    /// A regular write, which must start exactly at the zone's write pointer. Length and
+    /// position are multiples of the write granularity.
+    fn write(&self, lba: u64, data: &[u8], metadata: Option<&[u8]>) -> Result<()>;
+
+    /// Zone Append: the device picks the position (the write pointer at the time it
+    /// executes the command) and returns the first LBA written. Many appends to one zone
+    /// may be in flight at once; each lands contiguously, in an order the device chooses.
+    fn append(&self, zone: u32, data: &[u8], metadata: Option<&[u8]>) -> Result<u64>;
+
+    /// Zone Management Send: reset, open, close or finish one zone.
+    fn zone_op(&self, zone: u32, op: ZoneOp) -> Result<()>;
+
+    fn reset(&self, zone: u32) -> Result<()> {
+        self.zone_op(zone, ZoneOp::Reset)
+    }
+    fn open(&self, zone: u32) -> Result<()> {
+        self.zone_op(zone, ZoneOp::Open)
+    }
+    fn close(&self, zone: u32) -> Result<()> {
+        self.zone_op(zone, ZoneOp::Close)
+    }
+    fn finish(&self, zone: u32) -> Result<()> {
+        self.zone_op(zone, ZoneOp::Finish)
+    }
+
+    /// Resets every zone that is not Empty, Read-Only or Offline.
+    fn reset_all(&self) -> Result<()> {
+        for info in self.report_zones()? {
+            if !matches!(info.condition, ZoneCondition::Empty | ZoneCondition::ReadOnly | ZoneCondition::Offline) {
+                self.reset(info.zone)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Makes completed writes and zone state durable.
+    fn sync(&self) -> Result<()>;
+
+    /// Totals since the device was created (persisted by persistent backends).
+    fn counters(&self) -> DeviceCounters;
+
+    fn zone_counters(&self, zone: u32) -> Result<ZoneCounters>;
+
+    /// Hooks to break the device on purpose; `None` for real hardware.
+    fn fault_injector(&self) -> Option<&dyn FaultInjector> {
+        None
+    }
+
+    /// A short human description, e.g. "file /tmp/x.zns (O_DIRECT)".
+    fn describe(&self) -> String;
+}
+
+/// Device failures that emulated backends can be told to produce.
+pub trait FaultInjector: Send + Sync {
+    /// Turns a zone Read-Only or Offline, as a worn-out or failed zone would.
+    fn fail_zone(&self, zone: u32, condition: ZoneCondition);
+    /// Fails the next `count` commands of `kind` with `ZoneError::Injected`, changing
+    /// nothing on the device (the command is dropped before it executes).
+    fn fail_next(&self, kind: FaultKind, count: u32);
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum FaultKind {
+    Read,
+    Write,
+    Append,
+    Reset,
+}
+
+/// Whole-device totals. `bytes_written` counts data only (not metadata), so WAF
+/// computations compare like with like.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceCounters {
+    pub bytes_written: u64,
+    pub bytes_read: u64,
+    pub writes: u64,
+    pub appends: u64,
+    pub reads: u64,
+    pub resets: u64,
+    pub finishes: u64,
+}
+
+/// Per-zone totals; `resets` is the zone's wear (each reset erases its blocks).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ZoneCounters {
+    pub bytes_written: u64,
+    pub bytes_read: u64,
+    pub appends: u64,
+    pub resets: u64,
+    pub finishes: u64,
+}
+
+/// Lock-free counters for one zone; the device totals are sums over zones.
+#[derive(Debug, Default)]
+pub(crate) struct ZoneCounterCells {
+    pub bytes_written: AtomicU64,
+    pub bytes_read: AtomicU64,
+    pub writes: AtomicU64,
+    pub appends: AtomicU64,
+    pub reads: AtomicU64,
+    pub resets: AtomicU64,
+    pub finishes: AtomicU64,
+}
+
+impl ZoneCounterCells {
+    pub fn snapshot(&self) -> ZoneCounters {
+        ZoneCounters {
+            bytes_written: self.bytes_written.load(Relaxed),
+            bytes_read: self.bytes_read.load(Relaxed),
+            appends: self.appends.load(Relaxed),
+            resets: self.resets.load(Relaxed),
+            finishes: self.finishes.load(Relaxed),
+        }
+    }
+
+    pub fn add_to(&self, totals: &mut DeviceCounters) {
+        totals.bytes_written += self.bytes_written.load(Relaxed);
+        totals.bytes_read += self.bytes_read.load(Relaxed);
+        totals.writes += self.writes.load(Relaxed);
+        totals.appends += self.appends.load(Relaxed);
+        totals.reads += self.reads.load(Relaxed);
+        totals.resets += self.resets.load(Relaxed);
+        totals.finishes += self.finishes.load(Relaxed);
+    }
+
+    /// The fields in their persisted order (see `file.rs`).
+    pub fn cells(&self) -> [&AtomicU64; 7] {
+        [&self.bytes_written, &self.bytes_read, &self.writes, &self.appends, &self.reads, &self.resets, &self.finishes]
+    }
+}

@@ -1,0 +1,31 @@
+//! Zoned storage for znswap.
+//!
+//! - [`ZonedDevice`]: what a ZNS namespace offers — geometry, zone reports, reads with
+//!   per-LBA metadata, writes at the write pointer, **zone append returning the LBA
+//!   written**, and reset / open / close / finish — and nothing of swap.
+//! - [`ZoneTable`]: the NVMe ZNS zone state machine with open/active accounting, shared
+//!   by the emulated backends.
+//! - Backends: [`MemDevice`] (tests, simulator) and [`FileDevice`] (the embedded
+//!   default: a file or block device that survives close and reopen).
+//! - [`AppendMerger`]: merges appends queued for one zone into one device command
+//!   ("zone-append merges", ZNSwap §5.3).
+//! - [`conformance`]: the checks every backend must pass.
+
+pub mod conformance;
+mod device;
+mod emulated;
+mod error;
+pub mod file;
+mod geometry;
+mod mem;
+mod merge;
+mod zone;
+
+pub use device::{DeviceCounters, FaultInjector, FaultKind, ZoneCounters, ZonedDevice};
+pub use emulated::{EmulatedDevice, Storage};
+pub use error::{Result, ZoneError};
+pub use file::{CreateOptions, FileDevice, FileDeviceError};
+pub use geometry::{format_size, parse_size, Geometry, GeometryError, LBA_BYTES_ALLOWED, METADATA_BYTES_ALLOWED};
+pub use mem::MemDevice;
+pub use merge::{AppendMerger, MergeStats};
+pub use zone::{WritePlacement, ZoneCondition, ZoneInfo, ZoneOp, ZoneState, ZoneTable};

@@ -1,0 +1,156 @@
+//! The file device's own promises: clear errors for foreign, corrupt, mismatched or busy
+//! files, and every conformance check exercised (not vacuous) on some geometry.
+
+mod common;
+
+use std::os::unix::fs::FileExt;
+
+use znswap_zoned::conformance::{run_all, Harness, Outcome, CHECKS};
+use znswap_zoned::file::{Layout, HEADER_BYTES, ZONE_ENTRY_BYTES};
+use znswap_zoned::{CreateOptions, FileDevice, FileDeviceError, Geometry, MemDevice, ZonedDevice};
+
+fn geometry() -> Geometry {
+    common::lba4k_md16()
+}
+
+#[test]
+fn opening_a_foreign_file_says_what_it_is_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("notes.txt");
+    std::fs::write(&path, vec![b'x'; 8192]).unwrap();
+    let error = FileDevice::open(&path).err().expect("a text file is not a device");
+    assert!(matches!(error, FileDeviceError::NotADevice { .. }), "{error:?}");
+    assert!(error.to_string().contains("znswap device create"), "the message names the fix: {error}");
+    std::fs::write(&path, b"tiny").unwrap();
+    assert!(matches!(FileDevice::open(&path), Err(FileDeviceError::NotADevice { .. })));
+    let missing = FileDevice::open(dir.path().join("missing.zns")).err().unwrap();
+    assert!(matches!(missing, FileDeviceError::Io { op: "open", .. }), "{missing:?}");
+}
+
+#[test]
+fn create_refuses_to_overwrite_without_force() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("d.zns");
+    std::fs::write(&path, b"precious").unwrap();
+    let error = FileDevice::create(&path, geometry(), CreateOptions::default()).err().unwrap();
+    assert!(matches!(error, FileDeviceError::Exists { .. }), "{error:?}");
+    assert_eq!(std::fs::read(&path).unwrap(), b"precious", "nothing was touched");
+    FileDevice::create(&path, geometry(), CreateOptions { force: true }).unwrap();
+}
+
+#[test]
+fn mismatched_geometry_names_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("d.zns");
+    drop(FileDevice::create(&path, geometry(), CreateOptions::default()).unwrap());
+    let other = Geometry { metadata_bytes: 64, ..geometry() };
+    match FileDevice::open_expecting(&path, &other) {
+        Err(FileDeviceError::GeometryMismatch { field, expected, found, .. }) => {
+            assert_eq!((field, expected.as_str(), found.as_str()), ("metadata-bytes", "64", "16"));
+        }
+        other => panic!("expected a geometry mismatch, got {:?}", other.err()),
+    }
+    FileDevice::open_expecting(&path, &geometry()).unwrap();
+}
+
+#[test]
+fn a_device_in_use_is_locked() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("d.zns");
+    let device = FileDevice::create(&path, geometry(), CreateOptions::default()).unwrap();
+    assert!(matches!(FileDevice::open(&path), Err(FileDeviceError::Locked { .. })));
+    drop(device);
+    FileDevice::open(&path).unwrap();
+}
+
+#[test]
+fn corrupt_records_are_reported_not_trusted() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("d.zns");
+    drop(FileDevice::create(&path, geometry(), CreateOptions::default()).unwrap());
+    let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    // A write pointer past the capacity in zone 2's entry.
+    let entry = HEADER_BYTES + 2 * ZONE_ENTRY_BYTES;
+    file.write_all_at(&0x4u64.to_le_bytes(), entry).unwrap();
+    file.write_all_at(&u64::MAX.to_le_bytes(), entry + 8).unwrap();
+    let error = FileDevice::open(&path).err().unwrap();
+    assert!(matches!(error, FileDeviceError::CorruptZone { zone: 2, .. }), "{error:?}");
+    // An unknown condition code.
+    file.write_all_at(&0x77u64.to_le_bytes(), entry).unwrap();
+    file.write_all_at(&0u64.to_le_bytes(), entry + 8).unwrap();
+    assert!(matches!(FileDevice::open(&path), Err(FileDeviceError::CorruptZone { zone: 2, .. })));
+    // A damaged header.
+    file.write_all_at(&[0xFF], 20).unwrap();
+    assert!(matches!(FileDevice::open(&path), Err(FileDeviceError::CorruptHeader { .. })));
+}
+
+#[test]
+fn truncated_file_is_too_small() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("d.zns");
+    drop(FileDevice::create(&path, geometry(), CreateOptions::default()).unwrap());
+    let layout = Layout::for_geometry(&geometry());
+    std::fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(layout.file_bytes - 4096).unwrap();
+    assert!(matches!(FileDevice::open(&path), Err(FileDeviceError::TooSmall { .. })));
+}
+
+#[test]
+fn data_bypasses_the_page_cache_where_the_file_system_allows() {
+    let dir = tempfile::tempdir().unwrap();
+    let device = FileDevice::create(dir.path().join("d.zns"), geometry(), CreateOptions::default()).unwrap();
+    // An unaligned caller buffer goes through the bounce buffer.
+    let mut data = vec![0u8; 4096 + 1];
+    let lba = device.append(0, &[9; 4096], None).unwrap();
+    device.read(lba, &mut data[1..], None).unwrap();
+    assert!(data[1..].iter().all(|&b| b == 9));
+    assert!(device.describe().contains(if device.is_direct() { "O_DIRECT" } else { "buffered" }));
+}
+
+struct Mem(Geometry);
+impl Harness for Mem {
+    fn fresh(&mut self) -> Box<dyn ZonedDevice> {
+        Box::new(MemDevice::new(self.0).unwrap())
+    }
+    fn reopen(&mut self, _: Box<dyn ZonedDevice>) -> Option<Box<dyn ZonedDevice>> {
+        None
+    }
+    fn unwritten_reads_zero(&self) -> bool {
+        true
+    }
+}
+
+struct File(Geometry, tempfile::TempDir);
+impl Harness for File {
+    fn fresh(&mut self) -> Box<dyn ZonedDevice> {
+        Box::new(FileDevice::create(self.1.path().join("d.zns"), self.0, CreateOptions { force: true }).unwrap())
+    }
+    fn reopen(&mut self, device: Box<dyn ZonedDevice>) -> Option<Box<dyn ZonedDevice>> {
+        drop(device);
+        Some(Box::new(FileDevice::open(self.1.path().join("d.zns")).unwrap()))
+    }
+    fn unwritten_reads_zero(&self) -> bool {
+        true
+    }
+}
+
+#[test]
+fn every_check_is_exercised_on_some_geometry() {
+    let geometries = [common::lba4k_md16(), common::lba512_md8(), common::granularity_192k(), common::lba4k_md64()];
+    let mut exercised = vec![false; CHECKS.len()];
+    for geometry in geometries {
+        let harnesses: [Box<dyn Harness>; 2] =
+            [Box::new(Mem(geometry)), Box::new(File(geometry, tempfile::tempdir().unwrap()))];
+        for mut harness in harnesses {
+            for (index, (name, result)) in run_all(&mut *harness).into_iter().enumerate() {
+                match result {
+                    Ok(Outcome::Passed) => exercised[index] = true,
+                    Ok(Outcome::NotApplicable(_)) => {}
+                    Err(message) => panic!("{name} on {geometry:?}: {message}"),
+                }
+            }
+        }
+    }
+    let vacuous: Vec<&str> =
+        CHECKS.iter().zip(&exercised).filter(|(_, &done)| !done).map(|(check, _)| check.name).collect();
+    assert!(vacuous.is_empty(), "checks never exercised: {vacuous:?}");
+}
