@@ -1,1 +1,214 @@
-fn main() {}
+//! `znswap`: swap for zoned (ZNS) SSDs.
+
+mod cmd_device;
+mod device_bench;
+mod device_path;
+mod stats;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::{Args, Parser, Subcommand};
+use znswap_zoned::parse_size;
+
+#[derive(Parser)]
+#[command(
+    name = "znswap",
+    version,
+    about = "Swap for zoned (ZNS) SSDs, after ZNSwap (USENIX ATC '22)",
+    long_about = "Swap for zoned (ZNS) SSDs, after ZNSwap (USENIX ATC '22).\n\n\
+        Commands work on a zoned device given by --path, or on the embedded default: a \
+        file-backed emulated ZNS device at $ZNSWAP_DEVICE or ~/.cache/znswap/default.zns, \
+        created on first use (64 zones of 64 MiB with 62 MiB capacity, 4 KiB LBAs with \
+        16 B metadata, 14 open / 14 active zones)."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Create, inspect, reset, check and measure zoned devices.
+    #[command(subcommand)]
+    Device(DeviceCommand),
+}
+
+#[derive(Subcommand)]
+enum DeviceCommand {
+    /// Create a file-backed emulated ZNS device (a regular file, or a block device).
+    Create(CreateArgs),
+    /// Print every zone's start, length, capacity, write pointer and condition.
+    Report(ReportArgs),
+    /// Reset one zone, or all of them (their data is gone).
+    Reset(ResetArgs),
+    /// Measure the device's raw limits: append bandwidth, 4 KiB read latency and
+    /// throughput, reset latency. Destroys the device's data.
+    Bench(BenchArgs),
+    /// Run the zoned conformance suite against the device. Destroys its data.
+    Check(CheckArgs),
+}
+
+fn size(text: &str) -> Result<u64, String> {
+    parse_size(text)
+}
+
+#[derive(Args)]
+struct CreateArgs {
+    /// Where to create the device (a file, created if missing, or a block device).
+    #[arg(long)]
+    path: PathBuf,
+    /// Number of zones.
+    #[arg(long)]
+    zones: u32,
+    /// Distance between zone starts, e.g. 64M (need not be a power of two).
+    #[arg(long, value_parser = size)]
+    zone_size: u64,
+    /// Writable bytes per zone, at most the zone size [default: the zone size].
+    #[arg(long, value_parser = size)]
+    zone_capacity: Option<u64>,
+    /// Zones that may be open at once (0: no limit) [default: 14, or the zone count if lower].
+    #[arg(long)]
+    max_open: Option<u32>,
+    /// Zones that may be open or closed at once (0: no limit) [default: --max-open].
+    #[arg(long)]
+    max_active: Option<u32>,
+    /// Logical block size: 512 or 4096.
+    #[arg(long, default_value_t = 4096)]
+    lba_size: u32,
+    /// Per-LBA metadata bytes: 0, 8, 16 or 64.
+    #[arg(long, default_value_t = 16)]
+    metadata_bytes: u32,
+    /// Minimum write unit, a multiple of the LBA size, e.g. 192K [default: --lba-size].
+    #[arg(long, value_parser = size)]
+    write_granularity: Option<u64>,
+    /// Largest zone append [default: 1 MiB, capped at the zone capacity].
+    #[arg(long, value_parser = size)]
+    zone_append_max: Option<u64>,
+    /// Overwrite an existing file or device.
+    #[arg(long)]
+    force: bool,
+}
+
+#[derive(Args)]
+struct PathArg {
+    /// The device [default: the embedded default device].
+    #[arg(long)]
+    path: Option<PathBuf>,
+}
+
+#[derive(Args)]
+struct ReportArgs {
+    #[command(flatten)]
+    device: PathArg,
+    /// Print JSON: the geometry, counters and a `zones` array.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+struct ResetArgs {
+    #[command(flatten)]
+    device: PathArg,
+    /// The zone to reset.
+    #[arg(long, conflicts_with = "all")]
+    zone: Option<u32>,
+    /// Reset every zone.
+    #[arg(long)]
+    all: bool,
+}
+
+#[derive(Args)]
+struct BenchArgs {
+    #[command(flatten)]
+    device: PathArg,
+    /// Threads for the multi-threaded phases [default: the number of CPUs].
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Size of each append in the bandwidth phases.
+    #[arg(long, value_parser = size, default_value = "128K")]
+    io_size: u64,
+    /// Bytes each append phase writes at most [default: a fifth of the device, at most 1 GiB].
+    #[arg(long, value_parser = size)]
+    bytes: Option<u64>,
+    /// Seconds each phase runs at most.
+    #[arg(long, default_value_t = 5.0)]
+    seconds: f64,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+struct CheckArgs {
+    #[command(flatten)]
+    device: PathArg,
+    /// Print JSON instead of a list.
+    #[arg(long)]
+    json: bool,
+}
+
+fn run(cli: Cli) -> Result<ExitCode> {
+    match cli.command {
+        Command::Device(command) => match command {
+            DeviceCommand::Create(args) => cmd_device::create(cmd_device::CreateRequest {
+                path: args.path,
+                zones: args.zones,
+                zone_size_bytes: args.zone_size,
+                zone_capacity_bytes: args.zone_capacity,
+                max_open: args.max_open.unwrap_or(args.zones.min(14)),
+                max_active: args.max_active,
+                lba_bytes: args.lba_size,
+                metadata_bytes: args.metadata_bytes,
+                write_granularity_bytes: args.write_granularity,
+                zone_append_max_bytes: args.zone_append_max,
+                force: args.force,
+            })?,
+            DeviceCommand::Report(args) => cmd_device::report(args.device.path.as_deref(), args.json)?,
+            DeviceCommand::Reset(args) => cmd_device::reset(args.device.path.as_deref(), args.zone, args.all)?,
+            DeviceCommand::Bench(args) => {
+                anyhow::ensure!(args.seconds > 0.0, "--seconds must be positive");
+                let device = device_path::open(args.device.path.as_deref())?;
+                let options = device_bench::BenchOptions {
+                    threads: args
+                        .threads
+                        .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get())),
+                    io_bytes: args.io_size,
+                    phase_bytes: args.bytes,
+                    phase_seconds: args.seconds,
+                    json: args.json,
+                };
+                let bench = device_bench::run(&*device, &options)?;
+                if args.json {
+                    println!("{}", serde_json::to_string_pretty(&bench)?);
+                } else {
+                    device_bench::print(&bench);
+                }
+            }
+            DeviceCommand::Check(args) => {
+                if !cmd_device::check(args.device.path.as_deref(), args.json)? {
+                    return Ok(ExitCode::FAILURE);
+                }
+            }
+        },
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn main() -> ExitCode {
+    // A closed pipe (`znswap device report | head`) ends us quietly, as it does `cat`.
+    // SAFETY: restoring the default disposition of SIGPIPE before any thread starts.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("error: {error}");
+            for cause in error.chain().skip(1) {
+                eprintln!("  caused by: {cause}");
+            }
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,6 +1,7 @@
 //! The `ZonedDevice` trait: what a ZNS namespace offers, and nothing of swap.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -162,5 +163,66 @@ impl ZoneCounterCells {
     /// The fields in their persisted order (see `file.rs`).
     pub fn cells(&self) -> [&AtomicU64; 7] {
         [&self.bytes_written, &self.bytes_read, &self.writes, &self.appends, &self.reads, &self.resets, &self.finishes]
+    }
+}
+
+macro_rules! forward_zoned_device {
+    ($($wrapper:ty),*) => {$(
+        impl<T: ZonedDevice + ?Sized> ZonedDevice for $wrapper {
+            fn geometry(&self) -> &Geometry { (**self).geometry() }
+            fn report_zone(&self, zone: u32) -> Result<ZoneInfo> { (**self).report_zone(zone) }
+            fn report_zones(&self) -> Result<Vec<ZoneInfo>> { (**self).report_zones() }
+            fn read(&self, lba: u64, data: &mut [u8], metadata: Option<&mut [u8]>) -> Result<()> { (**self).read(lba, data, metadata) }
+            fn write(&self, lba: u64, data: &[u8], metadata: Option<&[u8]>) -> Result<()> { (**self).write(lba, data, metadata) }
+            fn append(&self, zone: u32, data: &[u8], metadata: Option<&[u8]>) -> Result<u64> { (**self).append(zone, data, metadata) }
+            fn zone_op(&self, zone: u32, op: ZoneOp) -> Result<()> { (**self).zone_op(zone, op) }
+            fn sync(&self) -> Result<()> { (**self).sync() }
+            fn counters(&self) -> DeviceCounters { (**self).counters() }
+            fn zone_counters(&self, zone: u32) -> Result<ZoneCounters> { (**self).zone_counters(zone) }
+            fn fault_injector(&self) -> Option<&dyn FaultInjector> { (**self).fault_injector() }
+            fn describe(&self) -> String { (**self).describe() }
+        }
+    )*};
+}
+
+forward_zoned_device!(Arc<T>, Box<T>, &T);
+
+/// A device with its fault injection hidden: for running checks against a device whose
+/// zones must not be broken on purpose (a user's file device, real hardware).
+pub struct WithoutFaultInjection<D: ZonedDevice>(pub D);
+
+impl<D: ZonedDevice> ZonedDevice for WithoutFaultInjection<D> {
+    fn geometry(&self) -> &Geometry {
+        self.0.geometry()
+    }
+    fn report_zone(&self, zone: u32) -> Result<ZoneInfo> {
+        self.0.report_zone(zone)
+    }
+    fn report_zones(&self) -> Result<Vec<ZoneInfo>> {
+        self.0.report_zones()
+    }
+    fn read(&self, lba: u64, data: &mut [u8], metadata: Option<&mut [u8]>) -> Result<()> {
+        self.0.read(lba, data, metadata)
+    }
+    fn write(&self, lba: u64, data: &[u8], metadata: Option<&[u8]>) -> Result<()> {
+        self.0.write(lba, data, metadata)
+    }
+    fn append(&self, zone: u32, data: &[u8], metadata: Option<&[u8]>) -> Result<u64> {
+        self.0.append(zone, data, metadata)
+    }
+    fn zone_op(&self, zone: u32, op: ZoneOp) -> Result<()> {
+        self.0.zone_op(zone, op)
+    }
+    fn sync(&self) -> Result<()> {
+        self.0.sync()
+    }
+    fn counters(&self) -> DeviceCounters {
+        self.0.counters()
+    }
+    fn zone_counters(&self, zone: u32) -> Result<ZoneCounters> {
+        self.0.zone_counters(zone)
+    }
+    fn describe(&self) -> String {
+        self.0.describe()
     }
 }

@@ -1,7 +1,7 @@
 //! The file-backed emulated ZNS device: znswap's embedded default.
 //!
 //! A regular file (sparse) or a block device holds a header, a zone table, the per-LBA
-//! metadata and the zones' data; `docs/format.md` ("Emulated device file") draws the
+//! metadata and the zones' data; `docs/device-file.md` draws the
 //! bytes. The header, zone table and metadata (the *control area*, before
 //! `data_offset`) are memory-mapped, so a write-pointer update costs a store rather than
 //! a system call; the data goes through `pread`/`pwrite`, with `O_DIRECT` when the file
@@ -31,7 +31,7 @@ pub const MAGIC: [u8; 8] = *b"ZNSWAPDV";
 pub const FORMAT_VERSION: u32 = 1;
 pub const HEADER_BYTES: u64 = 4096;
 
-// Header field offsets (docs/format.md, "Emulated device file").
+// Header field offsets (docs/device-file.md).
 const OFF_MAGIC: usize = 0;
 const OFF_VERSION: usize = 8;
 const OFF_CHECKSUM: usize = 12;

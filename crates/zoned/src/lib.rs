@@ -21,7 +21,7 @@ mod mem;
 mod merge;
 mod zone;
 
-pub use device::{DeviceCounters, FaultInjector, FaultKind, ZoneCounters, ZonedDevice};
+pub use device::{DeviceCounters, FaultInjector, FaultKind, WithoutFaultInjection, ZoneCounters, ZonedDevice};
 pub use emulated::{EmulatedDevice, Storage};
 pub use error::{Result, ZoneError};
 pub use file::{CreateOptions, FileDevice, FileDeviceError};

@@ -18,7 +18,7 @@
 //!   (the device validates before it writes).
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Condvar, Mutex, MutexGuard};
 
 use serde::Serialize;
 
@@ -254,27 +254,6 @@ impl<D: ZonedDevice> ZonedDevice for AppendMerger<D> {
         format!("{} with append merging", self.device.describe())
     }
 }
-
-macro_rules! forward_zoned_device {
-    ($($wrapper:ty),*) => {$(
-        impl<T: ZonedDevice + ?Sized> ZonedDevice for $wrapper {
-            fn geometry(&self) -> &Geometry { (**self).geometry() }
-            fn report_zone(&self, zone: u32) -> Result<ZoneInfo> { (**self).report_zone(zone) }
-            fn report_zones(&self) -> Result<Vec<ZoneInfo>> { (**self).report_zones() }
-            fn read(&self, lba: u64, data: &mut [u8], metadata: Option<&mut [u8]>) -> Result<()> { (**self).read(lba, data, metadata) }
-            fn write(&self, lba: u64, data: &[u8], metadata: Option<&[u8]>) -> Result<()> { (**self).write(lba, data, metadata) }
-            fn append(&self, zone: u32, data: &[u8], metadata: Option<&[u8]>) -> Result<u64> { (**self).append(zone, data, metadata) }
-            fn zone_op(&self, zone: u32, op: ZoneOp) -> Result<()> { (**self).zone_op(zone, op) }
-            fn sync(&self) -> Result<()> { (**self).sync() }
-            fn counters(&self) -> DeviceCounters { (**self).counters() }
-            fn zone_counters(&self, zone: u32) -> Result<ZoneCounters> { (**self).zone_counters(zone) }
-            fn fault_injector(&self) -> Option<&dyn FaultInjector> { (**self).fault_injector() }
-            fn describe(&self) -> String { (**self).describe() }
-        }
-    )*};
-}
-
-forward_zoned_device!(Arc<T>, Box<T>, &T);
 
 #[cfg(test)]
 mod tests {
