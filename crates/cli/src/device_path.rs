@@ -7,7 +7,10 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
-use znswap_zoned::{FileDevice, Geometry, ZonedDevice};
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+
+use znswap_zoned::zbd::ZonedBlockDevice;
+use znswap_zoned::{CheckedDevice, FileDevice, Geometry, ZonedDevice};
 
 /// The embedded default: 64 zones of 64 MiB with 62 MiB capacity (the capacity/size
 /// split of the QEMU ZNS namespace we test against), 4 KiB LBAs with 16 B of metadata
@@ -51,12 +54,35 @@ pub fn open(path: Option<&Path>) -> Result<Box<dyn ZonedDevice>> {
 }
 
 fn open_existing(path: &Path) -> Result<Box<dyn ZonedDevice>> {
-    if !path.exists() {
-        bail!(
+    let metadata = match std::fs::metadata(path) {
+        Ok(metadata) => metadata,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => bail!(
             "no device at {}; create one with `znswap device create --path {} --zones N --zone-size SIZE --zone-capacity SIZE`",
             path.display(),
             path.display()
+        ),
+        Err(error) => return Err(error).with_context(|| format!("cannot stat {}", path.display())),
+    };
+    let file_type = metadata.file_type();
+    if file_type.is_block_device() && is_zoned_block_device(&metadata) {
+        let raw = ZonedBlockDevice::open(path)?;
+        return Ok(Box::new(
+            CheckedDevice::new(raw).with_context(|| format!("reading the zones of {}", path.display()))?,
+        ));
+    }
+    if file_type.is_char_device() {
+        bail!(
+            "{} is a character device; NVMe passthrough (/dev/ngXnY) is not supported by this build, use the zoned block device /dev/nvmeXnY",
+            path.display()
         );
     }
+    // A regular file, or a conventional block device holding an emulated device.
     Ok(Box::new(FileDevice::open(path)?))
+}
+
+/// A block device whose queue says it is zoned (host-managed or host-aware).
+fn is_zoned_block_device(metadata: &std::fs::Metadata) -> bool {
+    let rdev = metadata.rdev();
+    let zoned = format!("/sys/dev/block/{}:{}/queue/zoned", libc::major(rdev), libc::minor(rdev));
+    std::fs::read_to_string(zoned).is_ok_and(|model| model.trim() != "none")
 }

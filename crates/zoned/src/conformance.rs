@@ -515,6 +515,8 @@ pub fn open_limit(harness: &mut dyn Harness) -> CheckResult {
     expect_error(device.append(max_open, &pattern(0, g), None), refused, "append opening a zone past the limit")?;
     ensure!(report(&*device)? == before, "refused opens changed the zones");
     ok(device.close(0), "close one open zone")?;
+    // A closed, unwritten zone may stay active (the spec allows Closed or Empty): reset it.
+    ok(device.reset(0), "reset the closed zone")?;
     ok(device.open(max_open), "open after closing one")?;
     Ok(Outcome::Passed)
 }
@@ -794,27 +796,31 @@ pub fn persistence(harness: &mut dyn Harness) -> CheckResult {
     let Some(device) = harness.reopen(device) else {
         return Ok(Outcome::NotApplicable("the backend keeps nothing across close"));
     };
-    ensure!(device.counters() == counters, "device counters changed across reopen");
+    if device.counters_persist() {
+        ensure!(device.counters() == counters, "device counters changed across reopen");
+        ensure!(
+            ok(device.zone_counters(3), "counters")?.resets == resets_before + 2,
+            "zone wear (reset count) lost across reopen"
+        );
+    }
     let zones = report(&*device)?;
+    // An emulated device reopens as after a power cycle (open zones come back Closed or
+    // Empty); a real one reopened without a power cycle keeps them open.
     ensure!(
-        zones[0].condition == ZoneCondition::Closed,
-        "an open, written zone must come back Closed, is {}",
+        matches!(zones[0].condition, ZoneCondition::Closed | ZoneCondition::ImplicitlyOpened),
+        "an open, written zone came back {}",
         zones[0].condition
     );
     ensure!(zones[0].write_pointer_lba == first + lbas(&geometry, g), "write pointer lost across reopen");
     ensure!(zones[1].condition == ZoneCondition::Full, "full zone came back {}", zones[1].condition);
     ensure!(
-        zones[2].condition == ZoneCondition::Empty,
-        "an open, unwritten zone must come back Empty, is {}",
+        matches!(zones[2].condition, ZoneCondition::Empty | ZoneCondition::ExplicitlyOpened),
+        "an open, unwritten zone came back {}",
         zones[2].condition
     );
     ensure!(zones[3].condition == ZoneCondition::Empty, "reset zone came back {}", zones[3].condition);
     verify_pattern(&*device, first, g, 61)?;
     verify_pattern(&*device, geometry.zone_start_lba(1), g, 62)?;
-    ensure!(
-        ok(device.zone_counters(3), "counters")?.resets == resets_before + 2,
-        "zone wear (reset count) lost across reopen"
-    );
     // The reopened device keeps working where it left off.
     ensure!(write_pattern(&*device, 0, g, 64)? == first + lbas(&geometry, g), "writing after reopen");
     Ok(Outcome::Passed)

@@ -78,6 +78,12 @@ pub trait ZonedDevice: Send + Sync {
 
     fn zone_counters(&self, zone: u32) -> Result<ZoneCounters>;
 
+    /// Whether `counters` survive close and reopen (the emulated devices keep them in the
+    /// device file; real hardware keeps no per-zone counters, so they restart at zero).
+    fn counters_persist(&self) -> bool {
+        false
+    }
+
     /// Hooks to break the device on purpose; `None` for real hardware.
     fn fault_injector(&self) -> Option<&dyn FaultInjector> {
         None
@@ -180,6 +186,7 @@ macro_rules! forward_zoned_device {
             fn counters(&self) -> DeviceCounters { (**self).counters() }
             fn zone_counters(&self, zone: u32) -> Result<ZoneCounters> { (**self).zone_counters(zone) }
             fn fault_injector(&self) -> Option<&dyn FaultInjector> { (**self).fault_injector() }
+            fn counters_persist(&self) -> bool { (**self).counters_persist() }
             fn describe(&self) -> String { (**self).describe() }
         }
     )*};

@@ -11,6 +11,7 @@ use std::sync::{Mutex, MutexGuard};
 use crate::device::{DeviceCounters, FaultInjector, FaultKind, ZoneCounterCells, ZoneCounters, ZonedDevice};
 use crate::error::{Result, ZoneError};
 use crate::geometry::Geometry;
+use crate::validate::{check_append_size, check_data, check_metadata, check_read_range, lba_zone};
 use crate::zone::{ZoneCondition, ZoneInfo, ZoneOp, ZoneState, ZoneTable};
 
 /// The bytes behind an emulated device. Offsets are LBAs from the zone start, always
@@ -82,41 +83,16 @@ impl<S: Storage> EmulatedDevice<S> {
         self.lock().check_invariants();
     }
 
-    fn check_data(&self, what: &'static str, len: usize, granularity: u64) -> Result<u64> {
-        if len == 0 {
-            return Err(ZoneError::Empty { what });
-        }
-        let len = len as u64;
-        if len % granularity != 0 {
-            return Err(ZoneError::Misaligned { what, value: len, alignment: granularity });
-        }
-        Ok(len / self.geometry.lba_bytes as u64)
-    }
-
-    fn check_metadata(&self, got: Option<usize>, len_lbas: u64) -> Result<()> {
-        let metadata_bytes = self.geometry.metadata_bytes;
-        let expected = len_lbas * metadata_bytes as u64;
-        match got {
-            None => Ok(()),
-            Some(0) if metadata_bytes == 0 => Ok(()),
-            Some(got) if got as u64 == expected => Ok(()),
-            Some(got) => Err(ZoneError::MetadataLength { expected, got: got as u64, metadata_bytes }),
-        }
-    }
-
     /// Validated write of `data` to `zone`: at `at_offset_lbas` (a write) or wherever
     /// the write pointer is (an append). Returns the offset written.
     fn write_zone(&self, zone: u32, at_offset_lbas: Option<u64>, data: &[u8], metadata: Option<&[u8]>) -> Result<u64> {
         let (what, kind) =
             if at_offset_lbas.is_some() { ("write", FaultKind::Write) } else { ("append", FaultKind::Append) };
-        let len_lbas = self.check_data(what, data.len(), self.geometry.write_granularity_bytes as u64)?;
-        if at_offset_lbas.is_none() && data.len() as u64 > self.geometry.zone_append_max_bytes as u64 {
-            return Err(ZoneError::AppendTooLarge {
-                len_bytes: data.len() as u64,
-                max_bytes: self.geometry.zone_append_max_bytes as u64,
-            });
+        let len_lbas = check_data(&self.geometry, what, data.len(), self.geometry.write_granularity_bytes as u64)?;
+        if at_offset_lbas.is_none() {
+            check_append_size(&self.geometry, data.len())?;
         }
-        self.check_metadata(metadata.map(<[u8]>::len), len_lbas)?;
+        check_metadata(&self.geometry, metadata.map(<[u8]>::len), len_lbas)?;
         let offset_lbas = {
             let mut table = self.lock();
             if table.state(zone).condition == ZoneCondition::Offline {
@@ -179,13 +155,10 @@ impl<S: Storage> ZonedDevice for EmulatedDevice<S> {
 
     fn read(&self, lba: u64, data: &mut [u8], metadata: Option<&mut [u8]>) -> Result<()> {
         let geometry = &self.geometry;
-        let zone = geometry.zone_of(lba).ok_or(ZoneError::LbaOutOfRange { lba, total_lbas: geometry.total_lbas() })?;
-        let len_lbas = self.check_data("read", data.len(), geometry.lba_bytes as u64)?;
-        let offset_lbas = lba - geometry.zone_start_lba(zone);
-        if offset_lbas + len_lbas > geometry.zone_capacity_lbas {
-            return Err(ZoneError::CrossesZoneCapacity { zone, lba, end: lba + len_lbas });
-        }
-        self.check_metadata(metadata.as_ref().map(|m| m.len()), len_lbas)?;
+        let (zone, offset_lbas) = lba_zone(geometry, lba)?;
+        let len_lbas = check_data(geometry, "read", data.len(), geometry.lba_bytes as u64)?;
+        check_read_range(geometry, zone, lba, offset_lbas, len_lbas)?;
+        check_metadata(geometry, metadata.as_ref().map(|m| m.len()), len_lbas)?;
         let written_lbas = {
             let table = self.lock();
             let state = table.state(zone);
@@ -220,9 +193,7 @@ impl<S: Storage> ZonedDevice for EmulatedDevice<S> {
     }
 
     fn write(&self, lba: u64, data: &[u8], metadata: Option<&[u8]>) -> Result<()> {
-        let geometry = &self.geometry;
-        let zone = geometry.zone_of(lba).ok_or(ZoneError::LbaOutOfRange { lba, total_lbas: geometry.total_lbas() })?;
-        let offset_lbas = lba - geometry.zone_start_lba(zone);
+        let (zone, offset_lbas) = lba_zone(&self.geometry, lba)?;
         self.write_zone(zone, Some(offset_lbas), data, metadata).map(|_| ())
     }
 
@@ -275,6 +246,10 @@ impl<S: Storage> ZonedDevice for EmulatedDevice<S> {
 
     fn fault_injector(&self) -> Option<&dyn FaultInjector> {
         Some(self)
+    }
+
+    fn counters_persist(&self) -> bool {
+        true
     }
 
     fn describe(&self) -> String {

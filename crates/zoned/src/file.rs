@@ -11,7 +11,6 @@
 //! counters; zones that were open come back Closed, as after a power cycle. The file is
 //! locked (`flock`) while open, so two processes never drive one device.
 
-use std::cell::RefCell;
 use std::fs::{File, OpenOptions};
 use std::io::{Seek, SeekFrom};
 use std::os::fd::AsRawFd;
@@ -20,6 +19,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 
 use crate::device::ZoneCounterCells;
+use crate::direct_io::{self, DIRECT_ALIGN};
 use crate::emulated::{EmulatedDevice, Storage};
 use crate::geometry::{Geometry, GeometryError};
 use crate::zone::{ZoneCondition, ZoneState, ZoneTable};
@@ -59,7 +59,6 @@ const ZONE_ENTRY_WORDS: usize = (ZONE_ENTRY_BYTES / 8) as usize;
 
 /// Data starts on a 1 MiB boundary so O_DIRECT and large pages line up.
 const DATA_ALIGN: u64 = 1 << 20;
-const DIRECT_ALIGN: usize = 4096;
 
 /// Why a device file could not be created or opened.
 #[derive(Debug, thiserror::Error)]
@@ -243,30 +242,6 @@ impl Drop for ControlMap {
     }
 }
 
-thread_local! {
-    /// Bounce buffer for O_DIRECT I/O from unaligned caller buffers.
-    static BOUNCE: RefCell<AlignedBuffer> = RefCell::new(AlignedBuffer::default());
-}
-
-#[derive(Default)]
-struct AlignedBuffer {
-    storage: Vec<u8>,
-}
-
-impl AlignedBuffer {
-    fn get(&mut self, len: usize) -> &mut [u8] {
-        if self.storage.len() < len + DIRECT_ALIGN {
-            self.storage = vec![0; len + DIRECT_ALIGN];
-        }
-        let skew = self.storage.as_ptr().align_offset(DIRECT_ALIGN);
-        &mut self.storage[skew..skew + len]
-    }
-}
-
-fn is_aligned(buffer: &[u8]) -> bool {
-    buffer.as_ptr() as usize % DIRECT_ALIGN == 0 && buffer.len() % DIRECT_ALIGN == 0
-}
-
 pub struct FileStorage {
     path: PathBuf,
     geometry: Geometry,
@@ -326,39 +301,13 @@ impl FileStorage {
 impl Storage for FileStorage {
     fn write_data(&self, zone: u32, offset_lbas: u64, data: &[u8]) -> std::io::Result<()> {
         let position = self.data_offset(zone, offset_lbas);
-        self.with_direct(
-            |file| {
-                if is_aligned(data) {
-                    file.write_all_at(data, position)
-                } else {
-                    BOUNCE.with(|bounce| {
-                        let mut bounce = bounce.borrow_mut();
-                        let staged = bounce.get(data.len());
-                        staged.copy_from_slice(data);
-                        file.write_all_at(staged, position)
-                    })
-                }
-            },
-            |file| file.write_all_at(data, position),
-        )
+        self.with_direct(|file| direct_io::write_at(file, data, position), |file| file.write_all_at(data, position))
     }
 
     fn read_data(&self, zone: u32, offset_lbas: u64, data: &mut [u8]) -> std::io::Result<()> {
         let position = self.data_offset(zone, offset_lbas);
-        let len = data.len();
         if let Some(file) = self.direct_file() {
-            let result = if is_aligned(data) {
-                file.read_exact_at(data, position)
-            } else {
-                BOUNCE.with(|bounce| {
-                    let mut bounce = bounce.borrow_mut();
-                    let staged = bounce.get(len);
-                    file.read_exact_at(staged, position)?;
-                    data.copy_from_slice(staged);
-                    Ok(())
-                })
-            };
-            match result {
+            match direct_io::read_at(file, data, position) {
                 Err(error) if error.raw_os_error() == Some(libc::EINVAL) => self.direct_refused.store(true, Relaxed),
                 other => return other,
             }

@@ -7,20 +7,27 @@
 //!   by the emulated backends.
 //! - Backends: [`MemDevice`] (tests, simulator) and [`FileDevice`] (the embedded
 //!   default: a file or block device that survives close and reopen).
+//! - Real devices: [`zbd::ZonedBlockDevice`] (Linux zoned block devices) behind
+//!   [`CheckedDevice`], which validates every command against a mirror of the zones.
 //! - [`AppendMerger`]: merges appends queued for one zone into one device command
 //!   ("zone-append merges", ZNSwap §5.3).
 //! - [`conformance`]: the checks every backend must pass.
 
+mod checked;
 pub mod conformance;
 mod device;
+mod direct_io;
 mod emulated;
 mod error;
 pub mod file;
 mod geometry;
 mod mem;
 mod merge;
+mod validate;
+pub mod zbd;
 mod zone;
 
+pub use checked::{CheckedDevice, RawZoned};
 pub use device::{DeviceCounters, FaultInjector, FaultKind, WithoutFaultInjection, ZoneCounters, ZonedDevice};
 pub use emulated::{EmulatedDevice, Storage};
 pub use error::{Result, ZoneError};

@@ -250,6 +250,10 @@ impl<D: ZonedDevice> ZonedDevice for AppendMerger<D> {
         self.device.fault_injector()
     }
 
+    fn counters_persist(&self) -> bool {
+        self.device.counters_persist()
+    }
+
     fn describe(&self) -> String {
         format!("{} with append merging", self.device.describe())
     }

@@ -196,6 +196,31 @@ impl ZoneTable {
         table
     }
 
+    /// A table holding exactly `states` (as a device reported them).
+    pub fn from_states(geometry: Geometry, states: impl IntoIterator<Item = ZoneState>) -> ZoneTable {
+        let mut table = ZoneTable::new(geometry);
+        let mut count = 0;
+        for (zone, state) in states.into_iter().enumerate() {
+            table.set_state(zone as u32, state);
+            count += 1;
+        }
+        assert_eq!(count, geometry.zone_count as usize, "one state per zone");
+        table
+    }
+
+    /// Adopts a state the device reported for `zone`, whatever it was before.
+    pub fn set_state(&mut self, zone: u32, state: ZoneState) {
+        let old = self.zones[zone as usize].condition;
+        self.release(old);
+        if state.condition.is_open() {
+            self.open_count += 1;
+        }
+        if state.condition.is_active() {
+            self.active_count += 1;
+        }
+        self.zones[zone as usize] = state;
+    }
+
     pub fn geometry(&self) -> &Geometry {
         &self.geometry
     }

@@ -154,3 +154,17 @@ fn every_check_is_exercised_on_some_geometry() {
         CHECKS.iter().zip(&exercised).filter(|(_, &done)| !done).map(|(check, _)| check.name).collect();
     assert!(vacuous.is_empty(), "checks never exercised: {vacuous:?}");
 }
+
+#[test]
+fn reopening_is_a_power_cycle_for_open_zones() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("d.zns");
+    let device = FileDevice::create(&path, geometry(), CreateOptions::default()).unwrap();
+    device.append(0, &[1; 4096], None).unwrap();
+    device.open(1).unwrap();
+    drop(device);
+    let device = FileDevice::open(&path).unwrap();
+    assert_eq!(device.report_zone(0).unwrap().condition, znswap_zoned::ZoneCondition::Closed);
+    assert_eq!(device.report_zone(1).unwrap().condition, znswap_zoned::ZoneCondition::Empty);
+    assert!(device.counters_persist());
+}
