@@ -70,11 +70,13 @@ fn open_existing(path: &Path) -> Result<Box<dyn ZonedDevice>> {
             CheckedDevice::new(raw).with_context(|| format!("reading the zones of {}", path.display()))?,
         ));
     }
+    #[cfg(target_os = "linux")]
     if file_type.is_char_device() {
-        bail!(
-            "{} is a character device; NVMe passthrough (/dev/ngXnY) is not supported by this build, use the zoned block device /dev/nvmeXnY",
-            path.display()
-        );
+        // An NVMe namespace's generic char device (/dev/ngXnY): io_uring passthrough.
+        let raw = znswap_zoned::nvme::NvmeNamespace::open(path)?;
+        return Ok(Box::new(
+            CheckedDevice::new(raw).with_context(|| format!("reading the zones of {}", path.display()))?,
+        ));
     }
     // A regular file, or a conventional block device holding an emulated device.
     Ok(Box::new(FileDevice::open(path)?))

@@ -1,15 +1,18 @@
 //! `znswap`: swap for zoned (ZNS) SSDs.
 
 mod cmd_device;
+mod cmd_dst;
 mod device_bench;
 mod device_path;
 mod stats;
+mod swap_bench;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::{Args, Parser, Subcommand};
+use znswap_workload::Workload;
 use znswap_zoned::parse_size;
 
 #[derive(Parser)]
@@ -33,6 +36,69 @@ enum Command {
     /// Create, inspect, reset, check and measure zoned devices.
     #[command(subcommand)]
     Device(DeviceCommand),
+    /// Run a workload on paged memory larger than its budget, swapped to a zoned device,
+    /// with every page verified and the device's own limits measured in the same run.
+    Bench(SwapBenchArgs),
+    /// Deterministic simulation testing of the swap engine: random workloads with
+    /// injected device faults, every swap-in checked against an oracle.
+    Dst(DstArgs),
+}
+
+#[derive(Args)]
+struct SwapBenchArgs {
+    /// The zoned device [default: the embedded default device]. Its data is destroyed.
+    #[arg(long)]
+    device: Option<PathBuf>,
+    /// anon-w-rand (random writes), anon-w-seq (sequential writes), anon-r-rand (fill,
+    /// then random reads), pmbench (normal, sigma = set/12), hotspot (80 % on 20 %).
+    #[arg(long, default_value = "anon-w-rand", value_parser = workload)]
+    workload: Workload,
+    /// Resident memory budget.
+    #[arg(long, value_parser = size, default_value = "256M")]
+    memory: u64,
+    /// Working set [default: four times --memory].
+    #[arg(long, value_parser = size)]
+    wss: Option<u64>,
+    /// Threads running the workload, each on its own slice of the working set
+    /// [default: the number of CPUs].
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Seconds the workload runs.
+    #[arg(long, default_value_t = 10.0)]
+    seconds: f64,
+    /// Stop after this many accesses (all threads together).
+    #[arg(long)]
+    ops: Option<u64>,
+    /// Seed of the access streams.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Seconds spent measuring each of the device's limits first.
+    #[arg(long, default_value_t = 2.0)]
+    ceiling_seconds: f64,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+fn workload(name: &str) -> Result<Workload, String> {
+    Workload::from_name(name)
+        .ok_or_else(|| format!("unknown workload {name:?}: use one of {}", Workload::NAMES.join(", ")))
+}
+
+#[derive(Args)]
+struct DstArgs {
+    /// The first seed; each seed picks its own scenario and reproduces it exactly.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// How many seeds to run, from --seed on.
+    #[arg(long, default_value_t = 1)]
+    seeds: u64,
+    /// Operations per seed.
+    #[arg(long, default_value_t = 1_000_000)]
+    ops: u64,
+    /// Print JSON (one object for one seed, an array for several).
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Subcommand)]
@@ -151,6 +217,44 @@ struct CheckArgs {
 
 fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
+        Command::Bench(args) => {
+            anyhow::ensure!(
+                args.seconds > 0.0 && args.ceiling_seconds > 0.0,
+                "--seconds and --ceiling-seconds must be positive"
+            );
+            let device: std::sync::Arc<dyn znswap_zoned::ZonedDevice> =
+                device_path::open(args.device.as_deref())?.into();
+            let threads =
+                args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get())).max(1);
+            let options = swap_bench::SwapBenchOptions {
+                workload: args.workload,
+                budget_bytes: args.memory,
+                wss_bytes: args.wss.unwrap_or(4 * args.memory),
+                threads,
+                seconds: args.seconds,
+                ops_max: args.ops.unwrap_or(u64::MAX),
+                seed: args.seed,
+                ceiling_seconds: args.ceiling_seconds,
+                json: args.json,
+            };
+            let bench = swap_bench::run(device, &options)?;
+            if args.json {
+                println!("{}", serde_json::to_string_pretty(&bench)?);
+            } else {
+                swap_bench::print(&bench);
+            }
+            if bench.corrupted > 0 || bench.lost_pages > 0 {
+                eprintln!("error: {} pages read back wrong and {} were lost", bench.corrupted, bench.lost_pages);
+                return Ok(ExitCode::FAILURE);
+            }
+        }
+        Command::Dst(args) => {
+            anyhow::ensure!(args.seeds > 0 && args.ops > 0, "--seeds and --ops must be positive");
+            let request = cmd_dst::DstRequest { seed: args.seed, seeds: args.seeds, ops: args.ops, json: args.json };
+            if !cmd_dst::dst(&request)? {
+                return Ok(ExitCode::FAILURE);
+            }
+        }
         Command::Device(command) => match command {
             DeviceCommand::Create(args) => cmd_device::create(cmd_device::CreateRequest {
                 path: args.path,

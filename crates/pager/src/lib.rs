@@ -2,5 +2,9 @@
 //! zoned device and comes back on fault, through userfaultfd.
 //!
 //! - [`uffd`]: the userfaultfd system call and ioctls, defined over `libc` (no bindgen).
+//! - [`Pager`]: regions, the fault handler and the evictor, driving `znswap-core`.
 
+mod pager;
 pub mod uffd;
+
+pub use pager::{Pager, PagerConfig, PagerError, PagerStats, Region, PAGE_BYTES};

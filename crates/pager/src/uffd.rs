@@ -28,6 +28,7 @@ const UFFDIO_COPY: u64 = uffd_ioctl(IOC_READ_WRITE, 0x03, std::mem::size_of::<Uf
 const UFFDIO_ZEROPAGE: u64 = uffd_ioctl(IOC_READ_WRITE, 0x04, std::mem::size_of::<UffdioZeropage>());
 const UFFDIO_MOVE: u64 = uffd_ioctl(IOC_READ_WRITE, 0x05, std::mem::size_of::<UffdioMove>());
 const UFFDIO_WRITEPROTECT: u64 = uffd_ioctl(IOC_READ_WRITE, 0x06, std::mem::size_of::<UffdioWriteprotect>());
+const UFFDIO_POISON: u64 = uffd_ioctl(IOC_READ_WRITE, 0x08, std::mem::size_of::<UffdioPoison>());
 
 /// `UFFD_FEATURE_*` bits.
 pub mod features {
@@ -39,6 +40,8 @@ pub mod features {
     pub const THREAD_ID: u64 = 1 << 8;
     pub const EXACT_ADDRESS: u64 = 1 << 11;
     pub const WP_UNPOPULATED: u64 = 1 << 13;
+    /// `UFFDIO_POISON`: a resolved page that raises SIGBUS when touched.
+    pub const POISON: u64 = 1 << 14;
     pub const WP_ASYNC: u64 = 1 << 15;
     pub const MOVE: u64 = 1 << 16;
 }
@@ -107,6 +110,13 @@ struct UffdioWriteprotect {
 }
 
 #[repr(C)]
+struct UffdioPoison {
+    range: UffdioRange,
+    mode: u64,
+    updated: i64,
+}
+
+#[repr(C)]
 struct UffdioMove {
     dst: u64,
     src: u64,
@@ -166,34 +176,32 @@ pub struct Userfaultfd {
 }
 
 impl Userfaultfd {
-    /// Opens a userfaultfd (close-on-exec, non-blocking) and enables `wanted` features;
-    /// fails if the kernel lacks any of them.
-    pub fn new(wanted: u64) -> Result<Userfaultfd, UffdError> {
-        // SAFETY: a plain system call returning a new descriptor or -1.
-        let raw = unsafe { libc::syscall(libc::SYS_userfaultfd, libc::O_CLOEXEC | libc::O_NONBLOCK) };
-        if raw < 0 {
-            return Err(UffdError::Unavailable(io::Error::last_os_error()));
-        }
-        // SAFETY: `raw` is a descriptor we own from here on.
-        let fd = unsafe { OwnedFd::from_raw_fd(raw as RawFd) };
-        let mut api = UffdioApi { api: UFFD_API, features: wanted, ioctls: 0 };
-        if let Err(source) = ioctl(fd.as_raw_fd(), UFFDIO_API, &mut api) {
-            // EINVAL here means some wanted feature is unknown: say which.
-            let mut probe = UffdioApi { api: UFFD_API, features: 0, ioctls: 0 };
-            // SAFETY: a second descriptor only to ask which features exist.
-            let probe_fd = unsafe { libc::syscall(libc::SYS_userfaultfd, libc::O_CLOEXEC) };
-            if probe_fd >= 0 {
-                // SAFETY: as above; closed right after.
-                let probe_fd = unsafe { OwnedFd::from_raw_fd(probe_fd as RawFd) };
-                if ioctl(probe_fd.as_raw_fd(), UFFDIO_API, &mut probe).is_ok() && wanted & !probe.features != 0 {
-                    return Err(UffdError::MissingFeatures { missing: wanted & !probe.features });
-                }
+    /// Opens a userfaultfd (close-on-exec, non-blocking) with every `required` feature
+    /// and whichever `optional` ones the kernel has; fails naming the missing required
+    /// ones.
+    pub fn new(required: u64, optional: u64) -> Result<Userfaultfd, UffdError> {
+        let open = || -> Result<OwnedFd, UffdError> {
+            // SAFETY: a plain system call returning a new descriptor or -1.
+            let raw = unsafe { libc::syscall(libc::SYS_userfaultfd, libc::O_CLOEXEC | libc::O_NONBLOCK) };
+            if raw < 0 {
+                return Err(UffdError::Unavailable(io::Error::last_os_error()));
             }
-            return Err(UffdError::Ioctl { op: "UFFDIO_API", source });
+            // SAFETY: `raw` is a descriptor we own from here on.
+            Ok(unsafe { OwnedFd::from_raw_fd(raw as RawFd) })
+        };
+        // The API handshake happens once per descriptor: probe what exists on one, then
+        // enable what we use on another.
+        let probe = open()?;
+        let mut api = UffdioApi { api: UFFD_API, features: 0, ioctls: 0 };
+        ioctl(probe.as_raw_fd(), UFFDIO_API, &mut api)
+            .map_err(|source| UffdError::Ioctl { op: "UFFDIO_API", source })?;
+        let available = api.features;
+        if required & !available != 0 {
+            return Err(UffdError::MissingFeatures { missing: required & !available });
         }
-        if wanted & !api.features != 0 {
-            return Err(UffdError::MissingFeatures { missing: wanted & !api.features });
-        }
+        let fd = open()?;
+        let mut api = UffdioApi { api: UFFD_API, features: required | (optional & available), ioctls: 0 };
+        ioctl(fd.as_raw_fd(), UFFDIO_API, &mut api).map_err(|source| UffdError::Ioctl { op: "UFFDIO_API", source })?;
         Ok(Userfaultfd { fd, features: api.features })
     }
 
@@ -243,12 +251,14 @@ impl Userfaultfd {
     }
 
     /// Sets (`protect`) or clears write protection on `start..start+len`; clearing it
-    /// wakes threads blocked on a write-protect fault unless `wake` is false.
+    /// wakes threads blocked on a write-protect fault unless `wake` is false. (Setting it
+    /// wakes nobody; the kernel refuses `DONTWAKE` with it, so `wake` is ignored then.)
     pub fn write_protect(&self, start: u64, len: u64, protect: bool, wake: bool) -> Result<(), UffdError> {
-        let mut mode = if protect { WRITEPROTECT_MODE_WP } else { 0 };
-        if !wake {
-            mode |= WRITEPROTECT_MODE_DONTWAKE;
-        }
+        let mode = match (protect, wake) {
+            (true, _) => WRITEPROTECT_MODE_WP,
+            (false, true) => 0,
+            (false, false) => WRITEPROTECT_MODE_DONTWAKE,
+        };
         let mut wp = UffdioWriteprotect { range: UffdioRange { start, len }, mode };
         ioctl(self.fd.as_raw_fd(), UFFDIO_WRITEPROTECT, &mut wp)
             .map_err(|source| UffdError::Ioctl { op: "UFFDIO_WRITEPROTECT", source })
@@ -265,6 +275,14 @@ impl Userfaultfd {
         ioctl(self.fd.as_raw_fd(), UFFDIO_MOVE, &mut request)
             .map_err(|source| UffdError::Ioctl { op: "UFFDIO_MOVE", source })?;
         Ok(request.moved.max(0) as u64)
+    }
+
+    /// Marks `start..start+len` poisoned: touching it raises SIGBUS (for pages whose only
+    /// copy the device lost: never hand back silently wrong data).
+    pub fn poison(&self, start: u64, len: u64) -> Result<(), UffdError> {
+        let mut request = UffdioPoison { range: UffdioRange { start, len }, mode: 0, updated: 0 };
+        ioctl(self.fd.as_raw_fd(), UFFDIO_POISON, &mut request)
+            .map_err(|source| UffdError::Ioctl { op: "UFFDIO_POISON", source })
     }
 
     /// Wakes threads waiting on `start..start+len` (after a `DONTWAKE` resolution).
@@ -341,6 +359,8 @@ mod tests {
         assert_eq!(std::mem::size_of::<UffdioZeropage>(), 32);
         assert_eq!(std::mem::size_of::<UffdioWriteprotect>(), 24);
         assert_eq!(std::mem::size_of::<UffdioMove>(), 40);
+        assert_eq!(std::mem::size_of::<UffdioPoison>(), 32);
+        assert_eq!(UFFDIO_POISON, 0xC020_AA08);
         assert_eq!(std::mem::size_of::<UffdMsg>(), 32);
         // The request numbers <linux/userfaultfd.h> expands to on x86-64.
         assert_eq!(UFFDIO_API, 0xC018_AA3F);
@@ -411,7 +431,7 @@ mod tests {
 
     #[test]
     fn missing_faults_are_served_by_a_handler_thread() {
-        let uffd = Userfaultfd::new(0).expect("userfaultfd works on this machine");
+        let uffd = Userfaultfd::new(0, 0).expect("userfaultfd works on this machine");
         let mapping = Mapping::new(4);
         uffd.register(mapping.address(0), mapping.len as u64, register_mode::MISSING).unwrap();
         let done = AtomicBool::new(false);
@@ -436,11 +456,14 @@ mod tests {
 
     #[test]
     fn a_write_to_a_protected_page_faults_once_protection_is_set() {
-        let uffd = Userfaultfd::new(features::PAGEFAULT_FLAG_WP).expect("write-protect support");
+        let uffd = Userfaultfd::new(features::PAGEFAULT_FLAG_WP, 0).expect("write-protect support");
         let mapping = Mapping::new(2);
         uffd.register(mapping.address(0), mapping.len as u64, register_mode::MISSING | register_mode::WP).unwrap();
         // Install page 0 write-protected, as the pager does for a swapped-in clean page.
         assert!(uffd.copy(mapping.address(0), &[9; PAGE], true, true).unwrap());
+        // Protecting an already mapped page, as the evictor does, with either wake flag.
+        uffd.write_protect(mapping.address(0), PAGE as u64, true, false).unwrap();
+        uffd.write_protect(mapping.address(0), PAGE as u64, true, true).unwrap();
         let done = AtomicBool::new(false);
         let seen = std::sync::Mutex::new(Vec::new());
         std::thread::scope(|scope| {
@@ -461,7 +484,7 @@ mod tests {
 
     #[test]
     fn pages_move_without_copying() {
-        let uffd = match Userfaultfd::new(features::MOVE) {
+        let uffd = match Userfaultfd::new(features::MOVE, 0) {
             Ok(uffd) => uffd,
             Err(UffdError::MissingFeatures { .. }) => return, // kernels before 6.8
             Err(error) => panic!("{error}"),

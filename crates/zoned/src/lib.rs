@@ -24,6 +24,7 @@ mod geometry;
 mod mem;
 mod merge;
 mod validate;
+pub mod nvme;
 pub mod zbd;
 mod zone;
 

@@ -1,0 +1,422 @@
+//! `znswap bench`: a workload from the paper's evaluation running on pager memory larger
+//! than its budget, every page verified, with the device's own limits measured in the
+//! same run so the figures come as ratios.
+//!
+//! Each page holds a pattern derived from its number and a version the bench keeps, so a
+//! read of stale, foreign or zeroed data is counted as corrupted.
+
+use std::io::IsTerminal;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{ensure, Context, Result};
+use rand_core::{RngCore, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
+use serde::Serialize;
+use znswap_pager::{Pager, PagerConfig, PAGE_BYTES};
+use znswap_workload::{Generator, Workload};
+use znswap_zoned::{format_size, ZoneError, ZonedDevice};
+
+use crate::stats::{Latency, Table};
+
+/// A page access slower than this faulted (a resident page is touched in well under a
+/// microsecond, a fault costs several).
+const FAULT_THRESHOLD_NS: u64 = 1_500;
+const MIB: f64 = (1 << 20) as f64;
+
+pub struct SwapBenchOptions {
+    pub workload: Workload,
+    pub budget_bytes: u64,
+    pub wss_bytes: u64,
+    pub threads: usize,
+    pub seconds: f64,
+    pub ops_max: u64,
+    pub seed: u64,
+    pub ceiling_seconds: f64,
+    pub json: bool,
+}
+
+#[derive(Serialize)]
+pub struct SwapBench {
+    pub workload: &'static str,
+    pub device: String,
+    pub threads: usize,
+    pub budget_bytes: u64,
+    pub wss_bytes: u64,
+    /// Working set over the device's capacity.
+    pub swap_utilization: f64,
+    pub seconds: f64,
+    pub ops: u64,
+    pub ops_per_s: f64,
+    pub swap_out_mib_s: f64,
+    pub swap_in_mib_s: f64,
+    /// Pages written to the device by swap-out, and read back by swap-in, in the timed run.
+    pub swap_out_pages: u64,
+    pub swap_in_pages: u64,
+    /// Swap-ins over the whole run, the final verification of every page included.
+    pub swap_in_pages_with_verification: u64,
+    pub fault_p50_us: f64,
+    pub fault_p99_us: f64,
+    pub faults_sampled: u64,
+    /// Device bytes written (data, GC moves, footers, padding) per byte swapped out.
+    pub waf: f64,
+    /// CPU time of GC work over the run, in percent of one core.
+    pub gc_cpu_pct: f64,
+    pub gc_runs: u64,
+    pub resident_max_bytes: u64,
+    pub budget_slack_bytes: u64,
+    pub pages_verified: u64,
+    pub corrupted: u64,
+    pub lost_pages: u64,
+    pub swap_outs_aborted_dirty: u64,
+    pub swap_outs_clean: u64,
+    pub swap_outs_zero: u64,
+    pub host_bytes_per_slot: f64,
+    /// Raw append bandwidth of the same device (the ceiling for `anon-w-seq`).
+    pub device_append_mib_s: f64,
+    /// Append bandwidth while serving an equal number of 4 KiB random reads at the
+    /// bench's thread count (the ceiling for random-write workloads).
+    pub device_mixed_mib_s: f64,
+    /// Raw 4 KiB random read latency of the device, for the fault latency to be read against.
+    pub device_read_p50_us: f64,
+    pub device_read_p99_us: f64,
+    /// `swap_out_mib_s` over the matching ceiling.
+    pub efficiency: f64,
+}
+
+fn fill(bytes: &mut [u8], page: u64, version: u64) {
+    // Never all zero (the pager would keep an all-zero page as a zero entry, which is
+    // right, but the bench means to measure swap traffic).
+    let mut state = (page.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ version.wrapping_mul(0xD1B5_4A32_D192_ED03)) | 1;
+    for chunk in bytes.chunks_exact_mut(8) {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        chunk.copy_from_slice(&state.to_le_bytes());
+    }
+}
+
+fn matches(bytes: &[u8], page: u64, version: u64, scratch: &mut [u8]) -> bool {
+    if version == 0 {
+        return bytes.iter().all(|&b| b == 0);
+    }
+    fill(scratch, page, version);
+    bytes == scratch
+}
+
+/// Appends of `append_bytes` to zones in turn for `duration`; with `read_pairs`, each
+/// appended page is paired with one 4 KiB random read of earlier data. Returns append
+/// MiB/s and the read latencies.
+fn device_ceiling(
+    device: &dyn ZonedDevice,
+    threads: usize,
+    append_bytes: usize,
+    duration: Duration,
+    read_pairs: bool,
+) -> Result<(f64, Latency)> {
+    let geometry = *device.geometry();
+    device.reset_all().context("resetting the device")?;
+    // Something to read: the first zone, written once.
+    let first_zone_bytes = geometry.zone_capacity_bytes().min(64 << 20) as usize;
+    let seed_data = vec![0xA5u8; append_bytes];
+    let mut written = 0;
+    while written < first_zone_bytes {
+        let len = append_bytes.min(first_zone_bytes - written);
+        device.append(0, &seed_data[..len], None).context("seeding data to read")?;
+        written += len;
+    }
+    device.finish(0).ok();
+    let readable_pages = (first_zone_bytes / 4096) as u64;
+    let next_zone = AtomicU64::new(1);
+    let appended = AtomicU64::new(0);
+    let stop = AtomicBool::new(false);
+    let started = Instant::now();
+    let samples: Vec<Vec<u64>> = std::thread::scope(|scope| -> Result<Vec<Vec<u64>>> {
+        let handles: Vec<_> = (0..threads)
+            .map(|thread| {
+                let (next_zone, appended, stop) = (&next_zone, &appended, &stop);
+                scope.spawn(move || -> Result<Vec<u64>> {
+                    let data = vec![0x5Au8; append_bytes];
+                    let mut page = vec![0u8; 4096];
+                    let mut rng = Xoshiro256PlusPlus::seed_from_u64(thread as u64 + 1);
+                    let mut samples = Vec::new();
+                    let mut zone = next_zone.fetch_add(1, Relaxed) as u32;
+                    while !stop.load(Relaxed) && started.elapsed() < duration {
+                        if zone >= geometry.zone_count {
+                            break;
+                        }
+                        match device.append(zone, &data, None) {
+                            Ok(_) => {
+                                appended.fetch_add(append_bytes as u64, Relaxed);
+                            }
+                            Err(ZoneError::ZoneFull { .. } | ZoneError::ExceedsCapacity { .. }) => {
+                                device.finish(zone).ok();
+                                zone = next_zone.fetch_add(1, Relaxed) as u32;
+                                continue;
+                            }
+                            Err(error) => return Err(error).context("append"),
+                        }
+                        if read_pairs {
+                            for _ in 0..append_bytes / 4096 {
+                                let lba = (rng.next_u64() % readable_pages) * (4096 / geometry.lba_bytes as u64);
+                                let begun = Instant::now();
+                                device.read(lba, &mut page, None).context("read")?;
+                                samples.push(begun.elapsed().as_nanos() as u64);
+                            }
+                        }
+                    }
+                    if zone < geometry.zone_count {
+                        device.finish(zone).ok();
+                    }
+                    stop.store(true, Relaxed);
+                    Ok(samples)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().expect("ceiling thread panicked")).collect()
+    })?;
+    let seconds = started.elapsed().as_secs_f64();
+    let mut all: Vec<u64> = samples.into_iter().flatten().collect();
+    device.reset_all().context("resetting the device")?;
+    Ok((appended.load(Relaxed) as f64 / MIB / seconds, Latency::from_ns(&mut all)))
+}
+
+pub fn run(device: Arc<dyn ZonedDevice>, options: &SwapBenchOptions) -> Result<SwapBench> {
+    let geometry = *device.geometry();
+    let show = !options.json && std::io::stderr().is_terminal();
+    let progress = |message: &str| {
+        if show {
+            eprint!("\r\x1b[2K{message}");
+        }
+    };
+    let capacity = geometry.capacity_bytes();
+    ensure!(
+        options.wss_bytes < capacity,
+        "the working set ({}) does not fit the device's capacity ({}); use a smaller --wss or a larger device",
+        format_size(options.wss_bytes),
+        format_size(capacity)
+    );
+    ensure!(options.budget_bytes < options.wss_bytes, "--memory must be below --wss, or nothing is swapped");
+
+    // The device's own limits, measured now, on this device.
+    let append_bytes = (geometry.zone_append_max_bytes as usize).min(1 << 20);
+    let ceiling_time = Duration::from_secs_f64(options.ceiling_seconds);
+    progress("measuring the device: appends");
+    let (device_append_mib_s, _) = device_ceiling(&*device, 1, append_bytes, ceiling_time, false)?;
+    progress("measuring the device: appends with paired 4 KiB reads");
+    let (device_mixed_mib_s, device_reads) =
+        device_ceiling(&*device, options.threads, append_bytes, ceiling_time, true)?;
+
+    let pager = Pager::new(device.clone(), PagerConfig::new(options.budget_bytes)).context("starting the pager")?;
+    let region = pager.alloc(options.wss_bytes, 0).context("allocating the working set")?;
+    let pages = region.pages();
+    let device_written_before = device.counters().bytes_written;
+    let base = region.as_ptr() as usize;
+    let per_thread = pages / options.threads as u64;
+    ensure!(per_thread > 0, "the working set is smaller than one page per thread");
+    let ops_done = AtomicU64::new(0);
+    let workers_done = AtomicBool::new(false);
+    // Workers meet here when the timed workload ends: the figures are taken between the
+    // two barriers, before the final verification pass.
+    let workload_over = std::sync::Barrier::new(options.threads + 1);
+    let figures_taken = std::sync::Barrier::new(options.threads + 1);
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs_f64(options.seconds);
+    struct ThreadResult {
+        faults_ns: Vec<u64>,
+        verified: u64,
+        corrupted: u64,
+    }
+    let results = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..options.threads)
+            .map(|thread| {
+                let (ops_done, workload_over, figures_taken) = (&ops_done, &workload_over, &figures_taken);
+                scope.spawn(move || {
+                    let first = thread as u64 * per_thread;
+                    let mut versions = vec![0u64; per_thread as usize];
+                    let mut generator =
+                        Generator::new(options.workload, per_thread, options.seed ^ (thread as u64) << 32);
+                    let mut scratch = vec![0u8; PAGE_BYTES];
+                    let mut result = ThreadResult { faults_ns: Vec::with_capacity(1 << 16), verified: 0, corrupted: 0 };
+                    let ops_max = options.ops_max / options.threads as u64;
+                    let mut ops = 0u64;
+                    while ops < ops_max && (ops % 256 != 0 || Instant::now() < deadline) {
+                        let access = generator.next().expect("generators are endless");
+                        let page = first + access.page;
+                        let address = base + page as usize * PAGE_BYTES;
+                        // SAFETY: this thread alone touches pages first..first+per_thread.
+                        let bytes = unsafe { std::slice::from_raw_parts_mut(address as *mut u8, PAGE_BYTES) };
+                        let begun = Instant::now();
+                        // The first touch is where a fault happens.
+                        if access.write {
+                            // SAFETY: a byte of this thread's page.
+                            unsafe { std::ptr::write_volatile(address as *mut u8, bytes[0]) };
+                        } else {
+                            // SAFETY: as above.
+                            unsafe { std::ptr::read_volatile(address as *const u8) };
+                        }
+                        let touch_ns = begun.elapsed().as_nanos() as u64;
+                        if touch_ns >= FAULT_THRESHOLD_NS {
+                            result.faults_ns.push(touch_ns);
+                        }
+                        let slot = access.page as usize;
+                        if access.write {
+                            versions[slot] += 1;
+                            fill(bytes, page, versions[slot]);
+                        } else {
+                            if matches(bytes, page, versions[slot], &mut scratch) {
+                                result.verified += 1;
+                            } else {
+                                result.corrupted += 1;
+                            }
+                        }
+                        ops += 1;
+                        if ops % 4096 == 0 {
+                            ops_done.fetch_add(4096, Relaxed);
+                        }
+                    }
+                    ops_done.fetch_add(ops % 4096, Relaxed);
+                    workload_over.wait();
+                    figures_taken.wait();
+                    // Verify every page this thread wrote.
+                    for (slot, &version) in versions.iter().enumerate() {
+                        // SAFETY: as above.
+                        let bytes = unsafe {
+                            std::slice::from_raw_parts(
+                                (base + (first as usize + slot) * PAGE_BYTES) as *const u8,
+                                PAGE_BYTES,
+                            )
+                        };
+                        if matches(bytes, first + slot as u64, version, &mut scratch) {
+                            result.verified += 1;
+                        } else {
+                            result.corrupted += 1;
+                        }
+                    }
+                    result
+                })
+            })
+            .collect();
+        let reporter = scope.spawn(|| {
+            while !workers_done.load(Relaxed) {
+                progress(&format!(
+                    "{}: {:.0} s, {} ops, resident {}",
+                    options.workload.name(),
+                    started.elapsed().as_secs_f64(),
+                    ops_done.load(Relaxed),
+                    format_size(pager.stats().resident_pages * PAGE_BYTES as u64)
+                ));
+                std::thread::sleep(Duration::from_millis(250));
+            }
+        });
+        workload_over.wait();
+        let figures = (started.elapsed().as_secs_f64(), pager.stats(), device.counters().bytes_written);
+        workers_done.store(true, Relaxed);
+        figures_taken.wait();
+        progress("verifying every page");
+        let results: Vec<ThreadResult> =
+            handles.into_iter().map(|h| h.join().expect("bench thread panicked")).collect();
+        reporter.join().ok();
+        (results, figures)
+    });
+    let (results, (seconds, stats, device_written_after)) = results;
+    progress("");
+    let final_stats = pager.stats();
+    let lost_pages = final_stats.lost_pages;
+    let device_written = device_written_after - device_written_before;
+    let host_written = stats.swap_outs_written * PAGE_BYTES as u64;
+    let mut faults: Vec<u64> = results.iter().flat_map(|r| r.faults_ns.iter().copied()).collect();
+    let faults_sampled = faults.len() as u64;
+    let fault_latency = Latency::from_ns(&mut faults);
+    let swap_out_mib_s = host_written as f64 / MIB / seconds;
+    let ceiling = if options.workload == Workload::AnonWSeq { device_append_mib_s } else { device_mixed_mib_s };
+    let bench = SwapBench {
+        workload: options.workload.name(),
+        device: device.describe(),
+        threads: options.threads,
+        budget_bytes: options.budget_bytes,
+        wss_bytes: pages * PAGE_BYTES as u64,
+        swap_utilization: (pages * PAGE_BYTES as u64) as f64 / capacity as f64,
+        seconds,
+        ops: ops_done.load(Relaxed),
+        ops_per_s: ops_done.load(Relaxed) as f64 / seconds,
+        swap_out_mib_s,
+        swap_in_mib_s: (stats.swap_in_reads * PAGE_BYTES as u64) as f64 / MIB / seconds,
+        swap_out_pages: stats.swap_outs_written,
+        swap_in_pages: stats.swap_in_reads,
+        swap_in_pages_with_verification: final_stats.swap_in_reads,
+        fault_p50_us: fault_latency.p50_us,
+        fault_p99_us: fault_latency.p99_us,
+        faults_sampled,
+        waf: if host_written > 0 { device_written as f64 / host_written as f64 } else { 0.0 },
+        gc_cpu_pct: stats.gc_cpu_ns as f64 / 1e9 / seconds * 100.0,
+        gc_runs: stats.gc_runs,
+        resident_max_bytes: stats.resident_pages_max * PAGE_BYTES as u64,
+        budget_slack_bytes: PagerConfig::new(0).slack_pages * PAGE_BYTES as u64,
+        pages_verified: results.iter().map(|r| r.verified).sum(),
+        corrupted: results.iter().map(|r| r.corrupted).sum(),
+        lost_pages,
+        swap_outs_aborted_dirty: stats.swap_outs_aborted_dirty,
+        swap_outs_clean: stats.swap_outs_clean,
+        swap_outs_zero: stats.swap_outs_zero,
+        host_bytes_per_slot: pager.host_bytes_per_slot(),
+        device_append_mib_s,
+        device_mixed_mib_s,
+        device_read_p50_us: device_reads.p50_us,
+        device_read_p99_us: device_reads.p99_us,
+        efficiency: if ceiling > 0.0 { swap_out_mib_s / ceiling } else { 0.0 },
+    };
+    drop(region);
+    drop(pager);
+    Ok(bench)
+}
+
+pub fn print(bench: &SwapBench) {
+    println!(
+        "{} on {}: {} threads, working set {} in a budget of {} ({:.0} % of the device)",
+        bench.workload,
+        bench.device,
+        bench.threads,
+        format_size(bench.wss_bytes),
+        format_size(bench.budget_bytes),
+        bench.swap_utilization * 100.0
+    );
+    let mut table = Table::new(&["measure", "value", "against"]);
+    let ceiling_name = if bench.workload == "anon-w-seq" { "raw appends" } else { "appends + paired reads" };
+    let ceiling = if bench.workload == "anon-w-seq" { bench.device_append_mib_s } else { bench.device_mixed_mib_s };
+    table.row(vec![
+        "swap-out".into(),
+        format!("{:.0} MiB/s", bench.swap_out_mib_s),
+        format!("{:.2} of {ceiling:.0} MiB/s ({ceiling_name})", bench.efficiency),
+    ]);
+    table.row(vec!["swap-in".into(), format!("{:.0} MiB/s", bench.swap_in_mib_s), String::new()]);
+    table.row(vec![
+        "fault latency".into(),
+        format!("p50 {:.1} µs, p99 {:.1} µs", bench.fault_p50_us, bench.fault_p99_us),
+        format!("device 4 KiB read p50 {:.1} µs, p99 {:.1} µs", bench.device_read_p50_us, bench.device_read_p99_us),
+    ]);
+    table.row(vec![
+        "operations".into(),
+        format!("{:.0}/s", bench.ops_per_s),
+        format!("{} in {:.1} s", bench.ops, bench.seconds),
+    ]);
+    table.row(vec!["WAF".into(), format!("{:.3}", bench.waf), format!("{} GC runs", bench.gc_runs)]);
+    table.row(vec!["GC CPU".into(), format!("{:.2} % of a core", bench.gc_cpu_pct), String::new()]);
+    table.row(vec![
+        "resident max".into(),
+        format_size(bench.resident_max_bytes),
+        format!("budget {} + slack {}", format_size(bench.budget_bytes), format_size(bench.budget_slack_bytes)),
+    ]);
+    table.row(vec![
+        "pages verified".into(),
+        bench.pages_verified.to_string(),
+        format!("{} corrupted, {} lost", bench.corrupted, bench.lost_pages),
+    ]);
+    table.row(vec![
+        "clean drops".into(),
+        bench.swap_outs_clean.to_string(),
+        format!("{} aborted by writes, {} zero pages", bench.swap_outs_aborted_dirty, bench.swap_outs_zero),
+    ]);
+    print!("{}", table.render());
+}

@@ -1,0 +1,704 @@
+//! ZNGC (§5.2) as an explicit state machine:
+//! `Idle -> gather -> Reading -> Writing -> Activating -> Idle`, victims reset once empty.
+//!
+//! - **Gather** collects the victims' occupied slots (valid and swap-cached) into a
+//!   preallocated batch of `gc_batch_pages_max` entries.
+//! - **Read** reads the valid slots' data into the GC buffers with their reverse-map
+//!   records (per-LBA metadata, or the chunk footers). Swap-cached slots need only their
+//!   record: they are dropped, not copied; their owner is found through the record.
+//! - **Write**: each entry's record is checked against the owner table; pages whose owner
+//!   still points at the victim slot are appended to the GC swap-zone.
+//! - **Activate** (on each append completion): compare-and-set each owner from the victim
+//!   slot to the new slot; pages swapped in, freed or dirtied meanwhile are skipped and
+//!   their new slot invalidated.
+//! - **Reset** a victim once it holds nothing valid or cached and no read is in flight.
+//!
+//! A swap-in of a page under migration reads the old slot, which stays valid until the
+//! activate stage, and the victim is never reset under a read in flight.
+//!
+//! Where this departs from the paper, and why:
+//! - The GC writes into its own swap-zones (1 or 2 "GC streams", the policy picks the
+//!   stream per page), never into user swap-zones: a zone the GC opened from the reserve
+//!   would otherwise be filled by swap-outs, and the reserve could run dry (deadlock).
+//!   With one victim at a time whose valid slots fit in one zone, the GC needs at most one
+//!   empty zone per stream, which `gc_reserve_zones` (>= 2) keeps for it.
+//! - Dropping a swap-cached slot needs its owner, and there is no reverse table: the GC
+//!   reads the slot's record (per-LBA metadata with the data, or just the chunk footer)
+//!   and drops it without writing. Reads, not writes: WAF is unaffected.
+//! - A progress guard stops a run whose victims win back no more zones than the GC opens
+//!   (high watermark out of reach, or footer padding eating the gain); it restarts once
+//!   more slots are invalidated. Swap-out meanwhile gets backpressure, never an error.
+
+use std::collections::VecDeque;
+
+use crate::config::{Config, RecordEncoding, VictimSelection};
+use crate::engine::{Engine, Event};
+use crate::io::{AppendPage, Buf, IoError, IoId, IoKind, IoRequest};
+use crate::owner_table::PageState;
+use crate::record::{self, PageRecord, RecordError};
+use crate::slot_map::{SlotState, ZoneState};
+
+/// Largest GC read, in pages.
+const GC_READ_PAGES_MAX: u32 = 64;
+/// Passes over a victim before the GC gives up on it (read errors, races).
+const VICTIM_PASSES_MAX: u32 = 4;
+/// Candidates cost-benefit compares (from the fullest-of-garbage buckets down).
+const COST_BENEFIT_CANDIDATES: usize = 64;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stage {
+    Idle,
+    Reading,
+    Writing,
+    Activating,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Victim {
+    zone: u32,
+    cursor: u32,
+    passes: u32,
+    swept: bool,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Entry {
+    zone: u32,
+    slot: u32,
+    footer_slot: u32,
+    record: Option<PageRecord>,
+    record_error: Option<RecordError>,
+    needs_data: bool,
+    data_read: bool,
+    failed: bool,
+}
+
+pub(crate) struct GcState {
+    pub running: bool,
+    /// Swap-out hit backpressure.
+    pub wanted: bool,
+    /// A GC append of this batch failed: victims get another pass.
+    pub batch_failed: bool,
+    stage: Stage,
+    victims: Vec<Victim>,
+    victims_max: u32,
+    requested: VecDeque<u32>,
+    batch: Vec<Entry>,
+    batch_max: u32,
+    next_read: usize,
+    next_footer: usize,
+    reads_outstanding: u32,
+    next_write: usize,
+    appends_outstanding: u32,
+    candidates: Vec<u32>,
+    /// Progress guard: victims reset minus zones the GC opened, over a window of
+    /// victims. The GC's own balance, so swap-outs consuming zones meanwhile do not
+    /// count against it.
+    pub window_gain: i64,
+    window_victims: u32,
+    /// Victims collected since the policy was last asked for reclaim hints.
+    victims_since_policy: u32,
+    /// The GC gave up for lack of garbage; it restarts once this many more slots have
+    /// been invalidated.
+    stalled_until_invalidations: Option<u64>,
+}
+
+impl GcState {
+    pub fn new(config: &Config, batch_max: u32) -> GcState {
+        GcState {
+            window_gain: 0,
+            window_victims: 0,
+            victims_since_policy: u32::MAX,
+            stalled_until_invalidations: None,
+            running: false,
+            wanted: false,
+            batch_failed: false,
+            stage: Stage::Idle,
+            victims: Vec::with_capacity(config.gc_victims_max as usize),
+            victims_max: config.gc_victims_max,
+            requested: VecDeque::with_capacity(64),
+            batch: Vec::with_capacity(config.gc_batch_pages_max as usize),
+            batch_max,
+            next_read: 0,
+            next_footer: 0,
+            reads_outstanding: 0,
+            next_write: 0,
+            appends_outstanding: 0,
+            candidates: vec![0; COST_BENEFIT_CANDIDATES],
+        }
+    }
+
+    /// `rec_zn`: bounded; a request beyond the bound is dropped (the GC still runs).
+    pub fn request(&mut self, zone: u32) {
+        if self.requested.len() < self.requested.capacity().max(64) && !self.requested.contains(&zone) {
+            self.requested.push_back(zone);
+        }
+    }
+
+    /// The GC's memory bound: batch entries plus the move buffer the driver holds.
+    pub fn host_bytes(&self) -> u64 {
+        self.batch_max as u64 * (std::mem::size_of::<Entry>() as u64 + crate::config::PAGE_BYTES as u64)
+    }
+}
+
+impl Engine {
+    pub(crate) fn gc_step(&mut self) {
+        // Each stage either moves on or waits for completions; the bound only guards
+        // against a stage bug looping (an idle turn that emits nothing finishes a victim).
+        for _ in 0..256 {
+            let stage = self.gc.stage;
+            match stage {
+                Stage::Idle => {
+                    if !self.gc_idle() {
+                        return;
+                    }
+                }
+                Stage::Reading => {
+                    self.gc_issue_reads();
+                    if self.gc.reads_outstanding > 0
+                        || self.gc.next_read < self.gc.batch.len()
+                        || self.gc.next_footer < self.gc.batch.len()
+                    {
+                        return;
+                    }
+                    self.gc.stage = Stage::Writing;
+                }
+                Stage::Writing => {
+                    if !self.gc_write() {
+                        return;
+                    }
+                    self.gc.stage = Stage::Activating;
+                }
+                Stage::Activating => {
+                    if self.gc.appends_outstanding > 0 {
+                        return;
+                    }
+                    self.stats.gc_batches += 1;
+                    self.gc.batch.clear();
+                    self.gc.batch_failed = false;
+                    self.gc.stage = Stage::Idle;
+                }
+            }
+        }
+    }
+
+    /// Decides whether to run, finishes swept victims, picks new ones and gathers a
+    /// batch. True when a batch is ready to read.
+    fn gc_idle(&mut self) -> bool {
+        let empty = self.empty_zones.len() as u32;
+        if !self.gc.running {
+            let low = empty < self.derived.gc_low_watermark_zones;
+            if !low && self.gc.requested.is_empty() {
+                return false;
+            }
+            if let Some(until) = self.gc.stalled_until_invalidations {
+                // An explicit `rec_zn` is tried even while stalled.
+                if self.invalidations < until && self.gc.requested.is_empty() {
+                    return false;
+                }
+                self.gc.stalled_until_invalidations = None;
+            }
+            self.gc.running = true;
+            // The policy's reclaim hints (`rec_zn`) may cost it a scan of its zones: ask
+            // once per low-watermark's worth of victims, not on every run.
+            if low && self.gc.victims_since_policy >= self.derived.gc_low_watermark_zones.min(64) {
+                self.gc.victims_since_policy = 0;
+                self.policy_low_watermark();
+            }
+        }
+        self.gc.wanted = false;
+        self.gc_finish_victims();
+        if self.gc.victims.is_empty() {
+            let satisfied = self.empty_zones.len() as u32 >= self.derived.gc_high_watermark_zones;
+            if satisfied && self.gc.requested.is_empty() {
+                self.gc.running = false;
+                return false;
+            }
+            if !self.gc_pick_victims() {
+                // Nothing worth collecting: wait for more garbage instead of retrying on
+                // every poll.
+                self.gc.running = false;
+                self.gc.stalled_until_invalidations = Some(self.invalidations + 1);
+                return false;
+            }
+        }
+        self.gc_gather();
+        if self.gc.batch.is_empty() {
+            // Every victim swept with nothing to move: finish them on the next turn.
+            return self.gc.victims.iter().any(|victim| !victim.swept) || self.gc_finish_victims_now();
+        }
+        self.gc.next_read = 0;
+        self.gc.next_footer = 0;
+        self.gc.next_write = 0;
+        self.gc.reads_outstanding = 0;
+        self.gc.stage = Stage::Reading;
+        true
+    }
+
+    fn gc_finish_victims_now(&mut self) -> bool {
+        let before = self.gc.victims.len();
+        self.gc_finish_victims();
+        self.gc.victims.len() != before
+    }
+
+    /// Victims whose cursor reached the end: reset when empty, else another pass.
+    fn gc_finish_victims(&mut self) {
+        let mut index = 0;
+        while index < self.gc.victims.len() {
+            let victim = self.gc.victims[index];
+            if !victim.swept {
+                index += 1;
+                continue;
+            }
+            let counters = *self.slots.zone(victim.zone);
+            if counters.state == ZoneState::Offline {
+                self.gc.victims.swap_remove(index);
+                continue;
+            }
+            if counters.occupied + counters.swap_cache == 0 {
+                self.gc.victims.swap_remove(index);
+                self.slots.zone_mut(victim.zone).in_gc = false;
+                self.stats.gc_runs += 1;
+                self.try_reset(victim.zone);
+                self.gc_check_progress();
+                continue;
+            }
+            if victim.passes + 1 >= VICTIM_PASSES_MAX {
+                // Give it back; a later run may manage.
+                self.gc.victims.swap_remove(index);
+                self.slots.zone_mut(victim.zone).in_gc = false;
+                self.victims.update(victim.zone, counters.garbage());
+                continue;
+            }
+            self.gc.victims[index] = Victim { zone: victim.zone, cursor: 0, passes: victim.passes + 1, swept: false };
+            index += 1;
+        }
+    }
+
+    /// Guards against collecting forever when the garbage left cannot win back zones
+    /// (say the high watermark is out of reach, or footer padding eats the gain): after a
+    /// window of victims that reset no more zones than the GC opened, the run stops
+    /// until more slots are invalidated.
+    fn gc_check_progress(&mut self) {
+        self.gc.victims_since_policy = self.gc.victims_since_policy.saturating_add(1);
+        self.gc.window_victims += 1;
+        self.gc.window_gain += 1;
+        // Long enough that slow but real progress (a tenth of a zone per victim at 90 %
+        // utilization) shows, short enough to bound wasted work.
+        let window = (4 * self.gc.victims_max).max(32);
+        if self.gc.window_victims < window {
+            return;
+        }
+        if self.gc.window_gain <= 0 {
+            self.gc.running = false;
+            self.stats.gc_stalls += 1;
+            let restart = (self.capacity / 4 + self.derived.chunk_pages) as u64;
+            self.gc.stalled_until_invalidations = Some(self.invalidations + restart);
+        }
+        self.gc.window_gain = 0;
+        self.gc.window_victims = 0;
+    }
+
+    fn gc_take_victim(&mut self, zone: u32) {
+        self.victims.remove(zone);
+        self.slots.zone_mut(zone).in_gc = true;
+        self.gc.victims.push(Victim { zone, cursor: 0, passes: 0, swept: false });
+    }
+
+    /// Requested zones first (`rec_zn`), then the victim index. Multi-victim mode adds
+    /// victims while their valid slots together fit in one zone, so one batch of victims
+    /// never needs more than the GC's one reserved zone.
+    fn gc_pick_victims(&mut self) -> bool {
+        while let Some(zone) = self.gc.requested.pop_front() {
+            let counters = self.slots.zone(zone);
+            if counters.state == ZoneState::Full && !counters.in_gc && counters.garbage() > 0 {
+                self.gc_take_victim(zone);
+                break;
+            }
+        }
+        let mut valid_sum: u64 =
+            self.gc.victims.iter().map(|victim| self.slots.zone(victim.zone).occupied as u64).sum();
+        let mut garbage_sum: u64 =
+            self.gc.victims.iter().map(|victim| self.slots.zone(victim.zone).garbage() as u64).sum();
+        while (self.gc.victims.len() as u32) < self.gc.victims_max {
+            let Some(zone) = self.gc_best_candidate() else { break };
+            let counters = self.slots.zone(zone);
+            if counters.garbage() == 0 {
+                break;
+            }
+            if !self.gc.victims.is_empty() && valid_sum + counters.occupied as u64 > self.capacity as u64 {
+                break;
+            }
+            valid_sum += counters.occupied as u64;
+            garbage_sum += counters.garbage() as u64;
+            self.gc_take_victim(zone);
+        }
+        // The victims together must win back more than the GC may pad (footer mode: up
+        // to a chunk per stream); otherwise collecting them loses space. Small zones
+        // whose chunk is most of a zone need the multi-victim mode to gain at all.
+        let padding_max =
+            if self.derived.chunk_pages > 1 { (self.derived.chunk_pages * self.derived.gc_streams) as u64 } else { 0 };
+        if garbage_sum <= padding_max {
+            for victim in std::mem::take(&mut self.gc.victims) {
+                self.slots.zone_mut(victim.zone).in_gc = false;
+                let garbage = self.slots.zone(victim.zone).garbage();
+                self.victims.update(victim.zone, garbage);
+            }
+            return false;
+        }
+        true
+    }
+
+    fn gc_best_candidate(&mut self) -> Option<u32> {
+        match self.config.victim_selection {
+            VictimSelection::Greedy => self.victims.most_garbage(),
+            VictimSelection::CostBenefit => {
+                let mut candidates = std::mem::take(&mut self.gc.candidates);
+                let count = self.victims.top_candidates(&mut candidates);
+                let now = self.now_ns;
+                let capacity = self.capacity as f64;
+                let best = candidates[..count].iter().copied().max_by(|&a, &b| {
+                    let score = |zone: u32| {
+                        let counters = self.slots.zone(zone);
+                        let utilization = counters.occupied as f64 / capacity;
+                        let age = (now.saturating_sub(counters.last_write_ns) + 1) as f64;
+                        (1.0 - utilization) * age / (1.0 + utilization)
+                    };
+                    score(a).total_cmp(&score(b)).then(b.cmp(&a))
+                });
+                self.gc.candidates = candidates;
+                best
+            }
+        }
+    }
+
+    fn footer_of(&self, zone: u32, slot: u32) -> Option<u32> {
+        let base = zone as usize * self.footer_words_per_zone;
+        let mut word = slot as usize / 64;
+        let mut bits = self.footer_bits[base + word] & (u64::MAX << (slot % 64));
+        loop {
+            if bits != 0 {
+                return Some(word as u32 * 64 + bits.trailing_zeros());
+            }
+            word += 1;
+            if word >= self.footer_words_per_zone {
+                return None;
+            }
+            bits = self.footer_bits[base + word];
+        }
+    }
+
+    fn chunk_start_of(&self, zone: u32, footer_slot: u32) -> u32 {
+        let base = zone as usize * self.footer_words_per_zone;
+        let mut slot = footer_slot;
+        while slot > 0 {
+            slot -= 1;
+            if self.footer_bits[base + slot as usize / 64] & (1 << (slot % 64)) != 0 {
+                return slot + 1;
+            }
+        }
+        0
+    }
+
+    fn gc_gather(&mut self) {
+        assert!(self.gc.batch.is_empty());
+        let footer_mode = self.derived.encoding == RecordEncoding::ChunkFooter;
+        for index in 0..self.gc.victims.len() {
+            let mut victim = self.gc.victims[index];
+            while !victim.swept && (self.gc.batch.len() as u32) < self.gc.batch_max {
+                match self.slots.next_occupied(victim.zone, victim.cursor) {
+                    Some(slot) => {
+                        let valid = self.slots.get(victim.zone, slot) == SlotState::Valid;
+                        let footer_slot =
+                            if footer_mode { self.footer_of(victim.zone, slot).unwrap_or(u32::MAX) } else { 0 };
+                        self.gc.batch.push(Entry {
+                            zone: victim.zone,
+                            slot,
+                            footer_slot,
+                            record: None,
+                            record_error: None,
+                            // Per-LBA metadata comes only with the data.
+                            needs_data: valid || !footer_mode,
+                            data_read: false,
+                            failed: false,
+                        });
+                        victim.cursor = slot + 1;
+                    }
+                    None => victim.swept = true,
+                }
+            }
+            self.gc.victims[index] = victim;
+        }
+    }
+
+    fn gc_issue_reads(&mut self) {
+        let footer_mode = self.derived.encoding == RecordEncoding::ChunkFooter;
+        while self.gc.next_read < self.gc.batch.len() {
+            let first = self.gc.next_read;
+            let entry = self.gc.batch[first];
+            if !entry.needs_data {
+                self.gc.next_read += 1;
+                continue;
+            }
+            let mut pages = 1;
+            while first + (pages as usize) < self.gc.batch.len() && pages < GC_READ_PAGES_MAX {
+                let next = self.gc.batch[first + pages as usize];
+                if next.zone != entry.zone || next.slot != entry.slot + pages || !next.needs_data {
+                    break;
+                }
+                pages += 1;
+            }
+            let generation = self.slots.zone(entry.zone).resets;
+            let Some(io) = self.ios.allocate(IoKind::GcRead { first: first as u32 }, entry.zone, generation) else {
+                return;
+            };
+            let slot = self.ios.get_mut(io).expect("io");
+            slot.slot = entry.slot;
+            slot.pages_count = pages;
+            self.slots.zone_mut(entry.zone).reads_in_flight += 1;
+            self.gc.reads_outstanding += 1;
+            self.stats.gc_pages_read += pages as u64;
+            self.requests.push_back(IoRequest::Read {
+                io,
+                zone: entry.zone,
+                slot: entry.slot,
+                pages,
+                buf: Buf::Gc(first as u32),
+                with_metadata: !footer_mode,
+            });
+            self.gc.next_read = first + pages as usize;
+        }
+        if !footer_mode {
+            self.gc.next_footer = self.gc.batch.len();
+            return;
+        }
+        while self.gc.next_footer < self.gc.batch.len() {
+            let first = self.gc.next_footer;
+            let entry = self.gc.batch[first];
+            let mut last = first + 1;
+            while last < self.gc.batch.len()
+                && self.gc.batch[last].zone == entry.zone
+                && self.gc.batch[last].footer_slot == entry.footer_slot
+            {
+                last += 1;
+            }
+            if entry.footer_slot == u32::MAX {
+                for index in first..last {
+                    self.gc.batch[index].record_error = Some(RecordError::NoFooter);
+                }
+                self.gc.next_footer = last;
+                continue;
+            }
+            let generation = self.slots.zone(entry.zone).resets;
+            let Some(io) = self.ios.allocate(IoKind::FooterRead, entry.zone, generation) else { return };
+            let slot = self.ios.get_mut(io).expect("io");
+            slot.slot = entry.footer_slot;
+            slot.pages_count = 1;
+            slot.tags.push(first as u64);
+            slot.tags.push(last as u64);
+            self.slots.zone_mut(entry.zone).reads_in_flight += 1;
+            self.gc.reads_outstanding += 1;
+            self.stats.gc_pages_read += 1;
+            self.requests.push_back(IoRequest::Read {
+                io,
+                zone: entry.zone,
+                slot: entry.footer_slot,
+                pages: 1,
+                buf: Buf::Footer,
+                with_metadata: false,
+            });
+            self.gc.next_footer = last;
+        }
+    }
+
+    pub(crate) fn gc_read_done(
+        &mut self,
+        io: IoId,
+        result: Result<(), IoError>,
+        records: &[u8],
+    ) -> Result<(), crate::engine::EngineError> {
+        let slot = self.ios.get(io).expect("checked by read_done");
+        let (kind, zone, first_slot, pages, generation) =
+            (slot.kind, slot.zone, slot.slot, slot.pages_count, slot.generation);
+        let range = match kind {
+            IoKind::GcRead { first } => first as usize..first as usize + pages as usize,
+            _ => slot.tags[0] as usize..slot.tags[1] as usize,
+        };
+        self.ios.release(io);
+        self.slots.zone_mut(zone).reads_in_flight -= 1;
+        self.gc.reads_outstanding -= 1;
+        if result.is_err() {
+            self.stats.read_errors += 1;
+            for entry in &mut self.gc.batch[range] {
+                entry.failed = true;
+            }
+            return Ok(());
+        }
+        match kind {
+            IoKind::GcRead { .. } if self.derived.encoding == RecordEncoding::ChunkFooter => {
+                for entry in &mut self.gc.batch[range] {
+                    entry.data_read = true;
+                }
+            }
+            IoKind::GcRead { .. } => {
+                let metadata_bytes = self.config.geometry.metadata_bytes as usize;
+                if records.len() != pages as usize * metadata_bytes {
+                    for entry in &mut self.gc.batch[range] {
+                        entry.failed = true;
+                    }
+                    return Err(crate::engine::EngineError::RecordsLength {
+                        what: "per-LBA metadata",
+                        length: records.len(),
+                        expected: pages as usize * metadata_bytes,
+                    });
+                }
+                for (index, entry) in self.gc.batch[range].iter_mut().enumerate() {
+                    debug_assert_eq!(entry.slot, first_slot + index as u32);
+                    let bytes = &records[index * metadata_bytes..(index + 1) * metadata_bytes];
+                    match record::decode_metadata(bytes, zone, generation) {
+                        Ok(record) => entry.record = Some(record),
+                        Err(error) => entry.record_error = Some(error),
+                    }
+                    entry.data_read = true;
+                }
+            }
+            _ => {
+                let chunk_start = self.chunk_start_of(zone, first_slot);
+                let identity = record::ChunkIdentity { zone, generation, chunk_pages: first_slot - chunk_start + 1 };
+                let mut decoded = std::mem::take(&mut self.scratch_records);
+                let result = record::decode_footer(records, identity, &mut decoded);
+                for entry in &mut self.gc.batch[range] {
+                    match &result {
+                        Ok(count) if ((entry.slot - chunk_start) as usize) < *count => {
+                            entry.record = Some(decoded[(entry.slot - chunk_start) as usize]);
+                        }
+                        Ok(_) => entry.record_error = Some(RecordError::Layout { expected: 0, found: 0 }),
+                        Err(error) => entry.record_error = Some(*error),
+                    }
+                }
+                self.scratch_records = decoded;
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks each read entry against the owner table and queues the survivors to the
+    /// GC swap-zone. False when it must wait (no zone or I/O descriptor yet).
+    fn gc_write(&mut self) -> bool {
+        while self.gc.next_write < self.gc.batch.len() {
+            let index = self.gc.next_write;
+            let entry = self.gc.batch[index];
+            self.gc.next_write += 1;
+            if entry.failed || self.slots.zone(entry.zone).state == ZoneState::Offline {
+                continue;
+            }
+            let state = self.slots.get(entry.zone, entry.slot);
+            if !matches!(state, SlotState::Valid | SlotState::SwapCached) {
+                continue; // freed, dirtied or swapped in meanwhile
+            }
+            let address = self.address(entry.zone, entry.slot);
+            let Some((owner, page)) = self.gc_owner_of(&entry, address) else {
+                panic!("slot {}:{} is {state:?} but no owner points at it", entry.zone, entry.slot);
+            };
+            let tenant = self.owners.tenant(owner);
+            match self.owners.get(owner, page) {
+                PageState::SwapCached { slot } if slot == address => {
+                    self.set_slot(entry.zone, entry.slot, SlotState::Invalid, Some(tenant));
+                    self.owners.set(owner, page, PageState::Resident);
+                    self.stats.swap_cache_dropped += 1;
+                }
+                PageState::Swapped { slot } | PageState::SwapInFlight { slot } if slot == address => {
+                    if !entry.data_read {
+                        continue; // became valid after gather: next pass
+                    }
+                    let page_out = AppendPage { owner, page, buf: Buf::Gc(index as u32) };
+                    let gc_swap_zone = self.policy_gc_swap_zone(owner, page);
+                    if !self.queue_page(gc_swap_zone, page_out, address, tenant) {
+                        self.gc.next_write = index;
+                        return false;
+                    }
+                }
+                other => unreachable!("owner {owner}:{page} {other:?} found for slot {address}"),
+            }
+        }
+        for stream in 0..self.derived.gc_streams {
+            self.seal(self.gc_swap_zone() + stream);
+        }
+        true
+    }
+
+    /// The owner page of a victim slot: from its record when the record checks out and
+    /// the owner still points here; otherwise (corrupt or lying record) by a scan of the
+    /// owner table, reported as a rejected record.
+    fn gc_owner_of(&mut self, entry: &Entry, address: u64) -> Option<(u32, u64)> {
+        let error = match (entry.record, &entry.record_error) {
+            (Some(record), _) => {
+                let points_here = self.owners.check(record.owner, record.page).is_ok()
+                    && self.owners.get(record.owner, record.page).slot() == Some(address);
+                if points_here {
+                    return Some((record.owner, record.page));
+                }
+                RecordError::Mismatch { owner: record.owner, page: record.page }
+            }
+            (None, Some(error)) => *error,
+            (None, None) => RecordError::NoFooter,
+        };
+        self.stats.records_rejected += 1;
+        self.events.push_back(Event::RecordRejected { zone: entry.zone, slot: entry.slot, error });
+        self.owners.find_slot(address)
+    }
+
+    pub(crate) fn gc_seal_counted(&mut self) {
+        self.gc.appends_outstanding += 1;
+    }
+
+    /// Activate: remap the owner only if it still points at the victim slot.
+    pub(crate) fn activate(&mut self, owner: u32, page: u64, old: u64, zone: u32, zone_slot: u32) {
+        self.stats.gc_pages_written += 1;
+        self.note_gc_write();
+        let tenant = self.owners.tenant(owner);
+        self.tenant_gc_bytes[tenant as usize] += crate::config::PAGE_BYTES as u64;
+        let new = self.address(zone, zone_slot);
+        let (old_zone, old_slot) = self.split(old);
+        let (new_state, slot_state) = match self.owners.get(owner, page) {
+            PageState::Swapped { slot } if slot == old => (PageState::Swapped { slot: new }, SlotState::Valid),
+            PageState::SwapInFlight { slot } if slot == old => {
+                (PageState::SwapInFlight { slot: new }, SlotState::Valid)
+            }
+            PageState::SwapCached { slot } if slot == old => {
+                (PageState::SwapCached { slot: new }, SlotState::SwapCached)
+            }
+            _ => {
+                self.set_slot(zone, zone_slot, SlotState::Invalid, None);
+                self.stats.pages_skipped_race += 1;
+                return;
+            }
+        };
+        self.set_slot(zone, zone_slot, slot_state, Some(tenant));
+        self.set_slot(old_zone, old_slot, SlotState::Invalid, Some(tenant));
+        self.owners.set(owner, page, new_state);
+        self.stats.pages_moved += 1;
+        self.events.push_back(Event::Remapped { owner, page, zone, slot: zone_slot });
+    }
+
+    pub(crate) fn gc_append_done(&mut self) {
+        assert!(self.gc.appends_outstanding > 0);
+        self.gc.appends_outstanding -= 1;
+    }
+
+    /// A zone went offline: forget it as a victim and skip its batch entries.
+    pub(crate) fn gc_zone_offline(&mut self, zone: u32) {
+        self.gc.victims.retain(|victim| victim.zone != zone);
+        self.gc.requested.retain(|&requested| requested != zone);
+        for entry in &mut self.gc.batch {
+            if entry.zone == zone {
+                entry.failed = true;
+            }
+        }
+    }
+
+    /// Whether the GC is between batches (for tests).
+    pub fn gc_idle_now(&self) -> bool {
+        self.gc.stage == Stage::Idle && !self.gc.running
+    }
+}

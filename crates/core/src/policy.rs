@@ -1,0 +1,319 @@
+//! The placement and reclaim policy API (the paper's Table 1) and its three sample
+//! policies.
+//!
+//! A policy gets the page being swapped out (`pg_inf`) and returns a swap-zone; it can
+//! read zones (`zn_inf`), owners (`vm_inf`) and the engine's totals (`swap_inf`), and ask
+//! the GC to reclaim zones (`rec_zn`) when empty zones run low.
+
+use serde::Serialize;
+
+/// A swap-zone: a virtual zone a policy allocates into (0 .. `swap_inf().swap_zones`).
+pub type SwapZoneId = u32;
+
+/// `pg_inf`: what is known about the page being swapped out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct PageInfo {
+    pub owner: u32,
+    pub page: u64,
+    /// The owner's tenant (the paper's cgroup id).
+    pub tenant: u16,
+    /// 16-sample shift register: bit i set = accessed (swapped in or dirtied) i epochs
+    /// ago. One epoch is 1/16 of the device's slots written.
+    pub access_history: u16,
+    /// The core (or thread) swapping the page out.
+    pub core: u32,
+}
+
+/// `zn_inf`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct ZoneInfo {
+    pub zone_id: u32,
+    pub capacity: u32,
+    pub occupied_slots: u32,
+    pub invalid_slots: u32,
+    pub swap_cache_slots: u32,
+    pub written_slots: u32,
+    /// The swap-zone this zone currently backs, if any.
+    pub swap_zone_id: Option<SwapZoneId>,
+    pub tenant: u16,
+    /// Full and not already being collected: a valid `rec_zn` target.
+    pub reclaimable: bool,
+}
+
+/// `vm_inf`: the owner region.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct VmInfo {
+    pub owner: u32,
+    pub pages: u64,
+    pub tenant: u16,
+}
+
+/// `swap_inf`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct SwapInfo {
+    pub num_slots: u64,
+    pub num_zones: u32,
+    pub free_slots: u64,
+    pub free_zones: u32,
+    pub high_wmark: u32,
+    pub low_wmark: u32,
+    pub gc_running: bool,
+    pub swap_zones: u32,
+    /// GC destination streams (`Policy::gc_stream` picks among them).
+    pub gc_streams: u32,
+}
+
+/// What a policy may read.
+pub trait PolicyView {
+    fn zn_inf(&self, zone: u32) -> ZoneInfo;
+    fn vm_inf(&self, owner: u32) -> Option<VmInfo>;
+    fn swap_inf(&self) -> SwapInfo;
+    /// Valid plus swap-cached slots charged to a tenant.
+    fn tenant_slots(&self, tenant: u16) -> u64;
+}
+
+pub trait Policy: Send {
+    fn name(&self) -> &'static str;
+
+    /// Picks the swap-zone for a page being swapped out; must be below
+    /// `view.swap_inf().swap_zones` (the engine clamps it otherwise).
+    fn swap_zone(&mut self, page: &PageInfo, view: &dyn PolicyView) -> SwapZoneId;
+
+    /// The GC stream (0 .. `swap_inf().gc_streams`) a page the GC moves goes to: the
+    /// write stage's destination choice (§5.2).
+    fn gc_stream(&mut self, _page: &PageInfo, _view: &dyn PolicyView) -> u32 {
+        0
+    }
+
+    /// Called when empty zones fall under the low watermark. Pushing a zone into
+    /// `reclaim` is `rec_zn(zone)`: the GC takes requested zones before its own choice.
+    fn low_watermark(&mut self, _view: &dyn PolicyView, _reclaim: &mut Vec<u32>) {}
+}
+
+/// Per-core: one swap-zone per core, multiplexed when there are more cores.
+#[derive(Debug, Default)]
+pub struct PerCorePolicy;
+
+impl Policy for PerCorePolicy {
+    fn name(&self) -> &'static str {
+        "per-core"
+    }
+
+    fn swap_zone(&mut self, page: &PageInfo, view: &dyn PolicyView) -> SwapZoneId {
+        page.core % view.swap_inf().swap_zones
+    }
+}
+
+/// Hot/cold: pages accessed in at least `hot_samples_min` of their last 16 samples go to
+/// the hot half of the swap-zones, the others to the cold half, so pages that die young
+/// do not share zones with pages that live long (less GC copying).
+#[derive(Debug)]
+pub struct HotColdPolicy {
+    pub hot_samples_min: u32,
+}
+
+impl Default for HotColdPolicy {
+    fn default() -> HotColdPolicy {
+        HotColdPolicy { hot_samples_min: 2 }
+    }
+}
+
+impl HotColdPolicy {
+    pub fn is_hot(&self, access_history: u16) -> bool {
+        access_history.count_ones() >= self.hot_samples_min
+    }
+}
+
+impl Policy for HotColdPolicy {
+    fn name(&self) -> &'static str {
+        "hot-cold"
+    }
+
+    fn gc_stream(&mut self, page: &PageInfo, view: &dyn PolicyView) -> u32 {
+        // Survivors split like new writes: hot ones die soon, keep them apart.
+        if view.swap_inf().gc_streams > 1 && !self.is_hot(page.access_history) {
+            1
+        } else {
+            0
+        }
+    }
+
+    fn swap_zone(&mut self, page: &PageInfo, view: &dyn PolicyView) -> SwapZoneId {
+        let zones = view.swap_inf().swap_zones;
+        if zones < 2 {
+            return 0;
+        }
+        let hot_zones = zones / 2;
+        if self.is_hot(page.access_history) {
+            page.core % hot_zones
+        } else {
+            hot_zones + page.core % (zones - hot_zones)
+        }
+    }
+}
+
+/// Tenant (the paper's cgroup policy): a swap-zone per tenant, multiplexed; per-tenant
+/// slot limits; under the low watermark, the tenant most over its limit has its zone with
+/// the fewest valid slots reclaimed.
+#[derive(Debug)]
+pub struct TenantPolicy {
+    /// Slot limit per tenant; `u64::MAX` for none.
+    pub slot_limits: Vec<u64>,
+    /// Zones requested per low-watermark call.
+    pub reclaim_zones_max: u32,
+}
+
+impl TenantPolicy {
+    pub fn new(tenants: u32) -> TenantPolicy {
+        TenantPolicy { slot_limits: vec![u64::MAX; tenants as usize], reclaim_zones_max: 2 }
+    }
+}
+
+impl Policy for TenantPolicy {
+    fn name(&self) -> &'static str {
+        "tenant"
+    }
+
+    fn swap_zone(&mut self, page: &PageInfo, view: &dyn PolicyView) -> SwapZoneId {
+        page.tenant as u32 % view.swap_inf().swap_zones
+    }
+
+    fn low_watermark(&mut self, view: &dyn PolicyView, reclaim: &mut Vec<u32>) {
+        // The tenant whose slots exceed its limit the most.
+        let mut worst: Option<(u16, u64)> = None;
+        for (tenant, &limit) in self.slot_limits.iter().enumerate() {
+            let used = view.tenant_slots(tenant as u16);
+            let over = used.saturating_sub(limit);
+            if over > 0 && worst.map_or(true, |(_, most)| over > most) {
+                worst = Some((tenant as u16, over));
+            }
+        }
+        let Some((tenant, _)) = worst else { return };
+        // Its zones with the fewest valid slots: one linear pass keeping the best few.
+        // The engine asks once per low watermark's worth of victims, which amortizes it.
+        let info = view.swap_inf();
+        let wanted = self.reclaim_zones_max as usize;
+        let first = reclaim.len();
+        for zone in 0..info.num_zones {
+            let zone = view.zn_inf(zone);
+            if zone.tenant != tenant || !zone.reclaimable || reclaim[..first].contains(&zone.zone_id) {
+                continue;
+            }
+            let chosen = &mut reclaim[first..];
+            if chosen.len() < wanted {
+                reclaim.push(zone.zone_id);
+                continue;
+            }
+            // Replace the chosen zone with the most valid slots if this one has fewer.
+            let (worst_index, worst_valid) = chosen
+                .iter()
+                .enumerate()
+                .map(|(index, &id)| (index, view.zn_inf(id).occupied_slots))
+                .max_by_key(|&(_, valid)| valid)
+                .expect("non-empty");
+            if zone.occupied_slots < worst_valid {
+                chosen[worst_index] = zone.zone_id;
+            }
+        }
+        reclaim[first..].sort_by_key(|&id| view.zn_inf(id).occupied_slots);
+    }
+}
+
+/// The sample policies by name, for drivers and the simulator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub enum PolicyKind {
+    PerCore,
+    HotCold,
+    Tenant,
+}
+
+impl PolicyKind {
+    pub fn build(self, tenants: u32) -> Box<dyn Policy> {
+        match self {
+            PolicyKind::PerCore => Box::new(PerCorePolicy),
+            PolicyKind::HotCold => Box::new(HotColdPolicy::default()),
+            PolicyKind::Tenant => Box::new(TenantPolicy::new(tenants)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct View {
+        zones: Vec<ZoneInfo>,
+        tenant_slots: Vec<u64>,
+    }
+
+    impl PolicyView for View {
+        fn zn_inf(&self, zone: u32) -> ZoneInfo {
+            self.zones[zone as usize]
+        }
+        fn vm_inf(&self, _owner: u32) -> Option<VmInfo> {
+            None
+        }
+        fn swap_inf(&self) -> SwapInfo {
+            SwapInfo {
+                num_slots: 0,
+                num_zones: self.zones.len() as u32,
+                free_slots: 0,
+                free_zones: 0,
+                high_wmark: 4,
+                low_wmark: 2,
+                gc_running: false,
+                swap_zones: 4,
+                gc_streams: 1,
+            }
+        }
+        fn tenant_slots(&self, tenant: u16) -> u64 {
+            self.tenant_slots[tenant as usize]
+        }
+    }
+
+    fn zone(zone_id: u32, tenant: u16, occupied_slots: u32) -> ZoneInfo {
+        ZoneInfo {
+            zone_id,
+            capacity: 10,
+            occupied_slots,
+            invalid_slots: 10 - occupied_slots,
+            swap_cache_slots: 0,
+            written_slots: 10,
+            swap_zone_id: None,
+            tenant,
+            reclaimable: true,
+        }
+    }
+
+    fn page(tenant: u16, access_history: u16, core: u32) -> PageInfo {
+        PageInfo { owner: 0, page: 0, tenant, access_history, core }
+    }
+
+    #[test]
+    fn hot_and_cold_pages_split() {
+        let view = View { zones: vec![], tenant_slots: vec![] };
+        let mut policy = HotColdPolicy::default();
+        assert!(policy.swap_zone(&page(0, 0b1011, 0), &view) < 2);
+        assert!(policy.swap_zone(&page(0, 0b1000, 0), &view) >= 2);
+        assert_eq!(PerCorePolicy.swap_zone(&page(0, 0, 6), &view), 2);
+    }
+
+    #[test]
+    fn tenant_most_over_limit_loses_its_emptiest_zone() {
+        let view = View {
+            zones: vec![zone(0, 0, 3), zone(1, 1, 9), zone(2, 1, 2), zone(3, 1, 5), zone(4, 0, 1)],
+            tenant_slots: vec![20, 30],
+        };
+        let mut policy = TenantPolicy::new(2);
+        policy.slot_limits = vec![15, 10];
+        policy.reclaim_zones_max = 2;
+        assert_eq!(policy.swap_zone(&page(1, 0, 0), &view), 1);
+        let mut reclaim = Vec::new();
+        policy.low_watermark(&view, &mut reclaim);
+        assert_eq!(reclaim, vec![2, 3]);
+        policy.slot_limits = vec![u64::MAX, u64::MAX];
+        reclaim.clear();
+        policy.low_watermark(&view, &mut reclaim);
+        assert!(reclaim.is_empty());
+    }
+}

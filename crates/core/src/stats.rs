@@ -1,0 +1,97 @@
+//! Counters the engine keeps (`swap_inf` plus write amplification and GC work).
+
+use serde::Serialize;
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Stats {
+    pub swap_outs: u64,
+    pub swap_ins: u64,
+    /// Swap-ins served from the device.
+    pub swap_in_reads: u64,
+    /// Swap-outs of clean swap-cached pages that needed no write.
+    pub swap_cache_hits: u64,
+    /// Swap-outs aborted because the page was dirtied during its append (Appendix A).
+    pub swap_outs_aborted_dirty: u64,
+    pub swap_outs_failed: u64,
+    /// Data pages written for swap-out.
+    pub host_pages_written: u64,
+    /// Data pages written by the GC.
+    pub gc_pages_written: u64,
+    /// Footer pages and padding written (footer mode).
+    pub record_pages_written: u64,
+    pub gc_pages_read: u64,
+    /// Victim zones collected.
+    pub gc_runs: u64,
+    pub gc_batches: u64,
+    /// GC runs stopped because collecting more would not raise the empty zone count.
+    pub gc_stalls: u64,
+    pub pages_moved: u64,
+    /// Pages the GC copied but did not remap: swapped in, freed or dirtied meanwhile.
+    pub pages_skipped_race: u64,
+    /// Swap-cached slots the GC dropped instead of copying.
+    pub swap_cache_dropped: u64,
+    pub resets: u64,
+    /// Resets of zones with unwritten capacity left (wear FAR tries to avoid).
+    pub resets_partial: u64,
+    pub finishes: u64,
+    pub finish_errors: u64,
+    pub append_errors: u64,
+    pub read_errors: u64,
+    pub reset_errors: u64,
+    pub records_rejected: u64,
+    pub zones_offline: u64,
+    pub pages_lost: u64,
+    pub backpressure: u64,
+}
+
+impl Stats {
+    /// Counters accumulated since `earlier` (every field is a monotonic count).
+    pub fn since(&self, earlier: &Stats) -> Stats {
+        Stats {
+            swap_outs: self.swap_outs - earlier.swap_outs,
+            swap_ins: self.swap_ins - earlier.swap_ins,
+            swap_in_reads: self.swap_in_reads - earlier.swap_in_reads,
+            swap_cache_hits: self.swap_cache_hits - earlier.swap_cache_hits,
+            swap_outs_aborted_dirty: self.swap_outs_aborted_dirty - earlier.swap_outs_aborted_dirty,
+            swap_outs_failed: self.swap_outs_failed - earlier.swap_outs_failed,
+            host_pages_written: self.host_pages_written - earlier.host_pages_written,
+            gc_pages_written: self.gc_pages_written - earlier.gc_pages_written,
+            record_pages_written: self.record_pages_written - earlier.record_pages_written,
+            gc_pages_read: self.gc_pages_read - earlier.gc_pages_read,
+            gc_runs: self.gc_runs - earlier.gc_runs,
+            gc_batches: self.gc_batches - earlier.gc_batches,
+            gc_stalls: self.gc_stalls - earlier.gc_stalls,
+            pages_moved: self.pages_moved - earlier.pages_moved,
+            pages_skipped_race: self.pages_skipped_race - earlier.pages_skipped_race,
+            swap_cache_dropped: self.swap_cache_dropped - earlier.swap_cache_dropped,
+            resets: self.resets - earlier.resets,
+            resets_partial: self.resets_partial - earlier.resets_partial,
+            finishes: self.finishes - earlier.finishes,
+            finish_errors: self.finish_errors - earlier.finish_errors,
+            append_errors: self.append_errors - earlier.append_errors,
+            read_errors: self.read_errors - earlier.read_errors,
+            reset_errors: self.reset_errors - earlier.reset_errors,
+            records_rejected: self.records_rejected - earlier.records_rejected,
+            zones_offline: self.zones_offline - earlier.zones_offline,
+            pages_lost: self.pages_lost - earlier.pages_lost,
+            backpressure: self.backpressure - earlier.backpressure,
+        }
+    }
+
+    /// Device pages written per host page written.
+    pub fn waf(&self) -> f64 {
+        if self.host_pages_written == 0 {
+            return 1.0;
+        }
+        (self.host_pages_written + self.gc_pages_written + self.record_pages_written) as f64
+            / self.host_pages_written as f64
+    }
+
+    /// Write amplification from GC copies alone (no footer overhead).
+    pub fn gc_waf(&self) -> f64 {
+        if self.host_pages_written == 0 {
+            return 1.0;
+        }
+        (self.host_pages_written + self.gc_pages_written) as f64 / self.host_pages_written as f64
+    }
+}

@@ -1,0 +1,189 @@
+//! Swap-in, the swap cache without a static cutoff (§4.3), dirtying and freeing.
+
+use crate::config::SwapCacheMode;
+use crate::engine::*;
+use crate::io::{IoError, IoId, IoKind};
+use crate::owner_table::PageState;
+use crate::slot_map::{SlotState, ZoneState};
+use std::ops::Range;
+
+impl Engine {
+    // ---------------------------------------------------------------- swap-in
+
+    pub fn swap_in(&mut self, owner: u32, page: u64, now: u64) -> Result<SwapIn, EngineError> {
+        self.advance(now);
+        self.owners.check(owner, page)?;
+        self.stats.swap_ins += 1;
+        let answer = match self.owners.get(owner, page) {
+            PageState::Zero => {
+                self.owners.set(owner, page, PageState::Resident);
+                SwapIn::Zero
+            }
+            PageState::Resident | PageState::SwapOutInFlight { .. } | PageState::SwapCached { .. } => SwapIn::Resident,
+            PageState::SwapInFlight { .. } => SwapIn::InFlight,
+            PageState::Lost => SwapIn::Lost,
+            PageState::Swapped { slot } => {
+                let (zone, zone_slot) = self.split(slot);
+                let generation = self.slots.zone(zone).resets;
+                let Some(io) = self.ios.allocate(IoKind::SwapInRead { owner, page }, zone, generation) else {
+                    self.stats.swap_ins -= 1;
+                    return Err(EngineError::Backpressure);
+                };
+                self.ios.get_mut(io).expect("io").slot = zone_slot;
+                self.slots.zone_mut(zone).reads_in_flight += 1;
+                self.owners.set(owner, page, PageState::SwapInFlight { slot });
+                self.stats.swap_in_reads += 1;
+                SwapIn::Read { io, zone, slot: zone_slot }
+            }
+        };
+        self.owners.touch_history(owner, page, self.epoch, true);
+        Ok(answer)
+    }
+
+    /// Completion of a swap-in or GC read. `records`: per-LBA metadata of each page
+    /// read (when asked for), or the footer page (for `Buf::Footer` reads).
+    pub fn read_done(
+        &mut self,
+        io: IoId,
+        result: Result<(), IoError>,
+        records: &[u8],
+        now: u64,
+    ) -> Result<ReadOutcome, EngineError> {
+        self.advance(now);
+        let slot = self.ios.get(io).ok_or(EngineError::UnknownIo { io })?;
+        let (kind, zone) = (slot.kind, slot.zone);
+        match kind {
+            IoKind::SwapInRead { owner, page } => {
+                self.ios.release(io);
+                self.slots.zone_mut(zone).reads_in_flight -= 1;
+                if result == Err(IoError::Offline) {
+                    self.zone_offline(zone, now);
+                }
+                let outcome = self.swap_in_done(owner, page, result.is_ok());
+                self.try_reset(zone);
+                Ok(outcome)
+            }
+            IoKind::GcRead { .. } | IoKind::FooterRead => {
+                if result == Err(IoError::Offline) {
+                    self.zone_offline(zone, now);
+                }
+                self.gc_read_done(io, result, records)?;
+                Ok(ReadOutcome::Gc)
+            }
+            _ => Err(EngineError::WrongKind { io }),
+        }
+    }
+
+    pub(crate) fn swap_in_done(&mut self, owner: u32, page: u64, ok: bool) -> ReadOutcome {
+        let PageState::SwapInFlight { slot } = self.owners.get(owner, page) else {
+            return match self.owners.get(owner, page) {
+                PageState::Lost => ReadOutcome::Lost,
+                _ => ReadOutcome::Freed,
+            };
+        };
+        let (zone, zone_slot) = self.split(slot);
+        if !ok {
+            self.stats.read_errors += 1;
+            self.owners.set(owner, page, PageState::Swapped { slot });
+            return ReadOutcome::Failed;
+        }
+        let tenant = self.owners.tenant(owner);
+        let cached = self.swap_cache_admits() && !self.slots.zone(zone).in_gc;
+        if cached {
+            self.set_slot(zone, zone_slot, SlotState::SwapCached, Some(tenant));
+            self.owners.set(owner, page, PageState::SwapCached { slot });
+        } else {
+            self.set_slot(zone, zone_slot, SlotState::Invalid, Some(tenant));
+            self.owners.set(owner, page, PageState::Resident);
+        }
+        ReadOutcome::SwappedIn { cached }
+    }
+
+    // --------------------------------------------------------- swap cache (§4.3)
+
+    pub(crate) fn swap_cache_admits(&self) -> bool {
+        match self.config.swap_cache {
+            SwapCacheMode::Off => false,
+            // Linux `vm_swap_full()`: more than half the slots in use.
+            SwapCacheMode::StaticHalf => (self.valid_total + self.cached_total) * 2 < self.derived.total_slots,
+            // No static cutoff: keep cached slots while the GC is not short of zones and
+            // the WAF-driven allowance is not exceeded.
+            SwapCacheMode::Adaptive => {
+                self.cached_total < self.cache_limit_slots
+                    && self.empty_zones.len() as u32 >= self.derived.gc_low_watermark_zones
+            }
+        }
+    }
+
+    /// Adapts the swap cache allowance from the WAF measured over a window of host
+    /// writes: above target, shrink it to 3/4 of what the cache holds; below, grow it.
+    pub(crate) fn adapt_swap_cache(&mut self) {
+        let window = self.epoch_pages;
+        if self.cache_window_host < window {
+            return;
+        }
+        let waf = (self.cache_window_host + self.cache_window_gc) as f64 / self.cache_window_host as f64;
+        let total = self.derived.total_slots;
+        self.cache_limit_slots = if waf > self.config.swap_cache_waf_target {
+            self.cached_total * 3 / 4
+        } else {
+            (self.cache_limit_slots + total / 16).min(total)
+        };
+        self.cache_window_host = 0;
+        self.cache_window_gc = 0;
+    }
+
+    pub(crate) fn note_gc_write(&mut self) {
+        self.cache_window_gc += 1;
+    }
+
+    /// The swap cache allowance in slots (adaptive mode).
+    pub fn swap_cache_limit_slots(&self) -> u64 {
+        self.cache_limit_slots
+    }
+
+    // ------------------------------------------------------- dirtied and free
+
+    /// First write to a page since it was swapped in (or during its swap-out).
+    pub fn dirtied(&mut self, owner: u32, page: u64, now: u64) -> Result<(), EngineError> {
+        self.advance(now);
+        self.owners.check(owner, page)?;
+        self.owners.touch_history(owner, page, self.epoch, true);
+        match self.owners.get(owner, page) {
+            PageState::SwapCached { slot } => {
+                let (zone, zone_slot) = self.split(slot);
+                let tenant = self.owners.tenant(owner);
+                self.set_slot(zone, zone_slot, SlotState::Invalid, Some(tenant));
+                self.owners.set(owner, page, PageState::Resident);
+            }
+            PageState::SwapOutInFlight { ticket, .. } => {
+                self.owners.set(owner, page, PageState::SwapOutInFlight { ticket, dirtied: true });
+            }
+            PageState::Zero => self.owners.set(owner, page, PageState::Resident),
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// The owner freed `pages`: their slots are invalid at once (what TRIM never tells a
+    /// block SSD in time).
+    pub fn free(&mut self, owner: u32, pages: Range<u64>, now: u64) -> Result<(), EngineError> {
+        self.advance(now);
+        if pages.is_empty() {
+            return Ok(());
+        }
+        self.owners.check(owner, pages.end - 1)?;
+        let tenant = self.owners.tenant(owner);
+        for page in pages {
+            let state = self.owners.get(owner, page);
+            if let Some(slot) = state.slot() {
+                let (zone, zone_slot) = self.split(slot);
+                if self.slots.zone(zone).state != ZoneState::Offline {
+                    self.set_slot(zone, zone_slot, SlotState::Invalid, Some(tenant));
+                }
+            }
+            self.owners.set(owner, page, PageState::Zero);
+        }
+        Ok(())
+    }
+}

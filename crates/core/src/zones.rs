@@ -1,0 +1,337 @@
+//! Zones under the engine: attaching zones to swap-zones within the open and reserve
+//! limits, closing, resetting (FAR), finishing and losing them.
+
+use crate::config::{RecordEncoding, ResetMode};
+use crate::engine::*;
+use crate::io::{IoError, IoId, IoKind, IoRequest};
+use crate::owner_table::PageState;
+use crate::slot_map::{ZoneState, NO_SWAP_ZONE};
+
+impl Engine {
+    // ------------------------------------------------------------------ zones
+
+    /// Gives swap-zone `swap_zone` a fresh zone if the limits allow. Swap-out may not take
+    /// the GC's reserve of empty zones nor its open zone; the GC may.
+    pub(crate) fn attach_zone(&mut self, swap_zone: u32, tenant: u16) -> bool {
+        assert_eq!(self.swap_zones[swap_zone as usize].zone, NO_ZONE);
+        let gc = self.is_gc_swap_zone(swap_zone);
+        let allowed = if gc {
+            self.open_gc_zones < self.derived.gc_streams && !self.empty_zones.is_empty()
+        } else {
+            self.open_user_zones < self.derived.user_open_zones_max
+                && self.empty_zones.len() as u32 > self.derived.gc_reserve_zones
+        };
+        if !allowed {
+            return false;
+        }
+        let zone = self.empty_zones.pop_front().expect("checked non-empty");
+        let counters = self.slots.zone_mut(zone);
+        assert_eq!(counters.state, ZoneState::Empty);
+        assert_eq!(counters.written, 0);
+        counters.state = ZoneState::Open;
+        counters.swap_zone = swap_zone;
+        counters.tenant = tenant;
+        counters.reserved = 0;
+        if gc {
+            self.open_gc_zones += 1;
+            self.gc.window_gain -= 1;
+        } else {
+            self.open_user_zones += 1;
+        }
+        assert!(self.open_user_zones + self.open_gc_zones <= self.derived.open_zones_max);
+        self.swap_zones[swap_zone as usize].zone = zone;
+        true
+    }
+
+    pub(crate) fn detach_zone(&mut self, swap_zone: u32) {
+        self.swap_zones[swap_zone as usize].zone = NO_ZONE;
+    }
+
+    pub(crate) fn is_attached(&self, zone: u32) -> bool {
+        let swap_zone = self.slots.zone(zone).swap_zone;
+        swap_zone != NO_SWAP_ZONE && self.swap_zones[swap_zone as usize].zone == zone
+    }
+
+    /// An open zone stops being open: all its slots are written (or it was finished).
+    pub(crate) fn close_zone(&mut self, zone: u32) {
+        let counters = self.slots.zone_mut(zone);
+        assert_eq!(counters.state, ZoneState::Open);
+        counters.state = ZoneState::Full;
+        let swap_zone = counters.swap_zone;
+        if self.is_gc_swap_zone(swap_zone) {
+            self.open_gc_zones -= 1;
+        } else {
+            self.open_user_zones -= 1;
+        }
+        if self.swap_zones[swap_zone as usize].zone == zone {
+            self.detach_zone(swap_zone);
+        }
+        let counters = *self.slots.zone(zone);
+        if counters.occupied + counters.swap_cache == 0 {
+            self.try_reset(zone);
+        } else {
+            self.victims.update(zone, counters.garbage());
+        }
+    }
+
+    /// Resets a zone once nothing valid, cached or in flight is left in it.
+    pub(crate) fn try_reset(&mut self, zone: u32) {
+        let counters = *self.slots.zone(zone);
+        let quiet = counters.occupied == 0
+            && counters.swap_cache == 0
+            && counters.appends_in_flight == 0
+            && counters.reads_in_flight == 0
+            && !counters.in_gc;
+        let resettable = match counters.state {
+            ZoneState::Full => true,
+            // An open zone only when FAR (or eager mode) chose it and it is detached.
+            ZoneState::Open => !self.is_attached(zone) && counters.reserved == counters.written,
+            _ => false,
+        };
+        if !quiet || !resettable {
+            return;
+        }
+        let Some(io) = self.ios.allocate(IoKind::Reset, zone, counters.resets) else {
+            if !self.reset_wanted.contains(&zone) {
+                self.reset_wanted.push(zone);
+            }
+            return;
+        };
+        self.victims.remove(zone);
+        if counters.written < self.capacity {
+            self.stats.resets_partial += 1;
+        }
+        let counters = self.slots.zone_mut(zone);
+        counters.reset_from_open = counters.state == ZoneState::Open;
+        counters.state = ZoneState::Resetting;
+        self.resets_in_flight += 1;
+        self.requests.push_back(IoRequest::Reset { io, zone });
+    }
+
+    /// A zone reset from Open stops counting against the open limit only once the
+    /// device has reset it (or lost it).
+    pub(crate) fn release_open_slot(&mut self, zone: u32) {
+        let counters = self.slots.zone_mut(zone);
+        if !counters.reset_from_open {
+            return;
+        }
+        counters.reset_from_open = false;
+        let swap_zone = counters.swap_zone;
+        if self.is_gc_swap_zone(swap_zone) {
+            self.open_gc_zones -= 1;
+        } else {
+            self.open_user_zones -= 1;
+        }
+    }
+
+    pub(crate) fn retire_zone(&mut self, zone: u32) {
+        self.slots.zone_mut(zone).state = ZoneState::Offline;
+        self.stats.zones_offline += 1;
+        self.events.push_back(Event::ZoneRetired { zone });
+    }
+
+    /// Free slots for new data: empty zones plus the unreserved rest of open zones.
+    pub(crate) fn free_slots(&self) -> u64 {
+        let mut free = self.empty_zones.len() as u64 * self.capacity as u64;
+        for swap_zone in &self.swap_zones {
+            if swap_zone.zone != NO_ZONE {
+                free += (self.capacity - self.slots.zone(swap_zone.zone).reserved) as u64;
+            }
+        }
+        free
+    }
+
+    // ------------------------------------------------------------ zone faults
+
+    /// The device lost a zone. Pages whose only copy was there are reported lost;
+    /// swap-cached pages are still resident and lose nothing.
+    pub fn zone_offline(&mut self, zone: u32, now: u64) {
+        self.advance(now);
+        if zone >= self.slots.zone_count() || self.slots.zone(zone).state == ZoneState::Offline {
+            return;
+        }
+        let previous = self.slots.zone(zone).state;
+        if previous == ZoneState::Resetting {
+            self.resets_in_flight -= 1;
+            self.release_open_slot(zone);
+        }
+        self.victims.remove(zone);
+        self.empty_zones.retain(|&empty| empty != zone);
+        self.reset_wanted.retain(|&wanted| wanted != zone);
+        self.finish_wanted.retain(|&wanted| wanted != zone);
+        if previous == ZoneState::Open {
+            if self.is_gc_swap_zone(self.slots.zone(zone).swap_zone) {
+                self.open_gc_zones -= 1;
+            } else {
+                self.open_user_zones -= 1;
+            }
+            let swap_zone = self.slots.zone(zone).swap_zone;
+            if self.swap_zones[swap_zone as usize].zone == zone {
+                // Its filling Append goes out and fails: those pages are resident.
+                self.seal(swap_zone);
+                self.detach_zone(swap_zone);
+            }
+        }
+        self.retire_zone(zone);
+        self.gc_zone_offline(zone);
+        // No reverse table: find the owners by a scan. Rare, and never on a hot path.
+        let capacity = self.capacity as u64;
+        let mut lost = Vec::new();
+        let mut cached = Vec::new();
+        self.owners.for_each(|owner, page, state| match state {
+            PageState::Swapped { slot } | PageState::SwapInFlight { slot } if slot / capacity == zone as u64 => {
+                lost.push((owner, page))
+            }
+            PageState::SwapCached { slot } if slot / capacity == zone as u64 => cached.push((owner, page)),
+            _ => {}
+        });
+        for (owner, page) in lost {
+            let tenant = self.owners.tenant(owner) as usize;
+            self.tenant_slots[tenant] -= 1;
+            self.owners.set(owner, page, PageState::Lost);
+            self.stats.pages_lost += 1;
+            self.events.push_back(Event::Lost { owner, page });
+        }
+        for (owner, page) in cached {
+            let tenant = self.owners.tenant(owner) as usize;
+            self.tenant_slots[tenant] -= 1;
+            self.owners.set(owner, page, PageState::Resident);
+        }
+        let counters = self.slots.zone(zone);
+        self.valid_total -= counters.occupied as u64;
+        self.cached_total -= counters.swap_cache as u64;
+    }
+
+    pub fn reset_done(&mut self, io: IoId, result: Result<(), IoError>, now: u64) -> Result<(), EngineError> {
+        self.advance(now);
+        let slot = self.ios.get(io).ok_or(EngineError::UnknownIo { io })?;
+        if slot.kind != IoKind::Reset {
+            return Err(EngineError::WrongKind { io });
+        }
+        let zone = slot.zone;
+        self.ios.release(io);
+        if self.slots.zone(zone).state != ZoneState::Resetting {
+            return Ok(());
+        }
+        self.resets_in_flight -= 1;
+        match result {
+            Ok(()) => {
+                self.release_open_slot(zone);
+                self.slots.reset(zone);
+                let start = zone as usize * self.footer_words_per_zone;
+                self.footer_bits[start..start + self.footer_words_per_zone].fill(0);
+                self.stats.resets += 1;
+                self.empty_zones.push_back(zone);
+            }
+            Err(IoError::Offline) => {
+                self.release_open_slot(zone);
+                self.slots.zone_mut(zone).state = ZoneState::Full;
+                self.zone_offline(zone, now);
+            }
+            Err(_) => {
+                self.stats.reset_errors += 1;
+                let counters = self.slots.zone_mut(zone);
+                // Back to what it was: an open zone still holds its open resource.
+                counters.state = if counters.reset_from_open { ZoneState::Open } else { ZoneState::Full };
+                counters.reset_from_open = false;
+                counters.reset_failures += 1;
+                if counters.reset_failures >= ZONE_COMMAND_ATTEMPTS_MAX {
+                    // Nothing valid lives there: retiring it loses no data.
+                    if counters.state == ZoneState::Open {
+                        let swap_zone = counters.swap_zone;
+                        if self.is_gc_swap_zone(swap_zone) {
+                            self.open_gc_zones -= 1;
+                        } else {
+                            self.open_user_zones -= 1;
+                        }
+                    }
+                    self.retire_zone(zone);
+                } else {
+                    self.reset_wanted.push(zone);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    // ------------------------------------------------------------ time, FAR
+
+    pub(crate) fn advance(&mut self, now: u64) {
+        self.now_ns = self.now_ns.max(now);
+    }
+
+    /// Timers: chunk flushes, FAR decisions for open zones, swap cache adaptation.
+    pub fn tick(&mut self, now: u64) {
+        self.advance(now);
+        if self.derived.encoding == RecordEncoding::ChunkFooter {
+            for swap_zone in 0..self.derived.user_swap_zones {
+                let sz = &self.swap_zones[swap_zone as usize];
+                if sz.pending.is_some() && now >= sz.pending_since_ns + self.config.chunk_flush_timeout_ns {
+                    self.seal(swap_zone);
+                }
+            }
+        }
+        for swap_zone in 0..self.swap_zones.len() as u32 {
+            let zone = self.swap_zones[swap_zone as usize].zone;
+            if zone != NO_ZONE {
+                self.maybe_reset_open(zone);
+            }
+        }
+        self.adapt_swap_cache();
+    }
+
+    /// Earliest time `tick` has work (a chunk to flush).
+    pub fn poll_timeout(&self) -> Option<u64> {
+        if self.derived.encoding != RecordEncoding::ChunkFooter {
+            return None;
+        }
+        self.swap_zones[..self.derived.user_swap_zones as usize]
+            .iter()
+            .filter(|sz| sz.pending.is_some())
+            .map(|sz| sz.pending_since_ns + self.config.chunk_flush_timeout_ns)
+            .min()
+    }
+
+    /// FAR (seed 003): a fully invalid open zone is reset only once its write pointer
+    /// reaches T_wp, which is the zone's end while the free ratio exceeds T and falls
+    /// linearly with it below: resets of barely used zones (wasted erases) happen only
+    /// when space is short. Eager mode resets it at once.
+    pub(crate) fn maybe_reset_open(&mut self, zone: u32) {
+        let counters = *self.slots.zone(zone);
+        if counters.state != ZoneState::Open
+            || counters.written == 0
+            || counters.occupied + counters.swap_cache > 0
+            || counters.appends_in_flight > 0
+            || counters.reserved != counters.written
+        {
+            return;
+        }
+        let swap_zone = counters.swap_zone;
+        if self.swap_zones[swap_zone as usize].zone == zone && self.swap_zones[swap_zone as usize].pending.is_some() {
+            return;
+        }
+        let threshold_pages = match self.config.reset_mode {
+            ResetMode::Eager => 0,
+            ResetMode::Far => {
+                let free_ratio = self.free_slots() as f64 / self.derived.total_slots as f64;
+                far_threshold_pages(self.capacity, free_ratio, self.config.far_threshold)
+            }
+        };
+        if counters.written < threshold_pages {
+            return;
+        }
+        if self.swap_zones[swap_zone as usize].zone == zone {
+            self.detach_zone(swap_zone);
+        }
+        self.try_reset(zone);
+    }
+}
+
+/// The slot FAR needs a fully invalid zone's write pointer to reach before a reset.
+pub fn far_threshold_pages(capacity: u32, free_ratio: f64, threshold: f64) -> u32 {
+    if free_ratio > threshold {
+        capacity
+    } else {
+        (capacity as f64 * (free_ratio / threshold).max(0.0)).ceil() as u32
+    }
+}

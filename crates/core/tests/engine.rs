@@ -1,0 +1,541 @@
+//! Engine scenarios, each pinned to one behaviour of the paper (§4, §5, Appendix A) or of
+//! the design, driven through a tiny in-test device that completes I/O when asked.
+
+use std::collections::HashMap;
+
+use znswap_core::{
+    Buf, Config, Engine, Event, Geometry, IoError, IoId, IoRequest, PageState, PolicyKind, ReadOutcome, SwapCacheMode,
+    SwapIn, SwapOutError, SwapOutOutcome,
+};
+
+fn geometry(metadata_bytes: u32) -> Geometry {
+    Geometry {
+        zone_count: 16,
+        zone_capacity_pages: 32,
+        metadata_bytes,
+        write_granularity_pages: 1,
+        max_open_zones: 3,
+        max_active_zones: 3,
+        zone_append_pages_max: 8,
+    }
+}
+
+/// A device that keeps versions (page content stand-ins), metadata and footers.
+struct Harness {
+    engine: Engine,
+    write_pointer: Vec<u32>,
+    data: HashMap<(u32, u32), u64>,
+    metadata: HashMap<(u32, u32), Vec<u8>>,
+    footers: HashMap<(u32, u32), Vec<u8>>,
+    gc_buffers: Vec<u64>,
+    held: Vec<IoRequest>,
+    events: Vec<Event>,
+    now: u64,
+    corrupt_next_gc_record: bool,
+}
+
+impl Harness {
+    fn new(config: Config) -> Harness {
+        let zones = config.geometry.zone_count as usize;
+        let engine = Engine::new(config, PolicyKind::PerCore.build(1)).unwrap();
+        let gc_buffers = vec![0; engine.gc_buffer_pages() as usize];
+        Harness {
+            engine,
+            write_pointer: vec![0; zones],
+            data: HashMap::new(),
+            metadata: HashMap::new(),
+            footers: HashMap::new(),
+            gc_buffers,
+            held: Vec::new(),
+            events: Vec::new(),
+            now: 0,
+            corrupt_next_gc_record: false,
+        }
+    }
+
+    fn collect(&mut self) {
+        while let Some(request) = self.engine.poll_io() {
+            self.held.push(request);
+        }
+        while let Some(event) = self.engine.poll_event() {
+            self.events.push(event);
+        }
+    }
+
+    /// Completes every request (and those they cause) in order.
+    fn settle(&mut self) {
+        for _ in 0..10_000 {
+            self.collect();
+            if self.held.is_empty() {
+                return;
+            }
+            let request = self.held.remove(0);
+            self.complete(request, &[]);
+        }
+        panic!("did not settle");
+    }
+
+    fn complete(&mut self, request: IoRequest, dirtied: &[bool]) {
+        self.now += 1000;
+        match request {
+            IoRequest::Append { io, zone, pages } => {
+                let first = self.write_pointer[zone as usize];
+                let list = self.engine.append_pages(io).to_vec();
+                let records = self.engine.append_records(io).to_vec();
+                for (index, page) in list.iter().enumerate() {
+                    let slot = first + index as u32;
+                    let version = match page.buf {
+                        Buf::Page(version) => version,
+                        Buf::Gc(buffer) => self.gc_buffers[buffer as usize],
+                        _ => 0,
+                    };
+                    self.data.insert((zone, slot), version);
+                    if page.buf == Buf::Footer {
+                        self.footers.insert((zone, slot), records.clone());
+                    } else if records.len() == list.len() * 16 {
+                        self.metadata.insert((zone, slot), records[index * 16..index * 16 + 16].to_vec());
+                    }
+                }
+                self.write_pointer[zone as usize] += pages;
+                self.engine.append_done(io, Ok(first), dirtied, self.now).unwrap();
+            }
+            IoRequest::Read { io, zone, slot, pages, buf, with_metadata } => {
+                let mut records = Vec::new();
+                match buf {
+                    Buf::Gc(first) => {
+                        for index in 0..pages {
+                            self.gc_buffers[(first + index) as usize] = self.data[&(zone, slot + index)];
+                            if with_metadata {
+                                records.extend_from_slice(&self.metadata[&(zone, slot + index)]);
+                            }
+                        }
+                    }
+                    Buf::Footer => records = self.footers[&(zone, slot)].clone(),
+                    _ => unreachable!("swap-in reads are done by the test"),
+                }
+                if self.corrupt_next_gc_record && !records.is_empty() {
+                    records[1] ^= 0x10;
+                    self.corrupt_next_gc_record = false;
+                }
+                self.engine.read_done(io, Ok(()), &records, self.now).unwrap();
+            }
+            IoRequest::Reset { io, zone } => {
+                self.write_pointer[zone as usize] = 0;
+                self.engine.reset_done(io, Ok(()), self.now).unwrap();
+            }
+            IoRequest::Finish { io, zone } => {
+                self.write_pointer[zone as usize] = 32;
+                self.engine.finish_done(io, Ok(()), self.now).unwrap();
+            }
+        }
+    }
+
+    /// Swaps a page in completely; returns the version read.
+    fn swap_in(&mut self, owner: u32, page: u64) -> Option<u64> {
+        match self.engine.swap_in(owner, page, self.now).unwrap() {
+            SwapIn::Read { io, zone, slot } => {
+                let version = self.data[&(zone, slot)];
+                let outcome = self.engine.read_done(io, Ok(()), &[], self.now).unwrap();
+                assert!(matches!(outcome, ReadOutcome::SwappedIn { .. }));
+                Some(version)
+            }
+            _ => None,
+        }
+    }
+
+    fn swap_out(&mut self, owner: u32, page: u64, version: u64) {
+        self.engine.swap_out(owner, page, version, self.now).unwrap();
+    }
+}
+
+fn harness(metadata_bytes: u32, pages: u64) -> Harness {
+    let mut harness = Harness::new(Config::new(geometry(metadata_bytes)));
+    harness.engine.register_owner(0, pages, 0).unwrap();
+    harness
+}
+
+#[test]
+fn queued_swap_outs_merge_into_one_append() {
+    let mut h = harness(16, 64);
+    for page in 0..5 {
+        h.swap_out(0, page, 100 + page);
+    }
+    h.collect();
+    assert_eq!(h.held.len(), 1);
+    assert!(matches!(h.held[0], IoRequest::Append { pages: 5, .. }));
+    h.settle();
+    for page in 0..5 {
+        assert!(matches!(h.engine.page_state(0, page).unwrap(), PageState::Swapped { .. }));
+        assert_eq!(h.swap_in(0, page), Some(100 + page));
+    }
+    h.engine.check_invariants();
+}
+
+#[test]
+fn appendix_a_page_dirtied_during_its_write_stays_resident() {
+    let mut h = harness(16, 8);
+    h.swap_out(0, 1, 7);
+    h.swap_out(0, 2, 8);
+    h.collect();
+    let request = h.held.remove(0);
+    h.complete(request, &[true, false]);
+    h.collect();
+    assert_eq!(h.engine.page_state(0, 1).unwrap(), PageState::Resident);
+    assert!(matches!(h.engine.page_state(0, 2).unwrap(), PageState::Swapped { .. }));
+    assert!(h
+        .events
+        .iter()
+        .any(|event| matches!(event, Event::SwapOutDone { page: 1, outcome: SwapOutOutcome::AbortedDirty, .. })));
+    // The dirtied page's new slot is invalid at once.
+    let zone = (0..16).find(|&zone| h.engine.zone_counters(zone).written > 0).unwrap();
+    assert_eq!(h.engine.zone_counters(zone).invalid, 1);
+    // The other path: the pager reports the write itself (`dirtied`) while in flight.
+    h.swap_out(0, 3, 9);
+    h.engine.dirtied(0, 3, 0).unwrap();
+    h.settle();
+    assert_eq!(h.engine.page_state(0, 3).unwrap(), PageState::Resident);
+    h.engine.check_invariants();
+}
+
+#[test]
+fn clean_swap_cached_page_swaps_out_without_a_write() {
+    let mut h = harness(16, 8);
+    h.swap_out(0, 0, 5);
+    h.settle();
+    assert_eq!(h.swap_in(0, 0), Some(5));
+    assert!(matches!(h.engine.page_state(0, 0).unwrap(), PageState::SwapCached { .. }));
+    let written = h.engine.stats().host_pages_written;
+    h.swap_out(0, 0, 5);
+    h.collect();
+    assert!(h.held.is_empty(), "no append for a swap-cache hit");
+    assert_eq!(h.engine.stats().host_pages_written, written);
+    assert_eq!(h.engine.stats().swap_cache_hits, 1);
+    // A write to a swap-cached page invalidates its slot.
+    h.swap_in(0, 0);
+    h.engine.dirtied(0, 0, 0).unwrap();
+    assert_eq!(h.engine.page_state(0, 0).unwrap(), PageState::Resident);
+    h.engine.check_invariants();
+}
+
+#[test]
+fn swap_cache_off_drops_the_slot_on_swap_in() {
+    let mut config = Config::new(geometry(16));
+    config.swap_cache = SwapCacheMode::Off;
+    let mut h = Harness::new(config);
+    h.engine.register_owner(0, 4, 0).unwrap();
+    h.swap_out(0, 0, 5);
+    h.settle();
+    h.swap_in(0, 0);
+    assert_eq!(h.engine.page_state(0, 0).unwrap(), PageState::Resident);
+    h.engine.check_invariants();
+}
+
+#[test]
+fn free_invalidates_slots_at_once() {
+    let mut h = harness(16, 16);
+    for page in 0..8 {
+        h.swap_out(0, page, page);
+    }
+    h.settle();
+    h.engine.free(0, 2..6, 0).unwrap();
+    let invalid: u32 = (0..16).map(|zone| h.engine.zone_counters(zone).invalid).sum();
+    assert_eq!(invalid, 4);
+    assert_eq!(h.engine.page_state(0, 3).unwrap(), PageState::Zero);
+    assert_eq!(h.engine.swap_in(0, 3, 0).unwrap(), SwapIn::Zero);
+    h.engine.check_invariants();
+}
+
+/// Fills the device with overwrites until the GC has collected zones; every page reads
+/// back its last version.
+fn overwrite_until_gc(h: &mut Harness, pages: u64, rounds: u64) -> Vec<u64> {
+    let mut versions = vec![0u64; pages as usize];
+    let mut next = 1;
+    for round in 0..rounds {
+        for page in 0..pages {
+            // Overwrite a scattered subset to leave garbage everywhere.
+            if (page * 7 + round) % 3 != 0 && round > 0 {
+                continue;
+            }
+            if round > 0 {
+                assert_eq!(h.swap_in(0, page), Some(versions[page as usize]));
+                h.engine.dirtied(0, page, h.now).unwrap();
+            }
+            versions[page as usize] = next;
+            loop {
+                match h.engine.swap_out(0, page, next, h.now) {
+                    Ok(_) => break,
+                    Err(SwapOutError::Backpressure) => h.settle(),
+                    Err(error) => panic!("{error}"),
+                }
+            }
+            next += 1;
+            h.settle();
+        }
+        h.engine.check_invariants();
+    }
+    versions
+}
+
+#[test]
+fn gc_moves_valid_pages_and_every_page_reads_back() {
+    let mut h = harness(16, 240);
+    let versions = overwrite_until_gc(&mut h, 240, 12);
+    assert!(h.engine.stats().gc_runs > 0, "{:?}", h.engine.stats());
+    assert!(h.engine.stats().pages_moved > 0);
+    assert!(h.events.iter().any(|event| matches!(event, Event::Remapped { .. })));
+    for page in 0..240 {
+        let got = h.swap_in(0, page).or(Some(versions[page as usize]));
+        assert_eq!(got, Some(versions[page as usize]), "page {page}");
+    }
+    h.engine.check_invariants();
+}
+
+#[test]
+fn gc_with_chunk_footers() {
+    let mut config = Config::new(geometry(0));
+    config.chunk_pages_default = 8;
+    let mut h = Harness::new(config);
+    h.engine.register_owner(0, 200, 0).unwrap();
+    let versions = overwrite_until_gc(&mut h, 200, 12);
+    // Flush the last partly filled chunk.
+    h.engine.tick(u64::MAX / 2);
+    h.settle();
+    assert!(h.engine.stats().gc_runs > 0);
+    assert!(h.engine.stats().record_pages_written > 0);
+    for page in 0..200 {
+        if let Some(version) = h.swap_in(0, page) {
+            assert_eq!(version, versions[page as usize]);
+        }
+    }
+    h.engine.check_invariants();
+}
+
+#[test]
+fn corrupt_record_is_rejected_and_the_page_still_moves_right() {
+    let mut h = harness(16, 240);
+    h.corrupt_next_gc_record = true;
+    let versions = overwrite_until_gc(&mut h, 240, 12);
+    assert!(h.engine.stats().records_rejected >= 1);
+    assert!(h.events.iter().any(|event| matches!(event, Event::RecordRejected { .. })));
+    for page in 0..240 {
+        if let Some(version) = h.swap_in(0, page) {
+            assert_eq!(version, versions[page as usize], "page {page}");
+        }
+    }
+}
+
+#[test]
+fn swap_in_during_migration_reads_the_old_slot() {
+    let mut h = harness(16, 240);
+    overwrite_until_gc(&mut h, 240, 4);
+    // Start GC by hand on the zone with most garbage and stop at the read stage.
+    let victim = (0..16)
+        .filter(|&zone| h.engine.zn_inf(zone).reclaimable && h.engine.zn_inf(zone).occupied_slots > 0)
+        .max_by_key(|&zone| h.engine.zn_inf(zone).invalid_slots)
+        .unwrap();
+    h.engine.rec_zn(victim).unwrap();
+    h.collect();
+    let reads: Vec<IoRequest> = h.held.drain(..).collect();
+    assert!(reads.iter().any(|request| matches!(request, IoRequest::Read { zone, .. } if *zone == victim)));
+    // A page of the victim, swapped in while the GC holds its data.
+    let (page, slot) = (0..240)
+        .find_map(|page| match h.engine.page_state(0, page).unwrap() {
+            PageState::Swapped { slot } if slot / 32 == victim as u64 => Some((page, slot)),
+            _ => None,
+        })
+        .unwrap();
+    let SwapIn::Read { io, zone, slot: read_slot } = h.engine.swap_in(0, page, h.now).unwrap() else {
+        panic!("expected a read");
+    };
+    assert_eq!((zone as u64) * 32 + read_slot as u64, slot, "reads the old slot");
+    for request in reads {
+        h.complete(request, &[]);
+    }
+    h.settle();
+    // The victim cannot be reset under the swap-in's read.
+    let version = h.data[&(zone, read_slot)];
+    let outcome: ReadOutcome = h.engine.read_done(io, Ok(()), &[], h.now).unwrap();
+    assert!(matches!(outcome, ReadOutcome::SwappedIn { .. }));
+    assert!(version > 0);
+    h.settle();
+    h.engine.check_invariants();
+}
+
+#[test]
+fn failed_append_keeps_pages_resident() {
+    let mut h = harness(16, 8);
+    h.swap_out(0, 0, 1);
+    h.collect();
+    let IoRequest::Append { io, .. } = h.held.remove(0) else { panic!() };
+    let io: IoId = io;
+    h.engine.append_done(io, Err(IoError::Device), &[], 0).unwrap();
+    h.collect();
+    assert_eq!(h.engine.page_state(0, 0).unwrap(), PageState::Resident);
+    assert!(h.events.iter().any(|event| matches!(event, Event::SwapOutDone { outcome: SwapOutOutcome::Failed, .. })));
+    // The zone's write pointer is unknown: it is finished, and later swap-outs go elsewhere.
+    assert!(h.held.iter().any(|request| matches!(request, IoRequest::Finish { .. })));
+    h.settle();
+    h.swap_out(0, 0, 1);
+    h.settle();
+    assert!(matches!(h.engine.page_state(0, 0).unwrap(), PageState::Swapped { .. }));
+    h.engine.check_invariants();
+}
+
+#[test]
+fn full_swap_answers_backpressure_not_loss() {
+    let mut h = harness(16, 16 * 32);
+    let mut refused = 0;
+    for page in 0..16 * 32 {
+        match h.engine.swap_out(0, page, page + 1, 0) {
+            Ok(_) => {}
+            Err(SwapOutError::Backpressure) => {
+                refused += 1;
+                assert_eq!(h.engine.page_state(0, page).unwrap(), PageState::Zero);
+            }
+            Err(error) => panic!("{error}"),
+        }
+        h.settle();
+    }
+    assert!(refused > 0);
+    h.engine.check_invariants();
+}
+
+#[test]
+fn far_resets_barely_used_zones_only_when_space_runs_out() {
+    assert_eq!(znswap_core::far_threshold_pages(100, 0.9, 0.7), 100);
+    assert_eq!(znswap_core::far_threshold_pages(100, 0.35, 0.7), 50);
+    assert_eq!(znswap_core::far_threshold_pages(100, 0.0, 0.7), 0);
+    // Plenty of space: an open zone whose pages were all freed is kept, not reset.
+    let mut h = harness(16, 8);
+    for page in 0..4 {
+        h.swap_out(0, page, 1);
+    }
+    h.settle();
+    h.engine.free(0, 0..4, 0).unwrap();
+    h.engine.tick(1);
+    h.settle();
+    assert_eq!(h.engine.stats().resets, 0);
+    // Eager mode resets it (a wasted erase of a barely written zone).
+    let mut config = Config::new(geometry(16));
+    config.reset_mode = znswap_core::ResetMode::Eager;
+    let mut h = Harness::new(config);
+    h.engine.register_owner(0, 8, 0).unwrap();
+    for page in 0..4 {
+        h.swap_out(0, page, 1);
+    }
+    h.settle();
+    h.engine.free(0, 0..4, 0).unwrap();
+    h.engine.tick(1);
+    h.settle();
+    assert_eq!(h.engine.stats().resets, 1);
+    assert_eq!(h.engine.stats().resets_partial, 1);
+}
+
+#[test]
+fn host_memory_stays_under_a_byte_per_slot() {
+    let mut geometry = geometry(16);
+    geometry.zone_count = 4096;
+    geometry.zone_capacity_pages = 8192;
+    let engine = Engine::new(Config::new(geometry), PolicyKind::HotCold.build(1)).unwrap();
+    let memory = engine.host_memory();
+    assert!(memory.bytes_per_slot < 0.3, "{memory:?}");
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+    /// The engine against a map from page to last version, through random swap-outs,
+    /// swap-ins, writes and frees with immediate completions (the DST crate adds faults
+    /// and reordering). Shrinks to a minimal failing sequence.
+    #[test]
+    fn engine_matches_a_model(ops in proptest::collection::vec((0u8..4, 0u64..200), 1..600), footer: bool) {
+        let mut config = Config::new(geometry(if footer { 0 } else { 16 }));
+        config.chunk_pages_default = 4;
+        let mut h = Harness::new(config);
+        h.engine.register_owner(0, 200, 0).unwrap();
+        let mut model = vec![0u64; 200];
+        let mut resident = [true; 200];
+        let mut next = 1;
+        for (kind, page) in ops {
+            let index = page as usize;
+            match kind {
+                0 if resident[index] => {
+                    if h.engine.swap_out(0, page, model[index], h.now).is_ok() {
+                        h.engine.tick(h.now + 10_000_000);
+                        h.settle();
+                        resident[index] = !matches!(h.engine.page_state(0, page).unwrap(), PageState::Swapped { .. });
+                    }
+                }
+                0 => {}
+                1 | 2 => {
+                    if !resident[index] {
+                        let version = h.swap_in(0, page);
+                        proptest::prop_assert_eq!(version, Some(model[index]));
+                        resident[index] = true;
+                    } else {
+                        let _ = h.engine.swap_in(0, page, h.now).unwrap();
+                    }
+                    if kind == 2 {
+                        h.engine.dirtied(0, page, h.now).unwrap();
+                        model[index] = next;
+                        next += 1;
+                    }
+                }
+                _ => {
+                    h.engine.free(0, page..page + 1, h.now).unwrap();
+                    model[index] = 0;
+                    resident[index] = true;
+                }
+            }
+            h.settle();
+        }
+        h.engine.check_invariants();
+        for page in 0..200u64 {
+            if !resident[page as usize] {
+                proptest::prop_assert_eq!(h.swap_in(0, page), Some(model[page as usize]));
+            }
+        }
+    }
+}
+
+#[test]
+fn activate_skips_pages_freed_or_dirtied_during_the_move() {
+    let mut h = harness(16, 240);
+    overwrite_until_gc(&mut h, 240, 4);
+    let victim = (0..16)
+        .filter(|&zone| h.engine.zn_inf(zone).reclaimable && h.engine.zn_inf(zone).occupied_slots > 1)
+        .max_by_key(|&zone| h.engine.zn_inf(zone).invalid_slots)
+        .unwrap();
+    h.engine.rec_zn(victim).unwrap();
+    // Gather and read.
+    h.collect();
+    let reads: Vec<IoRequest> = h.held.drain(..).collect();
+    for request in reads {
+        h.complete(request, &[]);
+    }
+    // Write: hold the GC appends.
+    h.collect();
+    let appends: Vec<IoRequest> = h.held.drain(..).collect();
+    assert!(appends.iter().any(|request| matches!(request, IoRequest::Append { .. })));
+    let moving: Vec<u64> = (0..240)
+        .filter(|&page| matches!(h.engine.page_state(0, page).unwrap(), PageState::Swapped { slot } if slot / 32 == victim as u64))
+        .collect();
+    assert!(moving.len() >= 2);
+    // Meanwhile one page is freed, another swapped in and written.
+    h.engine.free(0, moving[0]..moving[0] + 1, h.now).unwrap();
+    assert!(h.swap_in(0, moving[1]).is_some());
+    h.engine.dirtied(0, moving[1], h.now).unwrap();
+    for request in appends {
+        h.complete(request, &[]);
+    }
+    h.settle();
+    assert!(h.engine.stats().pages_skipped_race >= 2, "{:?}", h.engine.stats());
+    assert_eq!(h.engine.page_state(0, moving[0]).unwrap(), PageState::Zero);
+    assert_eq!(h.engine.page_state(0, moving[1]).unwrap(), PageState::Resident);
+    for &page in &moving[2..] {
+        assert!(
+            matches!(h.engine.page_state(0, page).unwrap(), PageState::Swapped { slot } if slot / 32 != victim as u64)
+        );
+    }
+    h.engine.check_invariants();
+}

@@ -1,0 +1,645 @@
+//! The simulation driver: runs the engine against the model device with seeded faults,
+//! and checks every swap-in against an oracle of each page's last written version.
+
+use std::collections::HashMap;
+
+use znswap_core::policy::TenantPolicy;
+use znswap_core::{
+    Buf, Config, Engine, Event, IoError, IoId, IoRequest, PolicyKind, ReadOutcome, RecordEncoding, SwapIn,
+    SwapOutError, SwapOutOutcome,
+};
+
+use crate::device::{Device, FOOTER_VERSION, UNWRITTEN};
+use crate::scenario::{below, chance, Rng, Scenario, Workload};
+
+#[derive(Clone, Copy, Default)]
+struct PageModel {
+    /// The driver's resident copy.
+    memory: Option<u64>,
+    /// Last version the application wrote (0: never, or freed).
+    oracle: u64,
+    /// Written since its swap-out started (the PTE dirty bit of Appendix A).
+    dirty: bool,
+    swap_out: Option<u64>,
+    reading: bool,
+    lost: bool,
+}
+
+enum Pending {
+    Append { io: IoId, zone: u32, bufs: Vec<Buf>, pages: Vec<(u32, u64)>, records: Vec<u8> },
+    Read { io: IoId, zone: u32, slot: u32, pages: u32, buf: Buf, with_metadata: bool, swap_in: Option<(u32, u64)> },
+    Reset { io: IoId, zone: u32 },
+    Finish { io: IoId, zone: u32 },
+}
+
+pub struct Sim {
+    pub engine: Engine,
+    pub device: Device,
+    scenario: Scenario,
+    rng: Rng,
+    now_ns: u64,
+    pages: Vec<Vec<PageModel>>,
+    pending: Vec<(u64, Pending)>,
+    gc_buffers: Vec<u64>,
+    version: u64,
+    faults_on: bool,
+    pub violations: Vec<String>,
+    pub pages_verified: u64,
+    pub corrupted: u64,
+    pub lost: u64,
+    pub records_corrupted: u64,
+    pub zones_taken_offline: u32,
+    offline_at_ops: Vec<u64>,
+    footer: bool,
+    page_count: u64,
+    /// Churn workload: the block written last.
+    last_block: (u32, u64),
+}
+
+const VIOLATIONS_MAX: usize = 32;
+
+impl Sim {
+    pub fn new(scenario: Scenario, config: Config, seed: u64, ops: u64) -> Sim {
+        let mut rng = crate::scenario::rng(seed ^ 0x5eed_5eed);
+        let derived = config.derive().expect("validated by the caller");
+        let footer = derived.encoding == RecordEncoding::ChunkFooter;
+        let geometry = config.geometry;
+        let policy: Box<dyn znswap_core::Policy> = match scenario.policy {
+            // Tenant 0 gets a tight slot limit so the low-watermark reclaim (`rec_zn` of
+            // the emptiest zone of the tenant most over its limit) runs.
+            PolicyKind::Tenant => {
+                let mut policy = TenantPolicy::new(scenario.tenants);
+                policy.slot_limits[0] = derived.total_slots / (4 * scenario.tenants as u64);
+                Box::new(policy)
+            }
+            other => other.build(scenario.tenants),
+        };
+        let engine = Engine::new(config, policy).expect("valid config");
+        let mut device = Device::new(
+            geometry.zone_count,
+            geometry.zone_capacity_pages,
+            geometry.metadata_bytes,
+            geometry.write_granularity_pages,
+        );
+        device.active_zones_max = derived.open_zones_max;
+        // Owner pages: the utilization of the slots swap may fill (outside the GC reserve
+        // and the open zones), less the footer pages.
+        let usable_zones =
+            geometry.zone_count - derived.gc_high_watermark_zones - derived.open_zones_max - derived.gc_reserve_zones;
+        let data_fraction = if footer { (derived.chunk_pages - 1) as f64 / derived.chunk_pages as f64 } else { 1.0 };
+        let usable = usable_zones as f64 * geometry.zone_capacity_pages as f64 * data_fraction;
+        let page_count =
+            scenario.owner_pages.unwrap_or((usable * scenario.utilization) as u64).max(scenario.owners as u64);
+        let mut pages = Vec::new();
+        let mut engine = engine;
+        for owner in 0..scenario.owners {
+            let share =
+                page_count / scenario.owners as u64 + u64::from(owner == 0) * (page_count % scenario.owners as u64);
+            engine.register_owner(owner, share, owner % scenario.tenants).expect("register");
+            pages.push(vec![PageModel::default(); share as usize]);
+        }
+        let offline_at_ops =
+            (0..scenario.faults.offline_zones).map(|_| ops / 4 + below(&mut rng, ops / 2 + 1)).collect();
+        let gc_buffers = vec![UNWRITTEN; engine.gc_buffer_pages() as usize];
+        Sim {
+            engine,
+            device,
+            rng,
+            now_ns: 0,
+            pages,
+            pending: Vec::new(),
+            gc_buffers,
+            version: 0,
+            faults_on: true,
+            violations: Vec::new(),
+            pages_verified: 0,
+            corrupted: 0,
+            lost: 0,
+            records_corrupted: 0,
+            zones_taken_offline: 0,
+            offline_at_ops,
+            footer,
+            page_count,
+            last_block: (0, 0),
+            scenario,
+        }
+    }
+
+    pub fn page_count(&self) -> u64 {
+        self.page_count
+    }
+
+    fn violation(&mut self, message: String) {
+        if self.violations.len() < VIOLATIONS_MAX {
+            self.violations.push(message);
+        }
+    }
+
+    fn pick_page(&mut self) -> (u32, u64) {
+        let owner = below(&mut self.rng, self.pages.len() as u64) as u32;
+        let count = self.pages[owner as usize].len() as u64;
+        let skewed = self.scenario.workload == Workload::SkewedOverwrite;
+        let page = if skewed && chance(&mut self.rng, 0.8) {
+            below(&mut self.rng, (count / 5).max(1))
+        } else {
+            below(&mut self.rng, count)
+        };
+        (owner, page)
+    }
+
+    /// One operation of the workload, then the I/O it caused.
+    pub fn step(&mut self, op: u64) {
+        self.now_ns += 1 + below(&mut self.rng, 2_000);
+        if self.offline_at_ops.contains(&op) {
+            self.take_zone_offline();
+        }
+        match self.scenario.workload {
+            Workload::Mixed => self.mixed_op(),
+            Workload::UniformOverwrite | Workload::SkewedOverwrite => self.overwrite_op(true),
+            Workload::UniformRead => self.overwrite_op(false),
+            Workload::Churn => self.churn_op(),
+        }
+        self.engine.tick(self.now_ns);
+        self.pump(false);
+    }
+
+    fn mixed_op(&mut self) {
+        let (owner, page) = self.pick_page();
+        match below(&mut self.rng, 100) {
+            0..=39 => {
+                let write = chance(&mut self.rng, 0.5);
+                self.access(owner, page, write)
+            }
+            40..=89 => self.swap_out(owner, page),
+            90..=91 => {
+                let count = self.pages[owner as usize].len() as u64;
+                let end = (page + 1 + below(&mut self.rng, 16)).min(count);
+                self.free(owner, page..end);
+            }
+            _ => {
+                // Let time pass: completions and chunk flushes.
+                self.now_ns += below(&mut self.rng, 300_000);
+            }
+        }
+    }
+
+    /// Swap in (completing at once), write, swap out: one uniform or skewed overwrite.
+    fn overwrite_op(&mut self, write: bool) {
+        let (owner, page) = self.pick_page();
+        for _ in 0..4 {
+            let model = self.pages[owner as usize][page as usize];
+            if model.memory.is_some() && model.swap_out.is_none() {
+                break;
+            }
+            self.access(owner, page, false);
+            self.pump(true);
+        }
+        self.access(owner, page, write);
+        self.swap_out(owner, page);
+        self.pump(true);
+    }
+
+    /// Writes a 32-page block, or frees one: half the frees hit the block written last
+    /// (short-lived data), so open zones die young, which is where eager reset wastes
+    /// erases and FAR does not.
+    fn churn_op(&mut self) {
+        const BLOCK_PAGES: u64 = 32;
+        let owner = below(&mut self.rng, self.pages.len() as u64) as u32;
+        let count = self.pages[owner as usize].len() as u64;
+        let random_block = below(&mut self.rng, count.div_ceil(BLOCK_PAGES)) * BLOCK_PAGES;
+        if chance(&mut self.rng, 0.5) {
+            let end = (random_block + BLOCK_PAGES).min(count);
+            for page in random_block..end {
+                self.access(owner, page, true);
+                self.swap_out(owner, page);
+            }
+            self.last_block = (owner, random_block);
+        } else {
+            let (owner, start) = if chance(&mut self.rng, 0.5) { self.last_block } else { (owner, random_block) };
+            let count = self.pages[owner as usize].len() as u64;
+            self.free(owner, start..(start + BLOCK_PAGES).min(count));
+        }
+        self.pump(true);
+    }
+
+    fn access(&mut self, owner: u32, page: u64, write: bool) {
+        let model = self.pages[owner as usize][page as usize];
+        if model.reading {
+            return;
+        }
+        let answer = match self.engine.swap_in(owner, page, self.now_ns) {
+            Ok(answer) => answer,
+            Err(_) => return, // backpressure
+        };
+        match answer {
+            SwapIn::Resident => {
+                if model.memory.is_none() {
+                    self.violation(format!("{owner}:{page} resident per engine, not held by the driver"));
+                    return;
+                }
+            }
+            SwapIn::Zero => {
+                if model.oracle != 0 || model.memory.is_some() {
+                    self.corrupted += 1;
+                    self.violation(format!("{owner}:{page} swapped in as zero, last write was v{}", model.oracle));
+                }
+                self.pages[owner as usize][page as usize].memory = Some(0);
+            }
+            SwapIn::Read { io, zone, slot } => {
+                self.pages[owner as usize][page as usize].reading = true;
+                let ready = self.ready_at();
+                self.pending.push((
+                    ready,
+                    Pending::Read {
+                        io,
+                        zone,
+                        slot,
+                        pages: 1,
+                        buf: Buf::Page(0),
+                        with_metadata: false,
+                        swap_in: Some((owner, page)),
+                    },
+                ));
+                return;
+            }
+            SwapIn::InFlight => return,
+            SwapIn::Lost => {
+                if !model.lost {
+                    self.violation(format!("{owner}:{page} lost without a Lost event"));
+                }
+                return;
+            }
+        }
+        if write {
+            self.version += 1;
+            let version = self.version;
+            let entry = &mut self.pages[owner as usize][page as usize];
+            entry.memory = Some(version);
+            entry.oracle = version;
+            entry.lost = false;
+            let in_flight = entry.swap_out.is_some();
+            if in_flight {
+                entry.dirty = true;
+            }
+            // The pager learns of the first write by a write-protect fault; during a
+            // swap-out it may instead read the dirty bit at completion. Exercise both.
+            if !in_flight || chance(&mut self.rng, 0.5) {
+                let _ = self.engine.dirtied(owner, page, self.now_ns);
+            }
+        }
+    }
+
+    fn swap_out(&mut self, owner: u32, page: u64) {
+        let model = self.pages[owner as usize][page as usize];
+        let Some(version) = model.memory else { return };
+        if model.swap_out.is_some() || model.reading {
+            return;
+        }
+        let core = below(&mut self.rng, self.scenario.cores as u64) as u32;
+        match self.engine.swap_out_from(core, owner, page, version, self.now_ns) {
+            Ok(ticket) => {
+                let entry = &mut self.pages[owner as usize][page as usize];
+                entry.swap_out = Some(ticket.0);
+                entry.dirty = false;
+            }
+            Err(SwapOutError::Backpressure) => {}
+            Err(error) => self.violation(format!("{owner}:{page} held v{version} but swap-out refused: {error}")),
+        }
+    }
+
+    fn free(&mut self, owner: u32, pages: std::ops::Range<u64>) {
+        if self.engine.free(owner, pages.clone(), self.now_ns).is_err() {
+            self.violation(format!("free {owner}:{pages:?} refused"));
+            return;
+        }
+        for page in pages {
+            self.pages[owner as usize][page as usize] = PageModel::default();
+        }
+    }
+
+    fn take_zone_offline(&mut self) {
+        let zones = self.device.zones.len() as u64;
+        for _ in 0..zones {
+            let zone = below(&mut self.rng, zones) as u32;
+            let counters = self.engine.zone_counters(zone);
+            if counters.occupied > 0 && !self.device.zones[zone as usize].offline {
+                self.device.take_offline(zone);
+                self.zones_taken_offline += 1;
+                self.engine.zone_offline(zone, self.now_ns);
+                self.collect();
+                return;
+            }
+        }
+    }
+
+    fn ready_at(&mut self) -> u64 {
+        let delay = self.scenario.faults.delay_ns_max;
+        self.now_ns + if delay == 0 { 0 } else { below(&mut self.rng, delay) }
+    }
+
+    /// Drains the engine's requests and events, and completes what is due (all of it
+    /// with `drain`), in a random order.
+    pub fn pump(&mut self, drain: bool) {
+        for _ in 0..100_000 {
+            self.collect();
+            let due: Vec<usize> =
+                (0..self.pending.len()).filter(|&index| drain || self.pending[index].0 <= self.now_ns).collect();
+            if due.is_empty() {
+                return;
+            }
+            let pick = due[below(&mut self.rng, due.len() as u64) as usize];
+            let (_, request) = self.pending.swap_remove(pick);
+            self.complete(request);
+        }
+        self.violation("I/O never settled".to_string());
+    }
+
+    fn collect(&mut self) {
+        while let Some(request) = self.engine.poll_io() {
+            let ready = self.ready_at();
+            let pending = match request {
+                IoRequest::Append { io, zone, pages } => {
+                    let list = self.engine.append_pages(io);
+                    assert_eq!(list.len() as u32, pages);
+                    Pending::Append {
+                        io,
+                        zone,
+                        bufs: list.iter().map(|page| page.buf).collect(),
+                        pages: list.iter().map(|page| (page.owner, page.page)).collect(),
+                        records: self.engine.append_records(io).to_vec(),
+                    }
+                }
+                IoRequest::Read { io, zone, slot, pages, buf, with_metadata } => {
+                    Pending::Read { io, zone, slot, pages, buf, with_metadata, swap_in: None }
+                }
+                IoRequest::Reset { io, zone } => Pending::Reset { io, zone },
+                IoRequest::Finish { io, zone } => Pending::Finish { io, zone },
+            };
+            self.pending.push((ready, pending));
+        }
+        while let Some(event) = self.engine.poll_event() {
+            self.event(event);
+        }
+    }
+
+    fn fault(&mut self, probability: f64) -> bool {
+        self.faults_on && chance(&mut self.rng, probability)
+    }
+
+    fn complete(&mut self, request: Pending) {
+        let now = self.now_ns;
+        match request {
+            Pending::Append { io, zone, bufs, pages, records } => {
+                let offline = self.device.zones[zone as usize].offline;
+                let result = if offline {
+                    Err(IoError::Offline)
+                } else if self.fault(self.scenario.faults.append_error) {
+                    Err(IoError::Device)
+                } else {
+                    let versions: Vec<u64> = bufs
+                        .iter()
+                        .map(|buf| match buf {
+                            Buf::Page(version) => *version,
+                            Buf::Gc(index) => self.gc_buffers[*index as usize],
+                            Buf::Footer => FOOTER_VERSION,
+                            Buf::Zero => 0,
+                        })
+                        .collect();
+                    let (page_records, footer) =
+                        if self.footer { (None, Some(&records[..])) } else { (Some(&records[..]), None) };
+                    match self.device.append(zone, &versions, page_records, footer) {
+                        Ok(first) => Ok(first),
+                        Err(breach) => {
+                            self.violation(breach.0);
+                            Err(IoError::Device)
+                        }
+                    }
+                };
+                let dirtied: Vec<bool> = pages
+                    .iter()
+                    .zip(&bufs)
+                    .map(|(&(owner, page), buf)| {
+                        matches!(buf, Buf::Page(_)) && {
+                            let model = self.pages[owner as usize][page as usize];
+                            model.swap_out.is_some() && model.dirty
+                        }
+                    })
+                    .collect();
+                if let Err(error) = self.engine.append_done(io, result, &dirtied, now) {
+                    self.violation(format!("append_done refused: {error}"));
+                }
+            }
+            Pending::Read { io, zone, slot, pages, buf, with_metadata, swap_in } => {
+                let offline = self.device.zones[zone as usize].offline;
+                let result = if offline {
+                    Err(IoError::Offline)
+                } else if self.fault(self.scenario.faults.read_error) {
+                    Err(IoError::Device)
+                } else if let Err(breach) = self.device.check_read(zone, slot, pages) {
+                    self.violation(breach.0);
+                    Err(IoError::Device)
+                } else {
+                    Ok(())
+                };
+                let mut records = Vec::new();
+                let mut data = UNWRITTEN;
+                if result.is_ok() {
+                    match buf {
+                        Buf::Gc(first) => {
+                            for index in 0..pages {
+                                self.gc_buffers[(first + index) as usize] =
+                                    self.device.zones[zone as usize].data[(slot + index) as usize];
+                                if with_metadata {
+                                    records.extend_from_slice(self.device.metadata(zone, slot + index));
+                                }
+                            }
+                        }
+                        Buf::Footer => match self.device.footer(zone, slot) {
+                            Some(footer) => records.extend_from_slice(footer),
+                            None => records.resize(4096, 0),
+                        },
+                        _ => data = self.device.zones[zone as usize].data[slot as usize],
+                    }
+                    if !records.is_empty() && self.fault(self.scenario.faults.record_corruption) {
+                        let bit = below(&mut self.rng, records.len() as u64 * 8) as usize;
+                        records[bit / 8] ^= 1 << (bit % 8);
+                        self.records_corrupted += 1;
+                    }
+                }
+                match self.engine.read_done(io, result, &records, now) {
+                    Ok(outcome) => {
+                        if let Some((owner, page)) = swap_in {
+                            self.swap_in_done(owner, page, outcome, data);
+                        }
+                    }
+                    Err(error) => self.violation(format!("read_done refused: {error}")),
+                }
+            }
+            Pending::Reset { io, zone } => {
+                let result = if self.device.zones[zone as usize].offline {
+                    Err(IoError::Offline)
+                } else if self.fault(self.scenario.faults.reset_error) {
+                    Err(IoError::Device)
+                } else {
+                    self.device.reset(zone);
+                    Ok(())
+                };
+                if let Err(error) = self.engine.reset_done(io, result, now) {
+                    self.violation(format!("reset_done refused: {error}"));
+                }
+            }
+            Pending::Finish { io, zone } => {
+                let result = if self.device.zones[zone as usize].offline {
+                    Err(IoError::Offline)
+                } else if self.fault(self.scenario.faults.reset_error) {
+                    Err(IoError::Device)
+                } else {
+                    self.device.finish(zone);
+                    Ok(())
+                };
+                if let Err(error) = self.engine.finish_done(io, result, now) {
+                    self.violation(format!("finish_done refused: {error}"));
+                }
+            }
+        }
+    }
+
+    fn swap_in_done(&mut self, owner: u32, page: u64, outcome: ReadOutcome, data: u64) {
+        let entry = &mut self.pages[owner as usize][page as usize];
+        if !entry.reading {
+            // Freed while the read was in flight; the model was reset.
+            if !matches!(outcome, ReadOutcome::Freed) {
+                self.violation(format!("{owner}:{page} read completed as {outcome:?} after free"));
+            }
+            return;
+        }
+        entry.reading = false;
+        match outcome {
+            ReadOutcome::SwappedIn { .. } => {
+                let expected = entry.oracle;
+                entry.memory = Some(data);
+                self.pages_verified += 1;
+                if data != expected {
+                    self.corrupted += 1;
+                    self.violation(format!("{owner}:{page} swapped in v{data}, last write was v{expected}"));
+                }
+            }
+            ReadOutcome::Failed => {}
+            ReadOutcome::Lost => entry.lost = true,
+            other => self.violation(format!("{owner}:{page} swap-in read completed as {other:?}")),
+        }
+    }
+
+    fn event(&mut self, event: Event) {
+        match event {
+            Event::SwapOutDone { ticket, owner, page, outcome } => {
+                let entry = self.pages[owner as usize][page as usize];
+                if entry.swap_out != Some(ticket.0) {
+                    if matches!(outcome, SwapOutOutcome::Swapped { .. }) {
+                        self.violation(format!("{owner}:{page} stale swap-out {ticket:?} committed"));
+                    }
+                    return;
+                }
+                match outcome {
+                    SwapOutOutcome::Swapped { .. } => {
+                        if entry.dirty {
+                            self.violation(format!("{owner}:{page} dirtied during its write yet committed"));
+                        }
+                        self.pages[owner as usize][page as usize].memory = None;
+                    }
+                    SwapOutOutcome::AbortedDirty | SwapOutOutcome::Failed => {}
+                    SwapOutOutcome::Dropped => self.violation(format!("{owner}:{page} live swap-out dropped")),
+                }
+                let entry = &mut self.pages[owner as usize][page as usize];
+                entry.swap_out = None;
+                entry.dirty = false;
+            }
+            Event::Lost { owner, page } => {
+                let entry = self.pages[owner as usize][page as usize];
+                if entry.memory.is_some() {
+                    self.violation(format!("{owner}:{page} reported lost while the owner holds it"));
+                }
+                // Truly destroyed: its last version must sit in an offline zone.
+                let in_offline_zone =
+                    self.device.zones.iter().any(|zone| zone.offline && zone.data.contains(&entry.oracle));
+                if !in_offline_zone {
+                    self.violation(format!(
+                        "{owner}:{page} reported lost but v{} was not in an offline zone",
+                        entry.oracle
+                    ));
+                }
+                self.pages[owner as usize][page as usize].lost = true;
+                self.lost += 1;
+            }
+            Event::RecordRejected { zone, slot, error } => {
+                if self.scenario.faults.record_corruption == 0.0 {
+                    self.violation(format!("record at {zone}:{slot} rejected without corruption: {error}"));
+                }
+            }
+            Event::Remapped { .. } | Event::ZoneRetired { .. } => {}
+        }
+    }
+
+    /// Completes everything, then swaps in and checks every page.
+    pub fn finish(&mut self) {
+        self.faults_on = false;
+        self.pump(true);
+        for _ in 0..4 {
+            self.now_ns += 10_000_000;
+            self.engine.tick(self.now_ns);
+            self.pump(true);
+        }
+        for owner in 0..self.pages.len() as u32 {
+            for page in 0..self.pages[owner as usize].len() as u64 {
+                for _ in 0..4 {
+                    let model = self.pages[owner as usize][page as usize];
+                    if model.lost || model.memory.is_some() {
+                        break;
+                    }
+                    self.access(owner, page, false);
+                    self.pump(true);
+                }
+                let model = self.pages[owner as usize][page as usize];
+                if let Some(memory) = model.memory {
+                    if memory != model.oracle {
+                        self.corrupted += 1;
+                        self.violation(format!("{owner}:{page} holds v{memory}, last write was v{}", model.oracle));
+                    }
+                } else if !model.lost {
+                    self.violation(format!("{owner}:{page} could not be swapped in"));
+                }
+            }
+        }
+        self.pump(true);
+        self.check_invariants();
+    }
+
+    pub fn check_invariants(&mut self) {
+        let engine = &self.engine;
+        if let Err(panic) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| engine.check_invariants())) {
+            let message = panic_message(&panic);
+            self.violation(format!("invariant: {message}"));
+        }
+    }
+
+    pub fn lost_pages(&self) -> HashMap<u32, u64> {
+        let mut lost = HashMap::new();
+        for (owner, pages) in self.pages.iter().enumerate() {
+            let count = pages.iter().filter(|page| page.lost).count() as u64;
+            if count > 0 {
+                lost.insert(owner as u32, count);
+            }
+        }
+        lost
+    }
+}
+
+pub fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
+    if let Some(message) = panic.downcast_ref::<&str>() {
+        message.to_string()
+    } else if let Some(message) = panic.downcast_ref::<String>() {
+        message.clone()
+    } else {
+        "panic".to_string()
+    }
+}

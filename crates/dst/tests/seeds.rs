@@ -1,0 +1,88 @@
+//! A modest number of seeds, quick in the test profile. CI runs more through the CLI
+//! (`znswap dst --seed S --ops N`) or `cargo run --release -p znswap-dst --example dst`.
+
+use znswap_dst::{run, DstOptions, Scenario};
+
+fn check(options: &DstOptions) {
+    let report = run(options);
+    assert!(report.passed(), "seed {} failed: {:?}\nscenario: {:?}", report.seed, report.violations, report.scenario);
+    assert_eq!(report.corrupted, 0);
+}
+
+#[test]
+fn random_seeds_hold_the_oracle() {
+    for seed in 0..200 {
+        let mut options = DstOptions::new(seed, 20_000);
+        options.check_every_ops = 2_000;
+        check(&options);
+    }
+}
+
+#[test]
+fn same_seed_same_run() {
+    let options = DstOptions::new(7, 10_000);
+    let (first, second) = (run(&options), run(&options));
+    assert_eq!(first.stats, second.stats);
+    assert_eq!(first.pages_verified, second.pages_verified);
+    assert_eq!(first.scenario, second.scenario);
+}
+
+#[test]
+fn offline_zone_loses_only_what_it_held() {
+    // Seeds whose scenario takes zones offline: lost pages are reported, never wrong.
+    let mut seen = 0;
+    for seed in 100..160 {
+        let mut options = DstOptions::new(seed, 20_000);
+        options.check_every_ops = 5_000;
+        let report = run(&options);
+        assert!(report.passed(), "seed {seed}: {:?}", report.violations);
+        if report.zones_taken_offline > 0 {
+            seen += 1;
+        }
+    }
+    assert!(seen > 0, "no seed took a zone offline");
+}
+
+#[test]
+fn uniform_overwrites_at_ten_percent_need_no_copies() {
+    let mut scenario =
+        Scenario::overwrite(0.1, znswap_core::VictimSelection::Greedy, znswap_core::PolicyKind::PerCore, false);
+    scenario.geometry.zone_count = 64;
+    scenario.geometry.zone_capacity_pages = 256;
+    scenario.owner_pages = Some(64 * 256 / 10);
+    let mut options = DstOptions::new(1, 64 * 256 * 3);
+    options.scenario = Some(scenario);
+    options.warmup_ops = 64 * 256;
+    let report = run(&options);
+    assert!(report.passed(), "{:?}", report.violations);
+    assert!(report.waf <= 1.01, "waf {}", report.waf);
+}
+
+#[test]
+fn every_policy_encoding_and_victim_selection() {
+    use znswap_core::{PolicyKind, VictimSelection};
+    let mut seed = 1000;
+    for policy in [PolicyKind::PerCore, PolicyKind::HotCold, PolicyKind::Tenant] {
+        for footer in [false, true] {
+            for selection in [VictimSelection::Greedy, VictimSelection::CostBenefit] {
+                seed += 1;
+                let mut rng = znswap_dst::scenario::rng(seed);
+                let mut scenario = Scenario::random(&mut rng);
+                scenario.policy = policy;
+                scenario.footer = footer;
+                scenario.victim_selection = selection;
+                scenario.utilization = 0.6;
+                let mut options = DstOptions::new(seed, 30_000);
+                options.scenario = Some(scenario);
+                options.check_every_ops = 3_000;
+                let report = run(&options);
+                assert!(
+                    report.passed(),
+                    "seed {seed} {policy:?} footer {footer} {selection:?}: {:?}",
+                    report.violations
+                );
+                assert!(report.pages_verified > 0);
+            }
+        }
+    }
+}

@@ -1,0 +1,926 @@
+//! The live pager: regions of anonymous memory whose pages beyond a resident budget live
+//! on a zoned device, driven by the sans-I/O swap engine of `znswap-core`.
+//!
+//! Threads (handler-thread mode: kernel-mode accesses such as `read()` into a region work):
+//! - the **fault handler** reads userfaultfd events. A missing page is swapped in (a
+//!   device read outside the lock) or zero-filled; a write to a write-protected page is
+//!   reported to the engine (`dirtied`) and unprotected.
+//! - the **evictor** keeps the resident set within the budget: CLOCK over resident pages
+//!   (reference bits come from faults), victims write-protected, snapshotted into
+//!   swap-out buffers and handed to the engine; it also pumps every I/O the engine asks
+//!   for (appends, GC reads and moves, resets), so the GC runs beside faults.
+//!
+//! Appendix A, with write-protection instead of the PTE dirty bit: a victim is
+//! write-protected before its snapshot, so a write during the append faults; the handler
+//! tells the engine (`dirtied`), which then aborts the swap-out, and lifts the protection
+//! at once, so the writer never waits for the device. Completion and the drop of a swapped
+//! page (`MADV_DONTNEED`) happen under the same lock the handler takes, so a write either
+//! lands before the completion (swap-out aborted) or faults after the drop and swaps the
+//! page back in: never lost.
+//!
+//! Clean pages: a swapped-in page whose slot stays valid (swap cache) is mapped
+//! write-protected; evicting it again costs no I/O. All-zero pages are not written: they
+//! become zero entries again (Linux stopped writing them to swap in 6.12).
+//!
+//! Readahead: none (FlashVM, seed 004: flash does not reward disk-era prefetching).
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use znswap_core::{
+    Buf, Config, Engine, Event, Geometry as EngineGeometry, IoError, IoRequest, PolicyKind, ReadOutcome,
+    RecordEncoding, SwapIn, SwapOutError, SwapOutOutcome,
+};
+use znswap_zoned::{ZoneError, ZonedDevice};
+
+use crate::uffd::{features, register_mode, Event as UffdEvent, UffdError, Userfaultfd};
+
+pub const PAGE_BYTES: usize = 4096;
+/// Records the engine writes per page in per-page metadata mode.
+const RECORD_BYTES: usize = 16;
+
+/// Page flags kept by the pager per region page.
+const RESIDENT: u8 = 1 << 0;
+const REFERENCED: u8 = 1 << 1;
+const QUEUED: u8 = 1 << 2;
+
+#[derive(Clone, Debug)]
+pub struct PagerConfig {
+    /// Resident bytes the pager aims to keep regions within.
+    pub budget_bytes: u64,
+    /// Pages the handler may install above the budget before it waits for the evictor.
+    pub slack_pages: u64,
+    /// Victims per eviction round (dropped with one lock hold and one I/O pump).
+    pub evict_batch_pages: usize,
+    pub policy: PolicyKind,
+    pub tenants: u32,
+    /// Largest number of regions alive at once.
+    pub regions_max: u32,
+}
+
+impl PagerConfig {
+    pub fn new(budget_bytes: u64) -> PagerConfig {
+        PagerConfig {
+            budget_bytes,
+            slack_pages: 256,
+            evict_batch_pages: 64,
+            policy: PolicyKind::PerCore,
+            tenants: 1,
+            regions_max: 64,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PagerError {
+    #[error(transparent)]
+    Uffd(#[from] UffdError),
+    #[error("the engine refused the device geometry: {0}")]
+    Config(String),
+    #[error("the budget ({budget_bytes} B) must hold at least {min_pages} pages")]
+    BudgetTooSmall { budget_bytes: u64, min_pages: u64 },
+    #[error("mmap of {bytes} B failed: {source}")]
+    Map { bytes: u64, source: std::io::Error },
+    #[error("too many regions ({max}); free one first")]
+    TooManyRegions { max: u32 },
+    #[error("the region would exceed the device's swap capacity ({capacity_pages} pages)")]
+    RegionTooLarge { capacity_pages: u64 },
+    #[error("{0}")]
+    Engine(String),
+}
+
+/// Counters since the pager started.
+#[derive(Clone, Copy, Debug, Default, serde::Serialize)]
+pub struct PagerStats {
+    pub missing_faults: u64,
+    pub write_protect_faults: u64,
+    pub zero_fills: u64,
+    pub swap_in_reads: u64,
+    pub swap_outs_written: u64,
+    pub swap_outs_clean: u64,
+    pub swap_outs_zero: u64,
+    pub swap_outs_aborted_dirty: u64,
+    pub backpressure: u64,
+    pub resident_pages: u64,
+    pub resident_pages_max: u64,
+    pub lost_pages: u64,
+    pub device_errors: u64,
+    /// CPU time the evictor spent on GC work (GC reads, moves, resets), in nanoseconds.
+    pub gc_cpu_ns: u64,
+    pub host_bytes_written: u64,
+    pub gc_bytes_written: u64,
+    pub gc_runs: u64,
+}
+
+#[derive(Default)]
+struct Counters {
+    missing_faults: AtomicU64,
+    write_protect_faults: AtomicU64,
+    zero_fills: AtomicU64,
+    swap_in_reads: AtomicU64,
+    swap_outs_written: AtomicU64,
+    swap_outs_zero: AtomicU64,
+    swap_outs_aborted_dirty: AtomicU64,
+    backpressure: AtomicU64,
+    resident_pages: AtomicU64,
+    resident_pages_max: AtomicU64,
+    lost_pages: AtomicU64,
+    device_errors: AtomicU64,
+    gc_cpu_ns: AtomicU64,
+}
+
+struct RegionEntry {
+    base: u64,
+    pages: u64,
+    flags: Vec<u8>,
+    live: bool,
+}
+
+struct State {
+    engine: Engine,
+    regions: Vec<RegionEntry>,
+    /// CLOCK order of resident pages.
+    clock: VecDeque<(u32, u64)>,
+    out_buffers: Vec<Box<[u8]>>,
+    out_free: Vec<u64>,
+    out_by_page: HashMap<(u32, u64), u64>,
+    gc_buffers: Vec<u8>,
+    /// Pages swapped out (or zero) awaiting their `MADV_DONTNEED`, done under the lock.
+    to_drop: Vec<u64>,
+}
+
+struct Shared {
+    device: Arc<dyn ZonedDevice>,
+    uffd: Userfaultfd,
+    state: Mutex<State>,
+    evict_wanted: Condvar,
+    space_freed: Condvar,
+    stop: AtomicBool,
+    budget_pages: u64,
+    slack_pages: u64,
+    evict_batch_pages: usize,
+    lbas_per_page: u64,
+    metadata_bytes: usize,
+    footer_mode: bool,
+    started: Instant,
+    counters: Counters,
+}
+
+/// The pager; dropping it stops its threads (regions must be dropped first).
+pub struct Pager {
+    shared: Arc<Shared>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+/// A region of pager-backed memory. Behaves like anonymous memory; dropping it frees
+/// its swap slots at once.
+pub struct Region {
+    shared: Arc<Shared>,
+    owner: u32,
+    base: *mut u8,
+    len: usize,
+}
+
+// SAFETY: the region is plain memory; concurrent access follows the usual rules of the
+// slices handed out (the caller's `&mut` discipline), and the pager's own accesses go
+// through the kernel (uffd ioctls), never through these pointers.
+unsafe impl Send for Region {}
+unsafe impl Sync for Region {}
+
+fn engine_geometry(device: &dyn ZonedDevice) -> EngineGeometry {
+    let geometry = device.geometry();
+    let page = PAGE_BYTES as u64;
+    EngineGeometry {
+        zone_count: geometry.zone_count,
+        zone_capacity_pages: (geometry.zone_capacity_bytes() / page) as u32,
+        metadata_bytes: if geometry.lba_bytes as usize == PAGE_BYTES { geometry.metadata_bytes } else { 0 },
+        write_granularity_pages: (geometry.write_granularity_bytes as u64).div_ceil(page) as u32,
+        max_open_zones: geometry.max_open_zones,
+        max_active_zones: geometry.max_active_zones,
+        zone_append_pages_max: (geometry.zone_append_max_bytes as u64 / page) as u32,
+    }
+}
+
+fn io_error(error: &ZoneError) -> IoError {
+    match error {
+        ZoneError::ZoneOffline { .. } => IoError::Offline,
+        _ => IoError::Device,
+    }
+}
+
+impl Pager {
+    pub fn new(device: Arc<dyn ZonedDevice>, config: PagerConfig) -> Result<Pager, PagerError> {
+        let budget_pages = config.budget_bytes / PAGE_BYTES as u64;
+        let min_pages = 2 * config.evict_batch_pages as u64;
+        if budget_pages < min_pages {
+            return Err(PagerError::BudgetTooSmall { budget_bytes: config.budget_bytes, min_pages });
+        }
+        let geometry = *device.geometry();
+        let mut engine_config = Config::new(engine_geometry(&*device));
+        if geometry.lba_bytes as usize != PAGE_BYTES || geometry.metadata_bytes < RECORD_BYTES as u32 {
+            engine_config.record_encoding = Some(RecordEncoding::ChunkFooter);
+        }
+        engine_config.owners_max = config.regions_max;
+        engine_config.tenants_max = config.tenants.max(1);
+        // A small device cannot keep as many zones open as it allows and still hold the
+        // GC's empty-zone watermarks: open fewer (always within the device's limits).
+        while let Err(error) = engine_config.derive() {
+            let g = &mut engine_config.geometry;
+            let limit = match (g.max_open_zones, g.max_active_zones) {
+                (0, 0) => engine_config.swap_zones_default,
+                (0, a) | (a, 0) => a,
+                (o, a) => o.min(a),
+            };
+            if limit <= 3 {
+                return Err(PagerError::Config(error.to_string()));
+            }
+            g.max_open_zones = limit - 1;
+            g.max_active_zones = limit - 1;
+        }
+        let engine = Engine::new(engine_config, config.policy.build(config.tenants.max(1)))
+            .map_err(|e| PagerError::Config(e.to_string()))?;
+        let footer_mode = engine.derived().encoding == RecordEncoding::ChunkFooter;
+        let uffd = Userfaultfd::new(features::PAGEFAULT_FLAG_WP, features::POISON)?;
+        let gc_pages = engine.gc_buffer_pages() as usize;
+        let out_count = config.evict_batch_pages * 4 + engine.derived().append_pages_max as usize;
+        let state = State {
+            engine,
+            regions: Vec::new(),
+            clock: VecDeque::new(),
+            out_buffers: (0..out_count).map(|_| vec![0u8; PAGE_BYTES].into_boxed_slice()).collect(),
+            out_free: (0..out_count as u64).rev().collect(),
+            out_by_page: HashMap::new(),
+            gc_buffers: vec![0; gc_pages * PAGE_BYTES],
+            to_drop: Vec::with_capacity(out_count),
+        };
+        let shared = Arc::new(Shared {
+            lbas_per_page: (PAGE_BYTES / geometry.lba_bytes as usize) as u64,
+            metadata_bytes: geometry.metadata_bytes as usize,
+            footer_mode,
+            device,
+            uffd,
+            state: Mutex::new(state),
+            evict_wanted: Condvar::new(),
+            space_freed: Condvar::new(),
+            stop: AtomicBool::new(false),
+            budget_pages,
+            slack_pages: config.slack_pages,
+            evict_batch_pages: config.evict_batch_pages,
+            started: Instant::now(),
+            counters: Counters::default(),
+        });
+        let handler = {
+            let shared = shared.clone();
+            std::thread::Builder::new()
+                .name("znswap-fault".into())
+                .spawn(move || {
+                    let _guard = AbortOnPanic("fault handler");
+                    shared.handle_faults()
+                })
+                .expect("spawn")
+        };
+        let evictor = {
+            let shared = shared.clone();
+            std::thread::Builder::new()
+                .name("znswap-evict".into())
+                .spawn(move || {
+                    let _guard = AbortOnPanic("evictor");
+                    shared.evict_loop()
+                })
+                .expect("spawn")
+        };
+        Ok(Pager { shared, threads: vec![handler, evictor] })
+    }
+
+    /// A new region of `bytes` (rounded up to pages), zero-filled on first touch.
+    pub fn alloc(&self, bytes: u64, tenant: u32) -> Result<Region, PagerError> {
+        let pages = bytes.div_ceil(PAGE_BYTES as u64).max(1);
+        let len = (pages * PAGE_BYTES as u64) as usize;
+        // SAFETY: a fresh private anonymous mapping, checked below.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(PagerError::Map { bytes: len as u64, source: std::io::Error::last_os_error() });
+        }
+        // Transparent huge pages would fault 2 MiB at a time and defeat per-page paging.
+        // SAFETY: advice on our own fresh mapping.
+        unsafe { libc::madvise(base, len, libc::MADV_NOHUGEPAGE) };
+        let unmap = || {
+            // SAFETY: unmapping the mapping made above, on an error path.
+            unsafe { libc::munmap(base, len) };
+        };
+        let mut state = self.shared.lock();
+        let owner = match state.regions.iter().position(|r| !r.live) {
+            Some(index) => index as u32,
+            None if (state.regions.len() as u32) < state.engine.config().owners_max => state.regions.len() as u32,
+            None => {
+                unmap();
+                return Err(PagerError::TooManyRegions { max: state.engine.config().owners_max });
+            }
+        };
+        if let Err(error) = state.engine.register_owner(owner, pages, tenant) {
+            unmap();
+            return Err(PagerError::Engine(error.to_string()));
+        }
+        if let Err(error) =
+            self.shared.uffd.register(base as u64, len as u64, register_mode::MISSING | register_mode::WP)
+        {
+            unmap();
+            return Err(error.into());
+        }
+        let entry = RegionEntry { base: base as u64, pages, flags: vec![0; pages as usize], live: true };
+        if owner as usize == state.regions.len() {
+            state.regions.push(entry);
+        } else {
+            state.regions[owner as usize] = entry;
+        }
+        drop(state);
+        Ok(Region { shared: self.shared.clone(), owner, base: base.cast(), len })
+    }
+
+    pub fn stats(&self) -> PagerStats {
+        self.shared.stats()
+    }
+
+    /// Host memory the engine uses per 4 KiB of swap capacity.
+    pub fn host_bytes_per_slot(&self) -> f64 {
+        self.shared.lock().engine.host_memory().bytes_per_slot
+    }
+
+    pub fn device(&self) -> &Arc<dyn ZonedDevice> {
+        &self.shared.device
+    }
+}
+
+/// CPU time of the calling thread.
+fn thread_cpu_ns() -> u64 {
+    let mut time = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: writes one timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut time) };
+    time.tv_sec as u64 * 1_000_000_000 + time.tv_nsec as u64
+}
+
+/// A pager thread that panics leaves faulting threads blocked forever, and paged memory
+/// with no owner: stop the process loudly instead (as the kernel would BUG).
+struct AbortOnPanic(&'static str);
+
+impl Drop for AbortOnPanic {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("znswap: the pager's {} failed; aborting rather than hanging or losing pages", self.0);
+            std::process::abort();
+        }
+    }
+}
+
+impl Drop for Pager {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Relaxed);
+        self.shared.evict_wanted.notify_all();
+        self.shared.space_freed.notify_all();
+        for thread in self.threads.drain(..) {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Region {
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.base
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn pages(&self) -> u64 {
+        (self.len / PAGE_BYTES) as u64
+    }
+
+    /// The region as a byte slice.
+    pub fn as_slice(&self) -> &[u8] {
+        // SAFETY: the mapping lives as long as `self`; faults are served by the pager.
+        unsafe { std::slice::from_raw_parts(self.base, self.len) }
+    }
+
+    /// The region as a mutable byte slice.
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: as above, and `&mut self` makes the borrow unique.
+        unsafe { std::slice::from_raw_parts_mut(self.base, self.len) }
+    }
+}
+
+impl Drop for Region {
+    fn drop(&mut self) {
+        let mut state = self.shared.lock();
+        let pages = self.pages();
+        let now = self.shared.now();
+        let _ = state.engine.free(self.owner, 0..pages, now);
+        let resident = state.regions[self.owner as usize].flags.iter().filter(|&&f| f & RESIDENT != 0).count() as u64;
+        state.regions[self.owner as usize].live = false;
+        state.regions[self.owner as usize].flags = Vec::new();
+        state.clock.retain(|&(owner, _)| owner != self.owner);
+        let _ = self.shared.uffd.unregister(self.base as u64, self.len as u64);
+        // SAFETY: our own mapping; nothing refers to it once the region is gone.
+        unsafe { libc::munmap(self.base.cast(), self.len) };
+        self.shared.counters.resident_pages.fetch_sub(resident, Relaxed);
+        drop(state);
+        self.shared.space_freed.notify_all();
+    }
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn now(&self) -> u64 {
+        self.started.elapsed().as_nanos() as u64
+    }
+
+    fn stats(&self) -> PagerStats {
+        let c = &self.counters;
+        let state = self.lock();
+        let engine_stats = state.engine.stats();
+        PagerStats {
+            missing_faults: c.missing_faults.load(Relaxed),
+            write_protect_faults: c.write_protect_faults.load(Relaxed),
+            zero_fills: c.zero_fills.load(Relaxed),
+            swap_in_reads: c.swap_in_reads.load(Relaxed),
+            swap_outs_written: c.swap_outs_written.load(Relaxed),
+            swap_outs_clean: engine_stats.swap_cache_hits,
+            swap_outs_zero: c.swap_outs_zero.load(Relaxed),
+            swap_outs_aborted_dirty: c.swap_outs_aborted_dirty.load(Relaxed),
+            backpressure: c.backpressure.load(Relaxed),
+            resident_pages: c.resident_pages.load(Relaxed),
+            resident_pages_max: c.resident_pages_max.load(Relaxed),
+            lost_pages: c.lost_pages.load(Relaxed),
+            device_errors: c.device_errors.load(Relaxed),
+            gc_cpu_ns: c.gc_cpu_ns.load(Relaxed),
+            host_bytes_written: engine_stats.host_pages_written * PAGE_BYTES as u64,
+            gc_bytes_written: engine_stats.gc_pages_written * PAGE_BYTES as u64,
+            gc_runs: engine_stats.gc_runs,
+        }
+    }
+
+    /// The region page at `address`, if any.
+    fn locate(state: &State, address: u64) -> Option<(u32, u64)> {
+        state.regions.iter().enumerate().find_map(|(owner, region)| {
+            let end = region.base + region.pages * PAGE_BYTES as u64;
+            (region.live && address >= region.base && address < end)
+                .then(|| (owner as u32, (address - region.base) / PAGE_BYTES as u64))
+        })
+    }
+
+    fn page_address(state: &State, owner: u32, page: u64) -> u64 {
+        state.regions[owner as usize].base + page * PAGE_BYTES as u64
+    }
+
+    fn mark_resident(&self, state: &mut State, owner: u32, page: u64) {
+        let flags = &mut state.regions[owner as usize].flags[page as usize];
+        debug_assert!(*flags & RESIDENT == 0, "page {owner}:{page} installed twice");
+        *flags |= RESIDENT | REFERENCED;
+        if *flags & QUEUED == 0 {
+            *flags |= QUEUED;
+            state.clock.push_back((owner, page));
+        }
+        let resident = self.counters.resident_pages.fetch_add(1, Relaxed) + 1;
+        self.counters.resident_pages_max.fetch_max(resident, Relaxed);
+        if resident > self.budget_pages {
+            self.evict_wanted.notify_one();
+        }
+    }
+
+    // ------------------------------------------------------------------ faults
+
+    fn handle_faults(&self) {
+        while !self.stop.load(Relaxed) {
+            match self.uffd.poll(50) {
+                Ok(true) => {}
+                Ok(false) => continue,
+                Err(error) => panic!("polling userfaultfd: {error}"),
+            }
+            while let Some(event) = self.uffd.read_event().expect("reading userfaultfd") {
+                if let UffdEvent::PageFault { address, write, write_protect, .. } = event {
+                    let page_address = address & !(PAGE_BYTES as u64 - 1);
+                    if write_protect {
+                        self.write_fault(page_address);
+                    } else {
+                        self.missing_fault(page_address, write);
+                    }
+                }
+            }
+        }
+    }
+
+    fn write_fault(&self, address: u64) {
+        self.counters.write_protect_faults.fetch_add(1, Relaxed);
+        let mut state = self.lock();
+        let Some((owner, page)) = Self::locate(&state, address) else {
+            let _ = self.uffd.wake(address, PAGE_BYTES as u64);
+            return;
+        };
+        if state.regions[owner as usize].flags[page as usize] & RESIDENT == 0 {
+            // Dropped after its swap-out completed: the writer retries, faults the page
+            // back in and writes to it then.
+            let _ = self.uffd.wake(address, PAGE_BYTES as u64);
+            return;
+        }
+        let now = self.now();
+        state.engine.dirtied(owner, page, now).expect("dirtied on a registered page");
+        state.regions[owner as usize].flags[page as usize] |= REFERENCED;
+        self.uffd.write_protect(address, PAGE_BYTES as u64, false, true).expect("lifting write protection");
+    }
+
+    /// A missing page: zero-fill or swap in. For a write fault the page is about to be
+    /// dirtied, so it is installed writable and the engine told at once (one fault
+    /// instead of a missing fault followed by a write-protect fault).
+    fn missing_fault(&self, address: u64, write: bool) {
+        self.counters.missing_faults.fetch_add(1, Relaxed);
+        let mut state = self.lock();
+        // Faults beyond the budget wait for the evictor (bounded resident set).
+        while self.counters.resident_pages.load(Relaxed) >= self.budget_pages + self.slack_pages
+            && !self.stop.load(Relaxed)
+        {
+            self.evict_wanted.notify_one();
+            state =
+                self.space_freed.wait_timeout(state, Duration::from_millis(10)).unwrap_or_else(|p| p.into_inner()).0;
+        }
+        let Some((owner, page)) = Self::locate(&state, address) else {
+            let _ = self.uffd.wake(address, PAGE_BYTES as u64);
+            return;
+        };
+        if state.regions[owner as usize].flags[page as usize] & RESIDENT != 0 {
+            let _ = self.uffd.wake(address, PAGE_BYTES as u64);
+            return;
+        }
+        loop {
+            let now = self.now();
+            let answer = match state.engine.swap_in(owner, page, now) {
+                Ok(answer) => answer,
+                Err(_) => {
+                    // Backpressure: let the evictor complete I/O, then ask again.
+                    drop(state);
+                    std::thread::sleep(Duration::from_micros(100));
+                    state = self.lock();
+                    continue;
+                }
+            };
+            match answer {
+                SwapIn::Resident => {
+                    // The engine holds data the pager thinks it dropped: zero-filling would
+                    // hand back wrong data, so stop loudly instead.
+                    panic!("page {owner}:{page} faulted while the engine says it is resident");
+                }
+                SwapIn::Zero => {
+                    self.counters.zero_fills.fetch_add(1, Relaxed);
+                    self.uffd.zeropage(address, PAGE_BYTES as u64, true).expect("zero-filling a page");
+                    self.mark_resident(&mut state, owner, page);
+                    return;
+                }
+                SwapIn::Lost => {
+                    self.lost(address);
+                    return;
+                }
+                SwapIn::InFlight => {
+                    drop(state);
+                    std::thread::sleep(Duration::from_micros(50));
+                    state = self.lock();
+                }
+                SwapIn::Read { io, zone, slot } => {
+                    drop(state);
+                    let mut data = vec![0u8; PAGE_BYTES];
+                    let result = self.read_slots(zone, slot, &mut data, None);
+                    self.counters.swap_in_reads.fetch_add(1, Relaxed);
+                    state = self.lock();
+                    let now = self.now();
+                    let outcome = state.engine.read_done(io, result, &[], now).expect("read completion");
+                    match outcome {
+                        ReadOutcome::SwappedIn { cached } => {
+                            // A cached page keeps its slot: map it write-protected so the
+                            // first write tells the engine the slot went stale.
+                            let protect = cached && !write;
+                            if cached && write {
+                                state.engine.dirtied(owner, page, now).expect("dirtied on a registered page");
+                            }
+                            self.uffd.copy(address, &data, protect, true).expect("installing a swapped-in page");
+                            self.mark_resident(&mut state, owner, page);
+                            return;
+                        }
+                        ReadOutcome::Failed => {
+                            self.counters.device_errors.fetch_add(1, Relaxed);
+                        }
+                        ReadOutcome::Lost => {
+                            self.lost(address);
+                            return;
+                        }
+                        ReadOutcome::Freed | ReadOutcome::Gc => {
+                            let _ = self.uffd.wake(address, PAGE_BYTES as u64);
+                            return;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The device destroyed the only copy of the page at `address`. Never hand back
+    /// wrong data: poison the page (SIGBUS on touch, Linux 6.6+), or without poisoning
+    /// stop the process.
+    fn lost(&self, address: u64) {
+        self.counters.lost_pages.fetch_add(1, Relaxed);
+        if self.uffd.features() & features::POISON != 0 {
+            self.uffd.poison(address, PAGE_BYTES as u64).expect("poisoning a lost page");
+        } else {
+            eprintln!("znswap: the device lost the only copy of the page at {address:#x}; this kernel cannot poison it, so the process stops");
+            std::process::abort();
+        }
+    }
+
+    // --------------------------------------------------------------- eviction
+
+    fn evict_loop(&self) {
+        while !self.stop.load(Relaxed) {
+            let over = self.counters.resident_pages.load(Relaxed).saturating_sub(self.budget_pages);
+            if over > 0 {
+                self.evict_round(over.min(self.evict_batch_pages as u64) as usize);
+            }
+            self.pump();
+            if self.counters.resident_pages.load(Relaxed) <= self.budget_pages {
+                let state = self.lock();
+                let _ = self.evict_wanted.wait_timeout(state, Duration::from_millis(5));
+            }
+        }
+    }
+
+    /// Picks up to `wanted` victims by CLOCK, write-protects and snapshots them, and
+    /// hands them to the engine.
+    fn evict_round(&self, wanted: usize) {
+        let mut state = self.lock();
+        let mut victims = Vec::with_capacity(wanted);
+        let mut scanned = 0;
+        let limit = state.clock.len() * 2;
+        while victims.len() < wanted && scanned < limit {
+            let Some((owner, page)) = state.clock.pop_front() else { break };
+            scanned += 1;
+            let flags = &mut state.regions[owner as usize].flags[page as usize];
+            if *flags & RESIDENT == 0 {
+                *flags &= !QUEUED;
+                continue;
+            }
+            if *flags & REFERENCED != 0 {
+                *flags &= !REFERENCED;
+                state.clock.push_back((owner, page));
+                continue;
+            }
+            *flags &= !QUEUED;
+            victims.push((owner, page));
+        }
+        let now = self.now();
+        for &(owner, page) in &victims {
+            let address = Self::page_address(&state, owner, page);
+            // Writers fault from here on; the snapshot below is stable.
+            self.uffd.write_protect(address, PAGE_BYTES as u64, true, false).expect("write-protecting a victim");
+            // SAFETY: the page is mapped (resident) and write-protected; reading it
+            // through the kernel mapping is plain memory access.
+            let data = unsafe { std::slice::from_raw_parts(address as *const u8, PAGE_BYTES) };
+            if data.iter().all(|&b| b == 0) {
+                state.engine.free(owner, page..page + 1, now).expect("freeing a zero page");
+                self.counters.swap_outs_zero.fetch_add(1, Relaxed);
+                self.drop_page(&mut state, owner, page);
+                continue;
+            }
+            let Some(buffer) = state.out_free.pop() else {
+                self.requeue(&mut state, owner, page, address);
+                continue;
+            };
+            state.out_buffers[buffer as usize].copy_from_slice(data);
+            match state.engine.swap_out(owner, page, buffer, now) {
+                Ok(_) => {
+                    state.out_by_page.insert((owner, page), buffer);
+                }
+                Err(SwapOutError::Backpressure) => {
+                    self.counters.backpressure.fetch_add(1, Relaxed);
+                    state.out_free.push(buffer);
+                    self.requeue(&mut state, owner, page, address);
+                }
+                Err(error) => panic!("swap-out of resident page {owner}:{page}: {error}"),
+            }
+        }
+        self.complete_events(&mut state);
+        self.flush_drops(&mut state);
+    }
+
+    fn requeue(&self, state: &mut State, owner: u32, page: u64, address: u64) {
+        // Dirty pages lose the protection again; a clean swap-cached one keeps it.
+        let clean = matches!(state.engine.page_state(owner, page), Ok(znswap_core::PageState::SwapCached { .. }));
+        if !clean {
+            self.uffd
+                .write_protect(address, PAGE_BYTES as u64, false, true)
+                .expect("unprotecting a page kept resident");
+        }
+        let flags = &mut state.regions[owner as usize].flags[page as usize];
+        *flags |= QUEUED;
+        state.clock.push_back((owner, page));
+    }
+
+    /// Marks a page dropped; its `MADV_DONTNEED` happens in `flush_drops`, before the lock
+    /// is released.
+    fn drop_page(&self, state: &mut State, owner: u32, page: u64) {
+        let flags = &mut state.regions[owner as usize].flags[page as usize];
+        debug_assert!(*flags & RESIDENT != 0);
+        *flags &= !(RESIDENT | REFERENCED);
+        let address = Self::page_address(state, owner, page);
+        state.to_drop.push(address);
+    }
+
+    fn flush_drops(&self, state: &mut State) {
+        if state.to_drop.is_empty() {
+            return;
+        }
+        state.to_drop.sort_unstable();
+        let mut index = 0;
+        while index < state.to_drop.len() {
+            let start = state.to_drop[index];
+            let mut end = start + PAGE_BYTES as u64;
+            index += 1;
+            while index < state.to_drop.len() && state.to_drop[index] == end {
+                end += PAGE_BYTES as u64;
+                index += 1;
+            }
+            // SAFETY: dropping pages of our own mapping; their contents are on the device
+            // (or they were all zero).
+            let rc = unsafe { libc::madvise(start as *mut libc::c_void, (end - start) as usize, libc::MADV_DONTNEED) };
+            assert_eq!(rc, 0, "MADV_DONTNEED: {}", std::io::Error::last_os_error());
+        }
+        let dropped = state.to_drop.len() as u64;
+        state.to_drop.clear();
+        self.counters.resident_pages.fetch_sub(dropped, Relaxed);
+        self.space_freed.notify_all();
+    }
+
+    fn complete_events(&self, state: &mut State) {
+        while let Some(event) = state.engine.poll_event() {
+            match event {
+                Event::SwapOutDone { owner, page, outcome, .. } => {
+                    if let Some(buffer) = state.out_by_page.remove(&(owner, page)) {
+                        state.out_free.push(buffer);
+                    }
+                    let live = state.regions.get(owner as usize).is_some_and(|r| r.live);
+                    if !live {
+                        continue;
+                    }
+                    let address = Self::page_address(state, owner, page);
+                    match outcome {
+                        SwapOutOutcome::Swapped { .. } => {
+                            if state.regions[owner as usize].flags[page as usize] & RESIDENT != 0 {
+                                self.drop_page(state, owner, page);
+                            }
+                        }
+                        SwapOutOutcome::AbortedDirty => {
+                            self.counters.swap_outs_aborted_dirty.fetch_add(1, Relaxed);
+                            self.requeue(state, owner, page, address);
+                        }
+                        SwapOutOutcome::Failed => {
+                            self.counters.device_errors.fetch_add(1, Relaxed);
+                            self.requeue(state, owner, page, address);
+                        }
+                        SwapOutOutcome::Dropped => {}
+                    }
+                }
+                Event::Lost { .. } => {
+                    self.counters.lost_pages.fetch_add(1, Relaxed);
+                }
+                Event::Remapped { .. } | Event::RecordRejected { .. } | Event::ZoneRetired { .. } => {}
+            }
+        }
+    }
+
+    // --------------------------------------------------------------------- I/O
+
+    fn lba(&self, zone: u32, slot: u32) -> u64 {
+        self.device.geometry().zone_start_lba(zone) + slot as u64 * self.lbas_per_page
+    }
+
+    fn read_slots(&self, zone: u32, slot: u32, data: &mut [u8], metadata: Option<&mut [u8]>) -> Result<(), IoError> {
+        self.device.read(self.lba(zone, slot), data, metadata).map_err(|error| io_error(&error))
+    }
+
+    /// Executes every I/O the engine has queued; the lock is released during device I/O.
+    fn pump(&self) {
+        let mut scratch = Vec::new();
+        let mut metadata = Vec::new();
+        loop {
+            let mut state = self.lock();
+            state.engine.tick(self.now());
+            let Some(request) = state.engine.poll_io() else {
+                self.complete_events(&mut state);
+                self.flush_drops(&mut state);
+                return;
+            };
+            let cpu_started = thread_cpu_ns();
+            let mut gc_work = false;
+            match request {
+                IoRequest::Append { io, zone, pages } => {
+                    scratch.clear();
+                    metadata.clear();
+                    let records = state.engine.append_records(io).to_vec();
+                    for (index, append_page) in state.engine.append_pages(io).iter().enumerate() {
+                        match append_page.buf {
+                            Buf::Page(handle) => scratch.extend_from_slice(&state.out_buffers[handle as usize]),
+                            Buf::Gc(n) => {
+                                gc_work = true;
+                                let at = n as usize * PAGE_BYTES;
+                                scratch.extend_from_slice(&state.gc_buffers[at..at + PAGE_BYTES]);
+                            }
+                            Buf::Footer => scratch.extend_from_slice(&records),
+                            Buf::Zero => scratch.resize(scratch.len() + PAGE_BYTES, 0),
+                        }
+                        if !self.footer_mode && self.metadata_bytes > 0 {
+                            let record = &records[index * RECORD_BYTES..(index + 1) * RECORD_BYTES];
+                            metadata.extend_from_slice(record);
+                            metadata.resize(metadata.len() + self.metadata_bytes - RECORD_BYTES, 0);
+                        }
+                    }
+                    debug_assert_eq!(scratch.len(), pages as usize * PAGE_BYTES);
+                    drop(state);
+                    let metadata_arg = (!metadata.is_empty()).then_some(metadata.as_slice());
+                    let result = self
+                        .device
+                        .append(zone, &scratch, metadata_arg)
+                        .map(|lba| ((lba - self.device.geometry().zone_start_lba(zone)) / self.lbas_per_page) as u32);
+                    if result.is_err() {
+                        self.counters.device_errors.fetch_add(1, Relaxed);
+                    }
+                    let mut state = self.lock();
+                    let written = if result.is_ok() && !gc_work { pages as u64 } else { 0 };
+                    self.counters.swap_outs_written.fetch_add(written, Relaxed);
+                    let dirtied = vec![false; pages as usize];
+                    state
+                        .engine
+                        .append_done(io, result.map_err(|e| io_error(&e)), &dirtied, self.now())
+                        .expect("append completion");
+                    self.complete_events(&mut state);
+                    self.flush_drops(&mut state);
+                }
+                IoRequest::Read { io, zone, slot, pages, buf, with_metadata } => {
+                    gc_work = true;
+                    drop(state);
+                    scratch.resize(pages as usize * PAGE_BYTES, 0);
+                    metadata.clear();
+                    let metadata_arg = if with_metadata && self.metadata_bytes > 0 {
+                        metadata.resize(pages as usize * self.metadata_bytes, 0);
+                        Some(metadata.as_mut_slice())
+                    } else {
+                        None
+                    };
+                    let result = self.read_slots(zone, slot, &mut scratch, metadata_arg);
+                    let mut state = self.lock();
+                    let records: &[u8] = match buf {
+                        Buf::Gc(first) => {
+                            let at = first as usize * PAGE_BYTES;
+                            state.gc_buffers[at..at + scratch.len()].copy_from_slice(&scratch);
+                            &metadata
+                        }
+                        Buf::Footer => &scratch,
+                        Buf::Page(_) | Buf::Zero => &[],
+                    };
+                    let records = records.to_vec();
+                    state.engine.read_done(io, result, &records, self.now()).expect("read completion");
+                    self.complete_events(&mut state);
+                    self.flush_drops(&mut state);
+                }
+                IoRequest::Reset { io, zone } => {
+                    gc_work = true;
+                    drop(state);
+                    let result = self.device.reset(zone).map_err(|e| io_error(&e));
+                    self.lock().engine.reset_done(io, result, self.now()).expect("reset completion");
+                }
+                IoRequest::Finish { io, zone } => {
+                    drop(state);
+                    let result = self.device.finish(zone).map_err(|e| io_error(&e));
+                    self.lock().engine.finish_done(io, result, self.now()).expect("finish completion");
+                }
+            }
+            if gc_work {
+                self.counters.gc_cpu_ns.fetch_add(thread_cpu_ns().saturating_sub(cpu_started), Relaxed);
+            }
+        }
+    }
+}
