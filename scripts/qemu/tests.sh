@@ -56,3 +56,5 @@ swap_bench() {
 swap_bench zbd-swap-bench --device "/dev/$(controller znswap-zns)n1" --workload anon-w-seq --memory 4M --wss 16M --seconds 8 --ceiling-seconds 0.5
 swap_bench nvme-md16-swap-bench --device "/dev/ng$(controller znswap-md16 | tr -d nvme)n1" --workload hotspot --memory 4M --wss 16M --seconds 8 --ceiling-seconds 0.5
 swap_bench nullb-swap-bench --device /dev/nullb0 --workload anon-r-rand --memory 4M --wss 12M --seconds 8 --ceiling-seconds 0.5
+swap_bench nvme-md64-swap-bench --device "/dev/ng$(controller znswap-md64 | tr -d nvme)n1" --workload pmbench --memory 4M --wss 16M --seconds 6 --ceiling-seconds 0.5
+swap_bench npot-swap-bench --device "/dev/$(controller znswap-npot)n1" --workload anon-w-rand --memory 4M --wss 16M --seconds 6 --ceiling-seconds 0.5
