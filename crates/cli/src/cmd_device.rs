@@ -49,8 +49,17 @@ pub fn create(request: CreateRequest) -> Result<()> {
     }
     let device = FileDevice::create(&request.path, geometry, CreateOptions { force: request.force })?;
     println!(
-        "created {}: {} zones of {} ({} capacity), {} B LBAs + {} B metadata, max open {} / active {}, {}",
+        "created {}: {}, {}",
         request.path.display(),
+        geometry_summary(&geometry),
+        if device.is_direct() { "O_DIRECT" } else { "buffered I/O" },
+    );
+    Ok(())
+}
+
+fn geometry_summary(geometry: &Geometry) -> String {
+    format!(
+        "{} zones of {} ({} capacity), {} B LBAs + {} B metadata, max open {} / active {}",
         geometry.zone_count,
         format_size(geometry.zone_size_bytes()),
         format_size(geometry.zone_capacity_bytes()),
@@ -58,9 +67,7 @@ pub fn create(request: CreateRequest) -> Result<()> {
         geometry.metadata_bytes,
         limit_text(geometry.max_open_zones),
         limit_text(geometry.max_active_zones),
-        if device.is_direct() { "O_DIRECT" } else { "buffered I/O" },
-    );
-    Ok(())
+    )
 }
 
 fn limit_text(limit: u32) -> String {
@@ -110,17 +117,7 @@ pub fn report(path: Option<&Path>, json: bool) -> Result<()> {
         println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(());
     }
-    println!(
-        "{}: {} zones, zone size {} / capacity {}, {} B LBAs + {} B metadata, max open {} / active {}",
-        report.device,
-        geometry.zone_count,
-        format_size(geometry.zone_size_bytes()),
-        format_size(geometry.zone_capacity_bytes()),
-        geometry.lba_bytes,
-        geometry.metadata_bytes,
-        limit_text(geometry.max_open_zones),
-        limit_text(geometry.max_active_zones),
-    );
+    println!("{}: {}", report.device, geometry_summary(&geometry));
     println!("(start, len, cap and wp in LBAs of {} B, as blkzone prints them in sectors)", geometry.lba_bytes);
     let mut table = Table::new(&["zone", "start", "len", "cap", "wp", "cond", "resets"]);
     for zone in &report.zones {

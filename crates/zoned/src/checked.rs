@@ -17,7 +17,9 @@
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Mutex, MutexGuard, RwLock};
 
-use crate::device::{DeviceCounters, ZoneCounterCells, ZoneCounters, ZonedDevice};
+use crate::device::{
+    counter_totals, zone_counter_snapshot, DeviceCounters, ZoneCounterCells, ZoneCounters, ZonedDevice,
+};
 use crate::error::{Result, ZoneError};
 use crate::geometry::Geometry;
 use crate::validate::{check_append_size, check_data, check_metadata, check_read_range, lba_zone};
@@ -260,16 +262,11 @@ impl<R: RawZoned> ZonedDevice for CheckedDevice<R> {
     }
 
     fn counters(&self) -> DeviceCounters {
-        let mut totals = DeviceCounters::default();
-        for zone in self.counters.iter() {
-            zone.add_to(&mut totals);
-        }
-        totals
+        counter_totals(&self.counters)
     }
 
     fn zone_counters(&self, zone: u32) -> Result<ZoneCounters> {
-        let zone = self.zone_index(zone)?;
-        Ok(self.counters[zone as usize].snapshot())
+        zone_counter_snapshot(&self.counters, zone)
     }
 
     fn describe(&self) -> String {

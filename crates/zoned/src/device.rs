@@ -133,6 +133,23 @@ pub struct ZoneCounters {
     pub finishes: u64,
 }
 
+/// Device totals: the sum of every zone's counters.
+pub(crate) fn counter_totals(zones: &[ZoneCounterCells]) -> DeviceCounters {
+    let mut totals = DeviceCounters::default();
+    for zone in zones {
+        zone.add_to(&mut totals);
+    }
+    totals
+}
+
+/// One zone's counters, or the error for a zone past the last.
+pub(crate) fn zone_counter_snapshot(zones: &[ZoneCounterCells], zone: u32) -> crate::error::Result<ZoneCounters> {
+    zones
+        .get(zone as usize)
+        .map(ZoneCounterCells::snapshot)
+        .ok_or(crate::error::ZoneError::InvalidZone { zone: zone as u64, zone_count: zones.len() as u32 })
+}
+
 /// Lock-free counters for one zone; the device totals are sums over zones.
 #[derive(Debug, Default)]
 pub(crate) struct ZoneCounterCells {

@@ -8,7 +8,10 @@
 use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
 use std::sync::{Mutex, MutexGuard};
 
-use crate::device::{DeviceCounters, FaultInjector, FaultKind, ZoneCounterCells, ZoneCounters, ZonedDevice};
+use crate::device::{
+    counter_totals, zone_counter_snapshot, DeviceCounters, FaultInjector, FaultKind, ZoneCounterCells, ZoneCounters,
+    ZonedDevice,
+};
 use crate::error::{Result, ZoneError};
 use crate::geometry::Geometry;
 use crate::validate::{check_append_size, check_data, check_metadata, check_read_range, lba_zone};
@@ -232,16 +235,11 @@ impl<S: Storage> ZonedDevice for EmulatedDevice<S> {
     }
 
     fn counters(&self) -> DeviceCounters {
-        let mut totals = DeviceCounters::default();
-        for zone in self.counters.iter() {
-            zone.add_to(&mut totals);
-        }
-        totals
+        counter_totals(&self.counters)
     }
 
     fn zone_counters(&self, zone: u32) -> Result<ZoneCounters> {
-        let zone = self.zone_index(zone)?;
-        Ok(self.counters[zone as usize].snapshot())
+        zone_counter_snapshot(&self.counters, zone)
     }
 
     fn fault_injector(&self) -> Option<&dyn FaultInjector> {

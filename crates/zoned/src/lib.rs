@@ -23,8 +23,8 @@ pub mod file;
 mod geometry;
 mod mem;
 mod merge;
-mod validate;
 pub mod nvme;
+mod validate;
 pub mod zbd;
 mod zone;
 
