@@ -75,6 +75,11 @@ struct SwapBenchArgs {
     /// Seconds spent measuring each of the device's limits first.
     #[arg(long, default_value_t = 2.0)]
     ceiling_seconds: f64,
+    /// Run the same workload on plain memory paged by the kernel's own swap instead
+    /// (for comparisons; run it inside a memory cgroup limited to the budget, as
+    /// scripts/kernel-swap-compare.sh does). No device is used.
+    #[arg(long)]
+    kernel_swap: bool,
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
@@ -222,8 +227,6 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 args.seconds > 0.0 && args.ceiling_seconds > 0.0,
                 "--seconds and --ceiling-seconds must be positive"
             );
-            let device: std::sync::Arc<dyn znswap_zoned::ZonedDevice> =
-                device_path::open(args.device.as_deref())?.into();
             let threads =
                 args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get())).max(1);
             let options = swap_bench::SwapBenchOptions {
@@ -237,6 +240,23 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 ceiling_seconds: args.ceiling_seconds,
                 json: args.json,
             };
+            if args.kernel_swap {
+                let bench = swap_bench::run_kernel(&options)?;
+                if args.json {
+                    println!("{}", serde_json::to_string_pretty(&bench)?);
+                } else {
+                    println!(
+                        "{} on kernel swap: {:.0} ops/s, swap-in {:.0} MiB/s, swap-out {:.0} MiB/s, fault p50 {:.1} µs p99 {:.1} µs, {} pages verified, {} corrupted",
+                        bench.workload, bench.ops_per_s, bench.swap_in_mib_s, bench.swap_out_mib_s, bench.fault_p50_us, bench.fault_p99_us, bench.pages_verified, bench.corrupted
+                    );
+                }
+                if bench.corrupted > 0 {
+                    return Ok(ExitCode::FAILURE);
+                }
+                return Ok(ExitCode::SUCCESS);
+            }
+            let device: std::sync::Arc<dyn znswap_zoned::ZonedDevice> =
+                device_path::open(args.device.as_deref())?.into();
             let bench = swap_bench::run(device, &options)?;
             if args.json {
                 println!("{}", serde_json::to_string_pretty(&bench)?);

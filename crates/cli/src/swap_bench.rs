@@ -213,8 +213,88 @@ pub fn run(device: Arc<dyn ZonedDevice>, options: &SwapBenchOptions) -> Result<S
     let pages = region.pages();
     let device_written_before = device.counters().bytes_written;
     let base = region.as_ptr() as usize;
-    let per_thread = pages / options.threads as u64;
-    ensure!(per_thread > 0, "the working set is smaller than one page per thread");
+    ensure!(pages / options.threads as u64 > 0, "the working set is smaller than one page per thread");
+    let driven = drive(
+        base,
+        pages,
+        options,
+        || format!("resident {}", format_size(pager.stats().resident_pages * PAGE_BYTES as u64)),
+        || (pager.stats(), device.counters().bytes_written),
+    );
+    let Driven { results, seconds, ops, figures: (stats, device_written_after) } = driven;
+    let final_stats = pager.stats();
+    let lost_pages = final_stats.lost_pages;
+    let device_written = device_written_after - device_written_before;
+    let host_written = stats.swap_outs_written * PAGE_BYTES as u64;
+    let mut faults: Vec<u64> = results.iter().flat_map(|r| r.faults_ns.iter().copied()).collect();
+    let faults_sampled = faults.len() as u64;
+    let fault_latency = Latency::from_ns(&mut faults);
+    let swap_out_mib_s = host_written as f64 / MIB / seconds;
+    let ceiling = if options.workload == Workload::AnonWSeq { device_append_mib_s } else { device_mixed_mib_s };
+    let bench = SwapBench {
+        workload: options.workload.name(),
+        device: device.describe(),
+        threads: options.threads,
+        budget_bytes: options.budget_bytes,
+        wss_bytes: pages * PAGE_BYTES as u64,
+        swap_utilization: (pages * PAGE_BYTES as u64) as f64 / capacity as f64,
+        seconds,
+        ops,
+        ops_per_s: ops as f64 / seconds,
+        swap_out_mib_s,
+        swap_in_mib_s: (stats.swap_in_reads * PAGE_BYTES as u64) as f64 / MIB / seconds,
+        swap_out_pages: stats.swap_outs_written,
+        swap_in_pages: stats.swap_in_reads,
+        swap_in_pages_with_verification: final_stats.swap_in_reads,
+        fault_p50_us: fault_latency.p50_us,
+        fault_p99_us: fault_latency.p99_us,
+        faults_sampled,
+        waf: if host_written > 0 { device_written as f64 / host_written as f64 } else { 0.0 },
+        gc_cpu_pct: stats.gc_cpu_ns as f64 / 1e9 / seconds * 100.0,
+        gc_runs: stats.gc_runs,
+        resident_max_bytes: stats.resident_pages_max * PAGE_BYTES as u64,
+        budget_slack_bytes: PagerConfig::new(0).slack_pages * PAGE_BYTES as u64,
+        pages_verified: results.iter().map(|r| r.verified).sum(),
+        corrupted: results.iter().map(|r| r.corrupted).sum(),
+        lost_pages,
+        swap_outs_aborted_dirty: stats.swap_outs_aborted_dirty,
+        swap_outs_clean: stats.swap_outs_clean,
+        swap_outs_zero: stats.swap_outs_zero,
+        host_bytes_per_slot: pager.host_bytes_per_slot(),
+        device_append_mib_s,
+        device_mixed_mib_s,
+        device_read_p50_us: device_reads.p50_us,
+        device_read_p99_us: device_reads.p99_us,
+        efficiency: if ceiling > 0.0 { swap_out_mib_s / ceiling } else { 0.0 },
+    };
+    drop(region);
+    drop(pager);
+    Ok(bench)
+}
+
+struct ThreadResult {
+    faults_ns: Vec<u64>,
+    verified: u64,
+    corrupted: u64,
+}
+
+struct Driven<T> {
+    results: Vec<ThreadResult>,
+    seconds: f64,
+    ops: u64,
+    figures: T,
+}
+
+/// Runs the workload on `pages` pages at `base` from `options.threads` threads, each on
+/// its own slice; `take_figures` runs the moment the timed part ends, before every page
+/// is verified.
+fn drive<T: Send>(
+    base: usize,
+    pages: u64,
+    options: &SwapBenchOptions,
+    status: impl Fn() -> String + Sync,
+    take_figures: impl FnOnce() -> T + Send,
+) -> Driven<T> {
     let ops_done = AtomicU64::new(0);
     let workers_done = AtomicBool::new(false);
     // Workers meet here when the timed workload ends: the figures are taken between the
@@ -223,12 +303,14 @@ pub fn run(device: Arc<dyn ZonedDevice>, options: &SwapBenchOptions) -> Result<S
     let figures_taken = std::sync::Barrier::new(options.threads + 1);
     let started = Instant::now();
     let deadline = started + Duration::from_secs_f64(options.seconds);
-    struct ThreadResult {
-        faults_ns: Vec<u64>,
-        verified: u64,
-        corrupted: u64,
-    }
-    let results = std::thread::scope(|scope| {
+    let per_thread = pages / options.threads as u64;
+    let show = !options.json && std::io::stderr().is_terminal();
+    let progress = |message: &str| {
+        if show {
+            eprint!("\r\x1b[2K{message}");
+        }
+    };
+    let (results, (seconds, figures)) = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..options.threads)
             .map(|thread| {
                 let (ops_done, workload_over, figures_taken) = (&ops_done, &workload_over, &figures_taken);
@@ -301,17 +383,17 @@ pub fn run(device: Arc<dyn ZonedDevice>, options: &SwapBenchOptions) -> Result<S
         let reporter = scope.spawn(|| {
             while !workers_done.load(Relaxed) {
                 progress(&format!(
-                    "{}: {:.0} s, {} ops, resident {}",
+                    "{}: {:.0} s, {} ops, {}",
                     options.workload.name(),
                     started.elapsed().as_secs_f64(),
                     ops_done.load(Relaxed),
-                    format_size(pager.stats().resident_pages * PAGE_BYTES as u64)
+                    status()
                 ));
                 std::thread::sleep(Duration::from_millis(250));
             }
         });
         workload_over.wait();
-        let figures = (started.elapsed().as_secs_f64(), pager.stats(), device.counters().bytes_written);
+        let figures = (started.elapsed().as_secs_f64(), take_figures());
         workers_done.store(true, Relaxed);
         figures_taken.wait();
         progress("verifying every page");
@@ -320,56 +402,9 @@ pub fn run(device: Arc<dyn ZonedDevice>, options: &SwapBenchOptions) -> Result<S
         reporter.join().ok();
         (results, figures)
     });
-    let (results, (seconds, stats, device_written_after)) = results;
     progress("");
-    let final_stats = pager.stats();
-    let lost_pages = final_stats.lost_pages;
-    let device_written = device_written_after - device_written_before;
-    let host_written = stats.swap_outs_written * PAGE_BYTES as u64;
-    let mut faults: Vec<u64> = results.iter().flat_map(|r| r.faults_ns.iter().copied()).collect();
-    let faults_sampled = faults.len() as u64;
-    let fault_latency = Latency::from_ns(&mut faults);
-    let swap_out_mib_s = host_written as f64 / MIB / seconds;
-    let ceiling = if options.workload == Workload::AnonWSeq { device_append_mib_s } else { device_mixed_mib_s };
-    let bench = SwapBench {
-        workload: options.workload.name(),
-        device: device.describe(),
-        threads: options.threads,
-        budget_bytes: options.budget_bytes,
-        wss_bytes: pages * PAGE_BYTES as u64,
-        swap_utilization: (pages * PAGE_BYTES as u64) as f64 / capacity as f64,
-        seconds,
-        ops: ops_done.load(Relaxed),
-        ops_per_s: ops_done.load(Relaxed) as f64 / seconds,
-        swap_out_mib_s,
-        swap_in_mib_s: (stats.swap_in_reads * PAGE_BYTES as u64) as f64 / MIB / seconds,
-        swap_out_pages: stats.swap_outs_written,
-        swap_in_pages: stats.swap_in_reads,
-        swap_in_pages_with_verification: final_stats.swap_in_reads,
-        fault_p50_us: fault_latency.p50_us,
-        fault_p99_us: fault_latency.p99_us,
-        faults_sampled,
-        waf: if host_written > 0 { device_written as f64 / host_written as f64 } else { 0.0 },
-        gc_cpu_pct: stats.gc_cpu_ns as f64 / 1e9 / seconds * 100.0,
-        gc_runs: stats.gc_runs,
-        resident_max_bytes: stats.resident_pages_max * PAGE_BYTES as u64,
-        budget_slack_bytes: PagerConfig::new(0).slack_pages * PAGE_BYTES as u64,
-        pages_verified: results.iter().map(|r| r.verified).sum(),
-        corrupted: results.iter().map(|r| r.corrupted).sum(),
-        lost_pages,
-        swap_outs_aborted_dirty: stats.swap_outs_aborted_dirty,
-        swap_outs_clean: stats.swap_outs_clean,
-        swap_outs_zero: stats.swap_outs_zero,
-        host_bytes_per_slot: pager.host_bytes_per_slot(),
-        device_append_mib_s,
-        device_mixed_mib_s,
-        device_read_p50_us: device_reads.p50_us,
-        device_read_p99_us: device_reads.p99_us,
-        efficiency: if ceiling > 0.0 { swap_out_mib_s / ceiling } else { 0.0 },
-    };
-    drop(region);
-    drop(pager);
-    Ok(bench)
+    let ops = ops_done.load(Relaxed);
+    Driven { results, seconds, ops, figures }
 }
 
 pub fn print(bench: &SwapBench) {
@@ -419,4 +454,85 @@ pub fn print(bench: &SwapBench) {
         format!("{} aborted by writes, {} zero pages", bench.swap_outs_aborted_dirty, bench.swap_outs_zero),
     ]);
     print!("{}", table.render());
+}
+
+/// The same workload on plain anonymous memory, paged by the kernel's own swap (run it
+/// inside a memory cgroup whose limit is the budget: `scripts/kernel-swap-compare.sh`).
+#[derive(Serialize)]
+pub struct KernelSwapBench {
+    pub workload: &'static str,
+    pub threads: usize,
+    pub wss_bytes: u64,
+    pub seconds: f64,
+    pub ops: u64,
+    pub ops_per_s: f64,
+    /// From /proc/vmstat `pswpout` / `pswpin` over the timed run (machine-wide).
+    pub swap_out_mib_s: f64,
+    pub swap_in_mib_s: f64,
+    pub swap_in_pages_per_s: f64,
+    pub fault_p50_us: f64,
+    pub fault_p99_us: f64,
+    pub faults_sampled: u64,
+    pub pages_verified: u64,
+    pub corrupted: u64,
+}
+
+fn vmstat_swap_pages() -> (u64, u64) {
+    let text = std::fs::read_to_string("/proc/vmstat").unwrap_or_default();
+    let field = |name: &str| {
+        text.lines()
+            .find_map(|line| line.strip_prefix(name).and_then(|rest| rest.trim().parse::<u64>().ok()))
+            .unwrap_or(0)
+    };
+    (field("pswpout "), field("pswpin "))
+}
+
+pub fn run_kernel(options: &SwapBenchOptions) -> Result<KernelSwapBench> {
+    let pages = options.wss_bytes.div_ceil(PAGE_BYTES as u64);
+    ensure!(pages / options.threads as u64 > 0, "the working set is smaller than one page per thread");
+    let len = (pages * PAGE_BYTES as u64) as usize;
+    // SAFETY: a fresh private anonymous mapping, checked below, unmapped at the end.
+    let base = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    ensure!(
+        base != libc::MAP_FAILED,
+        "mmap of {} failed: {}",
+        format_size(len as u64),
+        std::io::Error::last_os_error()
+    );
+    // Page by page, as the pager does (no 2 MiB THP swap-outs).
+    // SAFETY: advice on our own mapping.
+    unsafe { libc::madvise(base, len, libc::MADV_NOHUGEPAGE) };
+    let before = vmstat_swap_pages();
+    let driven = drive(base as usize, pages, options, || String::from("kernel swap"), vmstat_swap_pages);
+    // SAFETY: our mapping, no longer used.
+    unsafe { libc::munmap(base, len) };
+    let Driven { results, seconds, ops, figures: after } = driven;
+    let mut faults: Vec<u64> = results.iter().flat_map(|r| r.faults_ns.iter().copied()).collect();
+    let latency = Latency::from_ns(&mut faults);
+    let swapped_in = after.1 - before.1;
+    Ok(KernelSwapBench {
+        workload: options.workload.name(),
+        threads: options.threads,
+        wss_bytes: pages * PAGE_BYTES as u64,
+        seconds,
+        ops,
+        ops_per_s: ops as f64 / seconds,
+        swap_out_mib_s: ((after.0 - before.0) * PAGE_BYTES as u64) as f64 / MIB / seconds,
+        swap_in_mib_s: (swapped_in * PAGE_BYTES as u64) as f64 / MIB / seconds,
+        swap_in_pages_per_s: swapped_in as f64 / seconds,
+        fault_p50_us: latency.p50_us,
+        fault_p99_us: latency.p99_us,
+        faults_sampled: faults.len() as u64,
+        pages_verified: results.iter().map(|r| r.verified).sum(),
+        corrupted: results.iter().map(|r| r.corrupted).sum(),
+    })
 }
