@@ -491,26 +491,9 @@ pub fn run_kernel(options: &SwapBenchOptions) -> Result<KernelSwapBench> {
     let pages = options.wss_bytes.div_ceil(PAGE_BYTES as u64);
     ensure!(pages / options.threads as u64 > 0, "the working set is smaller than one page per thread");
     let len = (pages * PAGE_BYTES as u64) as usize;
-    // SAFETY: a fresh private anonymous mapping, checked below, unmapped at the end.
-    let base = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-            -1,
-            0,
-        )
-    };
-    ensure!(
-        base != libc::MAP_FAILED,
-        "mmap of {} failed: {}",
-        format_size(len as u64),
-        std::io::Error::last_os_error()
-    );
-    // Page by page, as the pager does (no 2 MiB THP swap-outs).
-    // SAFETY: advice on our own mapping.
-    unsafe { libc::madvise(base, len, libc::MADV_NOHUGEPAGE) };
+    let base = znswap_pager::map_anonymous(len)
+        .with_context(|| format!("mapping {} of plain memory", format_size(len as u64)))?
+        .cast::<libc::c_void>();
     let before = vmstat_swap_pages();
     let driven = drive(base as usize, pages, options, || String::from("kernel swap"), vmstat_swap_pages);
     // SAFETY: our mapping, no longer used.

@@ -7,4 +7,4 @@
 mod pager;
 pub mod uffd;
 
-pub use pager::{Pager, PagerConfig, PagerError, PagerStats, Region, PAGE_BYTES};
+pub use pager::{map_anonymous, Pager, PagerConfig, PagerError, PagerStats, Region, PAGE_BYTES};

@@ -300,23 +300,8 @@ impl Pager {
     pub fn alloc(&self, bytes: u64, tenant: u32) -> Result<Region, PagerError> {
         let pages = bytes.div_ceil(PAGE_BYTES as u64).max(1);
         let len = (pages * PAGE_BYTES as u64) as usize;
-        // SAFETY: a fresh private anonymous mapping, checked below.
-        let base = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                -1,
-                0,
-            )
-        };
-        if base == libc::MAP_FAILED {
-            return Err(PagerError::Map { bytes: len as u64, source: std::io::Error::last_os_error() });
-        }
-        // Transparent huge pages would fault 2 MiB at a time and defeat per-page paging.
-        // SAFETY: advice on our own fresh mapping.
-        unsafe { libc::madvise(base, len, libc::MADV_NOHUGEPAGE) };
+        let base =
+            map_anonymous(len).map_err(|source| PagerError::Map { bytes: len as u64, source })?.cast::<libc::c_void>();
         let unmap = || {
             // SAFETY: unmapping the mapping made above, on an error path.
             unsafe { libc::munmap(base, len) };
@@ -362,6 +347,28 @@ impl Pager {
     pub fn device(&self) -> &Arc<dyn ZonedDevice> {
         &self.shared.device
     }
+}
+
+/// A private anonymous mapping of `len` bytes as paged memory wants it: no swap
+/// reservation, no transparent huge pages (they would fault and swap 2 MiB at a time).
+pub fn map_anonymous(len: usize) -> std::io::Result<*mut u8> {
+    // SAFETY: a fresh private anonymous mapping, checked below.
+    let base = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    if base == libc::MAP_FAILED {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: advice on our own fresh mapping.
+    unsafe { libc::madvise(base, len, libc::MADV_NOHUGEPAGE) };
+    Ok(base.cast())
 }
 
 /// CPU time of the calling thread.
