@@ -163,6 +163,8 @@ struct Shared {
     budget_pages: u64,
     slack_pages: u64,
     evict_batch_pages: usize,
+    /// Largest Append the engine emits, in pages.
+    max_append_pages: usize,
     lbas_per_page: u64,
     metadata_bytes: usize,
     footer_mode: bool,
@@ -246,7 +248,8 @@ impl Pager {
         let footer_mode = engine.derived().encoding == RecordEncoding::ChunkFooter;
         let uffd = Userfaultfd::new(features::PAGEFAULT_FLAG_WP, features::POISON)?;
         let gc_pages = engine.gc_buffer_pages() as usize;
-        let out_count = config.evict_batch_pages * 4 + engine.derived().append_pages_max as usize;
+        let max_append_pages = engine.derived().append_pages_max as usize;
+        let out_count = config.evict_batch_pages * 4 + max_append_pages;
         let state = State {
             engine,
             regions: Vec::new(),
@@ -270,6 +273,7 @@ impl Pager {
             budget_pages,
             slack_pages: config.slack_pages,
             evict_batch_pages: config.evict_batch_pages,
+            max_append_pages,
             started: Instant::now(),
             counters: Counters::default(),
         });
@@ -517,6 +521,7 @@ impl Shared {
     // ------------------------------------------------------------------ faults
 
     fn handle_faults(&self) {
+        let mut page_buffer = vec![0u8; PAGE_BYTES];
         while !self.stop.load(Relaxed) {
             match self.uffd.poll(50) {
                 Ok(true) => {}
@@ -529,7 +534,7 @@ impl Shared {
                     if write_protect {
                         self.write_fault(page_address);
                     } else {
-                        self.missing_fault(page_address, write);
+                        self.missing_fault(page_address, write, &mut page_buffer);
                     }
                 }
             }
@@ -558,7 +563,7 @@ impl Shared {
     /// A missing page: zero-fill or swap in. For a write fault the page is about to be
     /// dirtied, so it is installed writable and the engine told at once (one fault
     /// instead of a missing fault followed by a write-protect fault).
-    fn missing_fault(&self, address: u64, write: bool) {
+    fn missing_fault(&self, address: u64, write: bool, data: &mut [u8]) {
         self.counters.missing_faults.fetch_add(1, Relaxed);
         let mut state = self.lock();
         // Faults beyond the budget wait for the evictor (bounded resident set).
@@ -612,8 +617,7 @@ impl Shared {
                 }
                 SwapIn::Read { io, zone, slot } => {
                     drop(state);
-                    let mut data = vec![0u8; PAGE_BYTES];
-                    let result = self.read_slots(zone, slot, &mut data, None);
+                    let result = self.read_slots(zone, slot, data, None);
                     self.counters.swap_in_reads.fetch_add(1, Relaxed);
                     state = self.lock();
                     let now = self.now();
@@ -626,7 +630,7 @@ impl Shared {
                             if cached && write {
                                 state.engine.dirtied(owner, page, now).expect("dirtied on a registered page");
                             }
-                            self.uffd.copy(address, &data, protect, true).expect("installing a swapped-in page");
+                            self.uffd.copy(address, data, protect, true).expect("installing a swapped-in page");
                             self.mark_resident(&mut state, owner, page);
                             return;
                         }
@@ -833,6 +837,9 @@ impl Shared {
     fn pump(&self) {
         let mut scratch = Vec::new();
         let mut metadata = Vec::new();
+        // The pager reports writes during write-out through `Engine::dirtied`, so no
+        // append ever carries a dirtied page of its own.
+        let no_dirtied = vec![false; self.max_append_pages];
         loop {
             let mut state = self.lock();
             state.engine.tick(self.now());
@@ -847,7 +854,7 @@ impl Shared {
                 IoRequest::Append { io, zone, pages } => {
                     scratch.clear();
                     metadata.clear();
-                    let records = state.engine.append_records(io).to_vec();
+                    let records = state.engine.append_records(io);
                     for (index, append_page) in state.engine.append_pages(io).iter().enumerate() {
                         match append_page.buf {
                             Buf::Page(handle) => scratch.extend_from_slice(&state.out_buffers[handle as usize]),
@@ -856,7 +863,7 @@ impl Shared {
                                 let at = n as usize * PAGE_BYTES;
                                 scratch.extend_from_slice(&state.gc_buffers[at..at + PAGE_BYTES]);
                             }
-                            Buf::Footer => scratch.extend_from_slice(&records),
+                            Buf::Footer => scratch.extend_from_slice(records),
                             Buf::Zero => scratch.resize(scratch.len() + PAGE_BYTES, 0),
                         }
                         if !self.footer_mode && self.metadata_bytes > 0 {
@@ -878,10 +885,9 @@ impl Shared {
                     let mut state = self.lock();
                     let written = if result.is_ok() && !gc_work { pages as u64 } else { 0 };
                     self.counters.swap_outs_written.fetch_add(written, Relaxed);
-                    let dirtied = vec![false; pages as usize];
                     state
                         .engine
-                        .append_done(io, result.map_err(|e| io_error(&e)), &dirtied, self.now())
+                        .append_done(io, result.map_err(|e| io_error(&e)), &no_dirtied[..pages as usize], self.now())
                         .expect("append completion");
                     self.complete_events(&mut state);
                     self.flush_drops(&mut state);
@@ -908,7 +914,6 @@ impl Shared {
                         Buf::Footer => &scratch,
                         Buf::Page(_) | Buf::Zero => &[],
                     };
-                    let records = records.to_vec();
                     state.engine.read_done(io, result, &records, self.now()).expect("read completion");
                     self.complete_events(&mut state);
                     self.flush_drops(&mut state);

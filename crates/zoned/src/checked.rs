@@ -14,7 +14,6 @@
 //! exclusively, so writes to one zone reach the device one at a time and in write-pointer
 //! order whatever the I/O scheduler does.
 
-use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Mutex, MutexGuard, RwLock};
 
 use crate::device::{
@@ -134,16 +133,6 @@ impl<R: RawZoned> CheckedDevice<R> {
         Ok(lba)
     }
 
-    fn count_write(&self, zone: u32, bytes: usize, append: bool) {
-        let counters = &self.counters[zone as usize];
-        counters.bytes_written.fetch_add(bytes as u64, Relaxed);
-        if append {
-            counters.appends.fetch_add(1, Relaxed);
-        } else {
-            counters.writes.fetch_add(1, Relaxed);
-        }
-    }
-
     fn zone_index(&self, zone: u32) -> Result<u32> {
         if zone < self.geometry.zone_count {
             Ok(zone)
@@ -182,9 +171,7 @@ impl<R: RawZoned> ZonedDevice for CheckedDevice<R> {
         }
         let metadata = metadata.filter(|m| !m.is_empty());
         self.raw.read(lba, data, metadata)?;
-        let counters = &self.counters[zone as usize];
-        counters.bytes_read.fetch_add(data.len() as u64, Relaxed);
-        counters.reads.fetch_add(1, Relaxed);
+        self.counters[zone as usize].count_read(data.len());
         Ok(())
     }
 
@@ -194,7 +181,7 @@ impl<R: RawZoned> ZonedDevice for CheckedDevice<R> {
         let len_lbas = check_data(geometry, "write", data.len(), geometry.write_granularity_bytes as u64)?;
         check_metadata(geometry, metadata.map(<[u8]>::len), len_lbas)?;
         self.write_at_pointer(zone, Some(offset_lbas), data, metadata.filter(|m| !m.is_empty()))?;
-        self.count_write(zone, data.len(), false);
+        self.counters[zone as usize].count_write(data.len(), false);
         Ok(())
     }
 
@@ -207,7 +194,7 @@ impl<R: RawZoned> ZonedDevice for CheckedDevice<R> {
         let metadata = metadata.filter(|m| !m.is_empty());
         if !self.raw.has_native_append() {
             let lba = self.write_at_pointer(zone, None, data, metadata)?;
-            self.count_write(zone, data.len(), true);
+            self.counters[zone as usize].count_write(data.len(), true);
             return Ok(lba);
         }
         let shared = self.zone_locks[zone as usize].read().unwrap_or_else(|p| p.into_inner());
@@ -227,7 +214,7 @@ impl<R: RawZoned> ZonedDevice for CheckedDevice<R> {
         if placement.implicitly_closed.is_some() {
             self.resync_open_zones();
         }
-        self.count_write(zone, data.len(), true);
+        self.counters[zone as usize].count_write(data.len(), true);
         Ok(lba)
     }
 
@@ -248,12 +235,7 @@ impl<R: RawZoned> ZonedDevice for CheckedDevice<R> {
         if implicitly_closed.is_some() {
             self.resync_open_zones();
         }
-        let counters = &self.counters[zone as usize];
-        match op {
-            ZoneOp::Reset => counters.resets.fetch_add(1, Relaxed),
-            ZoneOp::Finish => counters.finishes.fetch_add(1, Relaxed),
-            ZoneOp::Open | ZoneOp::Close => 0,
-        };
+        self.counters[zone as usize].count_zone_op(op);
         Ok(())
     }
 

@@ -163,6 +163,25 @@ pub(crate) struct ZoneCounterCells {
 }
 
 impl ZoneCounterCells {
+    pub fn count_write(&self, bytes: usize, append: bool) {
+        self.bytes_written.fetch_add(bytes as u64, Relaxed);
+        let commands = if append { &self.appends } else { &self.writes };
+        commands.fetch_add(1, Relaxed);
+    }
+
+    pub fn count_read(&self, bytes: usize) {
+        self.bytes_read.fetch_add(bytes as u64, Relaxed);
+        self.reads.fetch_add(1, Relaxed);
+    }
+
+    pub fn count_zone_op(&self, op: crate::zone::ZoneOp) {
+        match op {
+            crate::zone::ZoneOp::Reset => self.resets.fetch_add(1, Relaxed),
+            crate::zone::ZoneOp::Finish => self.finishes.fetch_add(1, Relaxed),
+            crate::zone::ZoneOp::Open | crate::zone::ZoneOp::Close => 0,
+        };
+    }
+
     pub fn snapshot(&self) -> ZoneCounters {
         ZoneCounters {
             bytes_written: self.bytes_written.load(Relaxed),

@@ -115,13 +115,7 @@ impl<S: Storage> EmulatedDevice<S> {
         if self.geometry.metadata_bytes != 0 {
             self.storage.write_metadata(zone, offset_lbas, len_lbas, metadata);
         }
-        let counters = &self.counters[zone as usize];
-        counters.bytes_written.fetch_add(data.len() as u64, Relaxed);
-        if at_offset_lbas.is_some() {
-            counters.writes.fetch_add(1, Relaxed);
-        } else {
-            counters.appends.fetch_add(1, Relaxed);
-        }
+        self.counters[zone as usize].count_write(data.len(), at_offset_lbas.is_none());
         Ok(offset_lbas)
     }
 
@@ -189,9 +183,7 @@ impl<S: Storage> ZonedDevice for EmulatedDevice<S> {
             }
             metadata[valid_metadata..].fill(0);
         }
-        let counters = &self.counters[zone as usize];
-        counters.bytes_read.fetch_add(data.len() as u64, Relaxed);
-        counters.reads.fetch_add(1, Relaxed);
+        self.counters[zone as usize].count_read(data.len());
         Ok(())
     }
 
@@ -220,12 +212,7 @@ impl<S: Storage> ZonedDevice for EmulatedDevice<S> {
         if let Some(closed) = implicitly_closed {
             self.storage.persist_zone(closed, table.state(closed));
         }
-        let counters = &self.counters[zone as usize];
-        match op {
-            ZoneOp::Reset => counters.resets.fetch_add(1, Relaxed),
-            ZoneOp::Finish => counters.finishes.fetch_add(1, Relaxed),
-            ZoneOp::Open | ZoneOp::Close => 0,
-        };
+        self.counters[zone as usize].count_zone_op(op);
         Ok(())
     }
 
