@@ -14,7 +14,7 @@ use anyhow::{ensure, Context, Result};
 use rand_core::{RngCore, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use serde::Serialize;
-use znswap_pager::{Pager, PagerConfig, PAGE_BYTES};
+use znswap_pager::{FaultMode, Pager, PagerConfig, PAGE_BYTES};
 use znswap_workload::{Generator, Workload};
 use znswap_zoned::{format_size, ZoneError, ZonedDevice};
 
@@ -30,6 +30,7 @@ pub struct SwapBenchOptions {
     pub budget_bytes: u64,
     pub wss_bytes: u64,
     pub threads: usize,
+    pub fault_mode: FaultMode,
     pub seconds: f64,
     pub ops_max: u64,
     pub seed: u64,
@@ -42,6 +43,10 @@ pub struct SwapBench {
     pub workload: &'static str,
     pub device: String,
     pub threads: usize,
+    /// "handler-threads" or "self-paging".
+    pub fault_mode: &'static str,
+    /// Fault handler threads (0 in self-paging mode).
+    pub handler_threads: usize,
     pub budget_bytes: u64,
     pub wss_bytes: u64,
     /// Working set over the device's capacity.
@@ -208,7 +213,8 @@ pub fn run(device: Arc<dyn ZonedDevice>, options: &SwapBenchOptions) -> Result<S
     let (device_mixed_mib_s, device_reads) =
         device_ceiling(&*device, options.threads, append_bytes, ceiling_time, true)?;
 
-    let pager = Pager::new(device.clone(), PagerConfig::new(options.budget_bytes)).context("starting the pager")?;
+    let pager_config = PagerConfig { fault_mode: options.fault_mode, ..PagerConfig::new(options.budget_bytes) };
+    let pager = Pager::new(device.clone(), pager_config).context("starting the pager")?;
     let region = pager.alloc(options.wss_bytes, 0).context("allocating the working set")?;
     let pages = region.pages();
     let device_written_before = device.counters().bytes_written;
@@ -235,6 +241,14 @@ pub fn run(device: Arc<dyn ZonedDevice>, options: &SwapBenchOptions) -> Result<S
         workload: options.workload.name(),
         device: device.describe(),
         threads: options.threads,
+        fault_mode: match options.fault_mode {
+            FaultMode::HandlerThreads(_) => "handler-threads",
+            FaultMode::SelfPaging => "self-paging",
+        },
+        handler_threads: match options.fault_mode {
+            FaultMode::HandlerThreads(count) => count,
+            FaultMode::SelfPaging => 0,
+        },
         budget_bytes: options.budget_bytes,
         wss_bytes: pages * PAGE_BYTES as u64,
         swap_utilization: (pages * PAGE_BYTES as u64) as f64 / capacity as f64,
@@ -409,10 +423,15 @@ fn drive<T: Send>(
 
 pub fn print(bench: &SwapBench) {
     println!(
-        "{} on {}: {} threads, working set {} in a budget of {} ({:.0} % of the device)",
+        "{} on {}: {} threads ({}), working set {} in a budget of {} ({:.0} % of the device)",
         bench.workload,
         bench.device,
         bench.threads,
+        if bench.handler_threads == 0 {
+            "self-paging".to_string()
+        } else {
+            format!("{} fault handler threads", bench.handler_threads)
+        },
         format_size(bench.wss_bytes),
         format_size(bench.budget_bytes),
         bench.swap_utilization * 100.0

@@ -5,6 +5,8 @@
 //! - [`Pager`]: regions, the fault handler and the evictor, driving `znswap-core`.
 
 mod pager;
+mod self_paging;
+pub use self_paging::SelfPagingError;
 pub mod uffd;
 
-pub use pager::{map_anonymous, Pager, PagerConfig, PagerError, PagerStats, Region, PAGE_BYTES};
+pub use pager::{map_anonymous, FaultMode, Pager, PagerConfig, PagerError, PagerStats, Region, PAGE_BYTES};

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use znswap_pager::{Pager, PagerConfig, Region, PAGE_BYTES};
+use znswap_pager::{FaultMode, Pager, PagerConfig, Region, PAGE_BYTES};
 use znswap_zoned::{CreateOptions, FileDevice, Geometry, MemDevice, ZonedDevice};
 
 /// Fills a page with bytes derived from (page, version); version 0 means all zeroes.
@@ -51,7 +51,22 @@ fn exercise(
     ops: u64,
     seed: u64,
 ) -> znswap_pager::PagerStats {
-    let pager = Pager::new(device, PagerConfig::new(budget_pages * PAGE_BYTES as u64)).unwrap();
+    exercise_in(FaultMode::HandlerThreads(2), device, region_pages, budget_pages, ops, seed)
+}
+
+fn config(fault_mode: FaultMode, budget_pages: u64) -> PagerConfig {
+    PagerConfig { fault_mode, ..PagerConfig::new(budget_pages * PAGE_BYTES as u64) }
+}
+
+fn exercise_in(
+    fault_mode: FaultMode,
+    device: Arc<dyn ZonedDevice>,
+    region_pages: u64,
+    budget_pages: u64,
+    ops: u64,
+    seed: u64,
+) -> znswap_pager::PagerStats {
+    let pager = Pager::new(device, config(fault_mode, budget_pages)).unwrap();
     let mut region: Region = pager.alloc(region_pages * PAGE_BYTES as u64, 0).unwrap();
     let mut versions = vec![0u64; region_pages as usize];
     let mut rng = Rng(seed | 1);
@@ -132,10 +147,19 @@ fn the_file_device_pages_the_same() {
 
 #[test]
 fn writes_racing_write_outs_are_never_lost() {
-    // Two threads hammer a small hot set while the budget forces its pages out over and
-    // over: writes land during appends (aborting them) or after drops (faulting back in).
+    racing_writes(FaultMode::HandlerThreads(2));
+}
+
+#[test]
+fn writes_racing_write_outs_are_never_lost_when_self_paging() {
+    racing_writes(FaultMode::SelfPaging);
+}
+
+/// Two threads hammer a small hot set while the budget forces its pages out over and
+/// over: writes land during appends (aborting them) or after drops (faulting back in).
+fn racing_writes(fault_mode: FaultMode) {
     let device: Arc<dyn ZonedDevice> = Arc::new(MemDevice::new(geometry(48, 1, 16)).unwrap());
-    let pager = Pager::new(device, PagerConfig::new(256 * PAGE_BYTES as u64)).unwrap();
+    let pager = Pager::new(device, config(fault_mode, 256)).unwrap();
     let region = pager.alloc(2048 * PAGE_BYTES as u64, 0).unwrap();
     let base = region.as_ptr() as usize;
     std::thread::scope(|scope| {
@@ -179,4 +203,54 @@ fn a_small_device_with_many_open_zones_is_used_with_fewer() {
     let device: Arc<dyn ZonedDevice> = Arc::new(MemDevice::new(geometry).unwrap());
     let stats = exercise(device, 2048, 512, 10_000, 6);
     assert!(stats.swap_in_reads > 0);
+}
+
+#[test]
+fn self_paging_pages_a_working_set_four_times_the_budget() {
+    let device: Arc<dyn ZonedDevice> = Arc::new(MemDevice::new(geometry(48, 1, 16)).unwrap());
+    let stats = exercise_in(FaultMode::SelfPaging, device, 4096, 1024, 40_000, 7);
+    assert!(stats.swap_outs_written > 3000 && stats.swap_in_reads > 1000, "{stats:?}");
+    assert!(stats.swap_outs_clean > 0 && stats.write_protect_faults > 0, "swap cache and upgrades: {stats:?}");
+}
+
+#[test]
+fn self_paging_with_gc_and_chunk_footers_on_a_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = FileDevice::create(dir.path().join("d.zns"), geometry(24, 1, 0), CreateOptions::default()).unwrap();
+    let stats = exercise_in(FaultMode::SelfPaging, Arc::new(file), 4096, 512, 60_000, 8);
+    assert!(stats.gc_runs > 0 && stats.gc_bytes_written > 0, "the GC must have moved pages: {stats:?}");
+}
+
+/// A SIGBUS that is not a userfault of ours (a mapping past the end of its file) must
+/// still kill the process, self-paging pager or not: run in a child process.
+#[test]
+fn a_sigbus_that_is_not_ours_still_kills() {
+    if std::env::var_os("ZNSWAP_SIGBUS_CHILD").is_some() {
+        let device: Arc<dyn ZonedDevice> = Arc::new(MemDevice::new(geometry(48, 1, 16)).unwrap());
+        let pager = Pager::new(device, config(FaultMode::SelfPaging, 256)).unwrap();
+        let file = tempfile::tempfile().unwrap();
+        use std::os::fd::AsRawFd;
+        // SAFETY: a shared mapping of an empty file: touching it raises SIGBUS.
+        let map = unsafe {
+            libc::mmap(std::ptr::null_mut(), PAGE_BYTES, libc::PROT_READ, libc::MAP_SHARED, file.as_raw_fd(), 0)
+        };
+        assert_ne!(map, libc::MAP_FAILED);
+        // SAFETY: the access is the point of the test.
+        let value = unsafe { std::ptr::read_volatile(map as *const u8) };
+        drop(pager);
+        panic!("read {value} past the end of a file without SIGBUS");
+    }
+    let output = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "a_sigbus_that_is_not_ours_still_kills", "--nocapture", "--test-threads=1"])
+        .env("ZNSWAP_SIGBUS_CHILD", "1")
+        .output()
+        .unwrap();
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(
+        output.status.signal(),
+        Some(libc::SIGBUS),
+        "the child must die of SIGBUS: {:?}\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
 }
