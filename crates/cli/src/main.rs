@@ -63,14 +63,12 @@ struct SwapBenchArgs {
     /// [default: the number of CPUs].
     #[arg(long)]
     threads: Option<usize>,
-    /// Threads serving page faults [default: one per workload thread, so their swap-in
-    /// reads can be in flight together].
-    #[arg(long, conflicts_with = "self_paging")]
-    handler_threads: Option<usize>,
-    /// Each faulting thread resolves its own fault in a SIGBUS handler (userfaultfd
-    /// SIGBUS mode): no handler thread, no context switch per fault.
+    /// Serve page faults with this many handler threads reading userfaultfd events
+    /// (the mode for programs that pass paged memory to system calls) instead of
+    /// self-paging, where each faulting thread resolves its own fault in a SIGBUS handler
+    /// with no context switch [default: self-paging].
     #[arg(long)]
-    self_paging: bool,
+    handler_threads: Option<usize>,
     /// Seconds the workload runs.
     #[arg(long, default_value_t = 10.0)]
     seconds: f64,
@@ -242,10 +240,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 budget_bytes: args.memory,
                 wss_bytes: args.wss.unwrap_or(4 * args.memory),
                 threads,
-                fault_mode: if args.self_paging {
-                    znswap_pager::FaultMode::SelfPaging
-                } else {
-                    znswap_pager::FaultMode::HandlerThreads(args.handler_threads.unwrap_or(threads).max(1))
+                fault_mode: match args.handler_threads {
+                    None => znswap_pager::FaultMode::SelfPaging,
+                    Some(count) => znswap_pager::FaultMode::HandlerThreads(count.max(1)),
                 },
                 seconds: args.seconds,
                 ops_max: args.ops.unwrap_or(u64::MAX),

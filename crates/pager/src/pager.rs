@@ -47,6 +47,9 @@ const RECORD_BYTES: usize = 16;
 const RESIDENT: u8 = 1 << 0;
 const REFERENCED: u8 = 1 << 1;
 const QUEUED: u8 = 1 << 2;
+/// Picked as a victim and not yet snapshotted; a write fault meanwhile clears it, and the
+/// evictor then keeps the page (its snapshot could miss the write).
+const EVICTING: u8 = 1 << 3;
 
 #[derive(Clone, Debug)]
 pub struct PagerConfig {
@@ -153,6 +156,9 @@ struct Counters {
 }
 
 struct RegionEntry {
+    /// Distinguishes this region from a later one reusing its owner number (and perhaps
+    /// its addresses) while the evictor works without the lock.
+    generation: u64,
     base: u64,
     pages: u64,
     flags: Vec<u8>,
@@ -162,6 +168,8 @@ struct RegionEntry {
 struct State {
     engine: Engine,
     regions: Vec<RegionEntry>,
+    /// Regions ever allocated (the last one's generation).
+    generations: u64,
     /// CLOCK order of resident pages.
     clock: VecDeque<(u32, u64)>,
     out_buffers: Vec<Box<[u8]>>,
@@ -282,6 +290,7 @@ impl Pager {
         let state = State {
             engine,
             regions: Vec::new(),
+            generations: 0,
             clock: VecDeque::new(),
             out_buffers: (0..out_count).map(|_| vec![0u8; PAGE_BYTES].into_boxed_slice()).collect(),
             out_free: (0..out_count as u64).rev().collect(),
@@ -367,7 +376,9 @@ impl Pager {
             unmap();
             return Err(error.into());
         }
-        let entry = RegionEntry { base: base as u64, pages, flags: vec![0; pages as usize], live: true };
+        state.generations += 1;
+        let generation = state.generations;
+        let entry = RegionEntry { generation, base: base as u64, pages, flags: vec![0; pages as usize], live: true };
         if owner as usize == state.regions.len() {
             state.regions.push(entry);
         } else {
@@ -419,6 +430,16 @@ fn thread_cpu_ns() -> u64 {
     // SAFETY: writes one timespec we own.
     unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut time) };
     time.tv_sec as u64 * 1_000_000_000 + time.tv_nsec as u64
+}
+
+/// A page picked for eviction.
+#[derive(Clone, Copy)]
+struct Victim {
+    owner: u32,
+    page: u64,
+    address: u64,
+    generation: u64,
+    protected: bool,
 }
 
 /// An address range laid out as `struct iovec` (plain integers, so the state stays `Send`).
@@ -654,7 +675,9 @@ impl Shared {
         }
         let now = self.now();
         state.engine.dirtied(owner, page, now).expect("dirtied on a registered page");
-        state.regions[owner as usize].flags[page as usize] |= REFERENCED;
+        let flags = &mut state.regions[owner as usize].flags[page as usize];
+        *flags |= REFERENCED;
+        *flags &= !EVICTING;
         self.uffd.write_protect(address, PAGE_BYTES as u64, false, true).expect("lifting write protection");
     }
 
@@ -770,10 +793,11 @@ impl Shared {
     // --------------------------------------------------------------- eviction
 
     fn evict_loop(&self) {
+        let mut victims = Vec::with_capacity(self.evict_batch_pages);
         while !self.stop.load(Relaxed) {
             let over = self.counters.resident_pages.load(Relaxed).saturating_sub(self.budget_pages);
             if over > 0 {
-                self.evict_round(over.min(self.evict_batch_pages as u64) as usize);
+                self.evict_round(over.min(self.evict_batch_pages as u64) as usize, &mut victims);
             }
             self.pump();
             if self.counters.resident_pages.load(Relaxed) <= self.budget_pages {
@@ -783,36 +807,64 @@ impl Shared {
         }
     }
 
-    /// Picks up to `wanted` victims by CLOCK, write-protects and snapshots them, and
-    /// hands them to the engine.
-    fn evict_round(&self, wanted: usize) {
-        let mut state = self.lock();
-        let mut victims = Vec::with_capacity(wanted);
-        let mut scanned = 0;
-        let limit = state.clock.len() * 2;
-        while victims.len() < wanted && scanned < limit {
-            let Some((owner, page)) = state.clock.pop_front() else { break };
-            scanned += 1;
-            let flags = &mut state.regions[owner as usize].flags[page as usize];
-            if *flags & RESIDENT == 0 {
+    /// Picks up to `wanted` victims by CLOCK, write-protects them (without the lock: each
+    /// protection costs a TLB flush, and faults should not wait behind them), then
+    /// snapshots them and hands them to the engine under the lock.
+    fn evict_round(&self, wanted: usize, victims: &mut Vec<Victim>) {
+        victims.clear();
+        {
+            let mut state = self.lock();
+            let mut scanned = 0;
+            let limit = state.clock.len() * 2;
+            while victims.len() < wanted && scanned < limit {
+                let Some((owner, page)) = state.clock.pop_front() else { break };
+                scanned += 1;
+                let flags = &mut state.regions[owner as usize].flags[page as usize];
+                if *flags & RESIDENT == 0 {
+                    *flags &= !QUEUED;
+                    continue;
+                }
+                if *flags & REFERENCED != 0 {
+                    *flags &= !REFERENCED;
+                    state.clock.push_back((owner, page));
+                    continue;
+                }
                 *flags &= !QUEUED;
-                continue;
+                *flags |= EVICTING;
+                let region = &state.regions[owner as usize];
+                victims.push(Victim {
+                    owner,
+                    page,
+                    address: Self::page_address(&state, owner, page),
+                    generation: region.generation,
+                    protected: false,
+                });
             }
-            if *flags & REFERENCED != 0 {
-                *flags &= !REFERENCED;
-                state.clock.push_back((owner, page));
-                continue;
-            }
-            *flags &= !QUEUED;
-            victims.push((owner, page));
         }
+        for victim in victims.iter_mut() {
+            // Writers fault from here on, so the snapshot below is stable. An error means
+            // the region went away meanwhile: checked below.
+            victim.protected = self.uffd.write_protect(victim.address, PAGE_BYTES as u64, true, false).is_ok();
+        }
+        let mut state = self.lock();
         let now = self.now();
-        for &(owner, page) in &victims {
-            let address = Self::page_address(&state, owner, page);
-            // Writers fault from here on; the snapshot below is stable.
-            self.uffd.write_protect(address, PAGE_BYTES as u64, true, false).expect("write-protecting a victim");
-            // SAFETY: the page is mapped (resident) and write-protected; reading it
-            // through the kernel mapping is plain memory access.
+        for &Victim { owner, page, address, generation, protected } in victims.iter() {
+            let region = &mut state.regions[owner as usize];
+            if !region.live || region.generation != generation {
+                continue;
+            }
+            let flags = &mut region.flags[page as usize];
+            debug_assert!(*flags & RESIDENT != 0, "only the evictor drops pages");
+            let written = *flags & EVICTING == 0;
+            *flags &= !EVICTING;
+            if written || !protected {
+                // Written (and unprotected) since it was picked, or (never for a live
+                // region) not protected: keep it.
+                self.requeue(&mut state, owner, page, address);
+                continue;
+            }
+            // SAFETY: the page is mapped (resident, its region live under the lock) and
+            // write-protected; reading it through the kernel mapping is plain memory access.
             let data = unsafe { std::slice::from_raw_parts(address as *const u8, PAGE_BYTES) };
             if data.iter().all(|&b| b == 0) {
                 state.engine.free(owner, page..page + 1, now).expect("freeing a zero page");
@@ -850,8 +902,10 @@ impl Shared {
                 .expect("unprotecting a page kept resident");
         }
         let flags = &mut state.regions[owner as usize].flags[page as usize];
-        *flags |= QUEUED;
-        state.clock.push_back((owner, page));
+        if *flags & QUEUED == 0 {
+            *flags |= QUEUED;
+            state.clock.push_back((owner, page));
+        }
     }
 
     /// Marks a page dropped; its `MADV_DONTNEED` happens in `flush_drops`, before the lock
