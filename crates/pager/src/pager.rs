@@ -65,6 +65,9 @@ pub struct PagerConfig {
     pub regions_max: u32,
     /// Who resolves page faults.
     pub fault_mode: FaultMode,
+    /// Threads evicting pages and running the engine's I/O (appends, GC reads, resets).
+    /// Two keep an append in flight while the other snapshots the next victims.
+    pub evictor_threads: usize,
 }
 
 /// Who resolves a page fault.
@@ -89,6 +92,7 @@ impl PagerConfig {
             policy: PolicyKind::PerCore,
             tenants: 1,
             regions_max: 64,
+            evictor_threads: 2,
             fault_mode: FaultMode::HandlerThreads(std::thread::available_parallelism().map_or(1, |n| n.get())),
         }
     }
@@ -333,17 +337,17 @@ impl Pager {
                     .expect("spawn")
             })
             .collect();
-        let evictor = {
+        for index in 0..config.evictor_threads.max(1) {
             let shared = shared.clone();
-            std::thread::Builder::new()
-                .name("znswap-evict".into())
+            let evictor = std::thread::Builder::new()
+                .name(format!("znswap-evict-{index}"))
                 .spawn(move || {
                     let _guard = AbortOnPanic("evictor");
                     shared.evict_loop()
                 })
-                .expect("spawn")
-        };
-        threads.push(evictor);
+                .expect("spawn");
+            threads.push(evictor);
+        }
         Ok(Pager { shared, threads, registration })
     }
 
@@ -610,7 +614,7 @@ impl Shared {
         }
         let resident = self.counters.resident_pages.fetch_add(1, Relaxed) + 1;
         self.counters.resident_pages_max.fetch_max(resident, Relaxed);
-        if resident > self.budget_pages {
+        if resident > self.budget_pages.saturating_sub(self.evict_batch_pages as u64) {
             self.evict_wanted.notify_one();
         }
     }
@@ -728,7 +732,14 @@ impl Shared {
                 }
                 SwapIn::Zero => {
                     self.counters.zero_fills.fetch_add(1, Relaxed);
-                    self.uffd.zeropage(address, PAGE_BYTES as u64, true).expect("zero-filling a page");
+                    if write {
+                        // A zero page mapped for a write would take a second (copy-on-
+                        // write) fault at once: install a private zeroed page instead.
+                        data.fill(0);
+                        self.uffd.copy(address, data, false, true).expect("installing a zeroed page");
+                    } else {
+                        self.uffd.zeropage(address, PAGE_BYTES as u64, true).expect("zero-filling a page");
+                    }
                     self.mark_resident(&mut state, owner, page);
                     return;
                 }
@@ -794,13 +805,16 @@ impl Shared {
 
     fn evict_loop(&self) {
         let mut victims = Vec::with_capacity(self.evict_batch_pages);
+        // Eviction starts a batch below the budget, as kswapd works between watermarks,
+        // so a fault finds a free page instead of waiting for a write-out.
+        let low_watermark = self.budget_pages.saturating_sub(self.evict_batch_pages as u64);
         while !self.stop.load(Relaxed) {
-            let over = self.counters.resident_pages.load(Relaxed).saturating_sub(self.budget_pages);
+            let over = self.counters.resident_pages.load(Relaxed).saturating_sub(low_watermark);
             if over > 0 {
                 self.evict_round(over.min(self.evict_batch_pages as u64) as usize, &mut victims);
             }
             self.pump();
-            if self.counters.resident_pages.load(Relaxed) <= self.budget_pages {
+            if self.counters.resident_pages.load(Relaxed) <= low_watermark {
                 let state = self.lock();
                 let _ = self.evict_wanted.wait_timeout(state, Duration::from_millis(5));
             }
@@ -841,10 +855,25 @@ impl Shared {
                 });
             }
         }
-        for victim in victims.iter_mut() {
-            // Writers fault from here on, so the snapshot below is stable. An error means
-            // the region went away meanwhile: checked below.
-            victim.protected = self.uffd.write_protect(victim.address, PAGE_BYTES as u64, true, false).is_ok();
+        // Writers fault from here on, so the snapshots below are stable. Adjacent victims
+        // (sequential workloads) share one ioctl and one TLB flush. An error means the
+        // region went away meanwhile: checked below.
+        victims.sort_unstable_by_key(|victim| victim.address);
+        let mut run_start = 0;
+        while run_start < victims.len() {
+            let mut run_end = run_start + 1;
+            while run_end < victims.len()
+                && victims[run_end].address == victims[run_end - 1].address + PAGE_BYTES as u64
+                && victims[run_end].generation == victims[run_start].generation
+            {
+                run_end += 1;
+            }
+            let bytes = (run_end - run_start) as u64 * PAGE_BYTES as u64;
+            let protected = self.uffd.write_protect(victims[run_start].address, bytes, true, false).is_ok();
+            for victim in &mut victims[run_start..run_end] {
+                victim.protected = protected;
+            }
+            run_start = run_end;
         }
         let mut state = self.lock();
         let now = self.now();
