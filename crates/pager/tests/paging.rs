@@ -254,3 +254,48 @@ fn a_sigbus_that_is_not_ours_still_kills() {
         String::from_utf8_lossy(&output.stderr)
     );
 }
+
+/// Two tenants, each with its own region and thread, under the tenant policy (a
+/// swap-zone per tenant) and the hot/cold policy, with the GC running: every page reads
+/// back as its tenant last wrote it.
+#[test]
+fn tenants_with_their_own_regions_page_independently() {
+    for policy in [znswap_core::PolicyKind::Tenant, znswap_core::PolicyKind::HotCold] {
+        let device: Arc<dyn ZonedDevice> = Arc::new(MemDevice::new(geometry(24, 1, 16)).unwrap());
+        let pager_config =
+            PagerConfig { policy, tenants: 2, fault_mode: FaultMode::SelfPaging, ..PagerConfig::new(512 * 4096) };
+        let pager = Pager::new(device, pager_config).unwrap();
+        let regions: Vec<Region> =
+            (0..2).map(|tenant| pager.alloc(2048 * PAGE_BYTES as u64, tenant).unwrap()).collect();
+        std::thread::scope(|scope| {
+            for (tenant, region) in regions.iter().enumerate() {
+                let base = region.as_ptr() as usize;
+                scope.spawn(move || {
+                    let mut rng = Rng(tenant as u64 + 21);
+                    let mut versions = vec![0u64; 2048];
+                    for _ in 0..25_000 {
+                        let page = rng.next() % 2048;
+                        // SAFETY: this thread alone touches its tenant's region.
+                        let bytes = unsafe {
+                            std::slice::from_raw_parts_mut((base + page as usize * PAGE_BYTES) as *mut u8, PAGE_BYTES)
+                        };
+                        check(bytes, page, versions[page as usize]);
+                        versions[page as usize] += 1;
+                        fill(bytes, page, versions[page as usize]);
+                    }
+                    for page in 0..2048u64 {
+                        // SAFETY: as above.
+                        let bytes = unsafe {
+                            std::slice::from_raw_parts((base + page as usize * PAGE_BYTES) as *const u8, PAGE_BYTES)
+                        };
+                        check(bytes, page, versions[page as usize]);
+                    }
+                });
+            }
+        });
+        let stats = pager.stats();
+        assert_eq!(stats.lost_pages, 0);
+        assert!(stats.swap_in_reads > 1000 && stats.gc_runs > 0, "{policy:?}: {stats:?}");
+        drop(regions);
+    }
+}
