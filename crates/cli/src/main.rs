@@ -69,6 +69,10 @@ struct SwapBenchArgs {
     /// with no context switch [default: self-paging].
     #[arg(long)]
     handler_threads: Option<usize>,
+    /// Pages read ahead after a fault that continues a sequential run, when their slots
+    /// follow on the device (0: no readahead, the right choice for random access).
+    #[arg(long, default_value_t = 0)]
+    readahead: u32,
     /// Seconds the workload runs.
     #[arg(long, default_value_t = 10.0)]
     seconds: f64,
@@ -240,6 +244,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 budget_bytes: args.memory,
                 wss_bytes: args.wss.unwrap_or(4 * args.memory),
                 threads,
+                readahead_pages: args.readahead.min(znswap_pager::READAHEAD_PAGES_MAX),
                 fault_mode: match args.handler_threads {
                     None => znswap_pager::FaultMode::SelfPaging,
                     Some(count) => znswap_pager::FaultMode::HandlerThreads(count.max(1)),

@@ -31,6 +31,7 @@ pub struct SwapBenchOptions {
     pub wss_bytes: u64,
     pub threads: usize,
     pub fault_mode: FaultMode,
+    pub readahead_pages: u32,
     pub seconds: f64,
     pub ops_max: u64,
     pub seed: u64,
@@ -47,6 +48,7 @@ pub struct SwapBench {
     pub fault_mode: &'static str,
     /// Fault handler threads (0 in self-paging mode).
     pub handler_threads: usize,
+    pub readahead_pages: u32,
     pub budget_bytes: u64,
     pub wss_bytes: u64,
     /// Working set over the device's capacity.
@@ -213,7 +215,11 @@ pub fn run(device: Arc<dyn ZonedDevice>, options: &SwapBenchOptions) -> Result<S
     let (device_mixed_mib_s, device_reads) =
         device_ceiling(&*device, options.threads, append_bytes, ceiling_time, true)?;
 
-    let pager_config = PagerConfig { fault_mode: options.fault_mode, ..PagerConfig::new(options.budget_bytes) };
+    let pager_config = PagerConfig {
+        fault_mode: options.fault_mode,
+        readahead_pages: options.readahead_pages,
+        ..PagerConfig::new(options.budget_bytes)
+    };
     let pager = Pager::new(device.clone(), pager_config).context("starting the pager")?;
     let region = pager.alloc(options.wss_bytes, 0).context("allocating the working set")?;
     let pages = region.pages();
@@ -245,6 +251,7 @@ pub fn run(device: Arc<dyn ZonedDevice>, options: &SwapBenchOptions) -> Result<S
             FaultMode::HandlerThreads(_) => "handler-threads",
             FaultMode::SelfPaging => "self-paging",
         },
+        readahead_pages: options.readahead_pages,
         handler_threads: match options.fault_mode {
             FaultMode::HandlerThreads(count) => count,
             FaultMode::SelfPaging => 0,

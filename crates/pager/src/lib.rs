@@ -9,4 +9,6 @@ mod self_paging;
 pub use self_paging::SelfPagingError;
 pub mod uffd;
 
-pub use pager::{map_anonymous, FaultMode, Pager, PagerConfig, PagerError, PagerStats, Region, PAGE_BYTES};
+pub use pager::{
+    map_anonymous, FaultMode, Pager, PagerConfig, PagerError, PagerStats, Region, PAGE_BYTES, READAHEAD_PAGES_MAX,
+};

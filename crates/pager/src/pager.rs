@@ -31,8 +31,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use znswap_core::{
-    Buf, Config, Engine, Event, Geometry as EngineGeometry, IoError, IoRequest, PolicyKind, ReadOutcome,
-    RecordEncoding, SwapIn, SwapOutError, SwapOutOutcome,
+    Buf, Config, Engine, Event, Geometry as EngineGeometry, IoError, IoId, IoRequest, PageState, PolicyKind,
+    ReadOutcome, RecordEncoding, SwapIn, SwapOutError, SwapOutOutcome,
 };
 use znswap_zoned::{ZoneError, ZonedDevice};
 
@@ -40,6 +40,8 @@ use crate::self_paging::{self, Registration, SelfPagingError};
 use crate::uffd::{features, register_mode, Event as UffdEvent, UffdError, Userfaultfd};
 
 pub const PAGE_BYTES: usize = 4096;
+/// Largest readahead window.
+pub const READAHEAD_PAGES_MAX: u32 = 32;
 /// Records the engine writes per page in per-page metadata mode.
 const RECORD_BYTES: usize = 16;
 
@@ -65,6 +67,12 @@ pub struct PagerConfig {
     pub regions_max: u32,
     /// Who resolves page faults.
     pub fault_mode: FaultMode,
+    /// Pages read ahead after a missing fault that continues a sequential run of faults
+    /// in a region, when their slots follow the faulting page's slot on the device (one
+    /// read instead of several faults). 0, the default, reads nothing ahead: flash does
+    /// not reward disk-era prefetching of random pages (FlashVM, seed 004). At most
+    /// [`READAHEAD_PAGES_MAX`].
+    pub readahead_pages: u32,
     /// Threads evicting pages and running the engine's I/O (appends, GC reads, resets).
     /// Two keep an append in flight while the other snapshots the next victims.
     pub evictor_threads: usize,
@@ -93,6 +101,7 @@ impl PagerConfig {
             tenants: 1,
             regions_max: 64,
             evictor_threads: 2,
+            readahead_pages: 0,
             fault_mode: FaultMode::HandlerThreads(std::thread::available_parallelism().map_or(1, |n| n.get())),
         }
     }
@@ -167,6 +176,9 @@ struct RegionEntry {
     pages: u64,
     flags: Vec<u8>,
     live: bool,
+    /// The page of the last missing fault, and how many faults in a row followed it.
+    last_fault: u64,
+    sequential_faults: u32,
 }
 
 struct State {
@@ -201,6 +213,9 @@ pub(crate) struct Shared {
     lbas_per_page: u64,
     metadata_bytes: usize,
     footer_mode: bool,
+    readahead_pages: u32,
+    /// Buffer for a read with readahead; a fault that finds it busy reads one page.
+    readahead_buffer: Mutex<Vec<u8>>,
     /// A pidfd of this process for batched `process_madvise`, where the kernel accepts
     /// `MADV_DONTNEED` through it.
     self_pidfd: Option<i32>,
@@ -308,6 +323,12 @@ impl Pager {
             metadata_bytes: geometry.metadata_bytes as usize,
             footer_mode,
             self_pidfd: self_pidfd_for_discard(),
+            readahead_pages: config.readahead_pages.min(READAHEAD_PAGES_MAX),
+            readahead_buffer: Mutex::new(if config.readahead_pages > 0 {
+                vec![0; (config.readahead_pages.min(READAHEAD_PAGES_MAX) as usize + 1) * PAGE_BYTES]
+            } else {
+                Vec::new()
+            }),
             device,
             uffd,
             state: Mutex::new(state),
@@ -382,7 +403,15 @@ impl Pager {
         }
         state.generations += 1;
         let generation = state.generations;
-        let entry = RegionEntry { generation, base: base as u64, pages, flags: vec![0; pages as usize], live: true };
+        let entry = RegionEntry {
+            generation,
+            base: base as u64,
+            pages,
+            flags: vec![0; pages as usize],
+            live: true,
+            last_fault: u64::MAX,
+            sequential_faults: 0,
+        };
         if owner as usize == state.regions.len() {
             state.regions.push(entry);
         } else {
@@ -707,6 +736,11 @@ impl Shared {
             let _ = self.uffd.wake(address, PAGE_BYTES as u64);
             return;
         }
+        let region = &mut state.regions[owner as usize];
+        region.sequential_faults =
+            if region.last_fault.wrapping_add(1) == page { region.sequential_faults.saturating_add(1) } else { 0 };
+        region.last_fault = page;
+        let sequential = region.sequential_faults > 0;
         loop {
             if state.regions[owner as usize].flags[page as usize] & RESIDENT != 0 {
                 // Another handler swapped it in while this one waited.
@@ -753,11 +787,33 @@ impl Shared {
                     state = self.lock();
                 }
                 SwapIn::Read { io, zone, slot } => {
+                    let mut ahead = [(0u64, IoId(0)); READAHEAD_PAGES_MAX as usize];
+                    let mut buffer = (sequential && self.readahead_pages > 0)
+                        .then(|| self.readahead_buffer.try_lock().ok())
+                        .flatten();
+                    let count = match buffer {
+                        Some(_) => self.plan_readahead(&mut state, owner, page, zone, slot, &mut ahead),
+                        None => 0,
+                    };
                     drop(state);
-                    let result = self.read_slots(zone, slot, data, None);
-                    self.counters.swap_in_reads.fetch_add(1, Relaxed);
+                    let result = match buffer.as_mut() {
+                        Some(buffer) if count > 0 => {
+                            let result = self.read_slots(zone, slot, &mut buffer[..(count + 1) * PAGE_BYTES], None);
+                            data.copy_from_slice(&buffer[..PAGE_BYTES]);
+                            result
+                        }
+                        _ => self.read_slots(zone, slot, data, None),
+                    };
+                    self.counters.swap_in_reads.fetch_add(1 + count as u64, Relaxed);
                     state = self.lock();
                     let now = self.now();
+                    if let Some(buffer) = buffer.as_ref() {
+                        for (index, &(ahead_page, ahead_io)) in ahead[..count].iter().enumerate() {
+                            let bytes = &buffer[(index + 1) * PAGE_BYTES..][..PAGE_BYTES];
+                            self.install_read_ahead(&mut state, owner, ahead_page, ahead_io, result, bytes, now);
+                        }
+                    }
+                    drop(buffer);
                     let outcome = state.engine.read_done(io, result, &[], now).expect("read completion");
                     match outcome {
                         ReadOutcome::SwappedIn { cached } => {
@@ -785,6 +841,74 @@ impl Shared {
                     }
                 }
             }
+        }
+    }
+
+    /// Asks the engine to swap in the pages after `page` whose slots follow `slot` in
+    /// `zone`, so one device read brings them all; returns how many went into `ahead`.
+    fn plan_readahead(
+        &self,
+        state: &mut State,
+        owner: u32,
+        page: u64,
+        zone: u32,
+        slot: u32,
+        ahead: &mut [(u64, IoId)],
+    ) -> usize {
+        let capacity = state.engine.config().geometry.zone_capacity_pages as u64;
+        let first = zone as u64 * capacity + slot as u64;
+        let region_pages = state.regions[owner as usize].pages;
+        let now = self.now();
+        let mut count = 0;
+        for k in 1..=self.readahead_pages as u64 {
+            let next = page + k;
+            if next >= region_pages
+                || slot as u64 + k >= capacity
+                || state.regions[owner as usize].flags[next as usize] & RESIDENT != 0
+                || state.engine.page_state(owner, next) != Ok(PageState::Swapped { slot: first + k })
+            {
+                break;
+            }
+            match state.engine.swap_in(owner, next, now) {
+                Ok(SwapIn::Read { io, zone: next_zone, slot: next_slot }) => {
+                    assert!(
+                        next_zone == zone && next_slot as u64 == slot as u64 + k,
+                        "the engine reads a swapped page from its own slot"
+                    );
+                    ahead[count] = (next, io);
+                    count += 1;
+                }
+                Ok(other) => panic!("swap-in of swapped page {owner}:{next} answered {other:?}"),
+                Err(_) => break,
+            }
+        }
+        count
+    }
+
+    /// Completes a read-ahead page and maps it: write-protected while its slot stays as
+    /// swap cache, so it costs no write if it is evicted unwritten.
+    #[allow(clippy::too_many_arguments)]
+    fn install_read_ahead(
+        &self,
+        state: &mut State,
+        owner: u32,
+        page: u64,
+        io: IoId,
+        result: Result<(), IoError>,
+        bytes: &[u8],
+        now: u64,
+    ) {
+        let address = Self::page_address(state, owner, page);
+        match state.engine.read_done(io, result, &[], now).expect("read-ahead completion") {
+            ReadOutcome::SwappedIn { cached } => {
+                self.uffd.copy(address, bytes, cached, true).expect("installing a read-ahead page");
+                self.mark_resident(state, owner, page);
+            }
+            ReadOutcome::Failed => {
+                self.counters.device_errors.fetch_add(1, Relaxed);
+            }
+            ReadOutcome::Lost => self.lost(address),
+            ReadOutcome::Freed | ReadOutcome::Gc => {}
         }
     }
 

@@ -5,6 +5,22 @@
 //! A [`Generator`] walks a working set of `pages` pages and yields [`Access`]es. Threads
 //! each get their own generator over their own slice of the working set (as
 //! vm-scalability's `-mt` cases give each thread its own part of the region).
+//!
+//! For the simulator there are also key-value streams with operation boundaries
+//! ([`KvStream`]: memcached under Facebook's ETC in [`etc`], redis under YCSB-A in
+//! [`ycsb`]) and throttled tenants ([`tenant`]). They are not in [`Workload::NAMES`]:
+//! `znswap bench` and the pager tests run plain page streams only.
+
+mod dist;
+pub mod etc;
+mod kv;
+pub mod tenant;
+pub mod ycsb;
+
+pub use etc::{EtcConfig, EtcLayout, EtcStream};
+pub use kv::{KvConfigError, KvOp, KvStream, OpKind, Popularity, PAGE_BYTES};
+pub use tenant::{Tenant, TokenBucket};
+pub use ycsb::{YcsbConfig, YcsbStream};
 
 use rand_core::{RngCore, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
