@@ -2,6 +2,7 @@
 
 mod cmd_device;
 mod cmd_dst;
+mod cmd_sim;
 mod device_bench;
 mod device_path;
 mod stats;
@@ -42,6 +43,10 @@ enum Command {
     /// Deterministic simulation testing of the swap engine: random workloads with
     /// injected device faults, every swap-in checked against an oracle.
     Dst(DstArgs),
+    /// Simulate swap in virtual time on ZNS and block SSD models: the paper's figures
+    /// (`sim paper`) and device write amplification (`sim waf`).
+    #[command(subcommand)]
+    Sim(cmd_sim::SimCommand),
 }
 
 #[derive(Args)]
@@ -76,6 +81,11 @@ struct SwapBenchArgs {
     /// Seconds the workload runs.
     #[arg(long, default_value_t = 10.0)]
     seconds: f64,
+    /// Start the clock at once instead of after writing every page once (the warm-up
+    /// that makes random workloads measure steady-state swapping rather than first
+    /// touches; anon-w-seq and anon-r-rand never warm up).
+    #[arg(long)]
+    no_warm_up: bool,
     /// Stop after this many accesses (all threads together).
     #[arg(long)]
     ops: Option<u64>,
@@ -253,6 +263,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 ops_max: args.ops.unwrap_or(u64::MAX),
                 seed: args.seed,
                 ceiling_seconds: args.ceiling_seconds,
+                warm_up: !args.no_warm_up,
                 json: args.json,
             };
             if args.kernel_swap {
@@ -280,6 +291,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
             }
             if bench.corrupted > 0 || bench.lost_pages > 0 {
                 eprintln!("error: {} pages read back wrong and {} were lost", bench.corrupted, bench.lost_pages);
+                return Ok(ExitCode::FAILURE);
+            }
+        }
+        Command::Sim(command) => {
+            if !cmd_sim::run(command)? {
                 return Ok(ExitCode::FAILURE);
             }
         }

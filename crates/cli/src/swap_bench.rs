@@ -36,6 +36,8 @@ pub struct SwapBenchOptions {
     pub ops_max: u64,
     pub seed: u64,
     pub ceiling_seconds: f64,
+    /// Write every page once before the clock starts (see [`warms_up`]).
+    pub warm_up: bool,
     pub json: bool,
 }
 
@@ -48,6 +50,8 @@ pub struct SwapBench {
     pub fault_mode: &'static str,
     /// Fault handler threads (0 in self-paging mode).
     pub handler_threads: usize,
+    /// Every page was written once before the clock started.
+    pub warmed_up: bool,
     pub readahead_pages: u32,
     pub budget_bytes: u64,
     pub wss_bytes: u64,
@@ -223,7 +227,7 @@ pub fn run(device: Arc<dyn ZonedDevice>, options: &SwapBenchOptions) -> Result<S
     let pager = Pager::new(device.clone(), pager_config).context("starting the pager")?;
     let region = pager.alloc(options.wss_bytes, 0).context("allocating the working set")?;
     let pages = region.pages();
-    let device_written_before = device.counters().bytes_written;
+
     let base = region.as_ptr() as usize;
     ensure!(pages / options.threads as u64 > 0, "the working set is smaller than one page per thread");
     let driven = drive(
@@ -233,7 +237,9 @@ pub fn run(device: Arc<dyn ZonedDevice>, options: &SwapBenchOptions) -> Result<S
         || format!("resident {}", format_size(pager.stats().resident_pages * PAGE_BYTES as u64)),
         || (pager.stats(), device.counters().bytes_written),
     );
-    let Driven { results, seconds, ops, figures: (stats, device_written_after) } = driven;
+    let Driven { results, seconds, ops, before: (start, device_written_before), figures: (end, device_written_after) } =
+        driven;
+    let stats = end.since(&start);
     let final_stats = pager.stats();
     let lost_pages = final_stats.lost_pages;
     let device_written = device_written_after - device_written_before;
@@ -252,6 +258,7 @@ pub fn run(device: Arc<dyn ZonedDevice>, options: &SwapBenchOptions) -> Result<S
             FaultMode::SelfPaging => "self-paging",
         },
         readahead_pages: options.readahead_pages,
+        warmed_up: options.warm_up && warms_up(options.workload),
         handler_threads: match options.fault_mode {
             FaultMode::HandlerThreads(count) => count,
             FaultMode::SelfPaging => 0,
@@ -303,27 +310,39 @@ struct Driven<T> {
     results: Vec<ThreadResult>,
     seconds: f64,
     ops: u64,
+    /// Figures when the timed part began (after the warm-up) and when it ended.
+    before: T,
     figures: T,
 }
 
+/// Whether the bench first writes every page once, untimed, so the timed part measures
+/// steady-state swapping instead of first touches. Not for anon-w-seq (its point is a
+/// sweep of writes that only swap out) nor anon-r-rand (its stream fills the set first).
+pub fn warms_up(workload: Workload) -> bool {
+    !matches!(workload, Workload::AnonWSeq | Workload::AnonRRand)
+}
+
 /// Runs the workload on `pages` pages at `base` from `options.threads` threads, each on
-/// its own slice; `take_figures` runs the moment the timed part ends, before every page
-/// is verified.
+/// its own slice; `take_figures` runs when the timed part begins and the moment it ends,
+/// before every page is verified.
 fn drive<T: Send>(
     base: usize,
     pages: u64,
     options: &SwapBenchOptions,
     status: impl Fn() -> String + Sync,
-    take_figures: impl FnOnce() -> T + Send,
+    take_figures: impl Fn() -> T + Sync,
 ) -> Driven<T> {
     let ops_done = AtomicU64::new(0);
     let workers_done = AtomicBool::new(false);
-    // Workers meet here when the timed workload ends: the figures are taken between the
-    // two barriers, before the final verification pass.
+    // Workers meet at `warmed`/`timed` around the start of the timed part, and at
+    // `workload_over`/`figures_taken` around its end; figures are taken in between, before
+    // the final verification pass.
+    let warmed = std::sync::Barrier::new(options.threads + 1);
+    let timed = std::sync::Barrier::new(options.threads + 1);
     let workload_over = std::sync::Barrier::new(options.threads + 1);
     let figures_taken = std::sync::Barrier::new(options.threads + 1);
-    let started = Instant::now();
-    let deadline = started + Duration::from_secs_f64(options.seconds);
+    let warm_up = options.warm_up && warms_up(options.workload);
+    let clock = std::sync::OnceLock::<Instant>::new();
     let per_thread = pages / options.threads as u64;
     let show = !options.json && std::io::stderr().is_terminal();
     let progress = |message: &str| {
@@ -331,13 +350,32 @@ fn drive<T: Send>(
             eprint!("\r\x1b[2K{message}");
         }
     };
-    let (results, (seconds, figures)) = std::thread::scope(|scope| {
+    let (results, figures) = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..options.threads)
             .map(|thread| {
                 let (ops_done, workload_over, figures_taken) = (&ops_done, &workload_over, &figures_taken);
+                let (warmed, timed, clock) = (&warmed, &timed, &clock);
                 scope.spawn(move || {
                     let first = thread as u64 * per_thread;
                     let mut versions = vec![0u64; per_thread as usize];
+                    if warm_up {
+                        for (slot, version) in versions.iter_mut().enumerate() {
+                            let page = first + slot as u64;
+                            // SAFETY: this thread alone touches pages first..first+per_thread.
+                            let bytes = unsafe {
+                                std::slice::from_raw_parts_mut(
+                                    (base + page as usize * PAGE_BYTES) as *mut u8,
+                                    PAGE_BYTES,
+                                )
+                            };
+                            *version = 1;
+                            fill(bytes, page, 1);
+                        }
+                    }
+                    warmed.wait();
+                    timed.wait();
+                    let deadline =
+                        *clock.get().expect("set before the timed part") + Duration::from_secs_f64(options.seconds);
                     let mut generator =
                         Generator::new(options.workload, per_thread, options.seed ^ (thread as u64) << 32);
                     let mut scratch = vec![0u8; PAGE_BYTES];
@@ -403,6 +441,10 @@ fn drive<T: Send>(
             .collect();
         let reporter = scope.spawn(|| {
             while !workers_done.load(Relaxed) {
+                let Some(started) = clock.get() else {
+                    std::thread::sleep(Duration::from_millis(50));
+                    continue;
+                };
                 progress(&format!(
                     "{}: {:.0} s, {} ops, {}",
                     options.workload.name(),
@@ -413,8 +455,15 @@ fn drive<T: Send>(
                 std::thread::sleep(Duration::from_millis(250));
             }
         });
+        if warm_up {
+            progress("warming up: writing every page once");
+        }
+        warmed.wait();
+        let before = take_figures();
+        let started = *clock.get_or_init(Instant::now);
+        timed.wait();
         workload_over.wait();
-        let figures = (started.elapsed().as_secs_f64(), take_figures());
+        let figures = (started.elapsed().as_secs_f64(), before, take_figures());
         workers_done.store(true, Relaxed);
         figures_taken.wait();
         progress("verifying every page");
@@ -425,7 +474,8 @@ fn drive<T: Send>(
     });
     progress("");
     let ops = ops_done.load(Relaxed);
-    Driven { results, seconds, ops, figures }
+    let (seconds, before, figures) = figures;
+    Driven { results, seconds, ops, before, figures }
 }
 
 pub fn print(bench: &SwapBench) {
@@ -520,11 +570,10 @@ pub fn run_kernel(options: &SwapBenchOptions) -> Result<KernelSwapBench> {
     let base = znswap_pager::map_anonymous(len)
         .with_context(|| format!("mapping {} of plain memory", format_size(len as u64)))?
         .cast::<libc::c_void>();
-    let before = vmstat_swap_pages();
     let driven = drive(base as usize, pages, options, || String::from("kernel swap"), vmstat_swap_pages);
     // SAFETY: our mapping, no longer used.
     unsafe { libc::munmap(base, len) };
-    let Driven { results, seconds, ops, figures: after } = driven;
+    let Driven { results, seconds, ops, before, figures: after } = driven;
     let mut faults: Vec<u64> = results.iter().flat_map(|r| r.faults_ns.iter().copied()).collect();
     let latency = Latency::from_ns(&mut faults);
     let swapped_in = after.1 - before.1;

@@ -151,6 +151,32 @@ pub struct PagerStats {
     pub gc_runs: u64,
 }
 
+impl PagerStats {
+    /// The counts since `earlier` (a snapshot of the same pager); the gauges
+    /// (`resident_pages`, `resident_pages_max`) stay as they are now.
+    pub fn since(&self, earlier: &PagerStats) -> PagerStats {
+        PagerStats {
+            missing_faults: self.missing_faults - earlier.missing_faults,
+            write_protect_faults: self.write_protect_faults - earlier.write_protect_faults,
+            zero_fills: self.zero_fills - earlier.zero_fills,
+            swap_in_reads: self.swap_in_reads - earlier.swap_in_reads,
+            swap_outs_written: self.swap_outs_written - earlier.swap_outs_written,
+            swap_outs_clean: self.swap_outs_clean - earlier.swap_outs_clean,
+            swap_outs_zero: self.swap_outs_zero - earlier.swap_outs_zero,
+            swap_outs_aborted_dirty: self.swap_outs_aborted_dirty - earlier.swap_outs_aborted_dirty,
+            backpressure: self.backpressure - earlier.backpressure,
+            resident_pages: self.resident_pages,
+            resident_pages_max: self.resident_pages_max,
+            lost_pages: self.lost_pages - earlier.lost_pages,
+            device_errors: self.device_errors - earlier.device_errors,
+            gc_cpu_ns: self.gc_cpu_ns - earlier.gc_cpu_ns,
+            host_bytes_written: self.host_bytes_written - earlier.host_bytes_written,
+            gc_bytes_written: self.gc_bytes_written - earlier.gc_bytes_written,
+            gc_runs: self.gc_runs - earlier.gc_runs,
+        }
+    }
+}
+
 #[derive(Default)]
 struct Counters {
     missing_faults: AtomicU64,
