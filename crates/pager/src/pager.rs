@@ -26,7 +26,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -239,6 +239,9 @@ pub(crate) struct Shared {
     lbas_per_page: u64,
     metadata_bytes: usize,
     footer_mode: bool,
+    /// Held shared while the evictor reads victim pages without the state lock, and
+    /// exclusively while a region is unmapped.
+    mappings: RwLock<()>,
     readahead_pages: u32,
     /// Buffer for a read with readahead; a fault that finds it busy reads one page.
     readahead_buffer: Mutex<Vec<u8>>,
@@ -349,6 +352,7 @@ impl Pager {
             metadata_bytes: geometry.metadata_bytes as usize,
             footer_mode,
             self_pidfd: self_pidfd_for_discard(),
+            mappings: RwLock::new(()),
             readahead_pages: config.readahead_pages.min(READAHEAD_PAGES_MAX),
             readahead_buffer: Mutex::new(if config.readahead_pages > 0 {
                 vec![0; (config.readahead_pages.min(READAHEAD_PAGES_MAX) as usize + 1) * PAGE_BYTES]
@@ -499,6 +503,8 @@ struct Victim {
     address: u64,
     generation: u64,
     protected: bool,
+    /// The snapshot is all zeroes.
+    zero: bool,
 }
 
 /// An address range laid out as `struct iovec` (plain integers, so the state stays `Send`).
@@ -595,6 +601,9 @@ impl Region {
 
 impl Drop for Region {
     fn drop(&mut self) {
+        // The evictor reads victims without the state lock but under `mappings`: no
+        // unmapping while it does.
+        let _mappings = self.shared.mappings.write().unwrap_or_else(|p| p.into_inner());
         let mut state = self.shared.lock();
         let pages = self.pages();
         let now = self.shared.now();
@@ -955,13 +964,14 @@ impl Shared {
 
     fn evict_loop(&self) {
         let mut victims = Vec::with_capacity(self.evict_batch_pages);
+        let mut snapshots = vec![0u8; self.evict_batch_pages * PAGE_BYTES];
         // Eviction starts a batch below the budget, as kswapd works between watermarks,
         // so a fault finds a free page instead of waiting for a write-out.
         let low_watermark = self.budget_pages.saturating_sub(self.evict_batch_pages as u64);
         while !self.stop.load(Relaxed) {
             let over = self.counters.resident_pages.load(Relaxed).saturating_sub(low_watermark);
             if over > 0 {
-                self.evict_round(over.min(self.evict_batch_pages as u64) as usize, &mut victims);
+                self.evict_round(over.min(self.evict_batch_pages as u64) as usize, &mut victims, &mut snapshots);
             }
             self.pump();
             if self.counters.resident_pages.load(Relaxed) <= low_watermark {
@@ -971,10 +981,11 @@ impl Shared {
         }
     }
 
-    /// Picks up to `wanted` victims by CLOCK, write-protects them (without the lock: each
-    /// protection costs a TLB flush, and faults should not wait behind them), then
-    /// snapshots them and hands them to the engine under the lock.
-    fn evict_round(&self, wanted: usize, victims: &mut Vec<Victim>) {
+    /// Picks up to `wanted` victims by CLOCK; write-protects and snapshots them without
+    /// the state lock (each protection costs a TLB flush, and faults should not wait
+    /// behind them); then, under the lock, hands the snapshots of pages not written
+    /// meanwhile to the engine.
+    fn evict_round(&self, wanted: usize, victims: &mut Vec<Victim>, snapshots: &mut [u8]) {
         victims.clear();
         {
             let mut state = self.lock();
@@ -1002,6 +1013,7 @@ impl Shared {
                     address: Self::page_address(&state, owner, page),
                     generation: region.generation,
                     protected: false,
+                    zero: false,
                 });
             }
         }
@@ -1009,6 +1021,7 @@ impl Shared {
         // (sequential workloads) share one ioctl and one TLB flush. An error means the
         // region went away meanwhile: checked below.
         victims.sort_unstable_by_key(|victim| victim.address);
+        let mappings = self.mappings.read().unwrap_or_else(|p| p.into_inner());
         let mut run_start = 0;
         while run_start < victims.len() {
             let mut run_end = run_start + 1;
@@ -1025,9 +1038,22 @@ impl Shared {
             }
             run_start = run_end;
         }
+        for (victim, snapshot) in victims.iter_mut().zip(snapshots.chunks_exact_mut(PAGE_BYTES)) {
+            if victim.protected {
+                // SAFETY: the page is mapped (its region cannot be unmapped while
+                // `mappings` is held) and write-protected; a write fault meanwhile
+                // clears EVICTING and the snapshot is thrown away below.
+                let data = unsafe { std::slice::from_raw_parts(victim.address as *const u8, PAGE_BYTES) };
+                snapshot.copy_from_slice(data);
+                victim.zero = snapshot.iter().all(|&b| b == 0);
+            }
+        }
+        drop(mappings);
         let mut state = self.lock();
         let now = self.now();
-        for &Victim { owner, page, address, generation, protected } in victims.iter() {
+        for (&Victim { owner, page, address, generation, protected, zero }, snapshot) in
+            victims.iter().zip(snapshots.chunks_exact(PAGE_BYTES))
+        {
             let region = &mut state.regions[owner as usize];
             if !region.live || region.generation != generation {
                 continue;
@@ -1042,10 +1068,7 @@ impl Shared {
                 self.requeue(&mut state, owner, page, address);
                 continue;
             }
-            // SAFETY: the page is mapped (resident, its region live under the lock) and
-            // write-protected; reading it through the kernel mapping is plain memory access.
-            let data = unsafe { std::slice::from_raw_parts(address as *const u8, PAGE_BYTES) };
-            if data.iter().all(|&b| b == 0) {
+            if zero {
                 state.engine.free(owner, page..page + 1, now).expect("freeing a zero page");
                 self.counters.swap_outs_zero.fetch_add(1, Relaxed);
                 self.drop_page(&mut state, owner, page);
@@ -1055,7 +1078,7 @@ impl Shared {
                 self.requeue(&mut state, owner, page, address);
                 continue;
             };
-            state.out_buffers[buffer as usize].copy_from_slice(data);
+            state.out_buffers[buffer as usize].copy_from_slice(snapshot);
             match state.engine.swap_out(owner, page, buffer, now) {
                 Ok(_) => {
                     state.out_by_page.insert((owner, page), buffer);
