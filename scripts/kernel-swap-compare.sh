@@ -8,10 +8,12 @@
 # ratios. Needs root. Leaves no swap or cgroup behind.
 #
 # Usage: scripts/kernel-swap-compare.sh [--memory 1G] [--wss 4G] [--workload anon-w-rand]
-#        [--threads N] [--seconds 30] [--device PATH]
+#        [--threads N] [--seconds 30] [--device PATH] [--rounds N]
+# With --rounds N the two run in turn N times (kernel, znswap, kernel, ...) and the
+# ratios are taken pair by pair, so a machine whose speed drifts still compares fairly.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
-memory=1G wss=4G workload=anon-w-rand threads=1 seconds=30
+memory=1G wss=4G workload=anon-w-rand threads=1 seconds=30 rounds=1
 device=${ZNSWAP_DEVICE:-$HOME/.cache/znswap/compare.zns}
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -21,7 +23,8 @@ while [ $# -gt 0 ]; do
         --threads) threads=$2; shift ;;
         --seconds) seconds=$2; shift ;;
         --device) device=$2; shift ;;
-        -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+        --rounds) rounds=$2; shift ;;
+        -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
         *) echo "unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
     shift
@@ -47,7 +50,6 @@ swap_bytes=$(( $(bytes "$wss") + (1 << 30) ))
 fallocate -l "$swap_bytes" "$swapfile" 2>/dev/null || dd if=/dev/zero of="$swapfile" bs=1M count=$((swap_bytes >> 20)) status=none
 chmod 600 "$swapfile"
 mkswap -q "$swapfile" >/dev/null
-swapon "$swapfile"
 if [ -f /sys/fs/cgroup/cgroup.controllers ]; then
     parent=/sys/fs/cgroup$(awk -F: '$1=="0"{print $3}' /proc/self/cgroup)
     cgroup="$parent/znswap-kernel-$$"
@@ -60,30 +62,45 @@ else
     echo "$budget" > "$cgroup/memory.limit_in_bytes"
     echo 60 > "$cgroup/memory.swappiness" 2>/dev/null || true
 fi
-# Flush the page cache so neither side starts with the other's leftovers.
-sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null || true
-kernel_json=$(sh -c 'echo $$ > "$1/cgroup.procs"; shift; exec "$@"' sh "$cgroup" \
-    "$znswap" bench --kernel-swap --workload "$workload" --memory "$memory" --wss "$wss" \
-    --threads "$threads" --seconds "$seconds" --json)
-swapoff "$swapfile"; rm -f "$swapfile"
-
 echo "== znswap on $device (same file system)"
 # A device file with twice the working set (62 MiB of 64 MiB zones writable).
 zones=$(( ($(bytes "$wss") * 2 + (62 << 20) - 1) / (62 << 20) ))
-"$znswap" device create --path "$device" --zones "$zones" --zone-size 64M --zone-capacity 62M --force >/dev/null
-znswap_json=$(ZNSWAP_DEVICE="$device" "$znswap" bench --workload "$workload" --memory "$memory" \
-    --wss "$wss" --threads "$threads" --seconds "$seconds" --json)
+
+kernel_runs=() znswap_runs=()
+for round in $(seq 1 "$rounds"); do
+    echo "== round $round of $rounds: kernel swap" >&2
+    swapon "$swapfile"
+    # Flush the page cache so neither side starts with the other's leftovers.
+    sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null || true
+    kernel_runs+=("$(sh -c 'echo $$ > "$1/cgroup.procs"; shift; exec "$@"' sh "$cgroup" \
+        "$znswap" bench --kernel-swap --workload "$workload" --memory "$memory" --wss "$wss" \
+        --threads "$threads" --seconds "$seconds" --json)")
+    swapoff "$swapfile"
+    echo "== round $round of $rounds: znswap" >&2
+    sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null || true
+    "$znswap" device create --path "$device" --zones "$zones" --zone-size 64M --zone-capacity 62M --force >/dev/null
+    znswap_runs+=("$(ZNSWAP_DEVICE="$device" "$znswap" bench --workload "$workload" --memory "$memory" \
+        --wss "$wss" --threads "$threads" --seconds "$seconds" --json)")
+done
+as_list() { python3 -c 'import json, sys; print(json.dumps([json.loads(a) for a in sys.argv[1:]]))' "$@"; }
+kernel_json=$(as_list "${kernel_runs[@]}")
+znswap_json=$(as_list "${znswap_runs[@]}")
 
 python3 - "$kernel_json" "$znswap_json" <<'PY'
-import json, sys
-kernel, znswap = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+import json, statistics, sys
+kernels, znswaps = json.loads(sys.argv[1]), json.loads(sys.argv[2])
 rows = [("ops/s", "ops_per_s"), ("swap-in MiB/s", "swap_in_mib_s"), ("swap-out MiB/s", "swap_out_mib_s"),
         ("fault p50 µs", "fault_p50_us"), ("fault p99 µs", "fault_p99_us")]
-print(f"{'measure':<16}{'kernel':>12}{'znswap':>12}{'znswap/kernel':>16}")
+def median(runs, key):
+    return statistics.median(run[key] for run in runs)
+print(f"{'measure':<16}{'kernel':>12}{'znswap':>12}{'znswap/kernel':>16}  (medians of {len(kernels)} rounds; ratio: median of per-round ratios)")
 for name, key in rows:
-    k, z = kernel[key], znswap[key]
-    print(f"{name:<16}{k:>12.1f}{z:>12.1f}{(z / k if k else float('nan')):>16.2f}")
-print(f"verified pages: kernel {kernel['pages_verified']} ({kernel['corrupted']} corrupted), "
-      f"znswap {znswap['pages_verified']} ({znswap['corrupted']} corrupted)")
-print(json.dumps({"kernel": kernel, "znswap": znswap}))
+    ratios = [z[key] / k[key] for k, z in zip(kernels, znswaps) if k[key]]
+    ratio = statistics.median(ratios) if ratios else float("nan")
+    print(f"{name:<16}{median(kernels, key):>12.1f}{median(znswaps, key):>12.1f}{ratio:>16.2f}")
+corrupted = sum(r["corrupted"] for r in kernels + znswaps)
+print(f"verified pages: kernel {sum(r['pages_verified'] for r in kernels)}, znswap "
+      f"{sum(r['pages_verified'] for r in znswaps)}, corrupted {corrupted}")
+print(json.dumps({"kernel": kernels, "znswap": znswaps}))
+sys.exit(1 if corrupted else 0)
 PY
