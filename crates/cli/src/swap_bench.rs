@@ -81,6 +81,9 @@ pub struct SwapBench {
     pub corrupted: u64,
     pub lost_pages: u64,
     pub swap_outs_aborted_dirty: u64,
+    /// Faults that waited for the evictor, and their total wait.
+    pub budget_waits: u64,
+    pub budget_wait_ms: f64,
     pub swap_outs_clean: u64,
     pub swap_outs_zero: u64,
     pub host_bytes_per_slot: f64,
@@ -286,6 +289,8 @@ pub fn run(device: Arc<dyn ZonedDevice>, options: &SwapBenchOptions) -> Result<S
         corrupted: results.iter().map(|r| r.corrupted).sum(),
         lost_pages,
         swap_outs_aborted_dirty: stats.swap_outs_aborted_dirty,
+        budget_waits: stats.budget_waits,
+        budget_wait_ms: stats.budget_wait_ns as f64 / 1e6,
         swap_outs_clean: stats.swap_outs_clean,
         swap_outs_zero: stats.swap_outs_zero,
         host_bytes_per_slot: pager.host_bytes_per_slot(),

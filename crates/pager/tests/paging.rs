@@ -38,6 +38,15 @@ impl Rng {
     }
 }
 
+/// The page `page` of a region mapped at `base`.
+///
+/// # Safety
+/// The page is in a live region, and no other thread touches it meanwhile.
+unsafe fn page_at(base: usize, page: u64) -> &'static mut [u8] {
+    // SAFETY: the caller's promise.
+    unsafe { std::slice::from_raw_parts_mut((base + page as usize * PAGE_BYTES) as *mut u8, PAGE_BYTES) }
+}
+
 fn geometry(zones: u32, zone_mib: u64, metadata_bytes: u32) -> Geometry {
     Geometry::from_bytes(4096, metadata_bytes, zones, zone_mib << 20, zone_mib << 20, 8, 8, 4096).unwrap()
 }
@@ -172,9 +181,7 @@ fn racing_writes(fault_mode: FaultMode) {
                     let index = rng.next() % 1024;
                     let page = index * 2 + thread;
                     // SAFETY: this thread alone touches its pages of the region.
-                    let bytes = unsafe {
-                        std::slice::from_raw_parts_mut((base + page as usize * PAGE_BYTES) as *mut u8, PAGE_BYTES)
-                    };
+                    let bytes = unsafe { page_at(base, page) };
                     check(bytes, page, versions[index as usize]);
                     versions[index as usize] += 1;
                     fill(bytes, page, versions[index as usize]);
@@ -182,9 +189,7 @@ fn racing_writes(fault_mode: FaultMode) {
                 for index in 0..1024 {
                     let page = index * 2 + thread;
                     // SAFETY: as above.
-                    let bytes = unsafe {
-                        std::slice::from_raw_parts((base + page as usize * PAGE_BYTES) as *const u8, PAGE_BYTES)
-                    };
+                    let bytes = unsafe { page_at(base, page) };
                     check(bytes, page, versions[index as usize]);
                 }
             });
@@ -276,18 +281,14 @@ fn tenants_with_their_own_regions_page_independently() {
                     for _ in 0..25_000 {
                         let page = rng.next() % 2048;
                         // SAFETY: this thread alone touches its tenant's region.
-                        let bytes = unsafe {
-                            std::slice::from_raw_parts_mut((base + page as usize * PAGE_BYTES) as *mut u8, PAGE_BYTES)
-                        };
+                        let bytes = unsafe { page_at(base, page) };
                         check(bytes, page, versions[page as usize]);
                         versions[page as usize] += 1;
                         fill(bytes, page, versions[page as usize]);
                     }
                     for page in 0..2048u64 {
                         // SAFETY: as above.
-                        let bytes = unsafe {
-                            std::slice::from_raw_parts((base + page as usize * PAGE_BYTES) as *const u8, PAGE_BYTES)
-                        };
+                        let bytes = unsafe { page_at(base, page) };
                         check(bytes, page, versions[page as usize]);
                     }
                 });
