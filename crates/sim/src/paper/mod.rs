@@ -1,0 +1,72 @@
+//! The paper's experiments (`znswap sim paper`): each figure is a set of runs, a table,
+//! a chart, and the comparison of its headline numbers with the paper's.
+
+pub mod exec;
+mod fig_cache;
+mod fig_device;
+mod fig_hotcold;
+mod fig_kv;
+mod fig_raw;
+mod fig_tenants;
+mod fig_waf;
+pub mod output;
+pub mod report;
+pub mod scale;
+
+use std::path::Path;
+
+pub use exec::{Progress, RunCache};
+pub use output::{Comparison, FigureOutput, Table};
+pub use scale::Scale;
+
+/// The figures `znswap sim paper --figure` knows, in report order.
+pub const FIGURES: [&str; 10] = ["1", "2", "3", "4", "6", "10", "11", "hotcold", "raw", "kv"];
+
+/// How to run the experiments.
+pub struct PaperOptions {
+    pub scale: Scale,
+    pub seed: u64,
+    /// Runs in parallel (each run is single-threaded and deterministic).
+    pub jobs: usize,
+}
+
+/// Runs one figure. Runs shared between figures (Fig. 1 is part of Fig. 10) are taken
+/// from `cache` when already done.
+pub fn run_figure(
+    figure: &str,
+    options: &PaperOptions,
+    cache: &mut RunCache,
+    progress: &Progress,
+) -> Result<FigureOutput, String> {
+    match figure {
+        "1" => fig_waf::figure_1(options, cache, progress),
+        "2" => fig_waf::figure_2(options, cache, progress),
+        "3" => fig_cache::figure_3(options, cache, progress),
+        "4" => fig_cache::figure_4(options, cache, progress),
+        "6" => fig_device::figure_6(options, progress),
+        "10" => fig_waf::figure_10(options, cache, progress),
+        "11" => fig_tenants::figure_11(options, cache, progress),
+        "hotcold" => fig_hotcold::figure_hotcold(options, cache, progress),
+        "raw" => fig_raw::figure_raw(options, cache, progress),
+        "kv" => fig_kv::figure_kv(options, cache, progress),
+        other => Err(format!("unknown figure {other:?}: use one of {}", FIGURES.join(", "))),
+    }
+}
+
+/// Runs every figure, writes each one's files and `report.md` into `dir`.
+pub fn run_all(options: &PaperOptions, dir: &Path, progress: &Progress) -> Result<Vec<FigureOutput>, String> {
+    let mut cache = RunCache::default();
+    let mut outputs = Vec::new();
+    // Fig. 10 first: Fig. 1 is a subset of its runs.
+    let order = ["10", "1", "2", "3", "4", "6", "11", "hotcold", "raw", "kv"];
+    for figure in order {
+        let output = run_figure(figure, options, &mut cache, progress)?;
+        output.write(dir)?;
+        outputs.push(output);
+    }
+    outputs.sort_by_key(|output| FIGURES.iter().position(|&id| id == output.id).unwrap_or(usize::MAX));
+    let markdown = report::markdown(options, &outputs);
+    let path = dir.join("report.md");
+    std::fs::write(&path, markdown).map_err(|error| format!("cannot write {}: {error}", path.display()))?;
+    Ok(outputs)
+}

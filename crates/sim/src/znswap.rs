@@ -1,0 +1,517 @@
+//! ZNSwap: the unchanged `znswap-core` engine over the ZNS SSD model.
+//!
+//! Swap-outs become engine appends (merged per swap-zone until `flush`), faults become
+//! engine swap-ins, and every request the engine emits (appends, swap-in and ZNGC reads
+//! with their per-LBA metadata, resets, finishes) goes to `ZnsSsd`, whose completion
+//! time schedules the engine's completion. The device's data is a shadow per slot: the
+//! page it holds and the version written, so every swap-in is checked against the
+//! host's oracle and ZNGC's metadata reads return real records (16-byte reverse-map
+//! records in the 64-byte per-LBA metadata, encoded as `docs/format.md` says).
+//! ZNGC's CPU time is derived from the engine's counters (`CpuCosts::gc_*`) and charged
+//! to the `kznsd` kernel thread and, for accounting, to the tenants whose data it
+//! moved.
+
+use znswap_core::policy::TenantPolicy;
+use znswap_core::record::{encode_page_record, PageRecord, PAGE_RECORD_BYTES};
+use znswap_core::{
+    Buf, Config, Engine, Event, Geometry, IoError, IoId, IoRequest, PolicyKind, ReadOutcome, SwapCacheMode, SwapIn,
+    SwapOutError, SwapOutOutcome,
+};
+use znswap_flash::{ZnsConfig, ZnsSsd};
+
+use crate::backend::{Backend, BackendCounters, Io, KernelThread, Notice, PageId, SwapOutStart};
+use crate::calib::CpuCosts;
+use crate::slab::Slab;
+
+/// Version of a slot never written since its zone's reset.
+const UNWRITTEN: u32 = u32::MAX;
+
+/// How to build the ZNSwap back end.
+#[derive(Clone, Debug)]
+pub struct ZnsSetup {
+    pub device: ZnsConfig,
+    pub policy: PolicyKind,
+    /// GC destination streams (hot/cold: 2, survivors split by access history).
+    pub gc_streams: u32,
+    pub swap_cache: SwapCacheMode,
+    /// Host regions: (first page, pages, tenant); each is one engine owner.
+    pub regions: Vec<(PageId, PageId, u16)>,
+    pub tenants: u32,
+    /// Tenant policy: slot limit per tenant (None: no limits).
+    pub tenant_slot_limits: Option<Vec<u64>>,
+    /// The nominal swap size (utilization = data on swap / this).
+    pub swap_pages: u64,
+    pub costs: CpuCosts,
+}
+
+enum Pending {
+    Append { io: IoId, first_slot: u32 },
+    Read { io: IoId, zone: u32, slot: u32, pages: u32, buf: Buf, with_metadata: bool, swap_in: Option<PageId> },
+    Reset { io: IoId, zone: u32 },
+    Finish { io: IoId },
+}
+
+pub struct ZnsBackend {
+    engine: Engine,
+    device: ZnsSsd,
+    zone_size_lbas: u64,
+    capacity: u32,
+    regions: Vec<(PageId, PageId, u16)>,
+    /// Per slot (zone * capacity + slot): the host page and the version it holds.
+    slot_page: Vec<PageId>,
+    slot_version: Vec<u32>,
+    /// Resets per zone: the record generation.
+    zone_resets: Vec<u32>,
+    /// ZNGC move buffer: (page, version) per buffer page.
+    gc_buffers: Vec<(PageId, u32)>,
+    pending: Slab<Pending>,
+    records: Vec<u8>,
+    metadata_bytes: usize,
+    swap_pages: u64,
+    costs: CpuCosts,
+    /// Swap-ins refused for lack of an I/O descriptor, retried after completions.
+    deferred_swap_ins: Vec<PageId>,
+    in_swap_out: bool,
+    last_gc: (u64, u64),
+    last_tenant_gc_bytes: Vec<u64>,
+    pub violations: Vec<String>,
+}
+
+impl ZnsBackend {
+    pub fn new(setup: ZnsSetup) -> Result<ZnsBackend, String> {
+        let device = ZnsSsd::new(setup.device)?;
+        let zoned = device.geometry();
+        let geometry = Geometry {
+            zone_count: zoned.zone_count,
+            zone_capacity_pages: zoned.zone_capacity_lbas as u32,
+            metadata_bytes: zoned.metadata_bytes,
+            write_granularity_pages: (zoned.write_granularity_bytes / zoned.lba_bytes).max(1),
+            max_open_zones: zoned.max_open_zones,
+            max_active_zones: zoned.max_active_zones,
+            zone_append_pages_max: zoned.zone_append_max_bytes / zoned.lba_bytes,
+        };
+        let mut config = Config::new(geometry);
+        config.gc_streams = setup.gc_streams;
+        config.swap_cache = setup.swap_cache;
+        config.io_in_flight_max = 4096;
+        config.owners_max = setup.regions.len() as u32;
+        config.tenants_max = setup.tenants.max(1);
+        let derived = config.derive().map_err(|error| format!("znswap engine: {error}"))?;
+        let policy: Box<dyn znswap_core::Policy> = match (setup.policy, &setup.tenant_slot_limits) {
+            (PolicyKind::Tenant, Some(limits)) => {
+                let mut policy = TenantPolicy::new(setup.tenants);
+                policy.slot_limits.copy_from_slice(&limits[..setup.tenants as usize]);
+                Box::new(policy)
+            }
+            (kind, _) => kind.build(setup.tenants),
+        };
+        let mut engine = Engine::new(config, policy).map_err(|error| format!("znswap engine: {error}"))?;
+        for (owner, &(_, pages, tenant)) in setup.regions.iter().enumerate() {
+            engine
+                .register_owner(owner as u32, pages as u64, tenant as u32)
+                .map_err(|error| format!("znswap engine: {error}"))?;
+        }
+        let slots = derived.total_slots as usize;
+        let gc_pages = engine.gc_buffer_pages() as usize;
+        Ok(ZnsBackend {
+            engine,
+            zone_size_lbas: zoned.zone_size_lbas,
+            capacity: geometry.zone_capacity_pages,
+            regions: setup.regions,
+            slot_page: vec![PageId::MAX; slots],
+            slot_version: vec![UNWRITTEN; slots],
+            zone_resets: vec![0; geometry.zone_count as usize],
+            gc_buffers: vec![(PageId::MAX, UNWRITTEN); gc_pages],
+            pending: Slab::default(),
+            records: Vec::with_capacity(64 * zoned.metadata_bytes as usize),
+            metadata_bytes: zoned.metadata_bytes as usize,
+            swap_pages: setup.swap_pages,
+            costs: setup.costs,
+            deferred_swap_ins: Vec::new(),
+            in_swap_out: false,
+            last_gc: (0, 0),
+            last_tenant_gc_bytes: vec![0; setup.tenants.max(1) as usize],
+            violations: Vec::new(),
+            device,
+        })
+    }
+
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    pub fn device(&self) -> &ZnsSsd {
+        &self.device
+    }
+
+    fn owner_of(&self, page: PageId) -> (u32, u64) {
+        let owner = self.regions.partition_point(|&(first, _, _)| first <= page) - 1;
+        (owner as u32, (page - self.regions[owner].0) as u64)
+    }
+
+    fn page_of(&self, owner: u32, index: u64) -> PageId {
+        self.regions[owner as usize].0 + index as PageId
+    }
+
+    fn address(&self, zone: u32, slot: u32) -> usize {
+        zone as usize * self.capacity as usize + slot as usize
+    }
+
+    fn lba(&self, zone: u32, slot: u32) -> u64 {
+        zone as u64 * self.zone_size_lbas + slot as u64
+    }
+
+    fn violation(&mut self, message: String) {
+        if self.violations.len() < 32 {
+            self.violations.push(message);
+        }
+    }
+
+    /// Submits everything the engine wants done and turns its events into notices.
+    fn drain(&mut self, io: &mut Io) {
+        while let Some(request) = self.engine.poll_io() {
+            self.submit(io, request);
+        }
+        self.events(io);
+    }
+
+    fn events(&mut self, io: &mut Io) {
+        while let Some(event) = self.engine.poll_event() {
+            match event {
+                Event::SwapOutDone { owner, page, outcome, .. } => {
+                    let page = self.page_of(owner, page);
+                    // Inside `swap_out` only a clean swap cache hit completes at once.
+                    let written = !self.in_swap_out;
+                    let notice = match outcome {
+                        SwapOutOutcome::Swapped { .. } => Notice::SwapOutDone { page, swapped: true, written },
+                        SwapOutOutcome::AbortedDirty => Notice::SwapOutDone { page, swapped: false, written: true },
+                        // Freed while in flight: nothing to keep.
+                        SwapOutOutcome::Dropped => Notice::SwapOutDone { page, swapped: false, written: true },
+                        SwapOutOutcome::Failed => {
+                            self.violation(format!("page {page}: swap-out {outcome:?} with no fault injected"));
+                            Notice::SwapOutDone { page, swapped: false, written: false }
+                        }
+                    };
+                    io.notify(notice);
+                }
+                Event::Remapped { .. } => {}
+                Event::Lost { owner, page } => {
+                    let page = self.page_of(owner, page);
+                    self.violation(format!("page {page} lost with no fault injected"));
+                }
+                Event::RecordRejected { zone, slot, error } => {
+                    self.violation(format!("record at {zone}:{slot} rejected: {error}"));
+                }
+                Event::ZoneRetired { zone } => self.violation(format!("zone {zone} retired with no fault injected")),
+            }
+        }
+    }
+
+    fn submit(&mut self, io: &mut Io, request: IoRequest) {
+        let now = io.now;
+        match request {
+            IoRequest::Append { io: id, zone, pages } => match self.device.append(now, zone, pages) {
+                Ok((first_lba, done)) => {
+                    let first_slot = (first_lba - zone as u64 * self.zone_size_lbas) as u32;
+                    for (index, page) in self.engine.append_pages(id).iter().enumerate() {
+                        let data = match page.buf {
+                            Buf::Page(version) => (self.page_of(page.owner, page.page), version as u32),
+                            Buf::Gc(buffer) => self.gc_buffers[buffer as usize],
+                            Buf::Zero | Buf::Footer => (PageId::MAX, UNWRITTEN),
+                        };
+                        let address = self.address(zone, first_slot + index as u32);
+                        self.slot_page[address] = data.0;
+                        self.slot_version[address] = data.1;
+                    }
+                    let token = self.pending.insert(Pending::Append { io: id, first_slot });
+                    io.complete_at(done, token);
+                }
+                Err(error) => {
+                    self.violation(format!("append of {pages} pages to zone {zone} refused by the device: {error}"));
+                    let result = self.engine.append_done(id, Err(IoError::Device), &[], now);
+                    if let Err(error) = result {
+                        self.violation(format!("append_done refused: {error}"));
+                    }
+                }
+            },
+            IoRequest::Read { io: id, zone, slot, pages, buf, with_metadata } => {
+                match self.device.read(now, self.lba(zone, slot), pages) {
+                    Ok(done) => {
+                        let pending = Pending::Read { io: id, zone, slot, pages, buf, with_metadata, swap_in: None };
+                        let token = self.pending.insert(pending);
+                        io.complete_at(done, token);
+                    }
+                    Err(error) => {
+                        self.violation(format!("read of {pages} pages at {zone}:{slot} refused: {error}"));
+                        let _ = self.engine.read_done(id, Err(IoError::Device), &[], now);
+                    }
+                }
+            }
+            IoRequest::Reset { io: id, zone } => match self.device.reset(now, zone) {
+                Ok(done) => {
+                    let token = self.pending.insert(Pending::Reset { io: id, zone });
+                    io.complete_at(done, token);
+                }
+                Err(error) => {
+                    self.violation(format!("reset of zone {zone} refused: {error}"));
+                    let _ = self.engine.reset_done(id, Err(IoError::Device), now);
+                }
+            },
+            IoRequest::Finish { io: id, zone } => match self.device.finish(now, zone) {
+                Ok(done) => {
+                    let token = self.pending.insert(Pending::Finish { io: id });
+                    io.complete_at(done, token);
+                }
+                Err(error) => {
+                    self.violation(format!("finish of zone {zone} refused: {error}"));
+                    let _ = self.engine.finish_done(id, Err(IoError::Device), now);
+                }
+            },
+        }
+    }
+
+    fn read_completed(&mut self, io: &mut Io, read: Pending) {
+        let Pending::Read { io: id, zone, slot, pages, buf, with_metadata, swap_in } = read else {
+            unreachable!("only reads come here")
+        };
+        let now = io.now;
+        self.records.clear();
+        if let Buf::Gc(first) = buf {
+            let generation = self.zone_resets[zone as usize];
+            for index in 0..pages {
+                let address = self.address(zone, slot + index);
+                let data = (self.slot_page[address], self.slot_version[address]);
+                self.gc_buffers[(first + index) as usize] = data;
+                if with_metadata {
+                    let at = self.records.len();
+                    self.records.resize(at + self.metadata_bytes, 0);
+                    if data.0 != PageId::MAX {
+                        let (owner, page) = self.owner_of(data.0);
+                        let record = PageRecord { owner, page };
+                        let area = &mut self.records[at..at + PAGE_RECORD_BYTES];
+                        encode_page_record(record, zone, generation, area);
+                    }
+                }
+            }
+        }
+        let records = std::mem::take(&mut self.records);
+        let outcome = self.engine.read_done(id, Ok(()), &records, now);
+        self.records = records;
+        match (outcome, swap_in) {
+            (Ok(ReadOutcome::SwappedIn { cached }), Some(page)) => {
+                let version = self.slot_version[self.address(zone, slot)];
+                io.notify(Notice::SwapInDone { page, version, cached });
+            }
+            (Ok(ReadOutcome::Gc), None) => {}
+            (Ok(outcome), page) => self.violation(format!("read of {zone}:{slot} for {page:?} ended {outcome:?}")),
+            (Err(error), _) => self.violation(format!("read_done refused: {error}")),
+        }
+    }
+
+    /// ZNGC CPU: per slot its gather stage scans and per page it moves, charged to
+    /// `kznsd` and split over tenants by the bytes moved for each.
+    fn charge_gc_cpu(&mut self, io: &mut Io) {
+        let stats = self.engine.stats();
+        let (victims, moved) = (stats.gc_runs, stats.gc_pages_written);
+        let new_victims = victims - self.last_gc.0;
+        let new_moved = moved - self.last_gc.1;
+        self.last_gc = (victims, moved);
+        let ns = new_victims * self.capacity as u64 * self.costs.gc_slot_scanned_ns
+            + new_moved * self.costs.gc_page_moved_ns;
+        if ns == 0 {
+            return;
+        }
+        io.kernel_work(KernelThread::Gc, ns);
+        let tenant_bytes = self.engine.tenant_gc_bytes();
+        let tenants = io.tenant_gc_ns.len().min(self.last_tenant_gc_bytes.len());
+        let deltas: Vec<u64> = (0..tenants).map(|t| tenant_bytes[t] - self.last_tenant_gc_bytes[t]).collect();
+        self.last_tenant_gc_bytes[..tenants].copy_from_slice(&tenant_bytes[..tenants]);
+        let total: u64 = deltas.iter().sum();
+        for (tenant, delta) in deltas.iter().enumerate() {
+            // Nothing moved (victims scanned only): split the scan evenly.
+            io.tenant_gc_ns[tenant] += (ns * delta).checked_div(total).unwrap_or(ns / tenants as u64);
+        }
+    }
+
+    fn retry_deferred(&mut self, io: &mut Io) {
+        if self.deferred_swap_ins.is_empty() {
+            return;
+        }
+        let mut deferred = std::mem::take(&mut self.deferred_swap_ins);
+        let mut unused = Vec::new();
+        for page in deferred.drain(..) {
+            self.swap_in(io, 0, page, &mut unused);
+        }
+        self.deferred_swap_ins.append(&mut deferred);
+    }
+}
+
+impl Backend for ZnsBackend {
+    fn name(&self) -> String {
+        format!("znswap/{}", self.engine.policy_name())
+    }
+
+    fn swap_out(&mut self, io: &mut Io, cpu: u32, page: PageId, version: u32) -> SwapOutStart {
+        let (owner, index) = self.owner_of(page);
+        let answer = self.engine.swap_out_from(cpu, owner, index, version as u64, io.now);
+        self.in_swap_out = true;
+        self.events(io);
+        self.in_swap_out = false;
+        match answer {
+            Ok(_) => SwapOutStart::Started,
+            Err(SwapOutError::Backpressure) => SwapOutStart::Busy,
+            Err(error) => {
+                self.violation(format!("page {page}: swap-out refused: {error}"));
+                SwapOutStart::Busy
+            }
+        }
+    }
+
+    fn flush(&mut self, io: &mut Io) {
+        self.drain(io);
+    }
+
+    fn swap_in(&mut self, io: &mut Io, _cpu: u32, page: PageId, _readahead: &mut Vec<PageId>) {
+        let (owner, index) = self.owner_of(page);
+        match self.engine.swap_in(owner, index, io.now) {
+            Ok(SwapIn::Read { io: id, zone, slot }) => match self.device.read(io.now, self.lba(zone, slot), 1) {
+                Ok(done) => {
+                    let pending = Pending::Read {
+                        io: id,
+                        zone,
+                        slot,
+                        pages: 1,
+                        buf: Buf::Page(0),
+                        with_metadata: false,
+                        swap_in: Some(page),
+                    };
+                    let token = self.pending.insert(pending);
+                    io.complete_at(done, token);
+                }
+                Err(error) => {
+                    self.violation(format!("swap-in read of {zone}:{slot} refused: {error}"));
+                    let _ = self.engine.read_done(id, Err(IoError::Device), &[], io.now);
+                }
+            },
+            Ok(other) => {
+                // The host reads only pages it swapped out; anything else loses data.
+                self.violation(format!("page {page}: swap-in answered {other:?}"));
+                io.notify(Notice::SwapInDone { page, version: UNWRITTEN, cached: false });
+            }
+            Err(znswap_core::EngineError::Backpressure) => self.deferred_swap_ins.push(page),
+            Err(error) => {
+                self.violation(format!("page {page}: swap-in refused: {error}"));
+                io.notify(Notice::SwapInDone { page, version: UNWRITTEN, cached: false });
+            }
+        }
+        // Requests wait for the next flush or completion: appends keep merging.
+        self.events(io);
+    }
+
+    fn read_ahead(&mut self, io: &mut Io, page: PageId) {
+        // ZNSwap reads only what faults (the paper's prototype keeps Linux's readahead
+        // path, which for random swap-ins shrinks to one page); never called.
+        self.violation(format!("page {page}: readahead asked of ZNSwap"));
+        io.notify(Notice::SwapInDone { page, version: UNWRITTEN, cached: false });
+    }
+
+    fn dirtied(&mut self, io: &mut Io, page: PageId) {
+        let (owner, index) = self.owner_of(page);
+        if let Err(error) = self.engine.dirtied(owner, index, io.now) {
+            self.violation(format!("page {page}: dirtied refused: {error}"));
+        }
+        self.events(io);
+    }
+
+    fn free(&mut self, io: &mut Io, page: PageId) {
+        let (owner, index) = self.owner_of(page);
+        if let Err(error) = self.engine.free(owner, index..index + 1, io.now) {
+            self.violation(format!("page {page}: free refused: {error}"));
+        }
+        self.drain(io);
+    }
+
+    fn complete(&mut self, io: &mut Io, token: u64) {
+        let Some(pending) = self.pending.take(token) else {
+            self.violation(format!("unknown completion token {token}"));
+            return;
+        };
+        let now = io.now;
+        match pending {
+            Pending::Append { io: id, first_slot } => {
+                if let Err(error) = self.engine.append_done(id, Ok(first_slot), &[], now) {
+                    self.violation(format!("append_done refused: {error}"));
+                }
+            }
+            read @ Pending::Read { .. } => self.read_completed(io, read),
+            Pending::Reset { io: id, zone } => {
+                self.zone_resets[zone as usize] += 1;
+                let start = self.address(zone, 0);
+                self.slot_version[start..start + self.capacity as usize].fill(UNWRITTEN);
+                self.slot_page[start..start + self.capacity as usize].fill(PageId::MAX);
+                if let Err(error) = self.engine.reset_done(id, Ok(()), now) {
+                    self.violation(format!("reset_done refused: {error}"));
+                }
+            }
+            Pending::Finish { io: id } => {
+                if let Err(error) = self.engine.finish_done(id, Ok(()), now) {
+                    self.violation(format!("finish_done refused: {error}"));
+                }
+            }
+        }
+        self.drain(io);
+        self.retry_deferred(io);
+    }
+
+    fn tick(&mut self, io: &mut Io) {
+        self.engine.tick(io.now);
+        self.drain(io);
+        self.retry_deferred(io);
+        self.charge_gc_cpu(io);
+    }
+
+    fn counters(&self) -> BackendCounters {
+        let stats = self.engine.stats();
+        let media = self.device.counters();
+        let zones = self.engine.config().geometry.zone_count;
+        let slots_used = (0..zones)
+            .map(|zone| {
+                let counters = self.engine.zone_counters(zone);
+                (counters.occupied + counters.swap_cache) as u64
+            })
+            .sum();
+        BackendCounters {
+            swap_out_pages_written: stats.host_pages_written,
+            swap_in_pages_read: stats.swap_in_reads,
+            media_pages_written: media.media_pages_written,
+            device_host_pages_written: media.host_pages_written,
+            host_gc_pages_written: stats.gc_pages_written,
+            host_gc_pages_read: stats.gc_pages_read,
+            host_gc_victims: stats.gc_runs,
+            trim_commands: 0,
+            trim_pages: 0,
+            erases: media.erases,
+            slots_used,
+            device_live_pages: slots_used,
+            slots_capacity: self.swap_pages,
+            records_rejected: stats.records_rejected,
+        }
+    }
+
+    fn tenant_gc_bytes(&self) -> Vec<u64> {
+        self.engine.tenant_gc_bytes().to_vec()
+    }
+
+    fn check(&mut self) -> Vec<String> {
+        let engine = &self.engine;
+        if let Err(panic) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| engine.check_invariants())) {
+            let message = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default();
+            self.violation(format!("engine invariant: {message}"));
+        }
+        self.violations.clone()
+    }
+}
