@@ -19,7 +19,7 @@ use std::collections::VecDeque;
 
 use serde::Serialize;
 
-use crate::backend::{Backend, Io, PageId, KERNEL_THREADS};
+use crate::backend::{Backend, Io, KernelThread, PageId, KERNEL_THREADS};
 use crate::calib::CpuCosts;
 use crate::events::{EventQueue, Ns, MILLISECOND_NS};
 use crate::memory::{PageTable, Pool};
@@ -410,9 +410,10 @@ impl Host {
         }
         let burst = state.backlog_ns.min(MILLISECOND_NS);
         state.backlog_ns -= burst;
-        match kind {
-            0 => self.counters.cpu_gc_ns += burst,
-            _ => self.counters.cpu_discard_ns += burst,
+        if kind == KernelThread::Gc as usize {
+            self.counters.cpu_gc_ns += burst;
+        } else {
+            self.counters.cpu_discard_ns += burst;
         }
         self.burst_end(Runner::Kernel(kind), now + burst);
     }
