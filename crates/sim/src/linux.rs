@@ -266,10 +266,13 @@ impl Backend for LinuxBackend {
             return SwapOutStart::Started;
         }
         let cpu = cpu % self.swap.config().cpus;
-        let Some(slot) = self.swap.alloc(cpu) else { return SwapOutStart::Busy };
+        let allocated = self.swap.alloc(cpu);
+        // Even a failed allocation may have reclaimed swap-cached slots (and scheduled a
+        // cluster's discard): their pages lose the copy either way.
         self.forget_reclaimed();
         // TRIMs the allocator released go before the write of the new slot.
         self.issue_discards(io);
+        let Some(slot) = allocated else { return SwapOutStart::Busy };
         self.page_slot[page as usize] = slot as u32;
         self.page_state[page as usize] = IN_WRITEBACK;
         self.slot_page[slot as usize] = page;
