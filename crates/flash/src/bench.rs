@@ -123,15 +123,7 @@ pub fn block_write(
     commands: u64,
     random_seed: Option<u64>,
 ) -> Throughput {
-    let slots = ssd.logical_pages() / pages as u64;
-    let mut rng = Xoshiro256PlusPlus::seed_from_u64(random_seed.unwrap_or(0));
-    closed_loop(start, queue_depth, commands, |now, index| {
-        let slot = match random_seed {
-            Some(_) => ((rng.next_u64() as u128 * slots as u128) >> 64) as u64,
-            None => index % slots,
-        };
-        (ssd.write(now, slot * pages as u64, pages), pages as u64 * PAGE_BYTES as u64)
-    })
+    block_commands(ssd, start, queue_depth, pages, commands, random_seed, BlockSsd::write)
 }
 
 /// Reads `commands` × `pages` logical pages, sequentially or at random.
@@ -143,6 +135,20 @@ pub fn block_read(
     commands: u64,
     random_seed: Option<u64>,
 ) -> Throughput {
+    block_commands(ssd, start, queue_depth, pages, commands, random_seed, BlockSsd::read)
+}
+
+/// `commands` × `pages`-page commands issued by `command`, sequentially from 0
+/// (wrapping) or at random page-aligned positions.
+fn block_commands(
+    ssd: &mut BlockSsd,
+    start: Ns,
+    queue_depth: u32,
+    pages: u32,
+    commands: u64,
+    random_seed: Option<u64>,
+    command: fn(&mut BlockSsd, Ns, u64, u32) -> Ns,
+) -> Throughput {
     let slots = ssd.logical_pages() / pages as u64;
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(random_seed.unwrap_or(0));
     closed_loop(start, queue_depth, commands, |now, index| {
@@ -150,6 +156,6 @@ pub fn block_read(
             Some(_) => ((rng.next_u64() as u128 * slots as u128) >> 64) as u64,
             None => index % slots,
         };
-        (ssd.read(now, slot * pages as u64, pages), pages as u64 * PAGE_BYTES as u64)
+        (command(ssd, now, slot * pages as u64, pages), pages as u64 * PAGE_BYTES as u64)
     })
 }
