@@ -70,6 +70,11 @@ pub struct SwapBench {
     pub fault_p50_us: f64,
     pub fault_p99_us: f64,
     pub faults_sampled: u64,
+    /// A swap-in's time inside the pager, averaged over swap-in reads: waiting for the
+    /// pager's lock, the device read, installing the page.
+    pub swap_in_lock_wait_us: f64,
+    pub swap_in_read_us: f64,
+    pub swap_in_install_us: f64,
     /// Device bytes written (data, GC moves, footers, padding) per byte swapped out.
     pub waf: f64,
     /// CPU time of GC work over the run, in percent of one core.
@@ -252,6 +257,7 @@ pub fn run(device: Arc<dyn ZonedDevice>, options: &SwapBenchOptions) -> Result<S
     let fault_latency = Latency::from_ns(&mut faults);
     let swap_out_mib_s = host_written as f64 / MIB / seconds;
     let ceiling = if options.workload == Workload::AnonWSeq { device_append_mib_s } else { device_mixed_mib_s };
+    let per_read_us = |ns: u64| ns as f64 / 1e3 / stats.swap_in_reads.max(1) as f64;
     let bench = SwapBench {
         workload: options.workload.name(),
         device: device.describe(),
@@ -280,6 +286,9 @@ pub fn run(device: Arc<dyn ZonedDevice>, options: &SwapBenchOptions) -> Result<S
         fault_p50_us: fault_latency.p50_us,
         fault_p99_us: fault_latency.p99_us,
         faults_sampled,
+        swap_in_lock_wait_us: per_read_us(stats.fault_lock_wait_ns),
+        swap_in_read_us: per_read_us(stats.fault_read_ns),
+        swap_in_install_us: per_read_us(stats.fault_install_ns),
         waf: if host_written > 0 { device_written as f64 / host_written as f64 } else { 0.0 },
         gc_cpu_pct: stats.gc_cpu_ns as f64 / 1e9 / seconds * 100.0,
         gc_runs: stats.gc_runs,
@@ -511,6 +520,14 @@ pub fn print(bench: &SwapBench) {
         "fault latency".into(),
         format!("p50 {:.1} µs, p99 {:.1} µs", bench.fault_p50_us, bench.fault_p99_us),
         format!("device 4 KiB read p50 {:.1} µs, p99 {:.1} µs", bench.device_read_p50_us, bench.device_read_p99_us),
+    ]);
+    table.row(vec![
+        "swap-in parts".into(),
+        format!(
+            "lock {:.1} µs, read {:.1} µs, install {:.1} µs",
+            bench.swap_in_lock_wait_us, bench.swap_in_read_us, bench.swap_in_install_us
+        ),
+        "mean per swap-in read".into(),
     ]);
     table.row(vec![
         "operations".into(),
