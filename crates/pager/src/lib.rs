@@ -4,6 +4,7 @@
 //! - [`uffd`]: the userfaultfd system call and ioctls, defined over `libc` (no bindgen).
 //! - [`Pager`]: regions, the fault handler and the evictor, driving `znswap-core`.
 
+mod out_buffers;
 mod pager;
 mod self_paging;
 pub use self_paging::SelfPagingError;

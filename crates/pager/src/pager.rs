@@ -24,7 +24,7 @@
 //!
 //! Readahead: none (FlashVM, seed 004: flash does not reward disk-era prefetching).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
 use std::thread::JoinHandle;
@@ -36,6 +36,7 @@ use znswap_core::{
 };
 use znswap_zoned::{ZoneError, ZonedDevice};
 
+use crate::out_buffers::OutBuffers;
 use crate::self_paging::{self, Registration, SelfPagingError};
 use crate::uffd::{features, register_mode, Event as UffdEvent, UffdError, Userfaultfd};
 
@@ -48,7 +49,8 @@ const RECORD_BYTES: usize = 16;
 /// Page flags kept by the pager per region page.
 const RESIDENT: u8 = 1 << 0;
 const REFERENCED: u8 = 1 << 1;
-const QUEUED: u8 = 1 << 2;
+/// Handed to the engine for swap-out; cleared when the engine reports it done.
+const WRITING: u8 = 1 << 2;
 /// Picked as a victim and not yet snapshotted; a write fault meanwhile clears it, and the
 /// evictor then keeps the page (its snapshot could miss the write).
 const EVICTING: u8 = 1 << 3;
@@ -156,6 +158,8 @@ pub struct PagerStats {
     pub fault_lock_wait_ns: u64,
     pub fault_read_ns: u64,
     pub fault_install_ns: u64,
+    /// CPU time of the evictor threads (eviction, appends, GC), in nanoseconds.
+    pub evictor_cpu_ns: u64,
     pub host_bytes_written: u64,
     pub gc_bytes_written: u64,
     pub gc_runs: u64,
@@ -185,6 +189,7 @@ impl PagerStats {
             fault_lock_wait_ns: self.fault_lock_wait_ns - earlier.fault_lock_wait_ns,
             fault_read_ns: self.fault_read_ns - earlier.fault_read_ns,
             fault_install_ns: self.fault_install_ns - earlier.fault_install_ns,
+            evictor_cpu_ns: self.evictor_cpu_ns - earlier.evictor_cpu_ns,
             host_bytes_written: self.host_bytes_written - earlier.host_bytes_written,
             gc_bytes_written: self.gc_bytes_written - earlier.gc_bytes_written,
             gc_runs: self.gc_runs - earlier.gc_runs,
@@ -212,6 +217,7 @@ struct Counters {
     fault_lock_wait_ns: AtomicU64,
     fault_read_ns: AtomicU64,
     fault_install_ns: AtomicU64,
+    evictor_cpu_ns: AtomicU64,
 }
 
 struct RegionEntry {
@@ -232,9 +238,9 @@ struct State {
     regions: Vec<RegionEntry>,
     /// Regions ever allocated (the last one's generation).
     generations: u64,
-    /// CLOCK order of resident pages.
-    clock: VecDeque<(u32, u64)>,
-    out_buffers: Vec<Box<[u8]>>,
+    /// The CLOCK hand: the next page (owner, page) the eviction sweep looks at.
+    hand: (u32, u64),
+    /// Free handles of `Shared::out_buffers`.
     out_free: Vec<u64>,
     out_by_page: HashMap<(u32, u64), u64>,
     gc_buffers: Vec<u8>,
@@ -246,6 +252,7 @@ struct State {
 
 pub(crate) struct Shared {
     device: Arc<dyn ZonedDevice>,
+    out_buffers: OutBuffers,
     uffd: Userfaultfd,
     state: Mutex<State>,
     evict_wanted: Condvar,
@@ -359,8 +366,7 @@ impl Pager {
             engine,
             regions: Vec::new(),
             generations: 0,
-            clock: VecDeque::new(),
-            out_buffers: (0..out_count).map(|_| vec![0u8; PAGE_BYTES].into_boxed_slice()).collect(),
+            hand: (0, 0),
             out_free: (0..out_count as u64).rev().collect(),
             out_by_page: HashMap::new(),
             gc_buffers: vec![0; gc_pages * PAGE_BYTES],
@@ -368,6 +374,7 @@ impl Pager {
             drop_ranges: Vec::with_capacity(out_count),
         };
         let shared = Arc::new(Shared {
+            out_buffers: OutBuffers::new(out_count),
             lbas_per_page: (PAGE_BYTES / geometry.lba_bytes as usize) as u64,
             metadata_bytes: geometry.metadata_bytes as usize,
             footer_mode,
@@ -522,6 +529,10 @@ struct Victim {
     page: u64,
     address: u64,
     generation: u64,
+    /// The out buffer its snapshot goes to (owned by the evictor until handed over).
+    buffer: u64,
+    /// Victims of one run share a write-protect range.
+    run: u32,
     protected: bool,
     /// The snapshot is all zeroes.
     zero: bool,
@@ -631,7 +642,6 @@ impl Drop for Region {
         let resident = state.regions[self.owner as usize].flags.iter().filter(|&&f| f & RESIDENT != 0).count() as u64;
         state.regions[self.owner as usize].live = false;
         state.regions[self.owner as usize].flags = Vec::new();
-        state.clock.retain(|&(owner, _)| owner != self.owner);
         let _ = self.shared.uffd.unregister(self.base as u64, self.len as u64);
         // SAFETY: our own mapping; nothing refers to it once the region is gone.
         unsafe { libc::munmap(self.base.cast(), self.len) };
@@ -685,6 +695,7 @@ impl Shared {
             fault_lock_wait_ns: c.fault_lock_wait_ns.load(Relaxed),
             fault_read_ns: c.fault_read_ns.load(Relaxed),
             fault_install_ns: c.fault_install_ns.load(Relaxed),
+            evictor_cpu_ns: c.evictor_cpu_ns.load(Relaxed),
             host_bytes_written: engine_stats.host_pages_written * PAGE_BYTES as u64,
             gc_bytes_written: engine_stats.gc_pages_written * PAGE_BYTES as u64,
             gc_runs: engine_stats.gc_runs,
@@ -708,10 +719,6 @@ impl Shared {
         let flags = &mut state.regions[owner as usize].flags[page as usize];
         debug_assert!(*flags & RESIDENT == 0, "page {owner}:{page} installed twice");
         *flags |= RESIDENT | REFERENCED;
-        if *flags & QUEUED == 0 {
-            *flags |= QUEUED;
-            state.clock.push_back((owner, page));
-        }
         let resident = self.counters.resident_pages.fetch_add(1, Relaxed) + 1;
         self.counters.resident_pages_max.fetch_max(resident, Relaxed);
         if resident > self.budget_pages.saturating_sub(self.evict_batch_pages as u64) {
@@ -746,27 +753,27 @@ impl Shared {
     /// this pager's regions (in the faulting thread), else returns false.
     pub(crate) fn resolve_in_thread(&self, address: u64, write: bool) -> bool {
         let page_address = address & !(PAGE_BYTES as u64 - 1);
-        let resident = {
-            let state = self.lock_for_fault();
-            match Self::locate(&state, page_address) {
-                None => return false,
-                Some((owner, page)) => state.regions[owner as usize].flags[page as usize] & RESIDENT != 0,
-            }
+        let state = self.lock_for_fault();
+        let resident = match Self::locate(&state, page_address) {
+            None => return false,
+            Some((owner, page)) => state.regions[owner as usize].flags[page as usize] & RESIDENT != 0,
         };
-        // A resident page faults only when written while write-protected. Either path
-        // re-checks under the lock; a fault that went stale meanwhile is simply retried.
+        // A resident page faults only when written while write-protected.
         if resident {
-            self.write_fault(page_address);
+            self.write_fault_locked(state, page_address);
         } else {
             let mut data = [0u8; PAGE_BYTES];
-            self.missing_fault(page_address, write, &mut data);
+            self.missing_fault_locked(state, page_address, write, &mut data);
         }
         true
     }
 
     fn write_fault(&self, address: u64) {
+        self.write_fault_locked(self.lock_for_fault(), address);
+    }
+
+    fn write_fault_locked<'a>(&'a self, mut state: MutexGuard<'a, State>, address: u64) {
         self.counters.write_protect_faults.fetch_add(1, Relaxed);
-        let mut state = self.lock_for_fault();
         let Some((owner, page)) = Self::locate(&state, address) else {
             let _ = self.uffd.wake(address, PAGE_BYTES as u64);
             return;
@@ -789,8 +796,17 @@ impl Shared {
     /// dirtied, so it is installed writable and the engine told at once (one fault
     /// instead of a missing fault followed by a write-protect fault).
     fn missing_fault(&self, address: u64, write: bool, data: &mut [u8]) {
+        self.missing_fault_locked(self.lock_for_fault(), address, write, data);
+    }
+
+    fn missing_fault_locked<'a>(
+        &'a self,
+        mut state: MutexGuard<'a, State>,
+        address: u64,
+        write: bool,
+        data: &mut [u8],
+    ) {
         self.counters.missing_faults.fetch_add(1, Relaxed);
-        let mut state = self.lock_for_fault();
         // Faults beyond the budget wait for the evictor (bounded resident set).
         if self.counters.resident_pages.load(Relaxed) >= self.budget_pages + self.slack_pages {
             let waiting = Instant::now();
@@ -1012,18 +1028,21 @@ impl Shared {
 
     fn evict_loop(&self) {
         let mut victims = Vec::with_capacity(self.evict_batch_pages);
-        let mut snapshots = vec![0u8; self.evict_batch_pages * PAGE_BYTES];
         // Eviction starts a batch below the budget, as kswapd works between watermarks,
         // so a fault finds a free page instead of waiting for a write-out. It then evicts
         // a whole batch, not just the excess: in steady state each fault adds one page, and
         // evicting one page per round made every append a single 4 KiB write (measured:
         // 10k writes/s of 4 KiB, each a device doorbell the faulting reads queue behind).
         let low_watermark = self.budget_pages.saturating_sub(self.evict_batch_pages as u64);
+        let mut cpu_counted = thread_cpu_ns();
         while !self.stop.load(Relaxed) {
             if self.counters.resident_pages.load(Relaxed) > low_watermark {
-                self.evict_round(self.evict_batch_pages, &mut victims, &mut snapshots);
+                self.evict_round(self.evict_batch_pages, &mut victims);
             }
             self.pump();
+            let cpu = thread_cpu_ns();
+            self.counters.evictor_cpu_ns.fetch_add(cpu - cpu_counted, Relaxed);
+            cpu_counted = cpu;
             if self.counters.resident_pages.load(Relaxed) <= low_watermark {
                 let state = self.lock();
                 let _ = self.evict_wanted.wait_timeout(state, Duration::from_millis(5));
@@ -1031,69 +1050,91 @@ impl Shared {
         }
     }
 
-    /// Picks up to `wanted` victims by CLOCK; write-protects and snapshots them without
-    /// the state lock (each protection costs a TLB flush, and faults should not wait
-    /// behind them); then, under the lock, hands the snapshots of pages not written
-    /// meanwhile to the engine.
-    fn evict_round(&self, wanted: usize, victims: &mut Vec<Victim>, snapshots: &mut [u8]) {
-        victims.clear();
-        {
-            let mut state = self.lock();
-            let mut scanned = 0;
-            let limit = state.clock.len() * 2;
-            while victims.len() < wanted && scanned < limit {
-                let Some((owner, page)) = state.clock.pop_front() else { break };
-                scanned += 1;
-                let flags = &mut state.regions[owner as usize].flags[page as usize];
-                if *flags & RESIDENT == 0 {
-                    *flags &= !QUEUED;
-                    continue;
-                }
-                if *flags & REFERENCED != 0 {
-                    *flags &= !REFERENCED;
-                    state.clock.push_back((owner, page));
-                    continue;
-                }
-                *flags &= !QUEUED;
-                *flags |= EVICTING;
-                let region = &state.regions[owner as usize];
-                victims.push(Victim {
-                    owner,
-                    page,
-                    address: Self::page_address(&state, owner, page),
-                    generation: region.generation,
-                    protected: false,
-                    zero: false,
-                });
+    /// CLOCK over the address space: the hand sweeps the regions' pages in address
+    /// order, clears reference bits and picks unreferenced resident pages, up to
+    /// `wanted` (each with an out buffer). Victims get a run number: consecutive victims
+    /// with only non-resident pages between them share a run, and one write-protect
+    /// ioctl covers it (write-protecting an empty PTE does nothing), so one TLB flush, one
+    /// IPI to the faulting CPUs, serves many victims even under random access.
+    fn pick_victims(&self, state: &mut State, wanted: usize, victims: &mut Vec<Victim>) {
+        let wanted = wanted.min(state.out_free.len());
+        // Two sweeps at most: the first may only clear reference bits.
+        let limit: u64 = 2 * state.regions.iter().filter(|r| r.live).map(|r| r.pages).sum::<u64>();
+        let (mut owner, mut page) = state.hand;
+        let mut scanned = 0;
+        let mut run = 0;
+        while victims.len() < wanted && scanned < limit {
+            if owner as usize >= state.regions.len() {
+                owner = 0;
             }
+            let region = &mut state.regions[owner as usize];
+            if !region.live || page >= region.pages {
+                owner += 1;
+                page = 0;
+                run += 1;
+                continue;
+            }
+            scanned += 1;
+            let flags = &mut region.flags[page as usize];
+            if *flags & RESIDENT != 0 {
+                if *flags & (EVICTING | WRITING) != 0 {
+                    run += 1;
+                } else if *flags & REFERENCED != 0 {
+                    *flags &= !REFERENCED;
+                    run += 1;
+                } else {
+                    *flags |= EVICTING;
+                    let address = region.base + page * PAGE_BYTES as u64;
+                    let generation = region.generation;
+                    let buffer = state.out_free.pop().expect("no more victims than free buffers");
+                    victims.push(Victim {
+                        owner,
+                        page,
+                        address,
+                        generation,
+                        buffer,
+                        run,
+                        protected: false,
+                        zero: false,
+                    });
+                }
+            }
+            page += 1;
         }
-        // Writers fault from here on, so the snapshots below are stable. Adjacent victims
-        // (sequential workloads) share one ioctl and one TLB flush. An error means the
-        // region went away meanwhile: checked below.
-        victims.sort_unstable_by_key(|victim| victim.address);
+        state.hand = (owner, page);
+    }
+
+    /// Picks up to `wanted` victims by CLOCK, each with an out buffer; write-protects
+    /// and snapshots them into their buffers without the state lock (each protection
+    /// costs a TLB flush, and faults should not wait behind them or the copies); then,
+    /// under the lock, hands the pages not written meanwhile to the engine.
+    fn evict_round(&self, wanted: usize, victims: &mut Vec<Victim>) {
+        victims.clear();
+        self.pick_victims(&mut self.lock(), wanted, victims);
+        // Writers fault from here on, so the snapshots below are stable. An error means
+        // the region went away meanwhile: checked below.
         let mappings = self.mappings.read().unwrap_or_else(|p| p.into_inner());
         let mut run_start = 0;
         while run_start < victims.len() {
             let mut run_end = run_start + 1;
-            while run_end < victims.len()
-                && victims[run_end].address == victims[run_end - 1].address + PAGE_BYTES as u64
-                && victims[run_end].generation == victims[run_start].generation
-            {
+            while run_end < victims.len() && victims[run_end].run == victims[run_start].run {
                 run_end += 1;
             }
-            let bytes = (run_end - run_start) as u64 * PAGE_BYTES as u64;
+            let bytes = victims[run_end - 1].address + PAGE_BYTES as u64 - victims[run_start].address;
             let protected = self.uffd.write_protect(victims[run_start].address, bytes, true, false).is_ok();
             for victim in &mut victims[run_start..run_end] {
                 victim.protected = protected;
             }
             run_start = run_end;
         }
-        for (victim, snapshot) in victims.iter_mut().zip(snapshots.chunks_exact_mut(PAGE_BYTES)) {
+        for victim in victims.iter_mut() {
             if victim.protected {
                 // SAFETY: the page is mapped (its region cannot be unmapped while
                 // `mappings` is held) and write-protected; a write fault meanwhile
                 // clears EVICTING and the snapshot is thrown away below.
                 let data = unsafe { std::slice::from_raw_parts(victim.address as *const u8, PAGE_BYTES) };
+                // SAFETY: the evictor owns the victim's buffer until it hands it over.
+                let snapshot = unsafe { self.out_buffers.page_mut(victim.buffer) };
                 snapshot.copy_from_slice(data);
                 victim.zero = snapshot.iter().all(|&b| b == 0);
             }
@@ -1101,11 +1142,10 @@ impl Shared {
         drop(mappings);
         let mut state = self.lock();
         let now = self.now();
-        for (&Victim { owner, page, address, generation, protected, zero }, snapshot) in
-            victims.iter().zip(snapshots.chunks_exact(PAGE_BYTES))
-        {
+        for &Victim { owner, page, address, generation, buffer, protected, zero, .. } in victims.iter() {
             let region = &mut state.regions[owner as usize];
             if !region.live || region.generation != generation {
+                state.out_free.push(buffer);
                 continue;
             }
             let flags = &mut region.flags[page as usize];
@@ -1115,22 +1155,20 @@ impl Shared {
             if written || !protected {
                 // Written (and unprotected) since it was picked, or (never for a live
                 // region) not protected: keep it.
+                state.out_free.push(buffer);
                 self.requeue(&mut state, owner, page, address);
                 continue;
             }
             if zero {
+                state.out_free.push(buffer);
                 state.engine.free(owner, page..page + 1, now).expect("freeing a zero page");
                 self.counters.swap_outs_zero.fetch_add(1, Relaxed);
                 self.drop_page(&mut state, owner, page);
                 continue;
             }
-            let Some(buffer) = state.out_free.pop() else {
-                self.requeue(&mut state, owner, page, address);
-                continue;
-            };
-            state.out_buffers[buffer as usize].copy_from_slice(snapshot);
             match state.engine.swap_out(owner, page, buffer, now) {
                 Ok(_) => {
+                    state.regions[owner as usize].flags[page as usize] |= WRITING;
                     state.out_by_page.insert((owner, page), buffer);
                 }
                 Err(SwapOutError::Backpressure) => {
@@ -1152,11 +1190,6 @@ impl Shared {
             self.uffd
                 .write_protect(address, PAGE_BYTES as u64, false, true)
                 .expect("unprotecting a page kept resident");
-        }
-        let flags = &mut state.regions[owner as usize].flags[page as usize];
-        if *flags & QUEUED == 0 {
-            *flags |= QUEUED;
-            state.clock.push_back((owner, page));
         }
     }
 
@@ -1237,6 +1270,10 @@ impl Shared {
                         continue;
                     }
                     let address = Self::page_address(state, owner, page);
+                    if outcome != SwapOutOutcome::Dropped {
+                        // (Dropped: freed, perhaps a new region under the same owner.)
+                        state.regions[owner as usize].flags[page as usize] &= !WRITING;
+                    }
                     match outcome {
                         SwapOutOutcome::Swapped { .. } => {
                             if state.regions[owner as usize].flags[page as usize] & RESIDENT != 0 {
@@ -1276,6 +1313,8 @@ impl Shared {
     fn pump(&self) {
         let mut scratch = Vec::new();
         let mut metadata = Vec::new();
+        // (position in the append, out buffer) of the pages copied in without the lock.
+        let mut from_buffers: Vec<(usize, u64)> = Vec::with_capacity(self.max_append_pages);
         // The pager reports writes during write-out through `Engine::dirtied`, so no
         // append ever carries a dirtied page of its own.
         let no_dirtied = vec![false; self.max_append_pages];
@@ -1291,19 +1330,21 @@ impl Shared {
             let mut gc_work = false;
             match request {
                 IoRequest::Append { io, zone, pages } => {
-                    scratch.clear();
+                    scratch.resize(pages as usize * PAGE_BYTES, 0);
                     metadata.clear();
+                    from_buffers.clear();
                     let records = state.engine.append_records(io);
                     for (index, append_page) in state.engine.append_pages(io).iter().enumerate() {
+                        let at = &mut scratch[index * PAGE_BYTES..(index + 1) * PAGE_BYTES];
                         match append_page.buf {
-                            Buf::Page(handle) => scratch.extend_from_slice(&state.out_buffers[handle as usize]),
+                            Buf::Page(handle) => from_buffers.push((index, handle)),
                             Buf::Gc(n) => {
                                 gc_work = true;
-                                let at = n as usize * PAGE_BYTES;
-                                scratch.extend_from_slice(&state.gc_buffers[at..at + PAGE_BYTES]);
+                                let from = n as usize * PAGE_BYTES;
+                                at.copy_from_slice(&state.gc_buffers[from..from + PAGE_BYTES]);
                             }
-                            Buf::Footer => scratch.extend_from_slice(records),
-                            Buf::Zero => scratch.resize(scratch.len() + PAGE_BYTES, 0),
+                            Buf::Footer => at.copy_from_slice(records),
+                            Buf::Zero => at.fill(0),
                         }
                         if !self.footer_mode && self.metadata_bytes > 0 {
                             let record = &records[index * RECORD_BYTES..(index + 1) * RECORD_BYTES];
@@ -1311,8 +1352,13 @@ impl Shared {
                             metadata.resize(metadata.len() + self.metadata_bytes - RECORD_BYTES, 0);
                         }
                     }
-                    debug_assert_eq!(scratch.len(), pages as usize * PAGE_BYTES);
                     drop(state);
+                    for &(index, handle) in &from_buffers {
+                        // SAFETY: the engine owns the buffer until this append completes
+                        // (`append_done` below), and nobody writes it meanwhile.
+                        let page = unsafe { self.out_buffers.page(handle) };
+                        scratch[index * PAGE_BYTES..(index + 1) * PAGE_BYTES].copy_from_slice(page);
+                    }
                     let metadata_arg = (!metadata.is_empty()).then_some(metadata.as_slice());
                     let result = self
                         .device
