@@ -1399,7 +1399,7 @@ impl Shared {
                         Buf::Footer => &scratch,
                         Buf::Page(_) | Buf::Zero => &[],
                     };
-                    state.engine.read_done(io, result, &records, self.now()).expect("read completion");
+                    state.engine.read_done(io, result, records, self.now()).expect("read completion");
                     self.complete_events(&mut state);
                     self.flush_drops(&mut state);
                 }
