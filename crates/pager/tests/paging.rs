@@ -327,3 +327,56 @@ fn readahead_serves_a_sequential_sweep_in_fewer_faults() {
         drop(region);
     }
 }
+
+/// Every access stream `znswap bench` offers, on the in-memory and the file device in
+/// both fault modes, with a working set four times the budget: every read is checked
+/// against the last write, every page at the end, and the resident set stays within the
+/// budget plus the stated slack.
+#[test]
+fn every_bench_workload_reads_back_exactly_on_both_devices() {
+    use znswap_workload::{Generator, Workload};
+    let (region_pages, budget_pages) = (4096u64, 1024u64);
+    let dir = tempfile::tempdir().unwrap();
+    for (index, name) in Workload::NAMES.iter().enumerate() {
+        let workload = Workload::from_name(name).unwrap();
+        for file_device in [false, true] {
+            let device: Arc<dyn ZonedDevice> = if file_device {
+                let path = dir.path().join(format!("{name}.zns"));
+                Arc::new(FileDevice::create(path, geometry(48, 1, 16), CreateOptions::default()).unwrap())
+            } else {
+                Arc::new(MemDevice::new(geometry(48, 1, 16)).unwrap())
+            };
+            let fault_mode = if index % 2 == 0 { FaultMode::SelfPaging } else { FaultMode::HandlerThreads(1) };
+            let config = config(fault_mode, budget_pages);
+            let slack = config.slack_pages;
+            let pager = Pager::new(device, config).unwrap();
+            let mut region = pager.alloc(region_pages * PAGE_BYTES as u64, 0).unwrap();
+            let memory = region.as_mut_slice();
+            let mut versions = vec![0u64; region_pages as usize];
+            for access in Generator::new(workload, region_pages, index as u64 + 1).take(6 * region_pages as usize) {
+                let bytes = &mut memory[access.page as usize * PAGE_BYTES..][..PAGE_BYTES];
+                let version = &mut versions[access.page as usize];
+                if access.write {
+                    *version += 1;
+                    fill(bytes, access.page, *version);
+                } else {
+                    check(bytes, access.page, *version);
+                }
+            }
+            for page in 0..region_pages {
+                check(&memory[page as usize * PAGE_BYTES..][..PAGE_BYTES], page, versions[page as usize]);
+            }
+            let stats = pager.stats();
+            let case = format!("{name} on the {} device", if file_device { "file" } else { "in-memory" });
+            assert!(stats.swap_outs_written > region_pages / 2, "{case}: pages must have been swapped out: {stats:?}");
+            assert!(stats.swap_in_reads > 0, "{case}: pages must have been swapped in: {stats:?}");
+            assert!(
+                stats.resident_pages_max <= budget_pages + slack,
+                "{case}: resident max {} over budget {budget_pages} + slack {slack}",
+                stats.resident_pages_max
+            );
+            assert_eq!((stats.lost_pages, stats.device_errors), (0, 0), "{case}");
+            drop(region);
+        }
+    }
+}
