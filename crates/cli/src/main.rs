@@ -78,6 +78,9 @@ struct SwapBenchArgs {
     /// follow on the device (0: no readahead, the right choice for random access).
     #[arg(long, default_value_t = 0)]
     readahead: u32,
+    /// Threads evicting pages and running the device I/O of swap-out and GC.
+    #[arg(long, default_value_t = 1)]
+    evictor_threads: usize,
     /// Seconds the workload runs.
     #[arg(long, default_value_t = 10.0)]
     seconds: f64,
@@ -255,6 +258,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 wss_bytes: args.wss.unwrap_or(4 * args.memory),
                 threads,
                 readahead_pages: args.readahead.min(znswap_pager::READAHEAD_PAGES_MAX),
+                evictor_threads: args.evictor_threads.max(1),
                 fault_mode: match args.handler_threads {
                     None => znswap_pager::FaultMode::SelfPaging,
                     Some(count) => znswap_pager::FaultMode::HandlerThreads(count.max(1)),

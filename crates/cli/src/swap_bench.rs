@@ -32,6 +32,7 @@ pub struct SwapBenchOptions {
     pub threads: usize,
     pub fault_mode: FaultMode,
     pub readahead_pages: u32,
+    pub evictor_threads: usize,
     pub seconds: f64,
     pub ops_max: u64,
     pub seed: u64,
@@ -53,6 +54,7 @@ pub struct SwapBench {
     /// Every page was written once before the clock started.
     pub warmed_up: bool,
     pub readahead_pages: u32,
+    pub evictor_threads: usize,
     pub budget_bytes: u64,
     pub wss_bytes: u64,
     /// Working set over the device's capacity.
@@ -234,6 +236,7 @@ pub fn run(device: Arc<dyn ZonedDevice>, options: &SwapBenchOptions) -> Result<S
     let pager_config = PagerConfig {
         fault_mode: options.fault_mode,
         readahead_pages: options.readahead_pages,
+        evictor_threads: options.evictor_threads,
         ..PagerConfig::new(options.budget_bytes)
     };
     let pager = Pager::new(device.clone(), pager_config).context("starting the pager")?;
@@ -271,6 +274,7 @@ pub fn run(device: Arc<dyn ZonedDevice>, options: &SwapBenchOptions) -> Result<S
             FaultMode::SelfPaging => "self-paging",
         },
         readahead_pages: options.readahead_pages,
+        evictor_threads: options.evictor_threads,
         warmed_up: options.warm_up && warms_up(options.workload),
         handler_threads: match options.fault_mode {
             FaultMode::HandlerThreads(count) => count,

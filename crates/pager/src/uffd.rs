@@ -239,6 +239,33 @@ impl Userfaultfd {
         }
     }
 
+    /// Copies `source` (whole pages) to `destination..` page by page; returns the bytes
+    /// mapped, which stop short before the first page already mapped (so the caller
+    /// knows exactly which pages are now present).
+    pub fn copy_pages(
+        &self,
+        destination: u64,
+        source: &[u8],
+        write_protect: bool,
+        wake: bool,
+    ) -> Result<u64, UffdError> {
+        let mut mode = if wake { 0 } else { COPY_MODE_DONTWAKE };
+        if write_protect {
+            mode |= COPY_MODE_WP;
+        }
+        let mut copy =
+            UffdioCopy { dst: destination, src: source.as_ptr() as u64, len: source.len() as u64, mode, copy: 0 };
+        match ioctl(self.fd.as_raw_fd(), UFFDIO_COPY, &mut copy) {
+            Ok(()) => Ok(source.len() as u64),
+            // A partial copy fails with EAGAIN, a first page already mapped with EEXIST;
+            // `copy` holds the bytes mapped (or the negative errno when none were).
+            Err(error) if matches!(error.raw_os_error(), Some(libc::EEXIST | libc::EAGAIN)) => {
+                Ok(copy.copy.max(0) as u64)
+            }
+            Err(source) => Err(UffdError::Ioctl { op: "UFFDIO_COPY", source }),
+        }
+    }
+
     /// Maps zero pages at `start..start+len`; `Ok(false)` if already mapped.
     pub fn zeropage(&self, start: u64, len: u64, wake: bool) -> Result<bool, UffdError> {
         let mode = if wake { 0 } else { ZEROPAGE_MODE_DONTWAKE };
@@ -427,6 +454,21 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_multi_page_copy_stops_before_a_mapped_page() {
+        let uffd = Userfaultfd::new(0, 0).expect("userfaultfd works on this machine");
+        let mapping = Mapping::new(4);
+        uffd.register(mapping.address(0), (4 * PAGE) as u64, register_mode::MISSING).unwrap();
+        assert!(uffd.copy(mapping.address(2), &[7u8; PAGE], false, true).unwrap());
+        let source = vec![9u8; 4 * PAGE];
+        assert_eq!(uffd.copy_pages(mapping.address(0), &source, false, true).unwrap(), 2 * PAGE as u64);
+        // SAFETY: pages 0..3 are mapped now; page 2 kept its first contents.
+        let bytes = unsafe { std::slice::from_raw_parts(mapping.base, 3 * PAGE) };
+        assert!(bytes[..2 * PAGE].iter().all(|&b| b == 9));
+        assert!(bytes[2 * PAGE..].iter().all(|&b| b == 7));
+        assert_eq!(uffd.copy_pages(mapping.address(3), &source[..PAGE], false, true).unwrap(), PAGE as u64);
     }
 
     #[test]

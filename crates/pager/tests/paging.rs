@@ -380,3 +380,29 @@ fn every_bench_workload_reads_back_exactly_on_both_devices() {
         }
     }
 }
+
+/// First touches in address order map the never-written pages ahead too (no I/O), so a
+/// sweep takes far fewer faults than pages; the pages read back as written.
+#[test]
+fn a_sequential_first_touch_sweep_takes_few_faults() {
+    for fault_mode in [FaultMode::SelfPaging, FaultMode::HandlerThreads(1)] {
+        let device: Arc<dyn ZonedDevice> = Arc::new(MemDevice::new(geometry(48, 1, 16)).unwrap());
+        let pager = Pager::new(device, config(fault_mode, 1024)).unwrap();
+        let mut region = pager.alloc(4096 * PAGE_BYTES as u64, 0).unwrap();
+        let memory = region.as_mut_slice();
+        for page in 0..4096u64 {
+            fill(&mut memory[page as usize * PAGE_BYTES..][..PAGE_BYTES], page, 1);
+        }
+        let stats = pager.stats();
+        assert!(
+            stats.missing_faults * 8 < 4096,
+            "{fault_mode:?}: {} faults for 4096 first touches",
+            stats.missing_faults
+        );
+        for page in 0..4096u64 {
+            check(&memory[page as usize * PAGE_BYTES..][..PAGE_BYTES], page, 1);
+        }
+        assert_eq!(pager.stats().lost_pages, 0);
+        drop(region);
+    }
+}
