@@ -5,10 +5,13 @@
 //! - the **fault handler** reads userfaultfd events. A missing page is swapped in (a
 //!   device read outside the lock) or zero-filled; a write to a write-protected page is
 //!   reported to the engine (`dirtied`) and unprotected.
-//! - the **evictor** keeps the resident set within the budget: CLOCK over resident pages
-//!   (reference bits come from faults), victims write-protected, snapshotted into
-//!   swap-out buffers and handed to the engine; it also pumps every I/O the engine asks
-//!   for (appends, GC reads and moves, resets), so the GC runs beside faults.
+//! - the **evictor** keeps the resident set within the budget. Once the resident set
+//!   passes a low watermark (a batch below the budget) it evicts a whole batch: a CLOCK
+//!   hand sweeps the regions in address order (reference bits come from faults), so
+//!   victims separated only by non-resident pages share one write-protect ioctl (one TLB
+//!   flush); they are snapshotted into swap-out buffers outside the lock and handed to
+//!   the engine. It also pumps every I/O the engine asks for (appends, GC reads and
+//!   moves, resets), so the GC runs beside faults.
 //!
 //! Appendix A, with write-protection instead of the PTE dirty bit: a victim is
 //! write-protected before its snapshot, so a write during the append faults; the handler
@@ -22,7 +25,11 @@
 //! write-protected; evicting it again costs no I/O. All-zero pages are not written: they
 //! become zero entries again (Linux stopped writing them to swap in 6.12).
 //!
-//! Readahead: none (FlashVM, seed 004: flash does not reward disk-era prefetching).
+//! Readahead: none by default (FlashVM, seed 004: flash does not reward disk-era
+//! prefetching); an optional window for sequential runs of faults. Never-written pages
+//! are different: a fault that continues a sequential run maps the never-written pages
+//! after it too (zero fill-around, no I/O), so a first-touch sweep takes one fault per
+//! 32 pages.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
