@@ -226,13 +226,7 @@ impl Userfaultfd {
     /// wakes the faulting threads unless `wake` is false. Returns `Ok(false)` if a page
     /// was already there (`EEXIST`: another thread resolved the fault first).
     pub fn copy(&self, destination: u64, source: &[u8], write_protect: bool, wake: bool) -> Result<bool, UffdError> {
-        let mut mode = if wake { 0 } else { COPY_MODE_DONTWAKE };
-        if write_protect {
-            mode |= COPY_MODE_WP;
-        }
-        let mut copy =
-            UffdioCopy { dst: destination, src: source.as_ptr() as u64, len: source.len() as u64, mode, copy: 0 };
-        match ioctl(self.fd.as_raw_fd(), UFFDIO_COPY, &mut copy) {
+        match self.copy_ioctl(destination, source, write_protect, wake).0 {
             Ok(()) => Ok(true),
             Err(error) if error.raw_os_error() == Some(libc::EEXIST) => Ok(false),
             Err(source) => Err(UffdError::Ioctl { op: "UFFDIO_COPY", source }),
@@ -249,21 +243,27 @@ impl Userfaultfd {
         write_protect: bool,
         wake: bool,
     ) -> Result<u64, UffdError> {
+        match self.copy_ioctl(destination, source, write_protect, wake) {
+            (Ok(()), _) => Ok(source.len() as u64),
+            // A partial copy fails with EAGAIN, a first page already mapped with EEXIST;
+            // `copied` holds the bytes mapped (or the negative errno when none were).
+            (Err(error), copied) if matches!(error.raw_os_error(), Some(libc::EEXIST | libc::EAGAIN)) => {
+                Ok(copied.max(0) as u64)
+            }
+            (Err(source), _) => Err(UffdError::Ioctl { op: "UFFDIO_COPY", source }),
+        }
+    }
+
+    /// `UFFDIO_COPY`: the outcome and the kernel's `copy` field (bytes mapped, or -errno).
+    fn copy_ioctl(&self, destination: u64, source: &[u8], write_protect: bool, wake: bool) -> (io::Result<()>, i64) {
         let mut mode = if wake { 0 } else { COPY_MODE_DONTWAKE };
         if write_protect {
             mode |= COPY_MODE_WP;
         }
         let mut copy =
             UffdioCopy { dst: destination, src: source.as_ptr() as u64, len: source.len() as u64, mode, copy: 0 };
-        match ioctl(self.fd.as_raw_fd(), UFFDIO_COPY, &mut copy) {
-            Ok(()) => Ok(source.len() as u64),
-            // A partial copy fails with EAGAIN, a first page already mapped with EEXIST;
-            // `copy` holds the bytes mapped (or the negative errno when none were).
-            Err(error) if matches!(error.raw_os_error(), Some(libc::EEXIST | libc::EAGAIN)) => {
-                Ok(copy.copy.max(0) as u64)
-            }
-            Err(source) => Err(UffdError::Ioctl { op: "UFFDIO_COPY", source }),
-        }
+        let result = ioctl(self.fd.as_raw_fd(), UFFDIO_COPY, &mut copy);
+        (result, copy.copy)
     }
 
     /// Maps zero pages at `start..start+len`; `Ok(false)` if already mapped.
