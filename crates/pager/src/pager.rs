@@ -387,6 +387,7 @@ impl Pager {
             to_drop: Vec::with_capacity(out_count),
             drop_ranges: Vec::with_capacity(out_count),
         };
+        let readahead_pages = config.readahead_pages.min(READAHEAD_PAGES_MAX);
         let shared = Arc::new(Shared {
             out_buffers: OutBuffers::new(out_count),
             lbas_per_page: (PAGE_BYTES / geometry.lba_bytes as usize) as u64,
@@ -394,9 +395,9 @@ impl Pager {
             footer_mode,
             self_pidfd: self_pidfd_for_discard(),
             mappings: RwLock::new(()),
-            readahead_pages: config.readahead_pages.min(READAHEAD_PAGES_MAX),
-            readahead_buffer: Mutex::new(if config.readahead_pages > 0 {
-                vec![0; (config.readahead_pages.min(READAHEAD_PAGES_MAX) as usize + 1) * PAGE_BYTES]
+            readahead_pages,
+            readahead_buffer: Mutex::new(if readahead_pages > 0 {
+                vec![0; (readahead_pages as usize + 1) * PAGE_BYTES]
             } else {
                 Vec::new()
             }),
@@ -1105,9 +1106,13 @@ impl Shared {
             let cpu = thread_cpu_ns();
             self.counters.evictor_cpu_ns.fetch_add(cpu - cpu_counted, Relaxed);
             cpu_counted = cpu;
-            let state = self.lock();
-            if self.counters.resident_pages.load(Relaxed) <= low_watermark && !self.stop.load(Relaxed) {
-                let _ = self.evict_wanted.wait_timeout(state, Duration::from_millis(5));
+            if self.counters.resident_pages.load(Relaxed) <= low_watermark {
+                // Re-checked under the lock the faults raise the count under, so a
+                // crossing between the check above and the wait is never slept through.
+                let state = self.lock();
+                if self.counters.resident_pages.load(Relaxed) <= low_watermark && !self.stop.load(Relaxed) {
+                    let _ = self.evict_wanted.wait_timeout(state, Duration::from_millis(5));
+                }
             }
         }
     }
