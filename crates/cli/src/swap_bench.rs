@@ -83,6 +83,10 @@ pub struct SwapBench {
     pub waf: f64,
     /// CPU time of GC work over the run, in percent of one core.
     pub gc_cpu_pct: f64,
+    /// GC CPU per page the GC moved, in µs (independent of the run's throughput).
+    pub gc_cpu_us_per_page_moved: f64,
+    /// Pages the GC read per page it moved (> 1: reads span gaps of dead slots).
+    pub gc_read_pages_per_page_moved: f64,
     pub gc_runs: u64,
     pub resident_max_bytes: u64,
     pub budget_slack_bytes: u64,
@@ -300,6 +304,10 @@ pub fn run(device: Arc<dyn ZonedDevice>, options: &SwapBenchOptions) -> Result<S
         evictor_cpu_us_per_page: stats.evictor_cpu_ns as f64 / 1e3 / stats.swap_outs_written.max(1) as f64,
         waf: if host_written > 0 { device_written as f64 / host_written as f64 } else { 0.0 },
         gc_cpu_pct: stats.gc_cpu_ns as f64 / 1e9 / seconds * 100.0,
+        gc_cpu_us_per_page_moved: stats.gc_cpu_ns as f64
+            / 1e3
+            / (stats.gc_bytes_written / PAGE_BYTES as u64).max(1) as f64,
+        gc_read_pages_per_page_moved: stats.gc_bytes_read as f64 / stats.gc_bytes_written.max(1) as f64,
         gc_runs: stats.gc_runs,
         resident_max_bytes: stats.resident_pages_max * PAGE_BYTES as u64,
         budget_slack_bytes: PagerConfig::new(0).slack_pages * PAGE_BYTES as u64,
@@ -551,7 +559,10 @@ pub fn print(bench: &SwapBench) {
     table.row(vec![
         "GC CPU".into(),
         format!("{:.2} % of a core", bench.gc_cpu_pct),
-        format!("evictor {:.2} µs per page swapped out", bench.evictor_cpu_us_per_page),
+        format!(
+            "{:.2} µs per page moved ({:.1} pages read each); evictor {:.2} µs per page swapped out",
+            bench.gc_cpu_us_per_page_moved, bench.gc_read_pages_per_page_moved, bench.evictor_cpu_us_per_page
+        ),
     ]);
     table.row(vec![
         "resident max".into(),

@@ -80,8 +80,13 @@ pub struct Config {
     pub gc_high_watermark_zones: u32,
     /// Empty zones swap-out may never take: they are the GC's, so GC cannot deadlock.
     pub gc_reserve_zones: u32,
-    /// Pages the GC moves per batch: its preallocated buffer (1024 = 4 MiB).
+    /// Pages the GC moves per batch (1024 = 4 MiB of data).
     pub gc_batch_pages_max: u32,
+    /// A GC read spans up to this many unoccupied slots between two it must read, so
+    /// a victim full of small holes costs a few large reads instead of one read per
+    /// run of valid slots (measured here: a GC read is a syscall, its CPU cost hardly
+    /// depends on its size). 0 reads only occupied slots. At most 63.
+    pub gc_read_gap_pages_max: u32,
     /// GC destination streams (1 or 2), each an open zone of its own; the policy picks
     /// the stream of each moved page (hot/cold: survivors split by access history).
     pub gc_streams: u32,
@@ -127,6 +132,7 @@ impl Config {
             gc_high_watermark_zones: 0,
             gc_reserve_zones: 2,
             gc_batch_pages_max: 1024,
+            gc_read_gap_pages_max: 8,
             gc_victims_max: 1,
             gc_streams: 1,
             victim_selection: VictimSelection::Greedy,
@@ -220,6 +226,9 @@ impl Config {
         if self.gc_batch_pages_max == 0 || self.gc_batch_pages_max > 1 << 20 {
             return Err(invalid("gc_batch_pages_max", self.gc_batch_pages_max, "1 ..= 2^20"));
         }
+        if self.gc_read_gap_pages_max > 63 {
+            return Err(invalid("gc_read_gap_pages_max", self.gc_read_gap_pages_max, "0 ..= 63"));
+        }
         if self.gc_victims_max == 0 || self.gc_victims_max > 64 {
             return Err(invalid("gc_victims_max", self.gc_victims_max, "1 ..= 64"));
         }
@@ -248,8 +257,12 @@ impl Config {
         } else {
             self.gc_batch_pages_max
         };
+        // Spanned gaps take buffer pages too: as many again as the batch, so a victim
+        // with more gaps than data still fills whole batches (footer mode pads less).
+        let gc_buffer_pages = if self.gc_read_gap_pages_max > 0 { 2 * gc_batch_pages } else { gc_batch_pages };
         Ok(Derived {
             gc_batch_pages,
+            gc_buffer_pages,
             encoding,
             chunk_pages,
             open_zones_max,
@@ -283,9 +296,12 @@ pub struct Derived {
     pub gc_high_watermark_zones: u32,
     /// Pages (data plus footer) in one Append request.
     pub append_pages_max: u32,
-    /// GC batch and move buffer, in pages (`gc_batch_pages_max`, rounded to whole
-    /// chunks in footer mode).
+    /// GC batch, in pages (`gc_batch_pages_max`, rounded to whole chunks in footer
+    /// mode).
     pub gc_batch_pages: u32,
+    /// GC move buffer, in pages: the batch, plus as much again for the gaps a GC read
+    /// spans (`gc_read_gap_pages_max` > 0).
+    pub gc_buffer_pages: u32,
     pub total_slots: u64,
 }
 

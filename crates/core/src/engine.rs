@@ -238,7 +238,7 @@ impl Engine {
             open_gc_zones: 0,
             reset_wanted: Vec::with_capacity(g.zone_count as usize),
             finish_wanted: Vec::with_capacity(g.zone_count as usize),
-            gc: GcState::new(&config, derived.gc_batch_pages),
+            gc: GcState::new(&config, derived.gc_batch_pages, derived.gc_buffer_pages),
             invalidations: 0,
             resets_in_flight: 0,
             stats: Stats::default(),
@@ -279,7 +279,7 @@ impl Engine {
 
     /// Pages of GC move buffer the driver must preallocate (`Buf::Gc(0 .. n)`).
     pub fn gc_buffer_pages(&self) -> u32 {
-        self.derived.gc_batch_pages
+        self.derived.gc_buffer_pages
     }
 
     /// I/O requests emitted and not yet completed.

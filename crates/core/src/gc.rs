@@ -5,7 +5,9 @@
 //!   preallocated batch of `gc_batch_pages_max` entries.
 //! - **Read** reads the valid slots' data into the GC buffers with their reverse-map
 //!   records (per-LBA metadata, or the chunk footers). Swap-cached slots need only their
-//!   record: they are dropped, not copied; their owner is found through the record.
+//!   record: they are dropped, not copied; their owner is found through the record. A
+//!   read spans small gaps of unoccupied slots (`gc_read_gap_pages_max`): gather gives
+//!   the gap buffer pages too, so the read lands in one stretch of the buffer.
 //! - **Write**: each entry's record is checked against the owner table; pages whose owner
 //!   still points at the victim slot are appended to the GC swap-zone.
 //! - **Activate** (on each append completion): compare-and-set each owner from the victim
@@ -65,6 +67,8 @@ struct Victim {
 struct Entry {
     zone: u32,
     slot: u32,
+    /// GC buffer page holding the slot's data once read.
+    buf: u32,
     footer_slot: u32,
     record: Option<PageRecord>,
     record_error: Option<RecordError>,
@@ -85,6 +89,8 @@ pub(crate) struct GcState {
     requested: VecDeque<u32>,
     batch: Vec<Entry>,
     batch_max: u32,
+    buffer_pages: u32,
+    gap_max: u32,
     next_read: usize,
     next_footer: usize,
     reads_outstanding: u32,
@@ -104,7 +110,8 @@ pub(crate) struct GcState {
 }
 
 impl GcState {
-    pub fn new(config: &Config, batch_max: u32) -> GcState {
+    pub fn new(config: &Config, batch_max: u32, buffer_pages: u32) -> GcState {
+        assert!(buffer_pages >= batch_max);
         GcState {
             window_gain: 0,
             window_victims: 0,
@@ -119,6 +126,8 @@ impl GcState {
             requested: VecDeque::with_capacity(64),
             batch: Vec::with_capacity(config.gc_batch_pages_max as usize),
             batch_max,
+            buffer_pages,
+            gap_max: config.gc_read_gap_pages_max,
             next_read: 0,
             next_footer: 0,
             reads_outstanding: 0,
@@ -137,7 +146,8 @@ impl GcState {
 
     /// The GC's memory bound: batch entries plus the move buffer the driver holds.
     pub fn host_bytes(&self) -> u64 {
-        self.batch_max as u64 * (std::mem::size_of::<Entry>() as u64 + crate::config::PAGE_BYTES as u64)
+        self.batch_max as u64 * std::mem::size_of::<Entry>() as u64
+            + self.buffer_pages as u64 * crate::config::PAGE_BYTES as u64
     }
 }
 
@@ -400,25 +410,60 @@ impl Engine {
         0
     }
 
+    /// Collects the victims' occupied slots and gives each a GC buffer page. A slot that
+    /// must be read and follows the previous one across a gap of at most
+    /// `gc_read_gap_pages_max` slots, within one read's reach, gets the buffer page at
+    /// the same distance, so `gc_issue_reads` can read the gap along.
     fn gc_gather(&mut self) {
         assert!(self.gc.batch.is_empty());
         let footer_mode = self.derived.encoding == RecordEncoding::ChunkFooter;
+        // Buffer pages handed out, and where the current read stretch began.
+        let mut buffer_used = 0u32;
+        let mut stretch_start_buf = 0u32;
         for index in 0..self.gc.victims.len() {
             let mut victim = self.gc.victims[index];
-            while !victim.swept && (self.gc.batch.len() as u32) < self.gc.batch_max {
+            while !victim.swept
+                && (self.gc.batch.len() as u32) < self.gc.batch_max
+                && buffer_used < self.gc.buffer_pages
+            {
                 match self.slots.next_occupied(victim.zone, victim.cursor) {
                     Some(slot) => {
                         let valid = self.slots.get(victim.zone, slot) == SlotState::Valid;
+                        // Per-LBA metadata comes only with the data.
+                        let needs_data = valid || !footer_mode;
                         let footer_slot =
                             if footer_mode { self.footer_of(victim.zone, slot).unwrap_or(u32::MAX) } else { 0 };
+                        let spanned = match self.gc.batch.last() {
+                            Some(previous)
+                                if needs_data
+                                    && previous.needs_data
+                                    && previous.zone == victim.zone
+                                    && slot
+                                        .checked_sub(previous.slot + 1)
+                                        .is_some_and(|gap| gap <= self.gc.gap_max) =>
+                            {
+                                let buf = previous.buf + (slot - previous.slot);
+                                (buf - stretch_start_buf < GC_READ_PAGES_MAX && buf < self.gc.buffer_pages)
+                                    .then_some(buf)
+                            }
+                            _ => None,
+                        };
+                        let buf = match spanned {
+                            Some(buf) => buf,
+                            None => {
+                                stretch_start_buf = buffer_used;
+                                buffer_used
+                            }
+                        };
+                        buffer_used = buf + 1;
                         self.gc.batch.push(Entry {
                             zone: victim.zone,
                             slot,
+                            buf,
                             footer_slot,
                             record: None,
                             record_error: None,
-                            // Per-LBA metadata comes only with the data.
-                            needs_data: valid || !footer_mode,
+                            needs_data,
                             data_read: false,
                             failed: false,
                         });
@@ -440,16 +485,25 @@ impl Engine {
                 self.gc.next_read += 1;
                 continue;
             }
-            let mut pages = 1;
-            while first + (pages as usize) < self.gc.batch.len() && pages < GC_READ_PAGES_MAX {
-                let next = self.gc.batch[first + pages as usize];
-                if next.zone != entry.zone || next.slot != entry.slot + pages || !next.needs_data {
+            // The stretch gather laid out: entries whose buffer pages sit as far apart
+            // as their slots (gaps in between are read along).
+            let mut end = first + 1;
+            while end < self.gc.batch.len() {
+                let next = self.gc.batch[end];
+                let distance = next.slot.wrapping_sub(entry.slot);
+                if next.zone != entry.zone
+                    || !next.needs_data
+                    || next.buf.wrapping_sub(entry.buf) != distance
+                    || distance >= GC_READ_PAGES_MAX
+                {
                     break;
                 }
-                pages += 1;
+                end += 1;
             }
+            let pages = self.gc.batch[end - 1].slot - entry.slot + 1;
             let generation = self.slots.zone(entry.zone).resets;
-            let Some(io) = self.ios.allocate(IoKind::GcRead { first: first as u32 }, entry.zone, generation) else {
+            let kind = IoKind::GcRead { first: first as u32, end: end as u32 };
+            let Some(io) = self.ios.allocate(kind, entry.zone, generation) else {
                 return;
             };
             let slot = self.ios.get_mut(io).expect("io");
@@ -463,10 +517,10 @@ impl Engine {
                 zone: entry.zone,
                 slot: entry.slot,
                 pages,
-                buf: Buf::Gc(first as u32),
+                buf: Buf::Gc(entry.buf),
                 with_metadata: !footer_mode,
             });
-            self.gc.next_read = first + pages as usize;
+            self.gc.next_read = end;
         }
         if !footer_mode {
             self.gc.next_footer = self.gc.batch.len();
@@ -521,7 +575,7 @@ impl Engine {
         let (kind, zone, first_slot, pages, generation) =
             (slot.kind, slot.zone, slot.slot, slot.pages_count, slot.generation);
         let range = match kind {
-            IoKind::GcRead { first } => first as usize..first as usize + pages as usize,
+            IoKind::GcRead { first, end } => first as usize..end as usize,
             _ => slot.tags[0] as usize..slot.tags[1] as usize,
         };
         self.ios.release(io);
@@ -552,8 +606,9 @@ impl Engine {
                         expected: pages as usize * metadata_bytes,
                     });
                 }
-                for (index, entry) in self.gc.batch[range].iter_mut().enumerate() {
-                    debug_assert_eq!(entry.slot, first_slot + index as u32);
+                for entry in &mut self.gc.batch[range] {
+                    let index = (entry.slot - first_slot) as usize;
+                    assert!(index < pages as usize, "GC read entry outside its read");
                     let bytes = &records[index * metadata_bytes..(index + 1) * metadata_bytes];
                     match record::decode_metadata(bytes, zone, generation) {
                         Ok(record) => entry.record = Some(record),
@@ -611,7 +666,7 @@ impl Engine {
                     if !entry.data_read {
                         continue; // became valid after gather: next pass
                     }
-                    let page_out = AppendPage { owner, page, buf: Buf::Gc(index as u32) };
+                    let page_out = AppendPage { owner, page, buf: Buf::Gc(entry.buf) };
                     let gc_swap_zone = self.policy_gc_swap_zone(owner, page);
                     if !self.queue_page(gc_swap_zone, page_out, address, tenant) {
                         self.gc.next_write = index;

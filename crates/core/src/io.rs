@@ -58,7 +58,7 @@ pub enum IoRequest {
     /// `Engine::append_done`.
     Append { io: IoId, zone: u32, pages: u32 },
     /// Read `pages` slots from `zone` starting at `slot` into `buf` (consecutive GC
-    /// buffers for `Buf::Gc`). With `with_metadata`, return the per-LBA metadata of each
+    /// buffer pages for `Buf::Gc`; a GC read may span unoccupied slots). With `with_metadata`, return the per-LBA metadata of each
     /// page (metadata_bytes each) in `read_done`'s `records`; for `Buf::Footer`, return
     /// the page itself there. Complete with `Engine::read_done`.
     Read { io: IoId, zone: u32, slot: u32, pages: u32, buf: Buf, with_metadata: bool },
@@ -91,9 +91,10 @@ pub(crate) enum IoKind {
         owner: u32,
         page: u64,
     },
-    /// GC data read of batch entries `first .. first + pages`.
+    /// GC data read of batch entries `first .. end` (the gaps between them read along).
     GcRead {
         first: u32,
+        end: u32,
     },
     /// GC footer read; the footer sits at `slot`.
     FooterRead,

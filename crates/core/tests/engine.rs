@@ -32,6 +32,9 @@ struct Harness {
     events: Vec<Event>,
     now: u64,
     corrupt_next_gc_record: bool,
+    /// GC data reads and the slots they covered.
+    gc_reads: u64,
+    gc_read_pages: u64,
 }
 
 impl Harness {
@@ -50,6 +53,8 @@ impl Harness {
             events: Vec::new(),
             now: 0,
             corrupt_next_gc_record: false,
+            gc_reads: 0,
+            gc_read_pages: 0,
         }
     }
 
@@ -103,6 +108,8 @@ impl Harness {
                 let mut records = Vec::new();
                 match buf {
                     Buf::Gc(first) => {
+                        self.gc_reads += 1;
+                        self.gc_read_pages += pages as u64;
                         for index in 0..pages {
                             self.gc_buffers[(first + index) as usize] = self.data[&(zone, slot + index)];
                             if with_metadata {
@@ -288,6 +295,33 @@ fn gc_moves_valid_pages_and_every_page_reads_back() {
         assert_eq!(got, Some(versions[page as usize]), "page {page}");
     }
     h.engine.check_invariants();
+}
+
+#[test]
+fn gc_reads_span_small_gaps_in_fewer_reads() {
+    let run = |gap: u32| {
+        let mut config = Config::new(geometry(16));
+        config.gc_read_gap_pages_max = gap;
+        let mut h = Harness::new(config);
+        h.engine.register_owner(0, 240, 0).unwrap();
+        let versions = overwrite_until_gc(&mut h, 240, 12);
+        for page in 0..240 {
+            let got = h.swap_in(0, page).or(Some(versions[page as usize]));
+            assert_eq!(got, Some(versions[page as usize]), "gap {gap}, page {page}");
+        }
+        h.engine.check_invariants();
+        let stats = h.engine.stats().clone();
+        assert!(stats.pages_moved > 0, "gap {gap}: {stats:?}");
+        assert_eq!(stats.gc_pages_read, h.gc_read_pages, "gap {gap}: every page read is counted");
+        (h.gc_reads as f64 / stats.pages_moved as f64, h.gc_read_pages as f64 / stats.pages_moved as f64)
+    };
+    let (reads_exact, pages_exact) = run(0);
+    let (reads_spanning, pages_spanning) = run(8);
+    // The overwrite pattern leaves one or two valid slots between gaps of one or two:
+    // spanning them must cut the reads per moved page at least in half, at the cost of
+    // reading the gaps along.
+    assert!(reads_spanning * 2.0 <= reads_exact, "reads per moved page: {reads_spanning:.3} vs {reads_exact:.3}");
+    assert!(pages_spanning > pages_exact, "pages read per moved page: {pages_spanning:.3} vs {pages_exact:.3}");
 }
 
 #[test]

@@ -83,6 +83,7 @@ pub fn config_for(scenario: &mut Scenario) -> Config {
         config.reset_mode = scenario.reset_mode;
         config.gc_victims_max = scenario.gc_victims_max;
         config.gc_batch_pages_max = scenario.gc_batch_pages_max;
+        config.gc_read_gap_pages_max = scenario.gc_read_gap_pages_max;
         config.gc_streams = scenario.gc_streams;
         config.tenants_max = scenario.tenants.max(1);
         config.owners_max = scenario.owners.max(1);

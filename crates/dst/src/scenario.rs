@@ -74,6 +74,8 @@ pub struct Scenario {
     pub reset_mode: ResetMode,
     pub gc_victims_max: u32,
     pub gc_batch_pages_max: u32,
+    /// Unoccupied slots a GC read may span.
+    pub gc_read_gap_pages_max: u32,
     pub gc_streams: u32,
     pub owners: u32,
     pub tenants: u32,
@@ -145,6 +147,9 @@ impl Scenario {
             faults,
             owner_pages: None,
             gc_watermarks: None,
+            // Drawn last, so the draws above (and the seeds that found bugs) keep their
+            // meaning.
+            gc_read_gap_pages_max: [0, 1, 8, 63][below(rng, 4) as usize],
         }
     }
 
@@ -172,6 +177,7 @@ impl Scenario {
             reset_mode: ResetMode::Far,
             gc_victims_max: 1,
             gc_batch_pages_max: 1024,
+            gc_read_gap_pages_max: 8,
             // Hot/cold splits GC survivors too.
             gc_streams: if policy == PolicyKind::HotCold { 2 } else { 1 },
             owners: 1,

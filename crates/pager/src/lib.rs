@@ -1,10 +1,10 @@
-//! znswap's live pager (work in progress): application memory beyond a budget lives on a
+//! znswap's live pager: application memory beyond a budget lives on a
 //! zoned device and comes back on fault, through userfaultfd.
 //!
 //! - [`uffd`]: the userfaultfd system call and ioctls, defined over `libc` (no bindgen).
 //! - [`Pager`]: regions, the fault handler and the evictor, driving `znswap-core`.
 
-mod out_buffers;
+mod page_buffers;
 mod pager;
 mod self_paging;
 pub use self_paging::SelfPagingError;

@@ -43,7 +43,7 @@ use znswap_core::{
 };
 use znswap_zoned::{ZoneError, ZonedDevice};
 
-use crate::out_buffers::OutBuffers;
+use crate::page_buffers::{bytes, bytes_mut, AlignedPage, PageBuffers};
 use crate::self_paging::{self, Registration, SelfPagingError};
 use crate::uffd::{features, register_mode, Event as UffdEvent, UffdError, Userfaultfd};
 
@@ -176,6 +176,8 @@ pub struct PagerStats {
     pub evictor_cpu_ns: u64,
     pub host_bytes_written: u64,
     pub gc_bytes_written: u64,
+    /// Bytes the GC read from victims (gaps a read spans included).
+    pub gc_bytes_read: u64,
     pub gc_runs: u64,
 }
 
@@ -206,6 +208,7 @@ impl PagerStats {
             evictor_cpu_ns: self.evictor_cpu_ns - earlier.evictor_cpu_ns,
             host_bytes_written: self.host_bytes_written - earlier.host_bytes_written,
             gc_bytes_written: self.gc_bytes_written - earlier.gc_bytes_written,
+            gc_bytes_read: self.gc_bytes_read - earlier.gc_bytes_read,
             gc_runs: self.gc_runs - earlier.gc_runs,
         }
     }
@@ -257,7 +260,6 @@ struct State {
     /// Free handles of `Shared::out_buffers`.
     out_free: Vec<u64>,
     out_by_page: HashMap<(u32, u64), u64>,
-    gc_buffers: Vec<u8>,
     /// Pages swapped out (or zero) awaiting their `MADV_DONTNEED`, done under the lock.
     to_drop: Vec<u64>,
     /// `to_drop` coalesced into address ranges (kept to avoid allocating per round).
@@ -266,7 +268,10 @@ struct State {
 
 pub(crate) struct Shared {
     device: Arc<dyn ZonedDevice>,
-    out_buffers: OutBuffers,
+    out_buffers: PageBuffers,
+    /// The GC move buffer (`Buf::Gc`), owned by the engine's GC batch (see
+    /// `page_buffers`).
+    gc_buffers: PageBuffers,
     uffd: Userfaultfd,
     state: Mutex<State>,
     evict_wanted: Condvar,
@@ -285,7 +290,7 @@ pub(crate) struct Shared {
     mappings: RwLock<()>,
     readahead_pages: u32,
     /// Buffer for a read with readahead; a fault that finds it busy reads one page.
-    readahead_buffer: Mutex<Vec<u8>>,
+    readahead_buffer: Mutex<Vec<AlignedPage>>,
     /// A pidfd of this process for batched `process_madvise`, where the kernel accepts
     /// `MADV_DONTNEED` through it.
     self_pidfd: Option<i32>,
@@ -383,13 +388,13 @@ impl Pager {
             hand: (0, 0),
             out_free: (0..out_count as u64).rev().collect(),
             out_by_page: HashMap::new(),
-            gc_buffers: vec![0; gc_pages * PAGE_BYTES],
             to_drop: Vec::with_capacity(out_count),
             drop_ranges: Vec::with_capacity(out_count),
         };
         let readahead_pages = config.readahead_pages.min(READAHEAD_PAGES_MAX);
         let shared = Arc::new(Shared {
-            out_buffers: OutBuffers::new(out_count),
+            out_buffers: PageBuffers::new(out_count),
+            gc_buffers: PageBuffers::new(gc_pages),
             lbas_per_page: (PAGE_BYTES / geometry.lba_bytes as usize) as u64,
             metadata_bytes: geometry.metadata_bytes as usize,
             footer_mode,
@@ -397,7 +402,7 @@ impl Pager {
             mappings: RwLock::new(()),
             readahead_pages,
             readahead_buffer: Mutex::new(if readahead_pages > 0 {
-                vec![0; (readahead_pages as usize + 1) * PAGE_BYTES]
+                vec![AlignedPage::ZERO; readahead_pages as usize + 1]
             } else {
                 Vec::new()
             }),
@@ -713,6 +718,7 @@ impl Shared {
             evictor_cpu_ns: c.evictor_cpu_ns.load(Relaxed),
             host_bytes_written: engine_stats.host_pages_written * PAGE_BYTES as u64,
             gc_bytes_written: engine_stats.gc_pages_written * PAGE_BYTES as u64,
+            gc_bytes_read: engine_stats.gc_pages_read * PAGE_BYTES as u64,
             gc_runs: engine_stats.gc_runs,
         }
     }
@@ -747,7 +753,7 @@ impl Shared {
     // ------------------------------------------------------------------ faults
 
     fn handle_faults(&self) {
-        let mut page_buffer = vec![0u8; PAGE_BYTES];
+        let mut page_buffer = AlignedPage::ZERO;
         while !self.stop.load(Relaxed) {
             match self.uffd.poll(50) {
                 Ok(true) => {}
@@ -760,7 +766,7 @@ impl Shared {
                     if write_protect {
                         self.write_fault(page_address);
                     } else {
-                        self.missing_fault(page_address, write, &mut page_buffer);
+                        self.missing_fault(page_address, write, &mut page_buffer.0);
                     }
                 }
             }
@@ -780,8 +786,9 @@ impl Shared {
         if resident {
             self.write_fault_locked(state, page_address);
         } else {
-            let mut data = [0u8; PAGE_BYTES];
-            self.missing_fault_locked(state, page_address, write, &mut data);
+            // Aligned: the device reads into it without a bounce copy.
+            let mut data = AlignedPage::ZERO;
+            self.missing_fault_locked(state, page_address, write, &mut data.0);
         }
         true
     }
@@ -926,8 +933,8 @@ impl Shared {
                     let reading = Instant::now();
                     let result = match buffer.as_mut() {
                         Some(buffer) if count > 0 => {
-                            let result = self.read_slots(zone, slot, &mut buffer[..(count + 1) * PAGE_BYTES], None);
-                            data.copy_from_slice(&buffer[..PAGE_BYTES]);
+                            let result = self.read_slots(zone, slot, bytes_mut(&mut buffer[..count + 1]), None);
+                            data.copy_from_slice(&buffer[0].0);
                             result
                         }
                         _ => self.read_slots(zone, slot, data, None),
@@ -938,7 +945,7 @@ impl Shared {
                     let now = self.now();
                     if let Some(buffer) = buffer.as_ref() {
                         for (index, &(ahead_page, ahead_io)) in ahead[..count].iter().enumerate() {
-                            let bytes = &buffer[(index + 1) * PAGE_BYTES..][..PAGE_BYTES];
+                            let bytes = &buffer[index + 1].0;
                             self.install_read_ahead(&mut state, owner, ahead_page, ahead_io, result, bytes, now);
                         }
                         // The run goes on at the first page not read ahead.
@@ -1376,12 +1383,14 @@ impl Shared {
         self.device.read(self.lba(zone, slot), data, metadata).map_err(|error| io_error(&error))
     }
 
-    /// Executes every I/O the engine has queued; the lock is released during device I/O.
+    /// Executes every I/O the engine has queued; the lock is released during device I/O,
+    /// and so are the copies between page buffers and the append (see `page_buffers`).
     fn pump(&self) {
-        let mut scratch = Vec::new();
+        // Page-aligned, so O_DIRECT writes and reads need no bounce copy.
+        let mut scratch: Vec<AlignedPage> = Vec::new();
         let mut metadata = Vec::new();
-        // (position in the append, out buffer) of the pages copied in without the lock.
-        let mut from_buffers: Vec<(usize, u64)> = Vec::with_capacity(self.max_append_pages);
+        // (position in the append, out buffer or GC buffer page) copied in without the lock.
+        let mut from_buffers: Vec<(usize, Buf)> = Vec::with_capacity(self.max_append_pages);
         // The pager reports writes during write-out through `Engine::dirtied`, so no
         // append ever carries a dirtied page of its own.
         let no_dirtied = vec![false; self.max_append_pages];
@@ -1397,21 +1406,22 @@ impl Shared {
             let mut gc_work = false;
             match request {
                 IoRequest::Append { io, zone, pages } => {
-                    scratch.resize(pages as usize * PAGE_BYTES, 0);
+                    let pages = pages as usize;
+                    if scratch.len() < pages {
+                        scratch.resize(pages, AlignedPage::ZERO);
+                    }
                     metadata.clear();
                     from_buffers.clear();
                     let records = state.engine.append_records(io);
                     for (index, append_page) in state.engine.append_pages(io).iter().enumerate() {
-                        let at = &mut scratch[index * PAGE_BYTES..(index + 1) * PAGE_BYTES];
                         match append_page.buf {
-                            Buf::Page(handle) => from_buffers.push((index, handle)),
-                            Buf::Gc(n) => {
+                            buf @ Buf::Page(_) => from_buffers.push((index, buf)),
+                            buf @ Buf::Gc(_) => {
                                 gc_work = true;
-                                let from = n as usize * PAGE_BYTES;
-                                at.copy_from_slice(&state.gc_buffers[from..from + PAGE_BYTES]);
+                                from_buffers.push((index, buf));
                             }
-                            Buf::Footer => at.copy_from_slice(records),
-                            Buf::Zero => at.fill(0),
+                            Buf::Footer => scratch[index].0.copy_from_slice(records),
+                            Buf::Zero => scratch[index].0.fill(0),
                         }
                         if !self.footer_mode && self.metadata_bytes > 0 {
                             let record = &records[index * RECORD_BYTES..(index + 1) * RECORD_BYTES];
@@ -1420,16 +1430,22 @@ impl Shared {
                         }
                     }
                     drop(state);
-                    for &(index, handle) in &from_buffers {
-                        // SAFETY: the engine owns the buffer until this append completes
-                        // (`append_done` below), and nobody writes it meanwhile.
-                        let page = unsafe { self.out_buffers.page(handle) };
-                        scratch[index * PAGE_BYTES..(index + 1) * PAGE_BYTES].copy_from_slice(page);
+                    for &(index, buf) in &from_buffers {
+                        // SAFETY: the engine owns these pages until this append completes
+                        // (`append_done` below), and nobody writes them meanwhile.
+                        let page = unsafe {
+                            match buf {
+                                Buf::Gc(n) => self.gc_buffers.page(n as u64),
+                                Buf::Page(handle) => self.out_buffers.page(handle),
+                                Buf::Footer | Buf::Zero => unreachable!("filled above"),
+                            }
+                        };
+                        scratch[index].0.copy_from_slice(page);
                     }
                     let metadata_arg = (!metadata.is_empty()).then_some(metadata.as_slice());
                     let result = self
                         .device
-                        .append(zone, &scratch, metadata_arg)
+                        .append(zone, bytes(&scratch[..pages]), metadata_arg)
                         .map(|lba| ((lba - self.device.geometry().zone_start_lba(zone)) / self.lbas_per_page) as u32);
                     if result.is_err() {
                         self.counters.device_errors.fetch_add(1, Relaxed);
@@ -1439,7 +1455,7 @@ impl Shared {
                     self.counters.swap_outs_written.fetch_add(written, Relaxed);
                     state
                         .engine
-                        .append_done(io, result.map_err(|e| io_error(&e)), &no_dirtied[..pages as usize], self.now())
+                        .append_done(io, result.map_err(|e| io_error(&e)), &no_dirtied[..pages], self.now())
                         .expect("append completion");
                     self.complete_events(&mut state);
                     self.flush_drops(&mut state);
@@ -1447,23 +1463,31 @@ impl Shared {
                 IoRequest::Read { io, zone, slot, pages, buf, with_metadata } => {
                     gc_work = true;
                     drop(state);
-                    scratch.resize(pages as usize * PAGE_BYTES, 0);
+                    let pages = pages as usize;
                     metadata.clear();
                     let metadata_arg = if with_metadata && self.metadata_bytes > 0 {
-                        metadata.resize(pages as usize * self.metadata_bytes, 0);
+                        metadata.resize(pages * self.metadata_bytes, 0);
                         Some(metadata.as_mut_slice())
                     } else {
                         None
                     };
-                    let result = self.read_slots(zone, slot, &mut scratch, metadata_arg);
+                    let result = match buf {
+                        Buf::Gc(first) => {
+                            // SAFETY: this read owns its GC buffer pages until `read_done`.
+                            let data = unsafe { self.gc_buffers.pages_mut(first as usize, pages) };
+                            self.read_slots(zone, slot, data, metadata_arg)
+                        }
+                        Buf::Footer | Buf::Page(_) | Buf::Zero => {
+                            if scratch.len() < pages {
+                                scratch.resize(pages, AlignedPage::ZERO);
+                            }
+                            self.read_slots(zone, slot, bytes_mut(&mut scratch[..pages]), metadata_arg)
+                        }
+                    };
                     let mut state = self.lock();
                     let records: &[u8] = match buf {
-                        Buf::Gc(first) => {
-                            let at = first as usize * PAGE_BYTES;
-                            state.gc_buffers[at..at + scratch.len()].copy_from_slice(&scratch);
-                            &metadata
-                        }
-                        Buf::Footer => &scratch,
+                        Buf::Gc(_) => &metadata,
+                        Buf::Footer => bytes(&scratch[..pages]),
                         Buf::Page(_) | Buf::Zero => &[],
                     };
                     state.engine.read_done(io, result, records, self.now()).expect("read completion");

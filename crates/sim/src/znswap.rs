@@ -94,6 +94,9 @@ impl ZnsBackend {
         config.gc_streams = setup.gc_streams;
         config.swap_cache = setup.swap_cache;
         config.io_in_flight_max = 4096;
+        // The paper's ZNGC reads only valid slots; spanning gaps saves syscalls in the
+        // live pager, a cost this model does not have, and would add device reads.
+        config.gc_read_gap_pages_max = 0;
         config.owners_max = setup.regions.len() as u32;
         config.tenants_max = setup.tenants.max(1);
         let derived = config.derive().map_err(|error| format!("znswap engine: {error}"))?;

@@ -1,0 +1,128 @@
+//! Page buffers allocated once, page-aligned (so O_DIRECT I/O needs no bounce copy),
+//! whose bytes live outside the pager's state lock: the swap-out buffers the evictor
+//! snapshots victims into, and the GC move buffer. Copies into and out of them, and the
+//! device reads that fill them, happen without holding the lock, so faults never wait
+//! behind them.
+//!
+//! Ownership decides who may touch a buffer page; only its owner does.
+//!
+//! **Swap-out buffers** (a handle per page) pass along one path:
+//! 1. the free list (`State::out_free`, under the state lock);
+//! 2. the evictor, from taking the handle to handing it to `Engine::swap_out` (or back to
+//!    the free list): it writes the snapshot;
+//! 3. the engine, until it reports the swap-out done (`Event::SwapOutDone`, emitted only
+//!    when the append carrying the page completed or failed, or at once for a clean
+//!    swap-cache hit that carries no page): the I/O pump reads the bytes for the append
+//!    between `poll_io` and `append_done`.
+//!
+//! After `SwapOutDone` the handle goes back to the free list (step 1).
+//!
+//! **GC move buffer** pages (`Buf::Gc(n)`) belong to the engine's one GC batch. A GC
+//! read owns its pages `n .. n + pages` from `poll_io` to `read_done`; a GC append reads
+//! the pages it names from `poll_io` to `append_done`. The engine issues a batch's
+//! appends only after all its reads completed, and gathers the next batch only after
+//! all its appends completed, so a read and an append never share a page.
+
+use std::cell::UnsafeCell;
+
+use crate::pager::PAGE_BYTES;
+
+/// One page of bytes on a page boundary.
+#[derive(Clone, Copy)]
+#[repr(C, align(4096))]
+pub(crate) struct AlignedPage(pub [u8; PAGE_BYTES]);
+
+impl AlignedPage {
+    pub(crate) const ZERO: AlignedPage = AlignedPage([0; PAGE_BYTES]);
+}
+
+/// The bytes of consecutive aligned pages, as one slice.
+pub(crate) fn bytes(pages: &[AlignedPage]) -> &[u8] {
+    // SAFETY: as in `bytes_mut`.
+    unsafe { std::slice::from_raw_parts(pages.as_ptr().cast::<u8>(), pages.len() * PAGE_BYTES) }
+}
+
+/// The bytes of consecutive aligned pages, as one mutable slice.
+pub(crate) fn bytes_mut(pages: &mut [AlignedPage]) -> &mut [u8] {
+    // SAFETY: `AlignedPage` is `repr(C)` over `[u8; PAGE_BYTES]` with a size of exactly
+    // PAGE_BYTES (its alignment), so consecutive pages are consecutive bytes.
+    unsafe { std::slice::from_raw_parts_mut(pages.as_mut_ptr().cast::<u8>(), pages.len() * PAGE_BYTES) }
+}
+
+pub(crate) struct PageBuffers {
+    pages: Box<[UnsafeCell<AlignedPage>]>,
+}
+
+// SAFETY: every access goes through the unsafe accessors, whose callers own the pages
+// (module comment), so no two threads touch one page at once.
+unsafe impl Sync for PageBuffers {}
+unsafe impl Send for PageBuffers {}
+
+impl PageBuffers {
+    pub(crate) fn new(count: usize) -> PageBuffers {
+        PageBuffers { pages: (0..count).map(|_| UnsafeCell::new(AlignedPage::ZERO)).collect() }
+    }
+
+    /// The bytes of page `handle`.
+    ///
+    /// # Safety
+    /// The caller owns `handle` (module comment) and nobody writes it meanwhile.
+    pub(crate) unsafe fn page(&self, handle: u64) -> &[u8; PAGE_BYTES] {
+        // SAFETY: per the contract, no writer exists while this borrow lives.
+        unsafe { &(*self.pages[handle as usize].get()).0 }
+    }
+
+    /// The bytes of page `handle`, to fill.
+    ///
+    /// # Safety
+    /// The caller owns `handle` (module comment) and nobody else reads or writes it
+    /// while the borrow lives.
+    #[allow(clippy::mut_from_ref)]
+    pub(crate) unsafe fn page_mut(&self, handle: u64) -> &mut [u8; PAGE_BYTES] {
+        // SAFETY: per the contract, this is the only borrow of the page.
+        unsafe { &mut (*self.pages[handle as usize].get()).0 }
+    }
+
+    /// Pages `first .. first + count` as one slice, to fill (a device read).
+    ///
+    /// # Safety
+    /// The caller owns these pages (module comment) and nobody else reads or writes them
+    /// while the borrow lives.
+    #[allow(clippy::mut_from_ref)]
+    pub(crate) unsafe fn pages_mut(&self, first: usize, count: usize) -> &mut [u8] {
+        let run = &self.pages[first..first + count];
+        // SAFETY: the cells are consecutive in one allocation and `UnsafeCell` is
+        // `repr(transparent)`, so the run is `count * PAGE_BYTES` consecutive bytes;
+        // the caller guarantees exclusive access.
+        unsafe { std::slice::from_raw_parts_mut(run.as_ptr().cast::<u8>().cast_mut(), count * PAGE_BYTES) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buffers_are_distinct_aligned_pages() {
+        let buffers = PageBuffers::new(3);
+        // SAFETY: this test owns every page.
+        unsafe {
+            buffers.page_mut(0).fill(1);
+            buffers.page_mut(2).fill(3);
+            assert!(buffers.page(0).iter().all(|&b| b == 1));
+            assert!(buffers.page(1).iter().all(|&b| b == 0));
+            assert!(buffers.page(2).iter().all(|&b| b == 3));
+            let run = buffers.pages_mut(1, 2);
+            assert_eq!(run.as_ptr() as usize % PAGE_BYTES, 0, "page-aligned for O_DIRECT");
+            assert_eq!(run.len(), 2 * PAGE_BYTES);
+            assert!(run[..PAGE_BYTES].iter().all(|&b| b == 0));
+            assert!(run[PAGE_BYTES..].iter().all(|&b| b == 3));
+            run[..PAGE_BYTES].fill(2);
+            assert!(buffers.page(1).iter().all(|&b| b == 2));
+        }
+        let mut pages = vec![AlignedPage::ZERO; 2];
+        let bytes = bytes_mut(&mut pages);
+        assert_eq!(bytes.as_ptr() as usize % PAGE_BYTES, 0);
+        assert_eq!(bytes.len(), 2 * PAGE_BYTES);
+    }
+}
