@@ -14,7 +14,7 @@ use rand_core::{RngCore, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use serde::Serialize;
 use znswap_zoned::conformance::pattern;
-use znswap_zoned::{format_size, AppendMerger, Geometry, ZoneCondition, ZoneError, ZonedDevice};
+use znswap_zoned::{format_size, AlignedBuf, AppendMerger, Geometry, ZoneCondition, ZoneError, ZonedDevice};
 
 use crate::stats::{Latency, Table};
 
@@ -81,7 +81,7 @@ fn progress(enabled: bool, message: &str) {
 /// the deadline; returns bytes written.
 fn append_own_zones(phase: &Phase, io_bytes: u64, written: &AtomicU64) -> Result<()> {
     let geometry = *phase.device.geometry();
-    let data = pattern(1, io_bytes as usize);
+    let data = AlignedBuf::copy_of(&pattern(1, io_bytes as usize));
     let metadata = vec![0x5A; (io_bytes / geometry.lba_bytes as u64 * geometry.metadata_bytes as u64) as usize];
     while written.load(Relaxed) < phase.budget_bytes && Instant::now() < phase.deadline {
         let Some(zone) = phase.supply.claim() else { break };
@@ -114,7 +114,7 @@ fn append_shared_zone(
     written: &AtomicU64,
 ) -> Result<()> {
     let geometry = *device.geometry();
-    let data = pattern(2, io_bytes as usize);
+    let data = AlignedBuf::copy_of(&pattern(2, io_bytes as usize));
     let metadata = vec![0xA5; (io_bytes / geometry.lba_bytes as u64 * geometry.metadata_bytes as u64) as usize];
     let metadata = (geometry.metadata_bytes != 0).then_some(metadata.as_slice());
     while written.load(Relaxed) < phase.budget_bytes && Instant::now() < phase.deadline {
@@ -173,7 +173,7 @@ fn random_reads(
                 let extents = &extents;
                 scope.spawn(move || -> Result<Vec<u64>> {
                     let mut rng = Xoshiro256PlusPlus::seed_from_u64(0x5EED + thread as u64);
-                    let mut buffer = vec![0u8; PAGE_BYTES as usize];
+                    let mut buffer = AlignedBuf::zeroed(PAGE_BYTES as usize);
                     let mut samples = Vec::with_capacity(limit_per_thread);
                     while samples.len() < limit_per_thread && Instant::now() < deadline {
                         let (start, written) = extents[(rng.next_u64() % extents.len() as u64) as usize];

@@ -81,6 +81,10 @@ struct SwapBenchArgs {
     /// Threads evicting pages and running the device I/O of swap-out and GC.
     #[arg(long, default_value_t = 1)]
     evictor_threads: usize,
+    /// Pages evicted per round, written together (one append per swap-zone, up to the
+    /// device's append limit); eviction starts this many pages below the budget.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    evict_batch: u32,
     /// Seconds the workload runs.
     #[arg(long, default_value_t = 10.0)]
     seconds: f64,
@@ -259,6 +263,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 threads,
                 readahead_pages: args.readahead.min(znswap_pager::READAHEAD_PAGES_MAX),
                 evictor_threads: args.evictor_threads.max(1),
+                evict_batch_pages: args.evict_batch as usize,
                 fault_mode: match args.handler_threads {
                     None => znswap_pager::FaultMode::SelfPaging,
                     Some(count) => znswap_pager::FaultMode::HandlerThreads(count.max(1)),

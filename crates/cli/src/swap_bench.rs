@@ -16,7 +16,7 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 use serde::Serialize;
 use znswap_pager::{FaultMode, Pager, PagerConfig, PAGE_BYTES};
 use znswap_workload::{Generator, Workload};
-use znswap_zoned::{format_size, ZoneError, ZonedDevice};
+use znswap_zoned::{format_size, AlignedBuf, ZoneError, ZonedDevice};
 
 use crate::stats::{Latency, Table};
 
@@ -33,6 +33,7 @@ pub struct SwapBenchOptions {
     pub fault_mode: FaultMode,
     pub readahead_pages: u32,
     pub evictor_threads: usize,
+    pub evict_batch_pages: usize,
     pub seconds: f64,
     pub ops_max: u64,
     pub seed: u64,
@@ -55,6 +56,7 @@ pub struct SwapBench {
     pub warmed_up: bool,
     pub readahead_pages: u32,
     pub evictor_threads: usize,
+    pub evict_batch_pages: usize,
     pub budget_bytes: u64,
     pub wss_bytes: u64,
     /// Working set over the device's capacity.
@@ -78,6 +80,10 @@ pub struct SwapBench {
     pub swap_in_read_us: f64,
     pub swap_in_install_us: f64,
     /// CPU time of the pager's evictor per page swapped out (eviction, appends, GC).
+    /// Wall time of swap-out appends per page written, in µs.
+    pub evictor_append_us_per_page: f64,
+    /// Time the evictor slept with nothing to evict, in ms.
+    pub evictor_idle_ms: f64,
     pub evictor_cpu_us_per_page: f64,
     /// Device bytes written (data, GC moves, footers, padding) per byte swapped out.
     pub waf: f64,
@@ -166,8 +172,9 @@ fn device_ceiling(
             .map(|thread| {
                 let (next_zone, appended, stop) = (&next_zone, &appended, &stop);
                 scope.spawn(move || -> Result<Vec<u64>> {
-                    let data = vec![0x5Au8; append_bytes];
-                    let mut page = vec![0u8; 4096];
+                    // Aligned, as the pager's buffers are: no bounce copy in the ceiling.
+                    let data = AlignedBuf::copy_of(&vec![0x5Au8; append_bytes]);
+                    let mut page = AlignedBuf::zeroed(4096);
                     let mut rng = Xoshiro256PlusPlus::seed_from_u64(thread as u64 + 1);
                     let mut samples = Vec::new();
                     let mut zone = next_zone.fetch_add(1, Relaxed) as u32;
@@ -241,6 +248,7 @@ pub fn run(device: Arc<dyn ZonedDevice>, options: &SwapBenchOptions) -> Result<S
         fault_mode: options.fault_mode,
         readahead_pages: options.readahead_pages,
         evictor_threads: options.evictor_threads,
+        evict_batch_pages: options.evict_batch_pages,
         ..PagerConfig::new(options.budget_bytes)
     };
     let pager = Pager::new(device.clone(), pager_config).context("starting the pager")?;
@@ -279,6 +287,7 @@ pub fn run(device: Arc<dyn ZonedDevice>, options: &SwapBenchOptions) -> Result<S
         },
         readahead_pages: options.readahead_pages,
         evictor_threads: options.evictor_threads,
+        evict_batch_pages: options.evict_batch_pages,
         warmed_up: options.warm_up && warms_up(options.workload),
         handler_threads: match options.fault_mode {
             FaultMode::HandlerThreads(count) => count,
@@ -302,6 +311,8 @@ pub fn run(device: Arc<dyn ZonedDevice>, options: &SwapBenchOptions) -> Result<S
         swap_in_read_us: per_read_us(stats.fault_read_ns),
         swap_in_install_us: per_read_us(stats.fault_install_ns),
         evictor_cpu_us_per_page: stats.evictor_cpu_ns as f64 / 1e3 / stats.swap_outs_written.max(1) as f64,
+        evictor_append_us_per_page: stats.evictor_append_ns as f64 / 1e3 / stats.swap_outs_written.max(1) as f64,
+        evictor_idle_ms: stats.evictor_idle_ns as f64 / 1e6,
         waf: if host_written > 0 { device_written as f64 / host_written as f64 } else { 0.0 },
         gc_cpu_pct: stats.gc_cpu_ns as f64 / 1e9 / seconds * 100.0,
         gc_cpu_us_per_page_moved: stats.gc_cpu_ns as f64

@@ -174,6 +174,10 @@ pub struct PagerStats {
     pub fault_install_ns: u64,
     /// CPU time of the evictor threads (eviction, appends, GC), in nanoseconds.
     pub evictor_cpu_ns: u64,
+    /// Wall time the evictor threads spent in swap-out appends, and asleep with nothing
+    /// to evict, in nanoseconds: with `evictor_cpu_ns`, where an evictor's time goes.
+    pub evictor_append_ns: u64,
+    pub evictor_idle_ns: u64,
     pub host_bytes_written: u64,
     pub gc_bytes_written: u64,
     /// Bytes the GC read from victims (gaps a read spans included).
@@ -206,6 +210,8 @@ impl PagerStats {
             fault_read_ns: self.fault_read_ns - earlier.fault_read_ns,
             fault_install_ns: self.fault_install_ns - earlier.fault_install_ns,
             evictor_cpu_ns: self.evictor_cpu_ns - earlier.evictor_cpu_ns,
+            evictor_append_ns: self.evictor_append_ns - earlier.evictor_append_ns,
+            evictor_idle_ns: self.evictor_idle_ns - earlier.evictor_idle_ns,
             host_bytes_written: self.host_bytes_written - earlier.host_bytes_written,
             gc_bytes_written: self.gc_bytes_written - earlier.gc_bytes_written,
             gc_bytes_read: self.gc_bytes_read - earlier.gc_bytes_read,
@@ -235,6 +241,8 @@ struct Counters {
     fault_read_ns: AtomicU64,
     fault_install_ns: AtomicU64,
     evictor_cpu_ns: AtomicU64,
+    evictor_append_ns: AtomicU64,
+    evictor_idle_ns: AtomicU64,
 }
 
 struct RegionEntry {
@@ -716,6 +724,8 @@ impl Shared {
             fault_read_ns: c.fault_read_ns.load(Relaxed),
             fault_install_ns: c.fault_install_ns.load(Relaxed),
             evictor_cpu_ns: c.evictor_cpu_ns.load(Relaxed),
+            evictor_append_ns: c.evictor_append_ns.load(Relaxed),
+            evictor_idle_ns: c.evictor_idle_ns.load(Relaxed),
             host_bytes_written: engine_stats.host_pages_written * PAGE_BYTES as u64,
             gc_bytes_written: engine_stats.gc_pages_written * PAGE_BYTES as u64,
             gc_bytes_read: engine_stats.gc_pages_read * PAGE_BYTES as u64,
@@ -1118,7 +1128,9 @@ impl Shared {
                 // crossing between the check above and the wait is never slept through.
                 let state = self.lock();
                 if self.counters.resident_pages.load(Relaxed) <= low_watermark && !self.stop.load(Relaxed) {
+                    let idle = Instant::now();
                     let _ = self.evict_wanted.wait_timeout(state, Duration::from_millis(5));
+                    self.counters.evictor_idle_ns.fetch_add(idle.elapsed().as_nanos() as u64, Relaxed);
                 }
             }
         }
@@ -1443,10 +1455,14 @@ impl Shared {
                         scratch[index].0.copy_from_slice(page);
                     }
                     let metadata_arg = (!metadata.is_empty()).then_some(metadata.as_slice());
+                    let appending = Instant::now();
                     let result = self
                         .device
                         .append(zone, bytes(&scratch[..pages]), metadata_arg)
                         .map(|lba| ((lba - self.device.geometry().zone_start_lba(zone)) / self.lbas_per_page) as u32);
+                    if !gc_work {
+                        self.counters.evictor_append_ns.fetch_add(appending.elapsed().as_nanos() as u64, Relaxed);
+                    }
                     if result.is_err() {
                         self.counters.device_errors.fetch_add(1, Relaxed);
                     }

@@ -12,7 +12,9 @@
 //! - [`AppendMerger`]: merges appends queued for one zone into one device command
 //!   ("zone-append merges", ZNSwap §5.3).
 //! - [`conformance`]: the checks every backend must pass.
+//! - [`AlignedBuf`]: page-aligned buffers, which O_DIRECT backends move without a copy.
 
+mod aligned;
 mod checked;
 pub mod conformance;
 mod device;
@@ -28,6 +30,7 @@ mod validate;
 pub mod zbd;
 mod zone;
 
+pub use aligned::AlignedBuf;
 pub use checked::{CheckedDevice, RawZoned};
 pub use device::{DeviceCounters, FaultInjector, FaultKind, WithoutFaultInjection, ZoneCounters, ZonedDevice};
 pub use emulated::{EmulatedDevice, Storage};
