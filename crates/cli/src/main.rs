@@ -78,9 +78,12 @@ struct SwapBenchArgs {
     /// follow on the device (0: no readahead, the right choice for random access).
     #[arg(long, default_value_t = 0)]
     readahead: u32,
-    /// Threads evicting pages and running the device I/O of swap-out and GC.
+    /// Threads picking and snapshotting pages to evict.
     #[arg(long, default_value_t = 1)]
     evictor_threads: usize,
+    /// Threads running the device I/O of swap-out and GC (one request in flight each).
+    #[arg(long, default_value_t = 1)]
+    io_threads: usize,
     /// Pages evicted per round, written together (one append per swap-zone, up to the
     /// device's append limit); eviction starts this many pages below the budget.
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=4096))]
@@ -263,6 +266,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 threads,
                 readahead_pages: args.readahead.min(znswap_pager::READAHEAD_PAGES_MAX),
                 evictor_threads: args.evictor_threads.max(1),
+                io_threads: args.io_threads.max(1),
                 evict_batch_pages: args.evict_batch as usize,
                 fault_mode: match args.handler_threads {
                     None => znswap_pager::FaultMode::SelfPaging,

@@ -1,8 +1,8 @@
 //! Page buffers allocated once, page-aligned (so O_DIRECT I/O needs no bounce copy),
 //! whose bytes live outside the pager's state lock: the swap-out buffers the evictor
-//! snapshots victims into, and the GC move buffer. Copies into and out of them, and the
-//! device reads that fill them, happen without holding the lock, so faults never wait
-//! behind them.
+//! snapshots victims into, and the GC move buffer. Copies into them, the device reads
+//! that fill them and the appends that write from them (scatter-gather, no copy) happen
+//! without holding the lock, so faults never wait behind them.
 //!
 //! Ownership decides who may touch a buffer page; only its owner does.
 //!
@@ -12,7 +12,7 @@
 //!    the free list): it writes the snapshot;
 //! 3. the engine, until it reports the swap-out done (`Event::SwapOutDone`, emitted only
 //!    when the append carrying the page completed or failed, or at once for a clean
-//!    swap-cache hit that carries no page): the I/O pump reads the bytes for the append
+//!    swap-cache hit that carries no page): the I/O thread's append reads the bytes
 //!    between `poll_io` and `append_done`.
 //!
 //! After `SwapOutDone` the handle goes back to the free list (step 1).

@@ -60,6 +60,7 @@ macro_rules! __conformance_list {
             write_rules_change_nothing,
             fill_to_capacity_then_full,
             append_returns_lba,
+            vectored_append_lands_as_one,
             append_limit,
             explicit_open_close_finish_reset,
             open_limit,
@@ -417,6 +418,48 @@ pub fn append_returns_lba(harness: &mut dyn Harness) -> CheckResult {
         |e| matches!(e, ZoneError::InvalidZone { .. }),
         "append to a zone past the last",
     )?;
+    Ok(Outcome::Passed)
+}
+
+/// `append_vectored` writes its pieces as one append: contiguous, at the write pointer,
+/// whatever the pieces' alignment (page-aligned pieces, and one that is not).
+pub fn vectored_append_lands_as_one(harness: &mut dyn Harness) -> CheckResult {
+    let device = harness.fresh();
+    let geometry = *device.geometry();
+    let g = granule(&geometry);
+    let zone = geometry.zone_count / 2;
+    let start = geometry.zone_start_lba(zone);
+    let pieces_max = (geometry.zone_append_max_bytes as usize / g).min(4);
+    if pieces_max < 2 || (2 * pieces_max * g) as u64 >= geometry.zone_capacity_bytes() {
+        return Ok(Outcome::NotApplicable(
+            "the append limit is under two granules, or a zone holds no more than two such appends",
+        ));
+    }
+    let mut expected = start;
+    for (seed, aligned) in [(7u64, true), (8, false)] {
+        let whole = pattern(seed, pieces_max * g);
+        let aligned_copies: Vec<crate::AlignedBuf> = whole.chunks(g).map(crate::AlignedBuf::copy_of).collect();
+        // Unaligned: slices of a Vec at an odd offset.
+        let mut shifted = vec![0u8; whole.len() + 1];
+        shifted[1..].copy_from_slice(&whole);
+        let pieces: Vec<std::io::IoSlice<'_>> = if aligned {
+            aligned_copies.iter().map(|piece| std::io::IoSlice::new(piece)).collect()
+        } else {
+            shifted[1..].chunks(g).map(std::io::IoSlice::new).collect()
+        };
+        let metadata = metadata_for(&geometry, seed, whole.len());
+        let metadata_arg = (geometry.metadata_bytes != 0).then_some(metadata.as_slice());
+        let lba = ok(device.append_vectored(zone, &pieces, metadata_arg), "vectored append")?;
+        ensure!(lba == expected, "vectored append returned LBA {lba}, expected {expected} (the write pointer)");
+        verify_pattern(&*device, lba, whole.len(), seed)?;
+        expected += lbas(&geometry, whole.len());
+    }
+    let info = ok(device.report_zone(zone), "report")?;
+    ensure!(
+        info.write_pointer_lba == expected,
+        "write pointer {} after the vectored appends, expected {expected}",
+        info.write_pointer_lba
+    );
     Ok(Outcome::Passed)
 }
 

@@ -1,10 +1,12 @@
 //! The `ZonedDevice` trait: what a ZNS namespace offers, and nothing of swap.
 
+use std::io::IoSlice;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use crate::aligned::AlignedBuf;
 use crate::error::Result;
 use crate::geometry::Geometry;
 use crate::zone::{ZoneCondition, ZoneInfo, ZoneOp};
@@ -43,6 +45,20 @@ pub trait ZonedDevice: Send + Sync {
     /// executes the command) and returns the first LBA written. Many appends to one zone
     /// may be in flight at once; each lands contiguously, in an order the device chooses.
     fn append(&self, zone: u32, data: &[u8], metadata: Option<&[u8]>) -> Result<u64>;
+
+    /// `append` of the concatenation of `data` (scatter-gather): a caller whose pages sit
+    /// in separate buffers need not copy them into one first. The concatenation obeys
+    /// `append`'s rules. This default gathers into one buffer; the emulated devices write
+    /// the pieces as they are (`pwritev` on a file).
+    fn append_vectored(&self, zone: u32, data: &[IoSlice<'_>], metadata: Option<&[u8]>) -> Result<u64> {
+        let mut gathered = AlignedBuf::zeroed(data.iter().map(|piece| piece.len()).sum());
+        let mut at = 0;
+        for piece in data {
+            gathered[at..at + piece.len()].copy_from_slice(piece);
+            at += piece.len();
+        }
+        self.append(zone, &gathered, metadata)
+    }
 
     /// Zone Management Send: reset, open, close or finish one zone.
     fn zone_op(&self, zone: u32, op: ZoneOp) -> Result<()>;
@@ -217,6 +233,7 @@ macro_rules! forward_zoned_device {
             fn read(&self, lba: u64, data: &mut [u8], metadata: Option<&mut [u8]>) -> Result<()> { (**self).read(lba, data, metadata) }
             fn write(&self, lba: u64, data: &[u8], metadata: Option<&[u8]>) -> Result<()> { (**self).write(lba, data, metadata) }
             fn append(&self, zone: u32, data: &[u8], metadata: Option<&[u8]>) -> Result<u64> { (**self).append(zone, data, metadata) }
+            fn append_vectored(&self, zone: u32, data: &[IoSlice<'_>], metadata: Option<&[u8]>) -> Result<u64> { (**self).append_vectored(zone, data, metadata) }
             fn zone_op(&self, zone: u32, op: ZoneOp) -> Result<()> { (**self).zone_op(zone, op) }
             fn sync(&self) -> Result<()> { (**self).sync() }
             fn counters(&self) -> DeviceCounters { (**self).counters() }
@@ -252,6 +269,9 @@ impl<D: ZonedDevice> ZonedDevice for WithoutFaultInjection<D> {
     }
     fn append(&self, zone: u32, data: &[u8], metadata: Option<&[u8]>) -> Result<u64> {
         self.0.append(zone, data, metadata)
+    }
+    fn append_vectored(&self, zone: u32, data: &[IoSlice<'_>], metadata: Option<&[u8]>) -> Result<u64> {
+        self.0.append_vectored(zone, data, metadata)
     }
     fn zone_op(&self, zone: u32, op: ZoneOp) -> Result<()> {
         self.0.zone_op(zone, op)

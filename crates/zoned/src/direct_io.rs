@@ -3,6 +3,8 @@
 
 use std::cell::RefCell;
 use std::fs::File;
+use std::io::IoSlice;
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 
 /// Alignment that satisfies O_DIRECT on every device we meet (4 KiB sectors at most).
@@ -42,6 +44,57 @@ pub(crate) fn write_at(file: &File, data: &[u8], position: u64) -> std::io::Resu
         staged.copy_from_slice(data);
         file.write_all_at(staged, position)
     })
+}
+
+/// Writes the concatenation of `pieces` at `position`: one `pwritev` when the pieces
+/// suit the descriptor (all aligned, or a buffered one), else piece by piece, each
+/// bounced as `write_at` does; a short `pwritev` is finished piece by piece too.
+pub(crate) fn write_vectored_at(
+    file: &File,
+    pieces: &[IoSlice<'_>],
+    position: u64,
+    direct: bool,
+) -> std::io::Result<()> {
+    // Linux's IOV_MAX.
+    const VECTOR_MAX: usize = 1024;
+    let write_piece =
+        |data: &[u8], at: u64| if direct { write_at(file, data, at) } else { file.write_all_at(data, at) };
+    let total: usize = pieces.iter().map(|piece| piece.len()).sum();
+    let mut written = 0;
+    if pieces.len() <= VECTOR_MAX && (!direct || pieces.iter().all(|piece| is_aligned(piece))) {
+        loop {
+            // SAFETY: `IoSlice` is ABI-compatible with `iovec`; the slices outlive the call.
+            let done = unsafe {
+                libc::pwritev(
+                    file.as_raw_fd(),
+                    pieces.as_ptr().cast(),
+                    pieces.len() as libc::c_int,
+                    position as libc::off_t,
+                )
+            };
+            if done >= 0 {
+                written = done as usize;
+                break;
+            }
+            let error = std::io::Error::last_os_error();
+            if error.kind() != std::io::ErrorKind::Interrupted {
+                return Err(error);
+            }
+        }
+        if written == total {
+            return Ok(());
+        }
+    }
+    let mut at = 0;
+    for piece in pieces {
+        let end = at + piece.len();
+        if end > written {
+            let from = written.saturating_sub(at);
+            write_piece(&piece[from..], position + (at + from) as u64)?;
+        }
+        at = end;
+    }
+    Ok(())
 }
 
 /// Fills `data` from `position`, bouncing it if it is not aligned.

@@ -5,6 +5,7 @@
 //! advances the write pointer under it, then copies its bytes outside it, so appends to
 //! one zone from many threads reserve disjoint ranges and copy in parallel.
 
+use std::io::IoSlice;
 use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
 use std::sync::{Mutex, MutexGuard};
 
@@ -21,6 +22,8 @@ use crate::zone::{ZoneCondition, ZoneInfo, ZoneOp, ZoneState, ZoneTable};
 /// inside the zone capacity; the emulator guarantees concurrent writes never overlap.
 pub trait Storage: Send + Sync {
     fn write_data(&self, zone: u32, offset_lbas: u64, data: &[u8]) -> std::io::Result<()>;
+    /// `write_data` of the concatenation of `data`.
+    fn write_data_vectored(&self, zone: u32, offset_lbas: u64, data: &[IoSlice<'_>]) -> std::io::Result<()>;
     fn read_data(&self, zone: u32, offset_lbas: u64, data: &mut [u8]) -> std::io::Result<()>;
     /// Stores `metadata` for the LBAs starting at `offset_lbas`, or zeroes for
     /// `len_lbas` LBAs when `None`. Only called when the geometry has metadata.
@@ -33,6 +36,22 @@ pub trait Storage: Send + Sync {
     fn persist_counters(&self, zone: u32, counters: [u64; 7]);
     fn sync(&self) -> std::io::Result<()>;
     fn describe(&self) -> String;
+}
+
+/// What a write carries: one buffer, or pieces written as one (scatter-gather).
+#[derive(Clone, Copy)]
+enum Payload<'a> {
+    One(&'a [u8]),
+    Pieces(&'a [IoSlice<'a>]),
+}
+
+impl Payload<'_> {
+    fn len(&self) -> usize {
+        match self {
+            Payload::One(data) => data.len(),
+            Payload::Pieces(pieces) => pieces.iter().map(|piece| piece.len()).sum(),
+        }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -88,12 +107,19 @@ impl<S: Storage> EmulatedDevice<S> {
 
     /// Validated write of `data` to `zone`: at `at_offset_lbas` (a write) or wherever
     /// the write pointer is (an append). Returns the offset written.
-    fn write_zone(&self, zone: u32, at_offset_lbas: Option<u64>, data: &[u8], metadata: Option<&[u8]>) -> Result<u64> {
+    fn write_zone(
+        &self,
+        zone: u32,
+        at_offset_lbas: Option<u64>,
+        data: Payload<'_>,
+        metadata: Option<&[u8]>,
+    ) -> Result<u64> {
         let (what, kind) =
             if at_offset_lbas.is_some() { ("write", FaultKind::Write) } else { ("append", FaultKind::Append) };
-        let len_lbas = check_data(&self.geometry, what, data.len(), self.geometry.write_granularity_bytes as u64)?;
+        let len = data.len();
+        let len_lbas = check_data(&self.geometry, what, len, self.geometry.write_granularity_bytes as u64)?;
         if at_offset_lbas.is_none() {
-            check_append_size(&self.geometry, data.len())?;
+            check_append_size(&self.geometry, len)?;
         }
         check_metadata(&self.geometry, metadata.map(<[u8]>::len), len_lbas)?;
         let offset_lbas = {
@@ -111,11 +137,15 @@ impl<S: Storage> EmulatedDevice<S> {
             }
             placement.offset_lbas
         };
-        self.storage.write_data(zone, offset_lbas, data).map_err(|error| ZoneError::io(what, error))?;
+        match data {
+            Payload::One(data) => self.storage.write_data(zone, offset_lbas, data),
+            Payload::Pieces(pieces) => self.storage.write_data_vectored(zone, offset_lbas, pieces),
+        }
+        .map_err(|error| ZoneError::io(what, error))?;
         if self.geometry.metadata_bytes != 0 {
             self.storage.write_metadata(zone, offset_lbas, len_lbas, metadata);
         }
-        self.counters[zone as usize].count_write(data.len(), at_offset_lbas.is_none());
+        self.counters[zone as usize].count_write(len, at_offset_lbas.is_none());
         Ok(offset_lbas)
     }
 
@@ -189,12 +219,18 @@ impl<S: Storage> ZonedDevice for EmulatedDevice<S> {
 
     fn write(&self, lba: u64, data: &[u8], metadata: Option<&[u8]>) -> Result<()> {
         let (zone, offset_lbas) = lba_zone(&self.geometry, lba)?;
-        self.write_zone(zone, Some(offset_lbas), data, metadata).map(|_| ())
+        self.write_zone(zone, Some(offset_lbas), Payload::One(data), metadata).map(|_| ())
     }
 
     fn append(&self, zone: u32, data: &[u8], metadata: Option<&[u8]>) -> Result<u64> {
         let zone = self.zone_index(zone)?;
-        let offset_lbas = self.write_zone(zone, None, data, metadata)?;
+        let offset_lbas = self.write_zone(zone, None, Payload::One(data), metadata)?;
+        Ok(self.geometry.zone_start_lba(zone) + offset_lbas)
+    }
+
+    fn append_vectored(&self, zone: u32, data: &[IoSlice<'_>], metadata: Option<&[u8]>) -> Result<u64> {
+        let zone = self.zone_index(zone)?;
+        let offset_lbas = self.write_zone(zone, None, Payload::Pieces(data), metadata)?;
         Ok(self.geometry.zone_start_lba(zone) + offset_lbas)
     }
 

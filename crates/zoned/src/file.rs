@@ -12,7 +12,7 @@
 //! locked (`flock`) while open, so two processes never drive one device.
 
 use std::fs::{File, OpenOptions};
-use std::io::{Seek, SeekFrom};
+use std::io::{IoSlice, Seek, SeekFrom};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
@@ -302,6 +302,14 @@ impl Storage for FileStorage {
     fn write_data(&self, zone: u32, offset_lbas: u64, data: &[u8]) -> std::io::Result<()> {
         let position = self.data_offset(zone, offset_lbas);
         self.with_direct(|file| direct_io::write_at(file, data, position), |file| file.write_all_at(data, position))
+    }
+
+    fn write_data_vectored(&self, zone: u32, offset_lbas: u64, data: &[IoSlice<'_>]) -> std::io::Result<()> {
+        let position = self.data_offset(zone, offset_lbas);
+        self.with_direct(
+            |file| direct_io::write_vectored_at(file, data, position, true),
+            |file| direct_io::write_vectored_at(file, data, position, false),
+        )
     }
 
     fn read_data(&self, zone: u32, offset_lbas: u64, data: &mut [u8]) -> std::io::Result<()> {

@@ -2,6 +2,7 @@
 //! its first write (zeroed lazily by the OS), so a large sparse device costs only what
 //! is written.
 
+use std::io::IoSlice;
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crate::device::ZoneCounterCells;
@@ -48,6 +49,17 @@ impl Storage for MemStorage {
         let start = offset_lbas as usize * self.lba_bytes;
         let mut guard = self.zone_write(zone);
         guard.as_mut().expect("allocated by zone_write").data[start..start + data.len()].copy_from_slice(data);
+        Ok(())
+    }
+
+    fn write_data_vectored(&self, zone: u32, offset_lbas: u64, data: &[IoSlice<'_>]) -> std::io::Result<()> {
+        let mut at = offset_lbas as usize * self.lba_bytes;
+        let mut guard = self.zone_write(zone);
+        let bytes = &mut guard.as_mut().expect("allocated by zone_write").data;
+        for piece in data {
+            bytes[at..at + piece.len()].copy_from_slice(piece);
+            at += piece.len();
+        }
         Ok(())
     }
 
