@@ -35,6 +35,7 @@ pub struct SwapBenchOptions {
     pub evictor_threads: usize,
     pub io_threads: usize,
     pub evict_batch_pages: usize,
+    pub slack_pages: u64,
     pub seconds: f64,
     pub ops_max: u64,
     pub seed: u64,
@@ -113,11 +114,15 @@ pub struct SwapBench {
     pub swap_outs_clean: u64,
     pub swap_outs_zero: u64,
     pub host_bytes_per_slot: f64,
-    /// Raw append bandwidth of the same device (the ceiling for `anon-w-seq`).
+    /// Raw append bandwidth of the same device (the ceiling for `anon-w-seq`): the mean
+    /// of a measurement before the workload and one after it.
     pub device_append_mib_s: f64,
+    pub device_append_before_after_mib_s: [f64; 2],
     /// Append bandwidth while serving an equal number of 4 KiB random reads at the
-    /// bench's thread count (the ceiling for random-write workloads).
+    /// bench's thread count (the ceiling for random-write workloads); before and after
+    /// too.
     pub device_mixed_mib_s: f64,
+    pub device_mixed_before_after_mib_s: [f64; 2],
     /// Raw 4 KiB random read latency of the device, for the fault latency to be read against.
     pub device_read_p50_us: f64,
     pub device_read_p99_us: f64,
@@ -257,14 +262,10 @@ pub fn run(device: Arc<dyn ZonedDevice>, options: &SwapBenchOptions) -> Result<S
     );
     ensure!(options.budget_bytes < options.wss_bytes, "--memory must be below --wss, or nothing is swapped");
 
-    // The device's own limits, measured now, on this device.
-    let append_bytes = (geometry.zone_append_max_bytes as usize).min(1 << 20);
-    let ceiling_time = Duration::from_secs_f64(options.ceiling_seconds);
-    progress("measuring the device: appends");
-    let (device_append_mib_s, _) = device_ceiling(&*device, 1, append_bytes, ceiling_time, false)?;
-    progress("measuring the device: appends with paired 4 KiB reads");
-    let (device_mixed_mib_s, device_reads) =
-        device_ceiling(&*device, options.threads, append_bytes, ceiling_time, true)?;
+    // The device's own limits, measured on this device before the workload and again
+    // after it: its speed drifts on a shared machine (a virtual disk's bandwidth moved
+    // 1.5-2.2 GB/s within minutes here), and the mean of the two brackets the run.
+    let ceilings_before = measure_ceilings(&*device, options, &progress)?;
 
     let pager_config = PagerConfig {
         fault_mode: options.fault_mode,
@@ -272,6 +273,7 @@ pub fn run(device: Arc<dyn ZonedDevice>, options: &SwapBenchOptions) -> Result<S
         evictor_threads: options.evictor_threads,
         io_threads: options.io_threads,
         evict_batch_pages: options.evict_batch_pages,
+        slack_pages: options.slack_pages,
         ..PagerConfig::new(options.budget_bytes)
     };
     let pager = Pager::new(device.clone(), pager_config).context("starting the pager")?;
@@ -298,7 +300,6 @@ pub fn run(device: Arc<dyn ZonedDevice>, options: &SwapBenchOptions) -> Result<S
     let faults_sampled = faults.len() as u64;
     let fault_latency = Latency::from_ns(&mut faults);
     let swap_out_mib_s = host_written as f64 / MIB / seconds;
-    let ceiling = if options.workload == Workload::AnonWSeq { device_append_mib_s } else { device_mixed_mib_s };
     let per_read_us = |ns: u64| ns as f64 / 1e3 / stats.swap_in_reads.max(1) as f64;
     let bench = SwapBench {
         workload: options.workload.name(),
@@ -347,7 +348,7 @@ pub fn run(device: Arc<dyn ZonedDevice>, options: &SwapBenchOptions) -> Result<S
         gc_read_pages_per_page_moved: stats.gc_bytes_read as f64 / stats.gc_bytes_written.max(1) as f64,
         gc_runs: stats.gc_runs,
         resident_max_bytes: stats.resident_pages_max * PAGE_BYTES as u64,
-        budget_slack_bytes: PagerConfig::new(0).slack_pages * PAGE_BYTES as u64,
+        budget_slack_bytes: options.slack_pages * PAGE_BYTES as u64,
         pages_verified: results.iter().map(|r| r.verified).sum(),
         corrupted: results.iter().map(|r| r.corrupted).sum(),
         lost_pages,
@@ -358,15 +359,47 @@ pub fn run(device: Arc<dyn ZonedDevice>, options: &SwapBenchOptions) -> Result<S
         swap_outs_clean: stats.swap_outs_clean,
         swap_outs_zero: stats.swap_outs_zero,
         host_bytes_per_slot: pager.host_bytes_per_slot(),
-        device_append_mib_s,
-        device_mixed_mib_s,
-        device_read_p50_us: device_reads.p50_us,
-        device_read_p99_us: device_reads.p99_us,
-        efficiency: if ceiling > 0.0 { swap_out_mib_s / ceiling } else { 0.0 },
+        device_append_mib_s: 0.0,
+        device_append_before_after_mib_s: [0.0; 2],
+        device_mixed_mib_s: 0.0,
+        device_mixed_before_after_mib_s: [0.0; 2],
+        device_read_p50_us: 0.0,
+        device_read_p99_us: 0.0,
+        efficiency: 0.0,
     };
     drop(region);
     drop(pager);
+    let after = measure_ceilings(&*device, options, &progress)?;
+    let before = ceilings_before;
+    let mut bench = bench;
+    bench.device_append_before_after_mib_s = [before.append_mib_s, after.append_mib_s];
+    bench.device_append_mib_s = (before.append_mib_s + after.append_mib_s) / 2.0;
+    bench.device_mixed_before_after_mib_s = [before.mixed_mib_s, after.mixed_mib_s];
+    bench.device_mixed_mib_s = (before.mixed_mib_s + after.mixed_mib_s) / 2.0;
+    bench.device_read_p50_us = (before.reads.p50_us + after.reads.p50_us) / 2.0;
+    bench.device_read_p99_us = (before.reads.p99_us + after.reads.p99_us) / 2.0;
+    let ceiling =
+        if options.workload == Workload::AnonWSeq { bench.device_append_mib_s } else { bench.device_mixed_mib_s };
+    bench.efficiency = if ceiling > 0.0 { bench.swap_out_mib_s / ceiling } else { 0.0 };
     Ok(bench)
+}
+
+struct Ceilings {
+    append_mib_s: f64,
+    mixed_mib_s: f64,
+    reads: Latency,
+}
+
+/// Raw appends (one thread), then appends paired with 4 KiB random reads (the bench's
+/// thread count). Resets the device.
+fn measure_ceilings(device: &dyn ZonedDevice, options: &SwapBenchOptions, progress: &dyn Fn(&str)) -> Result<Ceilings> {
+    let append_bytes = (device.geometry().zone_append_max_bytes as usize).min(1 << 20);
+    let time = Duration::from_secs_f64(options.ceiling_seconds);
+    progress("measuring the device: appends");
+    let (append_mib_s, _) = device_ceiling(device, 1, append_bytes, time, false)?;
+    progress("measuring the device: appends with paired 4 KiB reads");
+    let (mixed_mib_s, reads) = device_ceiling(device, options.threads, append_bytes, time, true)?;
+    Ok(Ceilings { append_mib_s, mixed_mib_s, reads })
 }
 
 struct ThreadResult {
@@ -566,11 +599,15 @@ pub fn print(bench: &SwapBench) {
     );
     let mut table = Table::new(&["measure", "value", "against"]);
     let ceiling_name = if bench.workload == "anon-w-seq" { "raw appends" } else { "appends + paired reads" };
-    let ceiling = if bench.workload == "anon-w-seq" { bench.device_append_mib_s } else { bench.device_mixed_mib_s };
+    let (ceiling, [before, after]) = if bench.workload == "anon-w-seq" {
+        (bench.device_append_mib_s, bench.device_append_before_after_mib_s)
+    } else {
+        (bench.device_mixed_mib_s, bench.device_mixed_before_after_mib_s)
+    };
     table.row(vec![
         "swap-out".into(),
         format!("{:.0} MiB/s", bench.swap_out_mib_s),
-        format!("{:.2} of {ceiling:.0} MiB/s ({ceiling_name})", bench.efficiency),
+        format!("{:.2} of {ceiling:.0} MiB/s ({ceiling_name}; {before:.0} before, {after:.0} after)", bench.efficiency),
     ]);
     table.row(vec!["swap-in".into(), format!("{:.0} MiB/s", bench.swap_in_mib_s), String::new()]);
     table.row(vec![
