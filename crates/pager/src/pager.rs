@@ -38,7 +38,7 @@
 use std::collections::HashMap;
 use std::io::IoSlice;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock, TryLockError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -741,13 +741,31 @@ impl Shared {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The lock, for a fault: the time spent waiting for it is counted.
+    /// The lock, for a fault: the time spent waiting for it is counted. A fault spins
+    /// for the lock a little before it sleeps: holds are a few microseconds, while a
+    /// futex sleep and wake-up costs more than that on a virtual machine, whose idle
+    /// vCPUs halt and take an exit to wake.
     fn lock_for_fault(&self) -> MutexGuard<'_, State> {
-        if let Ok(state) = self.state.try_lock() {
-            return state;
+        const SPIN_NS: u128 = 20_000;
+        match self.state.try_lock() {
+            Ok(state) => return state,
+            Err(TryLockError::Poisoned(poisoned)) => return poisoned.into_inner(),
+            Err(TryLockError::WouldBlock) => {}
         }
         let waiting = Instant::now();
-        let state = self.lock();
+        let mut spins = 0u32;
+        let state = loop {
+            match self.state.try_lock() {
+                Ok(state) => break state,
+                Err(TryLockError::Poisoned(poisoned)) => break poisoned.into_inner(),
+                Err(TryLockError::WouldBlock) => {}
+            }
+            spins += 1;
+            if spins % 64 == 0 && waiting.elapsed().as_nanos() > SPIN_NS {
+                break self.lock();
+            }
+            std::hint::spin_loop();
+        };
         self.counters.fault_lock_wait_ns.fetch_add(waiting.elapsed().as_nanos() as u64, Relaxed);
         state
     }
