@@ -91,7 +91,7 @@ struct SwapBenchArgs {
     /// Pages a fault may install above the budget before it waits for the evictor:
     /// pages on their way to the device still count as resident, so this bounds how
     /// much swap-out is in flight.
-    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(0..=1 << 20))]
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(0..=1 << 20))]
     slack: u64,
     /// Seconds the workload runs.
     #[arg(long, default_value_t = 10.0)]

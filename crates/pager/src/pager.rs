@@ -62,6 +62,8 @@ pub const READAHEAD_PAGES_MAX: u32 = 32;
 const ZERO_FILL_AROUND_PAGES: u64 = 31;
 static ZERO_PAGES: [u8; (ZERO_FILL_AROUND_PAGES as usize + 1) * PAGE_BYTES] =
     [0; (ZERO_FILL_AROUND_PAGES as usize + 1) * PAGE_BYTES];
+/// Largest eviction round, in batches (see `evict_loop`).
+const ROUND_BATCHES_MAX: usize = 4;
 /// Records the engine writes per page in per-page metadata mode.
 const RECORD_BYTES: usize = 16;
 
@@ -84,8 +86,11 @@ pub struct PagerConfig {
     /// Resident bytes the pager aims to keep regions within.
     pub budget_bytes: u64,
     /// Pages the handler may install above the budget before it waits for the evictor.
+    /// Pages on their way to the device still count as resident, so this also bounds
+    /// the swap-out in flight; 1024 (4 MiB) lets sequential eviction keep 1 MiB appends
+    /// going back to back.
     pub slack_pages: u64,
-    /// Victims per eviction round (dropped with one lock hold and one I/O pump).
+    /// Victims per eviction round (up to 4 rounds' worth while victims are sequential).
     pub evict_batch_pages: usize,
     pub policy: PolicyKind,
     pub tenants: u32,
@@ -125,7 +130,7 @@ impl PagerConfig {
     pub fn new(budget_bytes: u64) -> PagerConfig {
         PagerConfig {
             budget_bytes,
-            slack_pages: 256,
+            slack_pages: 1024,
             evict_batch_pages: 64,
             policy: PolicyKind::PerCore,
             tenants: 1,
@@ -1222,7 +1227,16 @@ impl Shared {
     /// is on its way to the device (one thread doing both spent about 3 µs of CPU and
     /// then 3-4 µs waiting for the append per page, with no overlap).
     fn evict_loop(&self) {
-        let mut victims = Vec::with_capacity(self.evict_batch_pages);
+        // A round takes up to `wanted` victims: the batch, or up to 4 batches while rounds
+        // find contiguous pages and nothing is swapped in (sequential eviction alone),
+        // where a larger round costs no more write-protect ioctls and makes appends
+        // larger (measured on anon-w-seq: 256-page rounds and appends swapped out 10-25 %
+        // faster than 64-page ones). Otherwise rounds stay at one batch: larger appends
+        // delayed the swap-in reads queued behind them (fault p99 +15 %), and each round
+        // holds the state lock for its hand-over.
+        let mut wanted = self.evict_batch_pages;
+        let mut reads_seen = self.counters.swap_in_reads.load(Relaxed);
+        let mut victims = Vec::with_capacity(ROUND_BATCHES_MAX * self.evict_batch_pages);
         let out_count = self.lock().out_free.len();
         let mut dropping = Vec::with_capacity(out_count);
         let mut addresses = Vec::with_capacity(out_count);
@@ -1251,7 +1265,7 @@ impl Shared {
                 continue;
             }
             victims.clear();
-            self.pick_victims(&mut state, self.evict_batch_pages, &mut victims);
+            self.pick_victims(&mut state, wanted, &mut victims);
             drop(state);
             if victims.is_empty() {
                 // Every candidate was referenced or in flight: let the faults and the
@@ -1260,6 +1274,20 @@ impl Shared {
                 continue;
             }
             self.evict_victims(&mut victims);
+            let contiguous = match (victims.first(), victims.last()) {
+                (Some(first), Some(last)) => {
+                    first.owner == last.owner && last.page - first.page + 1 == victims.len() as u64
+                }
+                _ => false,
+            };
+            let reads = self.counters.swap_in_reads.load(Relaxed);
+            let no_reads = reads == reads_seen;
+            reads_seen = reads;
+            wanted = if contiguous && no_reads && victims.len() == wanted {
+                (2 * wanted).min(ROUND_BATCHES_MAX * self.evict_batch_pages)
+            } else {
+                self.evict_batch_pages
+            };
             let cpu = thread_cpu_ns();
             self.counters.evictor_cpu_ns.fetch_add(cpu - cpu_counted, Relaxed);
             cpu_counted = cpu;
