@@ -90,9 +90,9 @@ struct SwapBenchArgs {
     evict_batch: u32,
     /// Pages a fault may install above the budget before it waits for the evictor:
     /// pages on their way to the device still count as resident, so this bounds how
-    /// much swap-out is in flight.
-    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(0..=1 << 20))]
-    slack: u64,
+    /// much swap-out is in flight [default: 1024, or an eighth of a budget under 32 MiB]
+    #[arg(long, value_parser = clap::value_parser!(u64).range(0..=1 << 20))]
+    slack: Option<u64>,
     /// Seconds the workload runs.
     #[arg(long, default_value_t = 10.0)]
     seconds: f64,
@@ -273,7 +273,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 evictor_threads: args.evictor_threads.max(1),
                 io_threads: args.io_threads.max(1),
                 evict_batch_pages: args.evict_batch as usize,
-                slack_pages: args.slack,
+                slack_pages: args.slack.unwrap_or(znswap_pager::PagerConfig::new(args.memory).slack_pages),
                 fault_mode: match args.handler_threads {
                     None => znswap_pager::FaultMode::SelfPaging,
                     Some(count) => znswap_pager::FaultMode::HandlerThreads(count.max(1)),

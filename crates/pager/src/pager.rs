@@ -87,8 +87,9 @@ pub struct PagerConfig {
     pub budget_bytes: u64,
     /// Pages the handler may install above the budget before it waits for the evictor.
     /// Pages on their way to the device still count as resident, so this also bounds
-    /// the swap-out in flight; 1024 (4 MiB) lets sequential eviction keep 1 MiB appends
-    /// going back to back.
+    /// the swap-out in flight; 1024 (4 MiB, the default from a 32 MiB budget up; an
+    /// eighth of smaller budgets, at least 64) lets sequential eviction keep 1 MiB
+    /// appends going back to back.
     pub slack_pages: u64,
     /// Victims per eviction round (up to 4 rounds' worth while victims are sequential).
     pub evict_batch_pages: usize,
@@ -130,7 +131,7 @@ impl PagerConfig {
     pub fn new(budget_bytes: u64) -> PagerConfig {
         PagerConfig {
             budget_bytes,
-            slack_pages: 1024,
+            slack_pages: (budget_bytes / PAGE_BYTES as u64 / 8).clamp(64, 1024),
             evict_batch_pages: 64,
             policy: PolicyKind::PerCore,
             tenants: 1,

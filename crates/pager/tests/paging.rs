@@ -75,7 +75,9 @@ fn exercise_in(
     ops: u64,
     seed: u64,
 ) -> znswap_pager::PagerStats {
-    let pager = Pager::new(device, config(fault_mode, budget_pages)).unwrap();
+    let config = config(fault_mode, budget_pages);
+    let slack = config.slack_pages;
+    let pager = Pager::new(device, config).unwrap();
     let mut region: Region = pager.alloc(region_pages * PAGE_BYTES as u64, 0).unwrap();
     let mut versions = vec![0u64; region_pages as usize];
     let mut rng = Rng(seed | 1);
@@ -104,7 +106,7 @@ fn exercise_in(
     let stats = pager.stats();
     drop(region);
     assert!(
-        stats.resident_pages_max <= budget_pages + 256 + 64,
+        stats.resident_pages_max <= budget_pages + slack + 64,
         "resident max {} over budget {budget_pages} + slack",
         stats.resident_pages_max
     );
