@@ -1277,7 +1277,8 @@ impl Shared {
             self.evict_victims(&mut victims);
             let contiguous = match (victims.first(), victims.last()) {
                 (Some(first), Some(last)) => {
-                    first.owner == last.owner && last.page - first.page + 1 == victims.len() as u64
+                    // (The hand may have wrapped around: then they are not.)
+                    first.owner == last.owner && last.page.checked_sub(first.page) == Some(victims.len() as u64 - 1)
                 }
                 _ => false,
             };
