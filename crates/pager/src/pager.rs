@@ -353,6 +353,9 @@ pub(crate) struct Shared {
     counters: Counters,
 }
 
+/// A kind of pager thread: its name, its role in a panic message, its body, how many.
+type ThreadRole = (&'static str, &'static str, fn(&Shared), usize);
+
 /// The pager; dropping it stops its threads (regions must be dropped first).
 pub struct Pager {
     shared: Arc<Shared>,
@@ -482,39 +485,24 @@ impl Pager {
             FaultMode::HandlerThreads(count) => (count.max(1), None),
             FaultMode::SelfPaging => (0, Some(self_paging::register(&shared)?)),
         };
-        let mut threads: Vec<JoinHandle<()>> = (0..handlers)
-            .map(|index| {
+        let roles: [ThreadRole; 3] = [
+            ("fault", "fault handler", Shared::handle_faults, handlers),
+            ("evict", "evictor", Shared::evict_loop, config.evictor_threads.max(1)),
+            ("io", "I/O thread", Shared::io_loop, config.io_threads.max(1)),
+        ];
+        let mut threads = Vec::new();
+        for (name, role, body, count) in roles {
+            for index in 0..count {
                 let shared = shared.clone();
-                std::thread::Builder::new()
-                    .name(format!("znswap-fault-{index}"))
+                let thread = std::thread::Builder::new()
+                    .name(format!("znswap-{name}-{index}"))
                     .spawn(move || {
-                        let _guard = AbortOnPanic("fault handler");
-                        shared.handle_faults()
+                        let _guard = AbortOnPanic(role);
+                        body(&shared)
                     })
-                    .expect("spawn")
-            })
-            .collect();
-        for index in 0..config.evictor_threads.max(1) {
-            let shared = shared.clone();
-            let evictor = std::thread::Builder::new()
-                .name(format!("znswap-evict-{index}"))
-                .spawn(move || {
-                    let _guard = AbortOnPanic("evictor");
-                    shared.evict_loop()
-                })
-                .expect("spawn");
-            threads.push(evictor);
-        }
-        for index in 0..config.io_threads.max(1) {
-            let shared = shared.clone();
-            let io = std::thread::Builder::new()
-                .name(format!("znswap-io-{index}"))
-                .spawn(move || {
-                    let _guard = AbortOnPanic("I/O thread");
-                    shared.io_loop()
-                })
-                .expect("spawn");
-            threads.push(io);
+                    .expect("spawn");
+                threads.push(thread);
+            }
         }
         Ok(Pager { shared, threads, registration })
     }
@@ -1445,7 +1433,7 @@ impl Shared {
             }
         }
         self.complete_events(&mut state);
-        self.flush_drops(&mut state);
+        self.after_completions(&mut state);
         if state.io_asleep {
             state.io_asleep = false;
             self.io_wanted.notify_one();
@@ -1476,7 +1464,7 @@ impl Shared {
 
     /// Called after `complete_events`, in the same lock hold: wakes an evictor for the
     /// pages to discard, or if completions left it pages to evict.
-    fn flush_drops(&self, state: &mut State) {
+    fn after_completions(&self, state: &mut State) {
         if !state.to_drop.is_empty() && state.evictors_asleep {
             state.evictors_asleep = false;
             self.evict_wanted.notify_all();
@@ -1633,7 +1621,7 @@ impl Shared {
             state.engine.tick(self.now());
             let Some(request) = state.engine.poll_io() else {
                 self.complete_events(&mut state);
-                self.flush_drops(&mut state);
+                self.after_completions(&mut state);
                 return state;
             };
             let cpu_started = thread_cpu_ns();
@@ -1703,7 +1691,7 @@ impl Shared {
                         .append_done(io, result.map_err(|e| io_error(&e)), &no_dirtied[..pages], self.now())
                         .expect("append completion");
                     self.complete_events(&mut state);
-                    self.flush_drops(&mut state);
+                    self.after_completions(&mut state);
                 }
                 IoRequest::Read { io, zone, slot, pages, buf, with_metadata } => {
                     gc_work = true;
@@ -1737,7 +1725,7 @@ impl Shared {
                     };
                     state.engine.read_done(io, result, records, self.now()).expect("read completion");
                     self.complete_events(&mut state);
-                    self.flush_drops(&mut state);
+                    self.after_completions(&mut state);
                 }
                 IoRequest::Reset { io, zone } => {
                     gc_work = true;
