@@ -85,7 +85,8 @@ struct SwapBenchArgs {
     #[arg(long, default_value_t = 1)]
     io_threads: usize,
     /// Pages evicted per round, written together (one append per swap-zone, up to the
-    /// device's append limit); eviction starts this many pages below the budget.
+    /// device's append limit); eviction starts this many pages below the budget. Rounds
+    /// grow to 4 batches while the victims are contiguous and nothing is swapped in.
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=4096))]
     evict_batch: u32,
     /// Pages a fault may install above the budget before it waits for the evictor:
