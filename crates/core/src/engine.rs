@@ -114,30 +114,20 @@ pub enum Event {
         ticket: Ticket,
         owner: u32,
         page: u64,
+        /// The buffer handle given to `swap_out`, given back: no append reads it any more,
+        /// so the driver may reuse it. Exactly one `SwapOutDone` follows every swap-out
+        /// the engine took.
+        buf: u64,
         outcome: SwapOutOutcome,
     },
     /// The GC moved a page.
-    Remapped {
-        owner: u32,
-        page: u64,
-        zone: u32,
-        slot: u32,
-    },
+    Remapped { owner: u32, page: u64, zone: u32, slot: u32 },
     /// A zone went offline with the only copy of this page.
-    Lost {
-        owner: u32,
-        page: u64,
-    },
+    Lost { owner: u32, page: u64 },
     /// A reverse-map record failed its checks; the owner was found by a table scan.
-    RecordRejected {
-        zone: u32,
-        slot: u32,
-        error: RecordError,
-    },
+    RecordRejected { zone: u32, slot: u32, error: RecordError },
     /// A zone taken out of service (offline, or resets kept failing).
-    ZoneRetired {
-        zone: u32,
-    },
+    ZoneRetired { zone: u32 },
 }
 
 /// Host memory the engine holds, for the "no host FTL" claim.

@@ -44,6 +44,7 @@ impl Engine {
                         ticket,
                         owner,
                         page,
+                        buf,
                         outcome: SwapOutOutcome::Swapped { zone, slot: zone_slot },
                     });
                     return Ok(ticket);
@@ -246,10 +247,11 @@ impl Engine {
                             }
                         }
                         _ if gc => self.activate(page.owner, page.page, *tag, zone, zone_slot),
-                        _ => {
+                        Buf::Page(buf) => {
                             let dirty = dirtied.get(index).copied().unwrap_or(false);
-                            self.swap_out_done(page.owner, page.page, Ticket(*tag), zone, zone_slot, dirty);
+                            self.swap_out_done((page.owner, page.page, buf), Ticket(*tag), zone, zone_slot, dirty);
                         }
+                        Buf::Gc(_) => unreachable!("a GC buffer page in a swap-out append"),
                     }
                 }
                 let counters = self.slots.zone_mut(zone);
@@ -280,10 +282,11 @@ impl Engine {
         Ok(())
     }
 
+    /// The append carrying swap-out `ticket` (of `owner`'s `page`, from the driver's
+    /// buffer `buf`) landed at `zone_slot`.
     pub(crate) fn swap_out_done(
         &mut self,
-        owner: u32,
-        page: u64,
+        (owner, page, buf): (u32, u64, u64),
         ticket: Ticket,
         zone: u32,
         zone_slot: u32,
@@ -311,7 +314,7 @@ impl Engine {
                 SwapOutOutcome::Dropped
             }
         };
-        self.events.push_back(Event::SwapOutDone { ticket, owner, page, outcome });
+        self.events.push_back(Event::SwapOutDone { ticket, owner, page, buf, outcome });
     }
 
     /// An append failed: its pages stay where they were (resident, or in the GC victim);
@@ -323,9 +326,9 @@ impl Engine {
         let tags = std::mem::take(&mut slot.tags);
         if !gc {
             for (page, tag) in pages.iter().zip(&tags) {
-                if !matches!(page.buf, Buf::Page(_)) {
+                let Buf::Page(buf) = page.buf else {
                     continue;
-                }
+                };
                 if let PageState::SwapOutInFlight { ticket, .. } = self.owners.get(page.owner, page.page) {
                     if ticket == *tag {
                         self.owners.set(page.owner, page.page, PageState::Resident);
@@ -336,6 +339,7 @@ impl Engine {
                     ticket: Ticket(*tag),
                     owner: page.owner,
                     page: page.page,
+                    buf,
                     outcome: SwapOutOutcome::Failed,
                 });
             }

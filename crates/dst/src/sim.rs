@@ -1,7 +1,7 @@
 //! The simulation driver: runs the engine against the model device with seeded faults,
 //! and checks every swap-in against an oracle of each page's last written version.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use znswap_core::policy::TenantPolicy;
 use znswap_core::{
@@ -41,6 +41,9 @@ pub struct Sim {
     pages: Vec<Vec<PageModel>>,
     pending: Vec<(u64, Pending)>,
     gc_buffers: Vec<u64>,
+    /// Swap-outs the engine took and has not reported done: ticket -> the buffer handle
+    /// passed (the version), which its `SwapOutDone` must give back, exactly once.
+    swap_outs_open: BTreeMap<u64, u64>,
     version: u64,
     faults_on: bool,
     pub violations: Vec<String>,
@@ -109,6 +112,7 @@ impl Sim {
             pages,
             pending: Vec::new(),
             gc_buffers,
+            swap_outs_open: BTreeMap::new(),
             version: 0,
             faults_on: true,
             violations: Vec::new(),
@@ -298,6 +302,9 @@ impl Sim {
         let core = below(&mut self.rng, self.scenario.cores as u64) as u32;
         match self.engine.swap_out_from(core, owner, page, version, self.now_ns) {
             Ok(ticket) => {
+                if self.swap_outs_open.insert(ticket.0, version).is_some() {
+                    self.violation(format!("swap-out ticket {ticket:?} handed out twice"));
+                }
                 let entry = &mut self.pages[owner as usize][page as usize];
                 entry.swap_out = Some(ticket.0);
                 entry.dirty = false;
@@ -532,7 +539,15 @@ impl Sim {
 
     fn event(&mut self, event: Event) {
         match event {
-            Event::SwapOutDone { ticket, owner, page, outcome } => {
+            Event::SwapOutDone { ticket, owner, page, buf, outcome } => {
+                match self.swap_outs_open.remove(&ticket.0) {
+                    Some(passed) if passed == buf => {}
+                    Some(passed) => self
+                        .violation(format!("{owner}:{page} swap-out {ticket:?} gave back buffer {buf}, not {passed}")),
+                    None => {
+                        self.violation(format!("{owner}:{page} swap-out {ticket:?} reported done twice or unknown"))
+                    }
+                }
                 let entry = self.pages[owner as usize][page as usize];
                 if entry.swap_out != Some(ticket.0) {
                     if matches!(outcome, SwapOutOutcome::Swapped { .. }) {
@@ -611,6 +626,11 @@ impl Sim {
             }
         }
         self.pump(true);
+        if let Some((ticket, _)) = self.swap_outs_open.first_key_value() {
+            let message =
+                format!("{} swap-outs never reported done (ticket {ticket} first)", self.swap_outs_open.len());
+            self.violation(message);
+        }
         self.check_invariants();
     }
 

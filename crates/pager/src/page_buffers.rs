@@ -1,27 +1,15 @@
 //! Page buffers allocated once, page-aligned (so O_DIRECT I/O needs no bounce copy),
-//! whose bytes live outside the pager's state lock: the swap-out buffers the evictor
-//! snapshots victims into, and the GC move buffer. Copies into them, the device reads
-//! that fill them and the appends that write from them (scatter-gather, no copy) happen
-//! without holding the lock, so faults never wait behind them.
+//! whose bytes live outside the pager's state lock: the GC move buffer. Device reads
+//! fill it and appends write from it (scatter-gather, no copy) without holding the
+//! lock, so faults never wait behind them. (Swap-out appends need no buffer: they read
+//! the victim pages in place, see `Shared::pump`.)
 //!
-//! Ownership decides who may touch a buffer page; only its owner does.
-//!
-//! **Swap-out buffers** (a handle per page) pass along one path:
-//! 1. the free list (`State::out_free`, under the state lock);
-//! 2. the evictor, from taking the handle to handing it to `Engine::swap_out` (or back to
-//!    the free list): it writes the snapshot;
-//! 3. the engine, until it reports the swap-out done (`Event::SwapOutDone`, emitted only
-//!    when the append carrying the page completed or failed, or at once for a clean
-//!    swap-cache hit that carries no page): the I/O thread's append reads the bytes
-//!    between `poll_io` and `append_done`.
-//!
-//! After `SwapOutDone` the handle goes back to the free list (step 1).
-//!
-//! **GC move buffer** pages (`Buf::Gc(n)`) belong to the engine's one GC batch. A GC
-//! read owns its pages `n .. n + pages` from `poll_io` to `read_done`; a GC append reads
-//! the pages it names from `poll_io` to `append_done`. The engine issues a batch's
-//! appends only after all its reads completed, and gathers the next batch only after
-//! all its appends completed, so a read and an append never share a page.
+//! Ownership decides who may touch a buffer page; only its owner does. **GC move
+//! buffer** pages (`Buf::Gc(n)`) belong to the engine's one GC batch. A GC read owns its
+//! pages `n .. n + pages` from `poll_io` to `read_done`; a GC append reads the pages it
+//! names from `poll_io` to `append_done`. The engine issues a batch's appends only after
+//! all its reads completed, and gathers the next batch only after all its appends
+//! completed, so a read and an append never share a page.
 
 use std::cell::UnsafeCell;
 
@@ -35,6 +23,9 @@ pub(crate) struct AlignedPage(pub [u8; PAGE_BYTES]);
 impl AlignedPage {
     pub(crate) const ZERO: AlignedPage = AlignedPage([0; PAGE_BYTES]);
 }
+
+/// Zeroes to append (padding), aligned like any other page of an append.
+pub(crate) static ZERO_PAGE: AlignedPage = AlignedPage::ZERO;
 
 /// The bytes of consecutive aligned pages, as one slice.
 pub(crate) fn bytes(pages: &[AlignedPage]) -> &[u8] {
@@ -72,17 +63,6 @@ impl PageBuffers {
         unsafe { &(*self.pages[handle as usize].get()).0 }
     }
 
-    /// The bytes of page `handle`, to fill.
-    ///
-    /// # Safety
-    /// The caller owns `handle` (module comment) and nobody else reads or writes it
-    /// while the borrow lives.
-    #[allow(clippy::mut_from_ref)]
-    pub(crate) unsafe fn page_mut(&self, handle: u64) -> &mut [u8; PAGE_BYTES] {
-        // SAFETY: per the contract, this is the only borrow of the page.
-        unsafe { &mut (*self.pages[handle as usize].get()).0 }
-    }
-
     /// Pages `first .. first + count` as one slice, to fill (a device read).
     ///
     /// # Safety
@@ -107,8 +87,8 @@ mod tests {
         let buffers = PageBuffers::new(3);
         // SAFETY: this test owns every page.
         unsafe {
-            buffers.page_mut(0).fill(1);
-            buffers.page_mut(2).fill(3);
+            buffers.pages_mut(0, 1).fill(1);
+            buffers.pages_mut(2, 1).fill(3);
             assert!(buffers.page(0).iter().all(|&b| b == 1));
             assert!(buffers.page(1).iter().all(|&b| b == 0));
             assert!(buffers.page(2).iter().all(|&b| b == 3));

@@ -9,17 +9,18 @@
 //!   less the pages already on their way out, passes a low watermark (a batch below the
 //!   budget) it evicts a whole batch: a CLOCK hand sweeps the regions in address order
 //!   (reference bits come from faults), so victims separated only by non-resident pages
-//!   share one write-protect ioctl (one TLB flush); they are snapshotted into swap-out
-//!   buffers outside the lock and handed to the engine. It also discards
-//!   (`MADV_DONTNEED`) the pages whose swap-out completed, outside the lock.
+//!   share one write-protect ioctl (one TLB flush); they are handed to the engine as
+//!   they are, no copy. It also discards (`MADV_DONTNEED`) the pages whose swap-out
+//!   completed, outside the lock.
 //! - the **I/O thread** runs every I/O the engine asks for (swap-out appends straight
-//!   from the snapshots, GC reads and moves, resets), so the evictor prepares the next
-//!   batch while the last is written, and the GC runs beside faults.
+//!   from the victim pages in place, GC reads and moves, resets), so the evictor
+//!   prepares the next batch while the last is written, and the GC runs beside faults.
 //!
 //! Appendix A, with write-protection instead of the PTE dirty bit: a victim is
-//! write-protected before its snapshot, so a write during the append faults; the handler
-//! tells the engine (`dirtied`), which then aborts the swap-out, and lifts the protection
-//! at once, so the writer never waits for the device. The completion marks a swapped
+//! write-protected before it is handed to the engine, so a write during the append
+//! faults; the handler tells the engine (`dirtied`), which then aborts the swap-out, and
+//! lifts the protection at once, so the writer never waits for the device (the append
+//! may then carry a torn page: its slot is never made valid). The completion marks a swapped
 //! page DROPPING under the same lock the handler takes; it stays mapped and
 //! write-protected until the evictor discards it, and a fault on it meanwhile waits for
 //! the discard and then swaps the page back in. So a write either lands before the
@@ -35,7 +36,6 @@
 //! after it too (zero fill-around, no I/O), so a first-touch sweep takes one fault per
 //! 32 pages.
 
-use std::collections::HashMap;
 use std::io::IoSlice;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock, TryLockError};
@@ -48,7 +48,7 @@ use znswap_core::{
 };
 use znswap_zoned::{ZoneError, ZonedDevice};
 
-use crate::page_buffers::{bytes, bytes_mut, AlignedPage, PageBuffers};
+use crate::page_buffers::{bytes, bytes_mut, AlignedPage, PageBuffers, ZERO_PAGE};
 use crate::self_paging::{self, Registration, SelfPagingError};
 use crate::uffd::{features, register_mode, Event as UffdEvent, UffdError, Userfaultfd};
 
@@ -72,8 +72,8 @@ const RESIDENT: u8 = 1 << 0;
 const REFERENCED: u8 = 1 << 1;
 /// Handed to the engine for swap-out; cleared when the engine reports it done.
 const WRITING: u8 = 1 << 2;
-/// Picked as a victim and not yet snapshotted; a write fault meanwhile clears it, and the
-/// evictor then keeps the page (its snapshot could miss the write).
+/// Picked as a victim and not yet handed to the engine; a write fault meanwhile clears
+/// it, and the evictor then keeps the page (no swap-out exists yet to abort).
 const EVICTING: u8 = 1 << 3;
 /// Dropped (not RESIDENT: its data is on the device, or it is a zero entry) but perhaps
 /// still mapped, write-protected, until an evictor's `MADV_DONTNEED` outside the lock. A
@@ -105,7 +105,7 @@ pub struct PagerConfig {
     /// not reward disk-era prefetching of random pages (FlashVM, seed 004). At most
     /// [`READAHEAD_PAGES_MAX`].
     pub readahead_pages: u32,
-    /// Threads picking, write-protecting and snapshotting victims and handing them to
+    /// Threads picking and write-protecting victims and handing them to
     /// the engine. One keeps up with two faulting threads on this machine (measured: a
     /// second one added lock contention and no throughput).
     pub evictor_threads: usize,
@@ -302,9 +302,12 @@ struct State {
     generations: u64,
     /// The CLOCK hand: the next page (owner, page) the eviction sweep looks at.
     hand: (u32, u64),
-    /// Free handles of `Shared::out_buffers`.
+    /// Free handles of `out_pages`. A victim takes one when picked; it comes back with
+    /// the page's `SwapOutDone`, or when the page stays resident. So it bounds the pages
+    /// between pick and completion.
     out_free: Vec<u64>,
-    out_by_page: HashMap<(u32, u64), u64>,
+    /// Per handle, the page a swap-out append reads in place (see `pump`).
+    out_pages: Vec<OutPage>,
     /// Pages swapped out (or zero) awaiting their `MADV_DONTNEED`: marked DROPPING, still
     /// counted resident; an evictor discards them (`discard_dropped`).
     to_drop: Vec<Dropping>,
@@ -319,7 +322,6 @@ struct State {
 
 pub(crate) struct Shared {
     device: Arc<dyn ZonedDevice>,
-    out_buffers: PageBuffers,
     /// The GC move buffer (`Buf::Gc`), owned by the engine's GC batch (see
     /// `page_buffers`).
     gc_buffers: PageBuffers,
@@ -445,7 +447,7 @@ impl Pager {
             generations: 0,
             hand: (0, 0),
             out_free: (0..out_count as u64).rev().collect(),
-            out_by_page: HashMap::new(),
+            out_pages: vec![OutPage { owner: 0, generation: 0, address: 0 }; out_count],
             to_drop: Vec::with_capacity(out_count),
             writing_pages: 0,
             evictors_asleep: false,
@@ -453,7 +455,6 @@ impl Pager {
         };
         let readahead_pages = config.readahead_pages.min(READAHEAD_PAGES_MAX);
         let shared = Arc::new(Shared {
-            out_buffers: PageBuffers::new(out_count),
             gc_buffers: PageBuffers::new(gc_pages),
             lbas_per_page: (PAGE_BYTES / geometry.lba_bytes as usize) as u64,
             metadata_bytes: geometry.metadata_bytes as usize,
@@ -607,13 +608,81 @@ struct Victim {
     page: u64,
     address: u64,
     generation: u64,
-    /// The out buffer its snapshot goes to (owned by the evictor until handed over).
-    buffer: u64,
+    /// Its handle in `State::out_pages` (taken from `out_free` when picked).
+    handle: u64,
     /// Victims of one run share a write-protect range.
     run: u32,
     protected: bool,
-    /// The snapshot is all zeroes.
+    /// The page was all zeroes once protected.
     zero: bool,
+}
+
+/// Whether the page at `address` reads all zeroes. Volatile word reads: a writer may
+/// change the page meanwhile (the caller then throws the answer away), so the compiler
+/// must not assume it stable. A page with data answers at its first non-zero word.
+///
+/// # Safety
+/// `address` is a page-aligned, mapped, readable page.
+unsafe fn page_is_zero(address: u64) -> bool {
+    let words = address as *const u64;
+    // SAFETY: within the page, per the contract.
+    (0..PAGE_BYTES / 8).all(|index| unsafe { words.add(index).read_volatile() } == 0)
+}
+
+/// Where `pump` takes an append's page from.
+#[derive(Clone, Copy)]
+enum Source {
+    /// A swap-out page, in place in its region.
+    At(u64),
+    /// A page of the GC move buffer.
+    Gc(u32),
+    /// The same position of `IoScratch::pages` (a chunk footer).
+    Scratch,
+    Zero,
+}
+
+/// An I/O thread's working memory, allocated once: a fresh megabyte per `pump` call
+/// cost a page fault and a memset per page of it, about a third of the I/O thread's CPU
+/// on a sequential swap-out.
+struct IoScratch {
+    /// Chunk footers to append, and reads that land in no buffer of their own;
+    /// page-aligned, so O_DIRECT needs no bounce copy.
+    pages: Vec<AlignedPage>,
+    metadata: Vec<u8>,
+    sources: Vec<Source>,
+    /// The pager reports writes during write-out through `Engine::dirtied`, so no append
+    /// ever carries a dirtied page of its own.
+    no_dirtied: Vec<bool>,
+}
+
+impl IoScratch {
+    fn new(max_append_pages: usize) -> IoScratch {
+        IoScratch {
+            pages: vec![AlignedPage::ZERO; max_append_pages],
+            metadata: Vec::new(),
+            sources: Vec::with_capacity(max_append_pages),
+            no_dirtied: vec![false; max_append_pages],
+        }
+    }
+
+    /// Ready for an I/O of `pages` pages (larger ones grow it, once).
+    fn prepare(&mut self, pages: usize) {
+        if self.pages.len() < pages {
+            self.pages.resize(pages, AlignedPage::ZERO);
+            self.no_dirtied.resize(pages, false);
+        }
+        self.metadata.clear();
+        self.sources.clear();
+    }
+}
+
+/// A page on its way to the device: the swap-out append reads it at `address` if its
+/// region (`owner`, `generation`) is still the one mapped there.
+#[derive(Clone, Copy)]
+struct OutPage {
+    owner: u32,
+    generation: u64,
+    address: u64,
 }
 
 /// An address range laid out as `struct iovec` (plain integers, so the state stays `Send`).
@@ -1190,7 +1259,7 @@ impl Shared {
     // --------------------------------------------------------------- eviction
 
     /// Whether an evictor has work: the resident set, less what is already being
-    /// written out, is above the low watermark, and an out buffer is free to take a
+    /// written out, is above the low watermark, and an out handle is free to take a
     /// victim. Eviction starts a batch below the budget, as kswapd works between
     /// watermarks, so a fault finds a free page instead of waiting for a write-out; and
     /// it evicts whole batches: evicting one page per fault made every append a single
@@ -1203,7 +1272,7 @@ impl Shared {
     }
 
     /// Wakes the evictors if they sleep and now have work; called under the lock by
-    /// whoever changes the resident set, the pages in flight or the free out buffers.
+    /// whoever changes the resident set, the pages in flight or the free out handles.
     fn wake_evictor(&self, state: &mut State) {
         if state.evictors_asleep && self.eviction_wanted(state) {
             state.evictors_asleep = false;
@@ -1211,7 +1280,7 @@ impl Shared {
         }
     }
 
-    /// The evictor picks, write-protects and snapshots victims and hands them to the
+    /// The evictor picks and write-protects victims and hands them to the
     /// engine; the I/O thread writes them. So the next batch is prepared while the last
     /// is on its way to the device (one thread doing both spent about 3 µs of CPU and
     /// then 3-4 µs waiting for the append per page, with no overlap).
@@ -1288,9 +1357,10 @@ impl Shared {
     /// until none is queued, then sleeps until the evictor queues more or the engine's
     /// clock needs a tick (the GC and the swap-zone flush run on ticks).
     fn io_loop(&self) {
+        let mut scratch = IoScratch::new(self.max_append_pages);
         let mut cpu_counted = thread_cpu_ns();
         while !self.stop.load(Relaxed) {
-            let mut state = self.pump();
+            let mut state = self.pump(&mut scratch);
             let cpu = thread_cpu_ns();
             self.counters.evictor_cpu_ns.fetch_add(cpu - cpu_counted, Relaxed);
             cpu_counted = cpu;
@@ -1306,7 +1376,7 @@ impl Shared {
 
     /// CLOCK over the address space: the hand sweeps the regions' pages in address
     /// order, clears reference bits and picks unreferenced resident pages, up to
-    /// `wanted` (each with an out buffer). Victims get a run number: consecutive victims
+    /// `wanted` (each with an out handle). Victims get a run number: consecutive victims
     /// with only non-resident pages between them share a run, and one write-protect
     /// ioctl covers it (write-protecting an empty PTE does nothing), so one TLB flush, one
     /// IPI to the faulting CPUs, serves many victims even under random access.
@@ -1340,13 +1410,13 @@ impl Shared {
                     *flags |= EVICTING;
                     let address = region.base + page * PAGE_BYTES as u64;
                     let generation = region.generation;
-                    let buffer = state.out_free.pop().expect("no more victims than free buffers");
+                    let handle = state.out_free.pop().expect("no more victims than free handles");
                     victims.push(Victim {
                         owner,
                         page,
                         address,
                         generation,
-                        buffer,
+                        handle,
                         run,
                         protected: false,
                         zero: false,
@@ -1358,13 +1428,14 @@ impl Shared {
         state.hand = (owner, page);
     }
 
-    /// Write-protects the picked victims and snapshots them into their out buffers
-    /// without the state lock (each protection costs a TLB flush, and faults should not
-    /// wait behind them or the copies); then, under the lock, hands the pages not
-    /// written meanwhile to the engine and wakes the I/O thread.
+    /// Write-protects the picked victims and looks for all-zero pages without the state
+    /// lock (each protection costs a TLB flush, and faults should not wait behind
+    /// them); then, under the lock, hands the pages not written meanwhile to the engine
+    /// and wakes the I/O thread, whose append reads them where they are.
     fn evict_victims(&self, victims: &mut [Victim]) {
-        // Writers fault from here on, so the snapshots below are stable. An error means
-        // the region went away meanwhile: checked below.
+        // Writers fault from here on, so the pages stay as the zero check and the append
+        // see them unless a write dirties them (which aborts their swap-out). An error
+        // means the region went away meanwhile: checked below.
         let mappings = self.mappings.read().unwrap_or_else(|p| p.into_inner());
         let mut run_start = 0;
         while run_start < victims.len() {
@@ -1382,22 +1453,18 @@ impl Shared {
         for victim in victims.iter_mut() {
             if victim.protected {
                 // SAFETY: the page is mapped (its region cannot be unmapped while
-                // `mappings` is held) and write-protected; a write fault meanwhile
-                // clears EVICTING and the snapshot is thrown away below.
-                let data = unsafe { std::slice::from_raw_parts(victim.address as *const u8, PAGE_BYTES) };
-                // SAFETY: the evictor owns the victim's buffer until it hands it over.
-                let snapshot = unsafe { self.out_buffers.page_mut(victim.buffer) };
-                snapshot.copy_from_slice(data);
-                victim.zero = snapshot.iter().all(|&b| b == 0);
+                // `mappings` is held); a write fault meanwhile clears EVICTING and the
+                // page is kept below, whatever this saw.
+                victim.zero = unsafe { page_is_zero(victim.address) };
             }
         }
         drop(mappings);
         let mut state = self.lock();
         let now = self.now();
-        for &Victim { owner, page, address, generation, buffer, protected, zero, .. } in victims.iter() {
+        for &Victim { owner, page, address, generation, handle, protected, zero, .. } in victims.iter() {
             let region = &mut state.regions[owner as usize];
             if !region.live || region.generation != generation {
-                state.out_free.push(buffer);
+                state.out_free.push(handle);
                 continue;
             }
             let flags = &mut region.flags[page as usize];
@@ -1407,26 +1474,27 @@ impl Shared {
             if written || !protected {
                 // Written (and unprotected) since it was picked, or (never for a live
                 // region) not protected: keep it.
-                state.out_free.push(buffer);
+                state.out_free.push(handle);
                 self.requeue(&mut state, owner, page, address);
                 continue;
             }
             if zero {
-                state.out_free.push(buffer);
+                state.out_free.push(handle);
                 state.engine.free(owner, page..page + 1, now).expect("freeing a zero page");
                 self.counters.swap_outs_zero.fetch_add(1, Relaxed);
                 self.drop_page(&mut state, owner, page);
                 continue;
             }
-            match state.engine.swap_out(owner, page, buffer, now) {
+            // The append reads the page where it is (`pump`).
+            state.out_pages[handle as usize] = OutPage { owner, generation, address };
+            match state.engine.swap_out(owner, page, handle, now) {
                 Ok(_) => {
                     state.regions[owner as usize].flags[page as usize] |= WRITING;
-                    state.out_by_page.insert((owner, page), buffer);
                     state.writing_pages += 1;
                 }
                 Err(SwapOutError::Backpressure) => {
                     self.counters.backpressure.fetch_add(1, Relaxed);
-                    state.out_free.push(buffer);
+                    state.out_free.push(handle);
                     self.requeue(&mut state, owner, page, address);
                 }
                 Err(error) => panic!("swap-out of resident page {owner}:{page}: {error}"),
@@ -1555,11 +1623,11 @@ impl Shared {
     fn complete_events(&self, state: &mut State) {
         while let Some(event) = state.engine.poll_event() {
             match event {
-                Event::SwapOutDone { owner, page, outcome, .. } => {
-                    if let Some(buffer) = state.out_by_page.remove(&(owner, page)) {
-                        state.out_free.push(buffer);
-                        state.writing_pages -= 1;
-                    }
+                Event::SwapOutDone { owner, page, buf, outcome, .. } => {
+                    // One per swap-out the engine took (a freed page's too, at its
+                    // append's completion): no append reads the page any more.
+                    state.out_free.push(buf);
+                    state.writing_pages -= 1;
                     let live = state.regions.get(owner as usize).is_some_and(|r| r.live);
                     if !live {
                         continue;
@@ -1604,22 +1672,18 @@ impl Shared {
         self.device.read(self.lba(zone, slot), data, metadata).map_err(|error| io_error(&error))
     }
 
-    /// Executes every I/O the engine has queued; the lock is released during device I/O,
-    /// and so are the copies between page buffers and the append (see `page_buffers`).
+    /// Executes every I/O the engine has queued; the lock is released during device I/O
+    /// (see `page_buffers` for who owns the GC buffer pages meanwhile).
     /// Returns holding the lock, with nothing queued.
-    fn pump(&self) -> MutexGuard<'_, State> {
-        // Page-aligned, so O_DIRECT writes and reads need no bounce copy.
-        let mut scratch: Vec<AlignedPage> = Vec::new();
-        let mut metadata = Vec::new();
-        // (position in the append, out buffer or GC buffer page) copied in without the lock.
-        let mut from_buffers: Vec<(usize, Buf)> = Vec::with_capacity(self.max_append_pages);
-        // The pager reports writes during write-out through `Engine::dirtied`, so no
-        // append ever carries a dirtied page of its own.
-        let no_dirtied = vec![false; self.max_append_pages];
+    fn pump(&self, scratch: &mut IoScratch) -> MutexGuard<'_, State> {
         loop {
+            // Swap-out appends read the pages in place: their regions stay mapped until
+            // the append is done (`Region::drop` takes `mappings` exclusively).
+            let mappings = self.mappings.read().unwrap_or_else(|p| p.into_inner());
             let mut state = self.lock();
             state.engine.tick(self.now());
             let Some(request) = state.engine.poll_io() else {
+                drop(mappings);
                 self.complete_events(&mut state);
                 self.after_completions(&mut state);
                 return state;
@@ -1629,53 +1693,73 @@ impl Shared {
             match request {
                 IoRequest::Append { io, zone, pages } => {
                     let pages = pages as usize;
-                    if scratch.len() < pages {
-                        scratch.resize(pages, AlignedPage::ZERO);
-                    }
-                    metadata.clear();
-                    from_buffers.clear();
+                    scratch.prepare(pages);
                     let records = state.engine.append_records(io);
                     for (index, append_page) in state.engine.append_pages(io).iter().enumerate() {
-                        match append_page.buf {
-                            buf @ Buf::Page(_) => from_buffers.push((index, buf)),
-                            buf @ Buf::Gc(_) => {
-                                gc_work = true;
-                                from_buffers.push((index, buf));
+                        let source = match append_page.buf {
+                            Buf::Page(handle) => {
+                                let out = state.out_pages[handle as usize];
+                                let region = &state.regions[out.owner as usize];
+                                if region.live && region.generation == out.generation {
+                                    debug_assert_eq!(out.address, region.base + append_page.page * PAGE_BYTES as u64);
+                                    Source::At(out.address)
+                                } else {
+                                    // Freed since: its slot ends invalid, whatever is written.
+                                    Source::Zero
+                                }
                             }
-                            Buf::Footer => scratch[index].0.copy_from_slice(records),
-                            Buf::Zero => scratch[index].0.fill(0),
-                        }
+                            Buf::Gc(n) => {
+                                gc_work = true;
+                                Source::Gc(n)
+                            }
+                            Buf::Footer => {
+                                scratch.pages[index].0.copy_from_slice(records);
+                                Source::Scratch
+                            }
+                            Buf::Zero => Source::Zero,
+                        };
+                        scratch.sources.push(source);
                         if !self.footer_mode && self.metadata_bytes > 0 {
                             let record = &records[index * RECORD_BYTES..(index + 1) * RECORD_BYTES];
-                            metadata.extend_from_slice(record);
-                            metadata.resize(metadata.len() + self.metadata_bytes - RECORD_BYTES, 0);
+                            scratch.metadata.extend_from_slice(record);
+                            scratch.metadata.resize(scratch.metadata.len() + self.metadata_bytes - RECORD_BYTES, 0);
                         }
                     }
                     drop(state);
-                    // The pages go to the device from where they are (one `pwritev`):
-                    // out buffers, the GC move buffer, and `scratch` for footers and
-                    // padding. One vector per append (a few KiB; the append is 4 KiB a
-                    // page, so this is not where time goes).
-                    let mut pieces: Vec<IoSlice<'_>> =
-                        scratch[..pages].iter().map(|page| IoSlice::new(&page.0)).collect();
-                    for &(index, buf) in &from_buffers {
-                        // SAFETY: the engine owns these pages until this append completes
-                        // (`append_done` below), and nobody writes them meanwhile.
-                        let page = unsafe {
-                            match buf {
-                                Buf::Gc(n) => self.gc_buffers.page(n as u64),
-                                Buf::Page(handle) => self.out_buffers.page(handle),
-                                Buf::Footer | Buf::Zero => unreachable!("filled above"),
-                            }
-                        };
-                        pieces[index] = IoSlice::new(page);
-                    }
-                    let metadata_arg = (!metadata.is_empty()).then_some(metadata.as_slice());
+                    // The pages go to the device from where they are, in one `pwritev`.
+                    // One vector per append (a few KiB; the append is 4 KiB a page, so
+                    // this is not where time goes).
+                    let pieces: Vec<IoSlice<'_>> = scratch
+                        .sources
+                        .iter()
+                        .enumerate()
+                        .map(|(index, source)| {
+                            IoSlice::new(match *source {
+                                // SAFETY: the page's region was live under the lock and
+                                // stays mapped while `mappings` is held. A write to the
+                                // page meanwhile races with the device reading it, but
+                                // dirties the page first (write-protect fault), which
+                                // aborts this swap-out (Appendix A): those bytes are
+                                // never read back.
+                                Source::At(address) => unsafe {
+                                    std::slice::from_raw_parts(address as *const u8, PAGE_BYTES)
+                                },
+                                // SAFETY: the engine owns these pages until this append
+                                // completes (`append_done` below); nobody writes them.
+                                Source::Gc(n) => unsafe { &self.gc_buffers.page(n as u64)[..] },
+                                Source::Scratch => &scratch.pages[index].0,
+                                Source::Zero => &ZERO_PAGE.0,
+                            })
+                        })
+                        .collect();
+                    let metadata_arg = (!scratch.metadata.is_empty()).then_some(scratch.metadata.as_slice());
                     let appending = Instant::now();
                     let result = self
                         .device
                         .append_vectored(zone, &pieces, metadata_arg)
                         .map(|lba| ((lba - self.device.geometry().zone_start_lba(zone)) / self.lbas_per_page) as u32);
+                    drop(pieces);
+                    drop(mappings);
                     if !gc_work {
                         self.counters.evictor_append_ns.fetch_add(appending.elapsed().as_nanos() as u64, Relaxed);
                         self.counters.swap_out_appends.fetch_add(1, Relaxed);
@@ -1688,7 +1772,7 @@ impl Shared {
                     self.counters.swap_outs_written.fetch_add(written, Relaxed);
                     state
                         .engine
-                        .append_done(io, result.map_err(|e| io_error(&e)), &no_dirtied[..pages], self.now())
+                        .append_done(io, result.map_err(|e| io_error(&e)), &scratch.no_dirtied[..pages], self.now())
                         .expect("append completion");
                     self.complete_events(&mut state);
                     self.after_completions(&mut state);
@@ -1696,11 +1780,12 @@ impl Shared {
                 IoRequest::Read { io, zone, slot, pages, buf, with_metadata } => {
                     gc_work = true;
                     drop(state);
+                    drop(mappings);
                     let pages = pages as usize;
-                    metadata.clear();
+                    scratch.prepare(pages);
                     let metadata_arg = if with_metadata && self.metadata_bytes > 0 {
-                        metadata.resize(pages * self.metadata_bytes, 0);
-                        Some(metadata.as_mut_slice())
+                        scratch.metadata.resize(pages * self.metadata_bytes, 0);
+                        Some(scratch.metadata.as_mut_slice())
                     } else {
                         None
                     };
@@ -1711,16 +1796,13 @@ impl Shared {
                             self.read_slots(zone, slot, data, metadata_arg)
                         }
                         Buf::Footer | Buf::Page(_) | Buf::Zero => {
-                            if scratch.len() < pages {
-                                scratch.resize(pages, AlignedPage::ZERO);
-                            }
-                            self.read_slots(zone, slot, bytes_mut(&mut scratch[..pages]), metadata_arg)
+                            self.read_slots(zone, slot, bytes_mut(&mut scratch.pages[..pages]), metadata_arg)
                         }
                     };
                     let mut state = self.lock();
                     let records: &[u8] = match buf {
-                        Buf::Gc(_) => &metadata,
-                        Buf::Footer => bytes(&scratch[..pages]),
+                        Buf::Gc(_) => &scratch.metadata,
+                        Buf::Footer => bytes(&scratch.pages[..pages]),
                         Buf::Page(_) | Buf::Zero => &[],
                     };
                     state.engine.read_done(io, result, records, self.now()).expect("read completion");
@@ -1730,11 +1812,13 @@ impl Shared {
                 IoRequest::Reset { io, zone } => {
                     gc_work = true;
                     drop(state);
+                    drop(mappings);
                     let result = self.device.reset(zone).map_err(|e| io_error(&e));
                     self.lock().engine.reset_done(io, result, self.now()).expect("reset completion");
                 }
                 IoRequest::Finish { io, zone } => {
                     drop(state);
+                    drop(mappings);
                     let result = self.device.finish(zone).map_err(|e| io_error(&e));
                     self.lock().engine.finish_done(io, result, self.now()).expect("finish completion");
                 }
