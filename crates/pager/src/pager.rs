@@ -207,11 +207,17 @@ pub struct PagerStats {
     /// Bytes the GC read from victims (gaps a read spans included).
     pub gc_bytes_read: u64,
     pub gc_runs: u64,
+    /// Gauges: nanoseconds since the pager started, now and when its first swap-out
+    /// append was issued (0: none yet). A sequential writer swaps nothing out until the
+    /// budget is full, so its swap-out bandwidth is over the time since then.
+    pub uptime_ns: u64,
+    pub first_swap_out_ns: u64,
 }
 
 impl PagerStats {
     /// The counts since `earlier` (a snapshot of the same pager); the gauges
-    /// (`resident_pages`, `resident_pages_max`) stay as they are now.
+    /// (`resident_pages`, `resident_pages_max`, `uptime_ns`, `first_swap_out_ns`) stay
+    /// as they are now.
     pub fn since(&self, earlier: &PagerStats) -> PagerStats {
         PagerStats {
             missing_faults: self.missing_faults - earlier.missing_faults,
@@ -242,6 +248,8 @@ impl PagerStats {
             gc_bytes_written: self.gc_bytes_written - earlier.gc_bytes_written,
             gc_bytes_read: self.gc_bytes_read - earlier.gc_bytes_read,
             gc_runs: self.gc_runs - earlier.gc_runs,
+            uptime_ns: self.uptime_ns,
+            first_swap_out_ns: self.first_swap_out_ns,
         }
     }
 }
@@ -271,6 +279,7 @@ struct Counters {
     swap_out_appends: AtomicU64,
     evictor_idle_ns: AtomicU64,
     io_idle_ns: AtomicU64,
+    first_swap_out_ns: AtomicU64,
 }
 
 struct RegionEntry {
@@ -870,6 +879,8 @@ impl Shared {
             gc_bytes_written: engine_stats.gc_pages_written * PAGE_BYTES as u64,
             gc_bytes_read: engine_stats.gc_pages_read * PAGE_BYTES as u64,
             gc_runs: engine_stats.gc_runs,
+            uptime_ns: self.now(),
+            first_swap_out_ns: c.first_swap_out_ns.load(Relaxed),
         }
     }
 
@@ -1754,6 +1765,9 @@ impl Shared {
                         .collect();
                     let metadata_arg = (!scratch.metadata.is_empty()).then_some(scratch.metadata.as_slice());
                     let appending = Instant::now();
+                    if !gc_work && self.counters.first_swap_out_ns.load(Relaxed) == 0 {
+                        self.counters.first_swap_out_ns.store(self.now().max(1), Relaxed);
+                    }
                     let result = self
                         .device
                         .append_vectored(zone, &pieces, metadata_arg)
