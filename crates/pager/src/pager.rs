@@ -97,7 +97,9 @@ pub struct PagerConfig {
     pub evict_batch_pages: usize,
     pub policy: PolicyKind,
     pub tenants: u32,
-    /// Largest number of regions alive at once.
+    /// Largest number of regions over the pager's life: the engine cannot yet take an
+    /// owner id back while a freed region's swap-outs or GC moves may still name it, so
+    /// ids are not reused (each costs the engine 8 bytes per page of its region).
     pub regions_max: u32,
     /// Who resolves page faults.
     pub fault_mode: FaultMode,
@@ -137,7 +139,7 @@ impl PagerConfig {
             evict_batch_pages: 64,
             policy: PolicyKind::PerCore,
             tenants: 1,
-            regions_max: 64,
+            regions_max: 1024,
             evictor_threads: 1,
             io_threads: 1,
             readahead_pages: 0,
@@ -157,7 +159,9 @@ pub enum PagerError {
     BudgetTooSmall { budget_bytes: u64, min_pages: u64 },
     #[error("mmap of {bytes} B failed: {source}")]
     Map { bytes: u64, source: std::io::Error },
-    #[error("too many regions ({max}); free one first")]
+    #[error(
+        "too many regions: this pager has allocated {max}, its `regions_max`; raise it (owner ids are not reused yet)"
+    )]
     TooManyRegions { max: u32 },
     #[error("the region would exceed the device's swap capacity ({capacity_pages} pages)")]
     RegionTooLarge { capacity_pages: u64 },
@@ -530,14 +534,13 @@ impl Pager {
             unsafe { libc::munmap(base, len) };
         };
         let mut state = self.shared.lock();
-        let owner = match state.regions.iter().position(|r| !r.live) {
-            Some(index) => index as u32,
-            None if (state.regions.len() as u32) < state.engine.config().owners_max => state.regions.len() as u32,
-            None => {
-                unmap();
-                return Err(PagerError::TooManyRegions { max: state.engine.config().owners_max });
-            }
-        };
+        // A fresh owner id: a freed one may still be named by its pages' swap-outs and
+        // GC moves in flight, and the engine keeps it registered.
+        if state.regions.len() as u32 >= state.engine.config().owners_max {
+            unmap();
+            return Err(PagerError::TooManyRegions { max: state.engine.config().owners_max });
+        }
+        let owner = state.regions.len() as u32;
         if let Err(error) = state.engine.register_owner(owner, pages, tenant) {
             unmap();
             return Err(PagerError::Engine(error.to_string()));
@@ -559,11 +562,7 @@ impl Pager {
             last_fault: u64::MAX,
             sequential_faults: 0,
         };
-        if owner as usize == state.regions.len() {
-            state.regions.push(entry);
-        } else {
-            state.regions[owner as usize] = entry;
-        }
+        state.regions.push(entry);
         drop(state);
         Ok(Region { shared: self.shared.clone(), owner, base: base.cast(), len })
     }
@@ -1641,15 +1640,16 @@ impl Shared {
                     // append's completion): no append reads the page any more.
                     state.out_free.push(buf);
                     state.writing_pages -= 1;
-                    let live = state.regions.get(owner as usize).is_some_and(|r| r.live);
-                    if !live {
+                    // The region it was taken from, not a later one under the same owner
+                    // id (whose page of that index may have a swap-out of its own).
+                    let generation = state.out_pages[buf as usize].generation;
+                    let same_region =
+                        state.regions.get(owner as usize).is_some_and(|r| r.live && r.generation == generation);
+                    if !same_region {
                         continue;
                     }
                     let address = Self::page_address(state, owner, page);
-                    if outcome != SwapOutOutcome::Dropped {
-                        // (Dropped: freed, perhaps a new region under the same owner.)
-                        state.regions[owner as usize].flags[page as usize] &= !WRITING;
-                    }
+                    state.regions[owner as usize].flags[page as usize] &= !WRITING;
                     match outcome {
                         SwapOutOutcome::Swapped { .. } => {
                             if state.regions[owner as usize].flags[page as usize] & RESIDENT != 0 {

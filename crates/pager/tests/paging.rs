@@ -408,3 +408,56 @@ fn a_sequential_first_touch_sweep_takes_few_faults() {
         drop(region);
     }
 }
+
+#[test]
+fn regions_freed_mid_write_out_and_allocated_again_lose_nothing() {
+    // Each round frees a region whose pages are still being written out and allocates
+    // the next (the pager once tried to reuse the freed owner id, which the engine still
+    // held): completions of the old swap-outs must touch neither the new region's pages
+    // nor the long-lived one's.
+    for fault_mode in [FaultMode::SelfPaging, FaultMode::HandlerThreads(1)] {
+        let device: Arc<dyn ZonedDevice> = Arc::new(MemDevice::new(geometry(48, 1, 16)).unwrap());
+        let pager = Pager::new(device, config(fault_mode, 512)).unwrap();
+        let mut kept = pager.alloc(1024 * PAGE_BYTES as u64, 0).unwrap();
+        for page in 0..1024u64 {
+            fill(&mut kept.as_mut_slice()[page as usize * PAGE_BYTES..][..PAGE_BYTES], page, 1);
+        }
+        for round in 0..16u64 {
+            let mut region = pager.alloc(1024 * PAGE_BYTES as u64, 0).unwrap();
+            let memory = region.as_mut_slice();
+            for page in 0..1024u64 {
+                fill(&mut memory[page as usize * PAGE_BYTES..][..PAGE_BYTES], page, round + 2);
+            }
+            for page in (0..1024u64).step_by(7) {
+                check(&memory[page as usize * PAGE_BYTES..][..PAGE_BYTES], page, round + 2);
+            }
+            drop(region);
+        }
+        for page in 0..1024u64 {
+            check(&kept.as_slice()[page as usize * PAGE_BYTES..][..PAGE_BYTES], page, 1);
+        }
+        let stats = pager.stats();
+        assert!(
+            stats.swap_outs_written > 16 * 512,
+            "{fault_mode:?}: only {} pages swapped out",
+            stats.swap_outs_written
+        );
+        assert_eq!(stats.lost_pages, 0);
+        assert_eq!(stats.device_errors, 0);
+        drop(kept);
+    }
+}
+
+#[test]
+fn allocations_beyond_regions_max_fail_with_a_clear_error() {
+    let device: Arc<dyn ZonedDevice> = Arc::new(MemDevice::new(geometry(48, 1, 16)).unwrap());
+    let pager = Pager::new(device, PagerConfig { regions_max: 2, ..config(FaultMode::SelfPaging, 512) }).unwrap();
+    for _ in 0..2 {
+        let mut region = pager.alloc(4 * PAGE_BYTES as u64, 0).unwrap();
+        fill(&mut region.as_mut_slice()[..PAGE_BYTES], 0, 1);
+        drop(region);
+    }
+    let error = pager.alloc(4 * PAGE_BYTES as u64, 0).err().expect("a third region over regions_max 2");
+    assert!(matches!(error, znswap_pager::PagerError::TooManyRegions { max: 2 }), "{error}");
+    assert!(error.to_string().contains("regions_max"), "{error}");
+}
