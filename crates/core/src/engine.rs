@@ -64,6 +64,8 @@ pub enum EngineError {
     Backpressure,
     #[error("zone {zone} out of range")]
     Zone { zone: u32 },
+    #[error("owner {owner} page {page} is not freed: free all its pages before unregistering it")]
+    NotFreed { owner: u32, page: u64 },
 }
 
 /// Answer to `swap_in`.
@@ -283,6 +285,23 @@ impl Engine {
 
     pub fn register_owner(&mut self, owner: u32, pages: u64, tenant: u32) -> Result<(), OwnerError> {
         self.owners.register(owner, pages, tenant)
+    }
+
+    /// Takes back `owner`'s id, so it can be registered again (a region freed, its id
+    /// reused). The caller has freed every page of it (`free`). While I/O in flight
+    /// still names it (a queued or written swap-out, a swap-in read, a GC move), this
+    /// returns false and changes nothing: ask again after completions. Unknown owners,
+    /// and owners with pages not freed, are errors.
+    pub fn unregister_owner(&mut self, owner: u32) -> Result<bool, EngineError> {
+        let pages = self.owners.pages(owner)?;
+        if let Some(page) = (0..pages).find(|&page| self.owners.get(owner, page) != PageState::Zero) {
+            return Err(EngineError::NotFreed { owner, page });
+        }
+        if self.ios.names_owner(owner) {
+            return Ok(false);
+        }
+        self.owners.unregister(owner)?;
+        Ok(true)
     }
 
     pub fn page_state(&self, owner: u32, page: u64) -> Result<PageState, OwnerError> {

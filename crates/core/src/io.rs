@@ -87,9 +87,13 @@ pub(crate) enum IoKind {
         swap_zone: u32,
         gc: bool,
     },
+    /// A swap-in read of `owner`'s `page`; `orphaned` once the page left SwapInFlight
+    /// without it (freed, or its zone went offline): its completion must then not touch
+    /// the page, whose next swap-in read may be in flight by then.
     SwapInRead {
         owner: u32,
         page: u64,
+        orphaned: bool,
     },
     /// GC data read of batch entries `first .. end` (the gaps between them read along).
     GcRead {
@@ -167,6 +171,28 @@ impl IoTable {
     pub fn get_mut(&mut self, io: IoId) -> Option<&mut IoSlot> {
         let slot = self.slots.get_mut(io.index() as usize)?;
         (slot.kind != IoKind::Free && slot.sequence == io.sequence()).then_some(slot)
+    }
+
+    /// Whether an I/O in flight (or an append still gathering pages) names `owner`: a
+    /// swap-out or GC move in an append, or a swap-in read.
+    pub fn names_owner(&self, owner: u32) -> bool {
+        self.slots.iter().any(|slot| match slot.kind {
+            IoKind::Append { .. } => slot.pages.iter().any(|page| page.owner == owner),
+            IoKind::SwapInRead { owner: reading, orphaned: false, .. } => reading == owner,
+            _ => false,
+        })
+    }
+
+    /// Marks the swap-in read of `owner`'s `page` orphaned (see `IoKind::SwapInRead`).
+    /// A scan: only for the rare ways a page leaves SwapInFlight without its read.
+    pub fn orphan_swap_in(&mut self, owner: u32, page: u64) {
+        for slot in &mut self.slots {
+            if let IoKind::SwapInRead { owner: o, page: p, orphaned } = &mut slot.kind {
+                if *o == owner && *p == page {
+                    *orphaned = true;
+                }
+            }
+        }
     }
 
     pub fn release(&mut self, io: IoId) {

@@ -127,6 +127,13 @@ impl OwnerTable {
         Ok(())
     }
 
+    /// Forgets a registered owner; its id may be registered again.
+    pub fn unregister(&mut self, owner: u32) -> Result<(), OwnerError> {
+        let entry = self.owners.get_mut(owner as usize).and_then(Option::take).ok_or(OwnerError::Unknown { owner })?;
+        self.pages_registered -= entry.entries.len() as u64;
+        Ok(())
+    }
+
     fn owner(&self, owner: u32) -> Result<&Owner, OwnerError> {
         self.owners.get(owner as usize).and_then(Option::as_ref).ok_or(OwnerError::Unknown { owner })
     }

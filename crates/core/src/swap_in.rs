@@ -25,7 +25,8 @@ impl Engine {
             PageState::Swapped { slot } => {
                 let (zone, zone_slot) = self.split(slot);
                 let generation = self.slots.zone(zone).resets;
-                let Some(io) = self.ios.allocate(IoKind::SwapInRead { owner, page }, zone, generation) else {
+                let Some(io) = self.ios.allocate(IoKind::SwapInRead { owner, page, orphaned: false }, zone, generation)
+                else {
                     self.stats.swap_ins -= 1;
                     return Err(EngineError::Backpressure);
                 };
@@ -53,13 +54,20 @@ impl Engine {
         let slot = self.ios.get(io).ok_or(EngineError::UnknownIo { io })?;
         let (kind, zone) = (slot.kind, slot.zone);
         match kind {
-            IoKind::SwapInRead { owner, page } => {
+            IoKind::SwapInRead { owner, page, orphaned } => {
                 self.ios.release(io);
                 self.slots.zone_mut(zone).reads_in_flight -= 1;
                 if result == Err(IoError::Offline) {
                     self.zone_offline(zone, now);
                 }
-                let outcome = self.swap_in_done(owner, page, result.is_ok());
+                // (An orphaned read's owner may be unregistered, or registered again
+                // with fewer pages, by now.)
+                let lost = || self.owners.check(owner, page).is_ok() && self.owners.get(owner, page) == PageState::Lost;
+                let outcome = match orphaned {
+                    false => self.swap_in_done(owner, page, result.is_ok()),
+                    true if lost() => ReadOutcome::Lost,
+                    true => ReadOutcome::Freed,
+                };
                 self.try_reset(zone);
                 Ok(outcome)
             }
@@ -176,6 +184,9 @@ impl Engine {
         let tenant = self.owners.tenant(owner);
         for page in pages {
             let state = self.owners.get(owner, page);
+            if matches!(state, PageState::SwapInFlight { .. }) {
+                self.ios.orphan_swap_in(owner, page);
+            }
             if let Some(slot) = state.slot() {
                 let (zone, zone_slot) = self.split(slot);
                 if self.slots.zone(zone).state != ZoneState::Offline {

@@ -186,6 +186,9 @@ impl Engine {
             _ => {}
         });
         for (owner, page) in lost {
+            if matches!(self.owners.get(owner, page), PageState::SwapInFlight { .. }) {
+                self.ios.orphan_swap_in(owner, page);
+            }
             let tenant = self.owners.tenant(owner) as usize;
             self.tenant_slots[tenant] -= 1;
             self.owners.set(owner, page, PageState::Lost);

@@ -573,3 +573,44 @@ fn activate_skips_pages_freed_or_dirtied_during_the_move() {
     }
     h.engine.check_invariants();
 }
+
+#[test]
+fn a_read_left_behind_by_a_free_never_completes_the_pages_next_read() {
+    let mut h = harness(16, 8);
+    h.swap_out(0, 1, 7);
+    h.settle();
+    let SwapIn::Read { io: old_read, .. } = h.engine.swap_in(0, 1, h.now).unwrap() else { panic!("a read") };
+    // Freed while the read is in flight, written again, swapped out and faulted again.
+    h.engine.free(0, 1..2, h.now).unwrap();
+    assert_eq!(h.engine.swap_in(0, 1, h.now).unwrap(), SwapIn::Zero);
+    h.swap_out(0, 1, 9);
+    h.settle();
+    let SwapIn::Read { io: new_read, zone, slot } = h.engine.swap_in(0, 1, h.now).unwrap() else { panic!("a read") };
+    // The old read lands first: it must not complete the new one.
+    assert_eq!(h.engine.read_done(old_read, Ok(()), &[], h.now).unwrap(), ReadOutcome::Freed);
+    assert!(matches!(h.engine.page_state(0, 1).unwrap(), PageState::SwapInFlight { .. }));
+    assert_eq!(h.data[&(zone, slot)], 9);
+    assert!(matches!(h.engine.read_done(new_read, Ok(()), &[], h.now).unwrap(), ReadOutcome::SwappedIn { .. }));
+    h.engine.check_invariants();
+}
+
+#[test]
+fn an_owner_id_comes_back_once_no_io_names_it() {
+    let mut h = harness(16, 8);
+    h.swap_out(0, 2, 5);
+    h.collect();
+    assert_eq!(h.held.len(), 1, "the append in flight");
+    assert!(h.engine.unregister_owner(0).is_err(), "pages not freed yet");
+    h.engine.free(0, 0..8, h.now).unwrap();
+    assert!(!h.engine.unregister_owner(0).unwrap(), "its append still names it");
+    assert!(h.engine.register_owner(0, 4, 0).is_err(), "still registered");
+    h.settle();
+    assert!(h
+        .events
+        .iter()
+        .any(|event| matches!(event, Event::SwapOutDone { page: 2, buf: 5, outcome: SwapOutOutcome::Dropped, .. })));
+    assert!(h.engine.unregister_owner(0).unwrap(), "nothing names it now");
+    h.engine.register_owner(0, 4, 0).unwrap();
+    assert_eq!(h.engine.swap_in(0, 2, h.now).unwrap(), SwapIn::Zero, "a new owner's pages are never written");
+    h.engine.check_invariants();
+}

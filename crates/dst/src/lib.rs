@@ -53,6 +53,8 @@ pub struct DstReport {
     pub owner_pages: u64,
     pub zones_taken_offline: u32,
     pub records_corrupted: u64,
+    /// Owners freed whole, unregistered once drained and registered again.
+    pub owners_reused: u64,
     pub scenario: Scenario,
     pub stats: Stats,
     /// Counters over the measurement window (after `warmup_ops`).
@@ -165,6 +167,7 @@ pub fn run(options: &DstOptions) -> DstReport {
         owner_pages: sim.page_count(),
         zones_taken_offline: sim.zones_taken_offline,
         records_corrupted: sim.records_corrupted,
+        owners_reused: sim.owners_reused,
         host_bytes_per_slot: sim.engine.host_memory().bytes_per_slot,
         policy: sim.engine.policy_name(),
         window: stats.since(&baseline),

@@ -21,7 +21,8 @@ struct PageModel {
     /// Written since its swap-out started (the PTE dirty bit of Appendix A).
     dirty: bool,
     swap_out: Option<u64>,
-    reading: bool,
+    /// The swap-in read in flight for the driver, if any.
+    reading: Option<IoId>,
     lost: bool,
 }
 
@@ -44,6 +45,10 @@ pub struct Sim {
     /// Swap-outs the engine took and has not reported done: ticket -> the buffer handle
     /// passed (the version), which its `SwapOutDone` must give back, exactly once.
     swap_outs_open: BTreeMap<u64, u64>,
+    /// Owners freed whole, to be unregistered once no I/O names them, then registered
+    /// again (a region freed and its id reused).
+    releasing: Vec<u32>,
+    pub owners_reused: u64,
     version: u64,
     faults_on: bool,
     pub violations: Vec<String>,
@@ -113,6 +118,8 @@ impl Sim {
             pending: Vec::new(),
             gc_buffers,
             swap_outs_open: BTreeMap::new(),
+            releasing: Vec::new(),
+            owners_reused: 0,
             version: 0,
             faults_on: true,
             violations: Vec::new(),
@@ -165,11 +172,19 @@ impl Sim {
         }
         self.engine.tick(self.now_ns);
         self.pump(false);
+        self.retry_releases();
     }
 
     fn mixed_op(&mut self) {
         let (owner, page) = self.pick_page();
+        if self.releasing.contains(&owner) {
+            return;
+        }
         match below(&mut self.rng, 100) {
+            // Rare (an eighth of one draw in a hundred, so other draws, and the seeds
+            // written before, keep their meaning): the whole owner goes, and its id is
+            // registered again once no I/O names it.
+            99 if self.now_ns % 8 == 0 => self.release(owner),
             0..=39 => {
                 let write = chance(&mut self.rng, 0.5);
                 self.access(owner, page, write)
@@ -228,7 +243,7 @@ impl Sim {
 
     fn access(&mut self, owner: u32, page: u64, write: bool) {
         let model = self.pages[owner as usize][page as usize];
-        if model.reading {
+        if model.reading.is_some() {
             return;
         }
         let answer = match self.engine.swap_in(owner, page, self.now_ns) {
@@ -250,7 +265,7 @@ impl Sim {
                 self.pages[owner as usize][page as usize].memory = Some(0);
             }
             SwapIn::Read { io, zone, slot } => {
-                self.pages[owner as usize][page as usize].reading = true;
+                self.pages[owner as usize][page as usize].reading = Some(io);
                 let ready = self.ready_at();
                 self.pending.push((
                     ready,
@@ -296,7 +311,7 @@ impl Sim {
     fn swap_out(&mut self, owner: u32, page: u64) {
         let model = self.pages[owner as usize][page as usize];
         let Some(version) = model.memory else { return };
-        if model.swap_out.is_some() || model.reading {
+        if model.swap_out.is_some() || model.reading.is_some() {
             return;
         }
         let core = below(&mut self.rng, self.scenario.cores as u64) as u32;
@@ -311,6 +326,46 @@ impl Sim {
             }
             Err(SwapOutError::Backpressure) => {}
             Err(error) => self.violation(format!("{owner}:{page} held v{version} but swap-out refused: {error}")),
+        }
+    }
+
+    fn release(&mut self, owner: u32) {
+        let count = self.pages[owner as usize].len() as u64;
+        self.free(owner, 0..count);
+        self.releasing.push(owner);
+    }
+
+    /// Unregisters the released owners no I/O names any more, and registers their ids
+    /// again, all pages never written.
+    fn retry_releases(&mut self) {
+        let mut index = 0;
+        while index < self.releasing.len() {
+            let owner = self.releasing[index];
+            match self.engine.unregister_owner(owner) {
+                Ok(true) => {
+                    if self.pages[owner as usize]
+                        .iter()
+                        .any(|page| page.memory.is_some() || page.swap_out.is_some() || page.reading.is_some())
+                    {
+                        self.violation(format!("owner {owner} unregistered while the model holds its pages"));
+                    }
+                    // Often smaller: I/O still naming the old owner's last pages would
+                    // then point past the new one's end.
+                    let old = self.pages[owner as usize].len() as u64;
+                    let count = if chance(&mut self.rng, 0.5) { old } else { 1 + below(&mut self.rng, old) };
+                    if let Err(error) = self.engine.register_owner(owner, count, owner % self.scenario.tenants) {
+                        self.violation(format!("owner {owner} unregistered but not registered again: {error}"));
+                    }
+                    self.pages[owner as usize] = vec![PageModel::default(); count as usize];
+                    self.releasing.swap_remove(index);
+                    self.owners_reused += 1;
+                }
+                Ok(false) => index += 1,
+                Err(error) => {
+                    self.violation(format!("unregistering freed owner {owner}: {error}"));
+                    self.releasing.swap_remove(index);
+                }
+            }
         }
     }
 
@@ -476,7 +531,7 @@ impl Sim {
                 match self.engine.read_done(io, result, &records, now) {
                     Ok(outcome) => {
                         if let Some((owner, page)) = swap_in {
-                            self.swap_in_done(owner, page, outcome, data);
+                            self.swap_in_done(io, owner, page, outcome, data);
                         }
                     }
                     Err(error) => self.violation(format!("read_done refused: {error}")),
@@ -511,16 +566,18 @@ impl Sim {
         }
     }
 
-    fn swap_in_done(&mut self, owner: u32, page: u64, outcome: ReadOutcome, data: u64) {
-        let entry = &mut self.pages[owner as usize][page as usize];
-        if !entry.reading {
-            // Freed while the read was in flight; the model was reset.
+    fn swap_in_done(&mut self, io: IoId, owner: u32, page: u64, outcome: ReadOutcome, data: u64) {
+        // Not the page's current read: freed while in flight (the model was reset; the
+        // owner may even be registered again, smaller), perhaps read again since.
+        let current = self.pages[owner as usize].get(page as usize).is_some_and(|entry| entry.reading == Some(io));
+        if !current {
             if !matches!(outcome, ReadOutcome::Freed) {
-                self.violation(format!("{owner}:{page} read completed as {outcome:?} after free"));
+                self.violation(format!("{owner}:{page} stale read {io:?} completed as {outcome:?} after free"));
             }
             return;
         }
-        entry.reading = false;
+        let entry = &mut self.pages[owner as usize][page as usize];
+        entry.reading = None;
         match outcome {
             ReadOutcome::SwappedIn { .. } => {
                 let expected = entry.oracle;
@@ -548,7 +605,10 @@ impl Sim {
                         self.violation(format!("{owner}:{page} swap-out {ticket:?} reported done twice or unknown"))
                     }
                 }
-                let entry = self.pages[owner as usize][page as usize];
+                let Some(&entry) = self.pages[owner as usize].get(page as usize) else {
+                    self.violation(format!("{owner}:{page} swap-out done past its owner's end ({outcome:?})"));
+                    return;
+                };
                 if entry.swap_out != Some(ticket.0) {
                     if matches!(outcome, SwapOutOutcome::Swapped { .. }) {
                         self.violation(format!("{owner}:{page} stale swap-out {ticket:?} committed"));
@@ -603,6 +663,13 @@ impl Sim {
             self.now_ns += 10_000_000;
             self.engine.tick(self.now_ns);
             self.pump(true);
+        }
+        // Drained: every released owner must come free now.
+        self.retry_releases();
+        if let Some(&owner) = self.releasing.first() {
+            let message =
+                format!("{} freed owners still named by I/O after it drained (owner {owner})", self.releasing.len());
+            self.violation(message);
         }
         for owner in 0..self.pages.len() as u32 {
             for page in 0..self.pages[owner as usize].len() as u64 {

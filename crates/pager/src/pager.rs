@@ -97,9 +97,8 @@ pub struct PagerConfig {
     pub evict_batch_pages: usize,
     pub policy: PolicyKind,
     pub tenants: u32,
-    /// Largest number of regions over the pager's life: the engine cannot yet take an
-    /// owner id back while a freed region's swap-outs or GC moves may still name it, so
-    /// ids are not reused (each costs the engine 8 bytes per page of its region).
+    /// Largest number of regions alive at once. A freed region's id is reused once no
+    /// I/O names it any more (`Engine::unregister_owner`); until then it counts too.
     pub regions_max: u32,
     /// Who resolves page faults.
     pub fault_mode: FaultMode,
@@ -139,7 +138,7 @@ impl PagerConfig {
             evict_batch_pages: 64,
             policy: PolicyKind::PerCore,
             tenants: 1,
-            regions_max: 1024,
+            regions_max: 64,
             evictor_threads: 1,
             io_threads: 1,
             readahead_pages: 0,
@@ -159,9 +158,7 @@ pub enum PagerError {
     BudgetTooSmall { budget_bytes: u64, min_pages: u64 },
     #[error("mmap of {bytes} B failed: {source}")]
     Map { bytes: u64, source: std::io::Error },
-    #[error(
-        "too many regions: this pager has allocated {max}, its `regions_max`; raise it (owner ids are not reused yet)"
-    )]
+    #[error("too many regions alive ({max}, the pager's `regions_max`); free one or raise it")]
     TooManyRegions { max: u32 },
     #[error("the region would exceed the device's swap capacity ({capacity_pages} pages)")]
     RegionTooLarge { capacity_pages: u64 },
@@ -534,13 +531,18 @@ impl Pager {
             unsafe { libc::munmap(base, len) };
         };
         let mut state = self.shared.lock();
-        // A fresh owner id: a freed one may still be named by its pages' swap-outs and
-        // GC moves in flight, and the engine keeps it registered.
-        if state.regions.len() as u32 >= state.engine.config().owners_max {
-            unmap();
-            return Err(PagerError::TooManyRegions { max: state.engine.config().owners_max });
-        }
-        let owner = state.regions.len() as u32;
+        // A freed region's id once the engine lets it go (no swap-out, swap-in read or GC
+        // move in flight names it), else a new one.
+        let reusable = (0..state.regions.len())
+            .find(|&index| !state.regions[index].live && state.engine.unregister_owner(index as u32).unwrap_or(false));
+        let owner = match reusable {
+            Some(index) => index as u32,
+            None if (state.regions.len() as u32) < state.engine.config().owners_max => state.regions.len() as u32,
+            None => {
+                unmap();
+                return Err(PagerError::TooManyRegions { max: state.engine.config().owners_max });
+            }
+        };
         if let Err(error) = state.engine.register_owner(owner, pages, tenant) {
             unmap();
             return Err(PagerError::Engine(error.to_string()));
@@ -562,7 +564,11 @@ impl Pager {
             last_fault: u64::MAX,
             sequential_faults: 0,
         };
-        state.regions.push(entry);
+        if owner as usize == state.regions.len() {
+            state.regions.push(entry);
+        } else {
+            state.regions[owner as usize] = entry;
+        }
         drop(state);
         Ok(Region { shared: self.shared.clone(), owner, base: base.cast(), len })
     }

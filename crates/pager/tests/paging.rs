@@ -412,9 +412,9 @@ fn a_sequential_first_touch_sweep_takes_few_faults() {
 #[test]
 fn regions_freed_mid_write_out_and_allocated_again_lose_nothing() {
     // Each round frees a region whose pages are still being written out and allocates
-    // the next (the pager once tried to reuse the freed owner id, which the engine still
-    // held): completions of the old swap-outs must touch neither the new region's pages
-    // nor the long-lived one's.
+    // the next, which takes the freed owner id once the engine lets it go: completions
+    // of the old swap-outs must touch neither the new region's pages nor the long-lived
+    // one's. (Allocating after a free once failed: the engine kept the id registered.)
     for fault_mode in [FaultMode::SelfPaging, FaultMode::HandlerThreads(1)] {
         let device: Arc<dyn ZonedDevice> = Arc::new(MemDevice::new(geometry(48, 1, 16)).unwrap());
         let pager = Pager::new(device, config(fault_mode, 512)).unwrap();
@@ -449,15 +449,18 @@ fn regions_freed_mid_write_out_and_allocated_again_lose_nothing() {
 }
 
 #[test]
-fn allocations_beyond_regions_max_fail_with_a_clear_error() {
+fn regions_beyond_regions_max_fail_clearly_and_freed_ids_are_reused() {
     let device: Arc<dyn ZonedDevice> = Arc::new(MemDevice::new(geometry(48, 1, 16)).unwrap());
     let pager = Pager::new(device, PagerConfig { regions_max: 2, ..config(FaultMode::SelfPaging, 512) }).unwrap();
-    for _ in 0..2 {
-        let mut region = pager.alloc(4 * PAGE_BYTES as u64, 0).unwrap();
-        fill(&mut region.as_mut_slice()[..PAGE_BYTES], 0, 1);
-        drop(region);
-    }
-    let error = pager.alloc(4 * PAGE_BYTES as u64, 0).err().expect("a third region over regions_max 2");
+    let mut first = pager.alloc(4 * PAGE_BYTES as u64, 0).unwrap();
+    let _second = pager.alloc(4 * PAGE_BYTES as u64, 0).unwrap();
+    let error = pager.alloc(4 * PAGE_BYTES as u64, 0).err().expect("a third region alive over regions_max 2");
     assert!(matches!(error, znswap_pager::PagerError::TooManyRegions { max: 2 }), "{error}");
     assert!(error.to_string().contains("regions_max"), "{error}");
+    for round in 0..8u64 {
+        fill(&mut first.as_mut_slice()[..PAGE_BYTES], 0, round + 1);
+        drop(first);
+        first = pager.alloc(4 * PAGE_BYTES as u64, 0).expect("the freed region's id, reused");
+        check(&first.as_slice()[..PAGE_BYTES], 0, 0);
+    }
 }
