@@ -52,7 +52,7 @@ enum Command {
 #[derive(Args)]
 struct SwapBenchArgs {
     /// The zoned device [default: the embedded default device]. Its data is destroyed.
-    #[arg(long)]
+    #[arg(long, visible_alias = "path")]
     device: Option<PathBuf>,
     /// anon-w-rand (random writes), anon-w-seq (sequential writes), anon-r-rand (fill,
     /// then random reads), pmbench (normal, sigma = set/12), hotspot (80 % on 20 %).
@@ -164,7 +164,7 @@ fn size(text: &str) -> Result<u64, String> {
 #[derive(Args)]
 struct CreateArgs {
     /// Where to create the device (a file, created if missing, or a block device).
-    #[arg(long)]
+    #[arg(long, visible_alias = "device")]
     path: PathBuf,
     /// Number of zones.
     #[arg(long)]
@@ -201,7 +201,7 @@ struct CreateArgs {
 #[derive(Args)]
 struct PathArg {
     /// The device [default: the embedded default device].
-    #[arg(long)]
+    #[arg(long, visible_alias = "device")]
     path: Option<PathBuf>,
 }
 
