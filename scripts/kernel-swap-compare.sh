@@ -93,11 +93,15 @@ rows = [("ops/s", "ops_per_s"), ("swap-in MiB/s", "swap_in_mib_s"), ("swap-out M
         ("fault p50 µs", "fault_p50_us"), ("fault p99 µs", "fault_p99_us")]
 def median(runs, key):
     return statistics.median(run[key] for run in runs)
-print(f"{'measure':<16}{'kernel':>12}{'znswap':>12}{'znswap/kernel':>16}  (medians of {len(kernels)} rounds; ratio: median of per-round ratios)")
+# The disk's speed drifts within minutes here: the spread of the per-round ratios says
+# how far one figure can be trusted.
+print(f"{'measure':<16}{'kernel':>12}{'znswap':>12}{'znswap/kernel':>16}{'rounds min-max':>17}"
+      f"  (medians of {len(kernels)} rounds; ratio: median of per-round ratios)")
 for name, key in rows:
     ratios = [z[key] / k[key] for k, z in zip(kernels, znswaps) if k[key]]
     ratio = statistics.median(ratios) if ratios else float("nan")
-    print(f"{name:<16}{median(kernels, key):>12.1f}{median(znswaps, key):>12.1f}{ratio:>16.2f}")
+    spread = f"{min(ratios):.2f}-{max(ratios):.2f}" if ratios else "-"
+    print(f"{name:<16}{median(kernels, key):>12.1f}{median(znswaps, key):>12.1f}{ratio:>16.2f}{spread:>17}")
 corrupted = sum(r["corrupted"] for r in kernels + znswaps)
 print(f"verified pages: kernel {sum(r['pages_verified'] for r in kernels)}, znswap "
       f"{sum(r['pages_verified'] for r in znswaps)}, corrupted {corrupted}")
