@@ -2,93 +2,81 @@
 
 use super::*;
 
-/// Counters since the pager started.
-#[derive(Clone, Copy, Debug, Default, serde::Serialize)]
-pub struct PagerStats {
-    pub missing_faults: u64,
-    pub write_protect_faults: u64,
-    pub zero_fills: u64,
-    pub swap_in_reads: u64,
-    pub swap_outs_written: u64,
-    pub swap_outs_clean: u64,
-    pub swap_outs_zero: u64,
-    pub swap_outs_aborted_dirty: u64,
-    pub backpressure: u64,
+/// The difference `since` takes of one field: a count's growth, a gauge's value now.
+macro_rules! stat_since {
+    (count, $now:expr, $earlier:expr) => {
+        $now - $earlier
+    };
+    (gauge, $now:expr, $earlier:expr) => {
+        $now
+    };
+}
+
+/// `PagerStats` with one line per field, each a `count` (grows; `since` subtracts) or a
+/// `gauge` (a value now; `since` keeps it), so `since` cannot miss or mistreat a field.
+macro_rules! pager_stats {
+    ($($(#[$doc:meta])* $kind:ident $name:ident,)*) => {
+        /// Counters since the pager started, and a few gauges.
+        #[derive(Clone, Copy, Debug, Default, serde::Serialize)]
+        pub struct PagerStats {
+            $($(#[$doc])* pub $name: u64,)*
+        }
+
+        impl PagerStats {
+            /// The counts since `earlier` (a snapshot of the same pager); the gauges
+            /// stay as they are now.
+            pub fn since(&self, earlier: &PagerStats) -> PagerStats {
+                PagerStats { $($name: stat_since!($kind, self.$name, earlier.$name),)* }
+            }
+        }
+    };
+}
+
+pager_stats! {
+    count missing_faults,
+    count write_protect_faults,
+    count zero_fills,
+    count swap_in_reads,
+    count swap_outs_written,
+    count swap_outs_clean,
+    count swap_outs_zero,
+    count swap_outs_aborted_dirty,
+    count backpressure,
     /// Faults that waited for the evictor to bring the resident set under the budget,
     /// and how long they waited in all.
-    pub budget_waits: u64,
-    pub budget_wait_ns: u64,
-    pub resident_pages: u64,
-    pub resident_pages_max: u64,
-    pub lost_pages: u64,
-    pub device_errors: u64,
+    count budget_waits,
+    count budget_wait_ns,
+    gauge resident_pages,
+    gauge resident_pages_max,
+    count lost_pages,
+    count device_errors,
     /// CPU time the evictor spent on GC work (GC reads, moves, resets), in nanoseconds.
-    pub gc_cpu_ns: u64,
+    count gc_cpu_ns,
     /// Where swap-in faults spend their time, in nanoseconds summed over faults: waiting
     /// for the pager's lock, reading the device, installing the page (`UFFDIO_COPY`).
-    pub fault_lock_wait_ns: u64,
-    pub fault_read_ns: u64,
-    pub fault_install_ns: u64,
+    count fault_lock_wait_ns,
+    count fault_read_ns,
+    count fault_install_ns,
     /// CPU time of the evictor threads and the I/O thread (eviction, appends, GC), in
     /// nanoseconds.
-    pub evictor_cpu_ns: u64,
+    count evictor_cpu_ns,
     /// Wall time the I/O thread spent in swap-out appends, the appends it made, and
     /// the time it and the evictors slept with nothing to do, in nanoseconds: with
     /// `evictor_cpu_ns`, where the swap-out's time goes.
-    pub evictor_append_ns: u64,
-    pub swap_out_appends: u64,
-    pub evictor_idle_ns: u64,
-    pub io_idle_ns: u64,
-    pub host_bytes_written: u64,
-    pub gc_bytes_written: u64,
+    count evictor_append_ns,
+    count swap_out_appends,
+    count evictor_idle_ns,
+    count io_idle_ns,
+    count host_bytes_written,
+    count gc_bytes_written,
     /// Bytes the GC read from victims (gaps a read spans included).
-    pub gc_bytes_read: u64,
-    pub gc_runs: u64,
+    count gc_bytes_read,
+    count gc_runs,
     /// Gauges: nanoseconds since the pager started, now and when its first swap-out
     /// append was issued (0: none yet). A sequential writer swaps nothing out until the
     /// budget is full, so its swap-out bandwidth is over the time since then.
-    pub uptime_ns: u64,
-    pub first_swap_out_ns: u64,
-}
-
-impl PagerStats {
-    /// The counts since `earlier` (a snapshot of the same pager); the gauges
-    /// (`resident_pages`, `resident_pages_max`, `uptime_ns`, `first_swap_out_ns`) stay
-    /// as they are now.
-    pub fn since(&self, earlier: &PagerStats) -> PagerStats {
-        PagerStats {
-            missing_faults: self.missing_faults - earlier.missing_faults,
-            write_protect_faults: self.write_protect_faults - earlier.write_protect_faults,
-            zero_fills: self.zero_fills - earlier.zero_fills,
-            swap_in_reads: self.swap_in_reads - earlier.swap_in_reads,
-            swap_outs_written: self.swap_outs_written - earlier.swap_outs_written,
-            swap_outs_clean: self.swap_outs_clean - earlier.swap_outs_clean,
-            swap_outs_zero: self.swap_outs_zero - earlier.swap_outs_zero,
-            swap_outs_aborted_dirty: self.swap_outs_aborted_dirty - earlier.swap_outs_aborted_dirty,
-            backpressure: self.backpressure - earlier.backpressure,
-            budget_waits: self.budget_waits - earlier.budget_waits,
-            budget_wait_ns: self.budget_wait_ns - earlier.budget_wait_ns,
-            resident_pages: self.resident_pages,
-            resident_pages_max: self.resident_pages_max,
-            lost_pages: self.lost_pages - earlier.lost_pages,
-            device_errors: self.device_errors - earlier.device_errors,
-            gc_cpu_ns: self.gc_cpu_ns - earlier.gc_cpu_ns,
-            fault_lock_wait_ns: self.fault_lock_wait_ns - earlier.fault_lock_wait_ns,
-            fault_read_ns: self.fault_read_ns - earlier.fault_read_ns,
-            fault_install_ns: self.fault_install_ns - earlier.fault_install_ns,
-            evictor_cpu_ns: self.evictor_cpu_ns - earlier.evictor_cpu_ns,
-            evictor_append_ns: self.evictor_append_ns - earlier.evictor_append_ns,
-            swap_out_appends: self.swap_out_appends - earlier.swap_out_appends,
-            evictor_idle_ns: self.evictor_idle_ns - earlier.evictor_idle_ns,
-            io_idle_ns: self.io_idle_ns - earlier.io_idle_ns,
-            host_bytes_written: self.host_bytes_written - earlier.host_bytes_written,
-            gc_bytes_written: self.gc_bytes_written - earlier.gc_bytes_written,
-            gc_bytes_read: self.gc_bytes_read - earlier.gc_bytes_read,
-            gc_runs: self.gc_runs - earlier.gc_runs,
-            uptime_ns: self.uptime_ns,
-            first_swap_out_ns: self.first_swap_out_ns,
-        }
-    }
+    gauge uptime_ns,
+    gauge first_swap_out_ns,
 }
 
 #[derive(Default)]
@@ -156,5 +144,29 @@ impl Shared {
             uptime_ns: self.now(),
             first_swap_out_ns: c.first_swap_out_ns.load(Relaxed),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::PagerStats;
+
+    #[test]
+    fn since_subtracts_counts_and_keeps_gauges() {
+        let earlier =
+            PagerStats { missing_faults: 3, gc_runs: 1, resident_pages: 50, uptime_ns: 10, ..Default::default() };
+        let now = PagerStats {
+            missing_faults: 10,
+            gc_runs: 4,
+            resident_pages: 40,
+            resident_pages_max: 70,
+            uptime_ns: 25,
+            first_swap_out_ns: 12,
+            ..Default::default()
+        };
+        let delta = now.since(&earlier);
+        assert_eq!((delta.missing_faults, delta.gc_runs), (7, 3));
+        assert_eq!((delta.resident_pages, delta.resident_pages_max), (40, 70));
+        assert_eq!((delta.uptime_ns, delta.first_swap_out_ns), (25, 12));
     }
 }
