@@ -9,11 +9,12 @@
 #
 # Usage: scripts/kernel-swap-compare.sh [--memory 1G] [--wss 4G] [--workload anon-w-rand]
 #        [--threads N] [--seconds 30] [--device PATH] [--rounds N]
-# With --rounds N the two run in turn N times (kernel, znswap, kernel, ...) and the
-# ratios are taken pair by pair, so a machine whose speed drifts still compares fairly.
+# The two run in turn N times (--rounds, default 3: kernel, znswap, kernel, ...) and the
+# ratios are taken pair by pair, so a machine whose speed drifts still compares fairly;
+# the spread of the per-round ratios is printed beside their median.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
-memory=1G wss=4G workload=anon-w-rand threads=1 seconds=30 rounds=1
+memory=1G wss=4G workload=anon-w-rand threads=1 seconds=30 rounds=3
 device=${ZNSWAP_DEVICE:-$HOME/.cache/znswap/compare.zns}
 while [ $# -gt 0 ]; do
     case "$1" in
