@@ -36,6 +36,7 @@ pub struct SwapBenchOptions {
     pub io_threads: usize,
     pub evict_batch_pages: usize,
     pub slack_pages: u64,
+    pub reference_sampling: bool,
     pub seconds: f64,
     pub ops_max: u64,
     pub seed: u64,
@@ -60,6 +61,8 @@ pub struct SwapBench {
     pub evictor_threads: usize,
     pub io_threads: usize,
     pub evict_batch_pages: usize,
+    /// The CLOCK's reference bits came from write-protect faults too (`--reference-sampling`).
+    pub reference_sampling: bool,
     pub budget_bytes: u64,
     pub wss_bytes: u64,
     /// Working set over the device's capacity.
@@ -282,6 +285,7 @@ pub fn run(device: Arc<dyn ZonedDevice>, options: &SwapBenchOptions) -> Result<S
         io_threads: options.io_threads,
         evict_batch_pages: options.evict_batch_pages,
         slack_pages: options.slack_pages,
+        reference_sampling: options.reference_sampling,
         ..PagerConfig::new(options.budget_bytes)
     };
     let pager = Pager::new(device.clone(), pager_config).context("starting the pager")?;
@@ -330,6 +334,7 @@ pub fn run(device: Arc<dyn ZonedDevice>, options: &SwapBenchOptions) -> Result<S
         evictor_threads: options.evictor_threads,
         io_threads: options.io_threads,
         evict_batch_pages: options.evict_batch_pages,
+        reference_sampling: options.reference_sampling,
         warmed_up: options.warm_up && warms_up(options.workload),
         handler_threads: match options.fault_mode {
             FaultMode::HandlerThreads(count) => count,
@@ -684,6 +689,15 @@ pub fn print(bench: &SwapBench) {
         "clean drops".into(),
         bench.swap_outs_clean.to_string(),
         format!("{} aborted by writes, {} zero pages", bench.swap_outs_aborted_dirty, bench.swap_outs_zero),
+    ]);
+    table.row(vec![
+        "write-protect faults".into(),
+        format!("{:.3} per op", bench.write_protect_faults as f64 / bench.ops.max(1) as f64),
+        format!(
+            "{:.3} swap-ins per op; reference bits from {}",
+            bench.swap_in_pages as f64 / bench.ops.max(1) as f64,
+            if bench.reference_sampling { "faults and writes" } else { "faults" }
+        ),
     ]);
     print!("{}", table.render());
 }

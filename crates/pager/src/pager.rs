@@ -114,6 +114,12 @@ pub struct PagerConfig {
     /// Threads running the engine's I/O (swap-out appends, GC reads and moves, resets),
     /// each with one request in flight.
     pub io_threads: usize,
+    /// Reference bits from writes, not only from faults: the CLOCK hand write-protects
+    /// the pages whose bit it clears, and a write to one faults and sets the bit again
+    /// (the write-protect fault stands in for the accessed bit userfaultfd cannot read).
+    /// Without it a page that stays resident looks unreferenced after one sweep, and
+    /// CLOCK evicts about as FIFO would.
+    pub reference_sampling: bool,
 }
 
 /// Who resolves a page fault.
@@ -140,6 +146,7 @@ impl PagerConfig {
             regions_max: 64,
             evictor_threads: 1,
             io_threads: 1,
+            reference_sampling: false,
             readahead_pages: 0,
             fault_mode: FaultMode::HandlerThreads(std::thread::available_parallelism().map_or(1, |n| n.get())),
         }
@@ -231,6 +238,7 @@ pub(crate) struct Shared {
     low_watermark: u64,
     slack_pages: u64,
     evict_batch_pages: usize,
+    reference_sampling: bool,
     /// Largest Append the engine emits, in pages.
     max_append_pages: usize,
     lbas_per_page: u64,
@@ -372,6 +380,7 @@ impl Pager {
             low_watermark: budget_pages - config.evict_batch_pages as u64,
             slack_pages: config.slack_pages,
             evict_batch_pages: config.evict_batch_pages,
+            reference_sampling: config.reference_sampling,
             max_append_pages,
             started: Instant::now(),
             counters: Counters::default(),

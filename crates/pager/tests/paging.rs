@@ -464,3 +464,64 @@ fn regions_beyond_regions_max_fail_clearly_and_freed_ids_are_reused() {
         check(&first.as_slice()[..PAGE_BYTES], 0, 0);
     }
 }
+
+/// Pages rewritten often stay resident under reference sampling, where a CLOCK with
+/// reference bits from faults alone evicts them as often as the cold pages streaming
+/// past: a hot set a quarter of the budget, written twice for each pass over half a
+/// budget of cold pages, has a reuse distance well within the budget.
+#[test]
+fn reference_sampling_keeps_rewritten_pages_resident() {
+    let (region_pages, budget_pages, hot_pages) = (4096u64, 1024u64, 256u64);
+    for fault_mode in [FaultMode::SelfPaging, FaultMode::HandlerThreads(1)] {
+        let mut hot_misses = [0u64; 2];
+        for (sampling, misses) in [false, true].into_iter().zip(hot_misses.iter_mut()) {
+            let device: Arc<dyn ZonedDevice> = Arc::new(MemDevice::new(geometry(48, 1, 16)).unwrap());
+            let pager_config = PagerConfig { reference_sampling: sampling, ..config(fault_mode, budget_pages) };
+            let pager = Pager::new(device, pager_config).unwrap();
+            let mut region = pager.alloc(region_pages * PAGE_BYTES as u64, 0).unwrap();
+            let memory = region.as_mut_slice();
+            let mut versions = vec![1u64; region_pages as usize];
+            for page in 0..region_pages {
+                fill(&mut memory[page as usize * PAGE_BYTES..][..PAGE_BYTES], page, 1);
+            }
+            let (mut cold, mut hot, mut cold_writes) = (hot_pages, 0, 0u64);
+            let mut before = pager.stats();
+            // The first 4 budgets' worth of steps bring the hot set in; then the count starts.
+            for step in 0..28 * budget_pages {
+                if step == 4 * budget_pages {
+                    before = pager.stats();
+                    cold_writes = 0;
+                }
+                let page = if step % 2 == 0 {
+                    cold = if cold + 1 == region_pages { hot_pages } else { cold + 1 };
+                    cold_writes += 1;
+                    cold
+                } else {
+                    hot = (hot + 1) % hot_pages;
+                    hot
+                };
+                versions[page as usize] += 1;
+                fill(&mut memory[page as usize * PAGE_BYTES..][..PAGE_BYTES], page, versions[page as usize]);
+            }
+            let stats = pager.stats().since(&before);
+            // Cold pages come back after 3840 others, far beyond the budget: each write
+            // of one is a miss, and the rest are the hot pages'.
+            *misses = stats.missing_faults.saturating_sub(cold_writes);
+            for page in 0..region_pages {
+                check(&memory[page as usize * PAGE_BYTES..][..PAGE_BYTES], page, versions[page as usize]);
+            }
+            assert_eq!(pager.stats().lost_pages, 0);
+            if sampling {
+                assert!(stats.write_protect_faults > 0, "{fault_mode:?}: sampling took no write-protect fault");
+            }
+            drop(region);
+        }
+        let [without, with] = hot_misses;
+        let hot_writes = 12 * budget_pages;
+        assert!(
+            with * 4 < without && with * 20 < hot_writes,
+            "{fault_mode:?}: hot pages missed {with} times of {hot_writes} writes with reference sampling, \
+             {without} without"
+        );
+    }
+}

@@ -14,11 +14,32 @@ struct Victim {
     generation: u64,
     /// Its handle in `State::out_pages` (taken from `out_free` when picked).
     handle: u64,
-    /// Victims of one run share a write-protect range.
-    run: u32,
+    /// The write-protect range (index into the round's ranges) that covers it.
+    range: u32,
     protected: bool,
     /// The page was all zeroes once protected.
     zero: bool,
+}
+
+/// Pages the evictor write-protects with one ioctl (one TLB flush, one IPI to the
+/// faulting CPUs): `start..end`, with the outcome.
+#[derive(Clone, Copy)]
+pub(super) struct ProtectRange {
+    start: u64,
+    end: u64,
+    protected: bool,
+}
+
+/// Adds the page at `address` to the open range, or opens a new one.
+fn protect_page(ranges: &mut Vec<ProtectRange>, open: &mut bool, address: u64) {
+    let end = address + PAGE_BYTES as u64;
+    match ranges.last_mut() {
+        Some(range) if *open => range.end = end,
+        _ => {
+            ranges.push(ProtectRange { start: address, end, protected: false });
+            *open = true;
+        }
+    }
 }
 
 /// Whether the page at `address` reads all zeroes. Volatile word reads: a writer may
@@ -104,13 +125,18 @@ impl Shared {
         let mut wanted = self.evict_batch_pages;
         let mut reads_seen = self.counters.swap_in_reads.load(Relaxed);
         let mut victims = Vec::with_capacity(ROUND_BATCHES_MAX * self.evict_batch_pages);
-        let out_count = self.lock().out_free.len();
+        let (out_count, regions_max) = {
+            let state = self.lock();
+            (state.out_free.len(), state.engine.config().owners_max as usize)
+        };
+        // A range per victim at most, and per region swept (twice at most) for sampling.
+        let mut ranges = Vec::with_capacity(ROUND_BATCHES_MAX * self.evict_batch_pages + 2 * regions_max + 2);
         let mut dropping = Vec::with_capacity(out_count);
         let mut addresses = Vec::with_capacity(out_count);
-        let mut ranges = Vec::with_capacity(out_count);
+        let mut discard_ranges = Vec::with_capacity(out_count);
         let mut cpu_counted = thread_cpu_ns();
         loop {
-            self.discard_dropped(&mut dropping, &mut addresses, &mut ranges);
+            self.discard_dropped(&mut dropping, &mut addresses, &mut discard_ranges);
             let mut state = self.lock();
             while !self.stop.load(Relaxed) && !self.eviction_wanted(&state) && state.to_drop.is_empty() {
                 // The wait checks again under the lock the faults and completions change
@@ -132,15 +158,18 @@ impl Shared {
                 continue;
             }
             victims.clear();
-            self.pick_victims(&mut state, wanted, &mut victims);
+            ranges.clear();
+            self.pick_victims(&mut state, wanted, &mut victims, &mut ranges);
             drop(state);
+            if !ranges.is_empty() {
+                self.evict_victims(&mut victims, &mut ranges);
+            }
             if victims.is_empty() {
                 // Every candidate was referenced or in flight: let the faults and the
                 // I/O thread move on before sweeping again.
                 std::thread::sleep(Duration::from_micros(200));
                 continue;
             }
-            self.evict_victims(&mut victims);
             let contiguous = match (victims.first(), victims.last()) {
                 (Some(first), Some(last)) => {
                     // (The hand may have wrapped around: then they are not.)
@@ -164,17 +193,26 @@ impl Shared {
 
     /// CLOCK over the address space: the hand sweeps the regions' pages in address
     /// order, clears reference bits and picks unreferenced resident pages, up to
-    /// `wanted` (each with an out handle). Victims get a run number: consecutive victims
-    /// with only non-resident pages between them share a run, and one write-protect
-    /// ioctl covers it (write-protecting an empty PTE does nothing), so one TLB flush, one
-    /// IPI to the faulting CPUs, serves many victims even under random access.
-    fn pick_victims(&self, state: &mut State, wanted: usize, victims: &mut Vec<Victim>) {
+    /// `wanted` (each with an out handle). The pages to write-protect go into `ranges`:
+    /// consecutive victims with only non-resident pages between them share a range, and
+    /// one ioctl covers it (write-protecting an empty PTE does nothing), so one TLB flush
+    /// serves many victims even under random access. With reference sampling, the pages
+    /// whose bit is cleared are write-protected too (a range then spans the whole sweep
+    /// of a region), so their next write faults and sets the bit again.
+    fn pick_victims(
+        &self,
+        state: &mut State,
+        wanted: usize,
+        victims: &mut Vec<Victim>,
+        ranges: &mut Vec<ProtectRange>,
+    ) {
         let wanted = wanted.min(state.out_free.len());
         // Two sweeps at most: the first may only clear reference bits.
         let limit: u64 = 2 * state.regions.iter().filter(|r| r.live).map(|r| r.pages).sum::<u64>();
         let (mut owner, mut page) = state.hand;
         let mut scanned = 0;
-        let mut run = 0;
+        // Whether the last range may grow.
+        let mut open = false;
         while victims.len() < wanted && scanned < limit {
             if owner as usize >= state.regions.len() {
                 owner = 0;
@@ -183,20 +221,26 @@ impl Shared {
             if !region.live || page >= region.pages {
                 owner += 1;
                 page = 0;
-                run += 1;
+                open = false;
                 continue;
             }
             scanned += 1;
+            let address = region.base + page * PAGE_BYTES as u64;
             let flags = &mut region.flags[page as usize];
             if *flags & RESIDENT != 0 {
                 if *flags & (EVICTING | WRITING) != 0 {
-                    run += 1;
+                    // Already write-protected: a sampling range may run over it.
+                    open &= self.reference_sampling;
                 } else if *flags & REFERENCED != 0 {
                     *flags &= !REFERENCED;
-                    run += 1;
+                    if self.reference_sampling {
+                        protect_page(ranges, &mut open, address);
+                    } else {
+                        open = false;
+                    }
                 } else {
                     *flags |= EVICTING;
-                    let address = region.base + page * PAGE_BYTES as u64;
+                    protect_page(ranges, &mut open, address);
                     let generation = region.generation;
                     let handle = state.out_free.pop().expect("no more victims than free handles");
                     victims.push(Victim {
@@ -205,7 +249,7 @@ impl Shared {
                         address,
                         generation,
                         handle,
-                        run,
+                        range: ranges.len() as u32 - 1,
                         protected: false,
                         zero: false,
                     });
@@ -220,25 +264,19 @@ impl Shared {
     /// lock (each protection costs a TLB flush, and faults should not wait behind
     /// them); then, under the lock, hands the pages not written meanwhile to the engine
     /// and wakes the I/O thread, whose append reads them where they are.
-    fn evict_victims(&self, victims: &mut [Victim]) {
+    fn evict_victims(&self, victims: &mut [Victim], ranges: &mut [ProtectRange]) {
         // Writers fault from here on, so the pages stay as the zero check and the append
         // see them unless a write dirties them (which aborts their swap-out). An error
         // means the region went away meanwhile: checked below.
         let mappings = self.mappings.read().unwrap_or_else(|p| p.into_inner());
-        let mut run_start = 0;
-        while run_start < victims.len() {
-            let mut run_end = run_start + 1;
-            while run_end < victims.len() && victims[run_end].run == victims[run_start].run {
-                run_end += 1;
-            }
-            let bytes = victims[run_end - 1].address + PAGE_BYTES as u64 - victims[run_start].address;
-            let protected = self.uffd.write_protect(victims[run_start].address, bytes, true, false).is_ok();
-            for victim in &mut victims[run_start..run_end] {
-                victim.protected = protected;
-            }
-            run_start = run_end;
+        for range in ranges.iter_mut() {
+            range.protected = self.uffd.write_protect(range.start, range.end - range.start, true, false).is_ok();
+        }
+        if victims.is_empty() {
+            return;
         }
         for victim in victims.iter_mut() {
+            victim.protected = ranges[victim.range as usize].protected;
             if victim.protected {
                 // SAFETY: the page is mapped (its region cannot be unmapped while
                 // `mappings` is held); a write fault meanwhile clears EVICTING and the
