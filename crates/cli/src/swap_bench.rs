@@ -61,7 +61,8 @@ pub struct SwapBench {
     pub evictor_threads: usize,
     pub io_threads: usize,
     pub evict_batch_pages: usize,
-    /// The CLOCK's reference bits came from write-protect faults too (`--reference-sampling`).
+    /// The CLOCK's reference bits came from write-protect faults too (off with
+    /// `--no-reference-sampling`).
     pub reference_sampling: bool,
     pub budget_bytes: u64,
     pub wss_bytes: u64,

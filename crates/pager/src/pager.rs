@@ -8,10 +8,12 @@
 //!   reported to the engine (`dirtied`) and unprotected.
 //! - the **evictor** (`evict.rs`) keeps the resident set within the budget. Once the resident set,
 //!   less the pages already on their way out, passes a low watermark (a batch below the
-//!   budget) it evicts a whole batch: a CLOCK hand sweeps the regions in address order
-//!   (reference bits come from faults), so victims separated only by non-resident pages
-//!   share one write-protect ioctl (one TLB flush); they are handed to the engine as
-//!   they are, no copy. It also discards (`MADV_DONTNEED`) the pages whose swap-out
+//!   budget) it evicts a whole batch: a CLOCK hand sweeps the regions in address order,
+//!   so victims separated only by non-resident pages share one write-protect ioctl (one
+//!   TLB flush); they are handed to the engine as they are, no copy. Reference bits come
+//!   from faults and, with reference sampling, from writes: the hand write-protects the
+//!   pages whose bit it clears, and a write fault on one marks its 16-page granule
+//!   referenced (userfaultfd offers no accessed bit). It also discards (`MADV_DONTNEED`) the pages whose swap-out
 //!   completed, outside the lock.
 //! - the **I/O thread** (`io.rs`) runs every I/O the engine asks for (swap-out appends straight
 //!   from the victim pages in place, GC reads and moves, resets), so the evictor
@@ -114,11 +116,14 @@ pub struct PagerConfig {
     /// Threads running the engine's I/O (swap-out appends, GC reads and moves, resets),
     /// each with one request in flight.
     pub io_threads: usize,
-    /// Reference bits from writes, not only from faults: the CLOCK hand write-protects
-    /// the pages whose bit it clears, and a write to one faults and sets the bit again
-    /// (the write-protect fault stands in for the accessed bit userfaultfd cannot read).
-    /// Without it a page that stays resident looks unreferenced after one sweep, and
-    /// CLOCK evicts about as FIFO would.
+    /// Reference bits from writes, not only from faults (the default): the CLOCK hand
+    /// write-protects the pages whose bit it clears, and a write to one faults and sets
+    /// the bit again for its granule of 16 pages (the write-protect fault stands in for
+    /// the accessed bit userfaultfd cannot read). Without it a page that stays resident
+    /// looks unreferenced after one sweep, and CLOCK evicts about as FIFO would
+    /// (measured, 512 MiB budget, 2 GiB set, 1 thread: hotspot 0.42 swap-ins per
+    /// operation without, 0.24 with; uniform random writes unchanged at 0.75). Reads of a
+    /// resident page still leave no trace.
     pub reference_sampling: bool,
 }
 
@@ -146,7 +151,7 @@ impl PagerConfig {
             regions_max: 64,
             evictor_threads: 1,
             io_threads: 1,
-            reference_sampling: false,
+            reference_sampling: true,
             readahead_pages: 0,
             fault_mode: FaultMode::HandlerThreads(std::thread::available_parallelism().map_or(1, |n| n.get())),
         }

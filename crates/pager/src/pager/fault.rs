@@ -12,6 +12,12 @@ const ZERO_FILL_AROUND_PAGES: u64 = 63;
 static ZERO_PAGES: [u8; (ZERO_FILL_AROUND_PAGES as usize + 1) * PAGE_BYTES] =
     [0; (ZERO_FILL_AROUND_PAGES as usize + 1) * PAGE_BYTES];
 
+/// Reference sampling tracks references per granule of this many pages: a write fault
+/// on a sampled page marks its whole granule referenced and unprotects it, so a run of
+/// hot pages costs one sampling fault per sweep instead of one per page (a write-protect
+/// fault costs 6-10 µs here: the signal, and a TLB flush on the other CPU).
+const SAMPLING_GRANULE_PAGES: u64 = 16;
+
 impl Shared {
     /// The lock, for a fault: the time spent waiting for it is counted. A fault spins
     /// for the lock a little before it sleeps: holds are a few microseconds, while a
@@ -113,7 +119,41 @@ impl Shared {
         let flags = &mut state.regions[owner as usize].flags[page as usize];
         *flags |= REFERENCED;
         *flags &= !EVICTING;
-        self.uffd.write_protect(address, PAGE_BYTES as u64, false, true).expect("lifting write protection");
+        if self.reference_sampling {
+            self.lift_sampling_protection(&mut state, owner, page);
+        } else {
+            self.uffd.write_protect(address, PAGE_BYTES as u64, false, true).expect("lifting write protection");
+        }
+    }
+
+    /// A write fault under reference sampling: marks the faulting page's granule
+    /// referenced and lifts the protection of its pages that were write-protected only to
+    /// sample (dirty, resident, not on their way out), with the faulting page's. Pages
+    /// that must stay protected (clean ones whose slot is their swap cache, victims being
+    /// written) keep it and their bit.
+    fn lift_sampling_protection(&self, state: &mut State, owner: u32, page: u64) {
+        let region_pages = state.regions[owner as usize].pages;
+        let first = page - page % SAMPLING_GRANULE_PAGES;
+        let end = (first + SAMPLING_GRANULE_PAGES).min(region_pages);
+        let mut run_start = None;
+        for next in first..=end {
+            let liftable = next < end
+                && (next == page || {
+                    let flags = state.regions[owner as usize].flags[next as usize];
+                    flags & RESIDENT != 0
+                        && flags & (EVICTING | WRITING | DROPPING) == 0
+                        && state.engine.page_state(owner, next) == Ok(PageState::Resident)
+                });
+            if liftable {
+                state.regions[owner as usize].flags[next as usize] |= REFERENCED;
+                run_start.get_or_insert(next);
+            } else if let Some(start) = run_start.take() {
+                let address = Self::page_address(state, owner, start);
+                self.uffd
+                    .write_protect(address, (next - start) * PAGE_BYTES as u64, false, true)
+                    .expect("lifting write protection");
+            }
+        }
     }
 
     /// A missing page: zero-fill or swap in. For a write fault the page is about to be
