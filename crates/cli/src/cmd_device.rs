@@ -48,6 +48,9 @@ pub fn create(request: CreateRequest) -> Result<()> {
         geometry.validate()?;
     }
     let device = FileDevice::create(&request.path, geometry, CreateOptions { force: request.force })?;
+    if std::fs::metadata(&request.path).is_ok_and(|m| m.file_type().is_file()) {
+        crate::device_path::warn_if_storage_short(&request.path, &geometry);
+    }
     println!(
         "created {}: {}, {}",
         request.path.display(),

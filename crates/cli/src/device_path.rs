@@ -46,8 +46,12 @@ pub fn open(path: Option<&Path>) -> Result<Box<dyn ZonedDevice>> {
                     znswap_zoned::format_size(default_geometry().zone_capacity_bytes())
                 );
             }
+            let created = !path.exists();
             let device = FileDevice::open_or_create(&path, default_geometry())
                 .with_context(|| format!("opening the default device {}", path.display()))?;
+            if created {
+                warn_if_storage_short(&path, &default_geometry());
+            }
             Ok(Box::new(device))
         }
     }
@@ -87,4 +91,34 @@ fn is_zoned_block_device(metadata: &std::fs::Metadata) -> bool {
     let rdev = metadata.rdev();
     let zoned = format!("/sys/dev/block/{}:{}/queue/zoned", libc::major(rdev), libc::minor(rdev));
     std::fs::read_to_string(zoned).is_ok_and(|model| model.trim() != "none")
+}
+
+/// A device file is sparse: it takes space only as its zones fill. Say so up front when
+/// its file system cannot hold a full device, rather than failing mid-run with ENOSPC.
+pub fn warn_if_storage_short(path: &Path, geometry: &Geometry) {
+    let Some(free) = free_bytes(path) else { return };
+    let needed = geometry.zone_count as u64 * geometry.zone_capacity_bytes();
+    if free < needed {
+        eprintln!(
+            "znswap: warning: the file system holding {} has {} free, less than the device's {} of zone capacity; \
+             writes fail once it is full (free space there, or create a smaller device with --zones)",
+            path.display(),
+            znswap_zoned::format_size(free),
+            znswap_zoned::format_size(needed)
+        );
+    }
+}
+
+fn free_bytes(path: &Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let c_path = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+    let mut stat = std::mem::MaybeUninit::<libc::statvfs>::uninit();
+    // SAFETY: c_path is a NUL-terminated path and stat points at writable memory of the right type.
+    if unsafe { libc::statvfs(c_path.as_ptr(), stat.as_mut_ptr()) } != 0 {
+        return None;
+    }
+    // SAFETY: statvfs returned 0, so it filled the struct.
+    let stat = unsafe { stat.assume_init() };
+    Some(stat.f_bavail.saturating_mul(stat.f_frsize))
 }

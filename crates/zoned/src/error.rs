@@ -43,19 +43,50 @@ pub enum ZoneError {
     InvalidTransition { zone: u32, op: ZoneOp, condition: ZoneCondition },
     #[error("device I/O failed during {op}: {source}")]
     Io { op: &'static str, source: Arc<std::io::Error> },
+    #[error(
+        "the storage holding the device is full ({op} failed with ENOSPC): a device file is sparse and grows \
+         as its zones fill, so its file system needs room for the data written; free space there, or create \
+         a smaller device (`znswap device create --zones N`)"
+    )]
+    StorageFull { op: &'static str },
     #[error("injected {op} failure on zone {zone}")]
     Injected { op: &'static str, zone: u32 },
 }
 
 impl ZoneError {
     pub(crate) fn io(op: &'static str, source: std::io::Error) -> ZoneError {
+        if source.raw_os_error() == Some(libc::ENOSPC) {
+            return ZoneError::StorageFull { op };
+        }
         ZoneError::Io { op, source: Arc::new(source) }
     }
 
     /// True for device failures (the command was valid), false for rule violations.
     pub fn is_device_failure(&self) -> bool {
-        matches!(self, ZoneError::Io { .. } | ZoneError::Injected { .. } | ZoneError::ZoneOffline { .. })
+        matches!(
+            self,
+            ZoneError::Io { .. }
+                | ZoneError::StorageFull { .. }
+                | ZoneError::Injected { .. }
+                | ZoneError::ZoneOffline { .. }
+        )
     }
 }
 
 pub type Result<T, E = ZoneError> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_full_file_system_is_named_with_its_fix() {
+        let full = ZoneError::io("append", std::io::Error::from_raw_os_error(libc::ENOSPC));
+        assert!(matches!(full, ZoneError::StorageFull { op: "append" }));
+        assert!(full.is_device_failure());
+        let text = full.to_string();
+        assert!(text.contains("full") && text.contains("--zones"), "{text}");
+        let other = ZoneError::io("append", std::io::Error::from_raw_os_error(libc::EIO));
+        assert!(matches!(other, ZoneError::Io { op: "append", .. }));
+    }
+}
