@@ -131,27 +131,36 @@ impl Shared {
     /// sample (dirty, resident, not on their way out), with the faulting page's. Pages
     /// that must stay protected (clean ones whose slot is their swap cache, victims being
     /// written) keep it and their bit.
+    ///
+    /// One ioctl per run, and a run spans unmapped pages: each ioctl flushes the TLB of
+    /// every CPU the process runs on (an IPI, costly in a VM), and under random access the
+    /// granule's resident pages are scattered. Spanning is safe because, under the lock,
+    /// a page that is neither resident nor being dropped has no PTE (every install takes
+    /// the lock), so lifting protection there changes nothing.
     fn lift_sampling_protection(&self, state: &mut State, owner: u32, page: u64) {
         let region_pages = state.regions[owner as usize].pages;
         let first = page - page % SAMPLING_GRANULE_PAGES;
         let end = (first + SAMPLING_GRANULE_PAGES).min(region_pages);
-        let mut run_start = None;
+        // The run being built: its first and last liftable page.
+        let mut run: Option<(u64, u64)> = None;
         for next in first..=end {
+            let flags = if next < end { state.regions[owner as usize].flags[next as usize] } else { 0 };
             let liftable = next < end
-                && (next == page || {
-                    let flags = state.regions[owner as usize].flags[next as usize];
-                    flags & RESIDENT != 0
+                && (next == page
+                    || flags & RESIDENT != 0
                         && flags & (EVICTING | WRITING | DROPPING) == 0
-                        && state.engine.page_state(owner, next) == Ok(PageState::Resident)
-                });
+                        && state.engine.page_state(owner, next) == Ok(PageState::Resident));
+            let unmapped = next < end && flags & (RESIDENT | EVICTING | WRITING | DROPPING) == 0;
             if liftable {
                 state.regions[owner as usize].flags[next as usize] |= REFERENCED;
-                run_start.get_or_insert(next);
-            } else if let Some(start) = run_start.take() {
-                let address = Self::page_address(state, owner, start);
-                self.uffd
-                    .write_protect(address, (next - start) * PAGE_BYTES as u64, false, true)
-                    .expect("lifting write protection");
+                run = Some((run.map_or(next, |(start, _)| start), next));
+            } else if !unmapped {
+                if let Some((start, last)) = run.take() {
+                    let address = Self::page_address(state, owner, start);
+                    self.uffd
+                        .write_protect(address, (last + 1 - start) * PAGE_BYTES as u64, false, true)
+                        .expect("lifting write protection");
+                }
             }
         }
     }
