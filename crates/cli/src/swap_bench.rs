@@ -121,6 +121,8 @@ pub struct SwapBench {
     /// Faults that waited for the evictor, and their total wait.
     pub budget_waits: u64,
     pub budget_wait_ms: f64,
+    /// Pages those faults discarded themselves while they waited (direct reclaim).
+    pub fault_discarded_pages: u64,
     pub swap_outs_clean: u64,
     pub swap_outs_zero: u64,
     pub host_bytes_per_slot: f64,
@@ -381,6 +383,7 @@ pub fn run(device: Arc<dyn ZonedDevice>, options: &SwapBenchOptions) -> Result<S
         write_protect_faults: stats.write_protect_faults,
         budget_waits: stats.budget_waits,
         budget_wait_ms: stats.budget_wait_ns as f64 / 1e6,
+        fault_discarded_pages: stats.fault_discarded_pages,
         swap_outs_clean: stats.swap_outs_clean,
         swap_outs_zero: stats.swap_outs_zero,
         host_bytes_per_slot: pager.host_bytes_per_slot(),

@@ -60,7 +60,7 @@ mod fault;
 mod io;
 mod stats;
 
-use evict::self_pidfd_for_discard;
+use evict::{self_pidfd_for_discard, DiscardScratch};
 use stats::Counters;
 pub use stats::PagerStats;
 
@@ -258,6 +258,9 @@ pub(crate) struct Shared {
     /// A pidfd of this process for batched `process_madvise`, where the kernel accepts
     /// `MADV_DONTNEED` through it.
     self_pidfd: Option<i32>,
+    /// Scratch for a fault that discards dropped pages while it waits for room (see
+    /// `missing_fault_locked`); a fault that finds it busy just waits.
+    fault_discard: Mutex<DiscardScratch>,
     started: Instant,
     counters: Counters,
 }
@@ -368,6 +371,7 @@ impl Pager {
             footer_mode,
             self_pidfd: self_pidfd_for_discard(),
             mappings: RwLock::new(()),
+            fault_discard: Mutex::new(DiscardScratch::with_capacity(out_count)),
             readahead_pages,
             readahead_buffer: Mutex::new(if readahead_pages > 0 {
                 vec![AlignedPage::ZERO; readahead_pages as usize + 1]

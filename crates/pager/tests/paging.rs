@@ -525,3 +525,34 @@ fn reference_sampling_keeps_rewritten_pages_resident() {
         );
     }
 }
+
+#[test]
+fn faults_waiting_for_room_discard_written_pages_themselves() {
+    // A sequential writer outruns the evictor: its faults wait at the budget's edge
+    // while written-out pages await their discard, and do the discards themselves. Who
+    // gets a batch first is a race, so sweep until a fault has (a handful of sweeps at
+    // most: most runs see hundreds of pages discarded by faults in two).
+    for fault_mode in [FaultMode::SelfPaging, FaultMode::HandlerThreads(1)] {
+        let device: Arc<dyn ZonedDevice> = Arc::new(MemDevice::new(geometry(64, 1, 16)).unwrap());
+        let config = PagerConfig { slack_pages: 64, ..config(fault_mode, 512) };
+        let pager = Pager::new(device, config).unwrap();
+        let pages = 8192u64;
+        let mut region = pager.alloc(pages * PAGE_BYTES as u64, 0).unwrap();
+        let memory = region.as_mut_slice();
+        let mut version = 0;
+        while version < 2 || pager.stats().fault_discarded_pages == 0 && version < 12 {
+            version += 1;
+            for page in 0..pages {
+                fill(&mut memory[page as usize * PAGE_BYTES..][..PAGE_BYTES], page, version);
+            }
+        }
+        for page in 0..pages {
+            check(&memory[page as usize * PAGE_BYTES..][..PAGE_BYTES], page, version);
+        }
+        let stats = pager.stats();
+        assert!(stats.fault_discarded_pages > 0, "{fault_mode:?}: no fault discarded a page in {version} sweeps");
+        assert!(stats.resident_pages_max <= 512 + 64 + 64, "{fault_mode:?}: resident max {}", stats.resident_pages_max);
+        assert_eq!((stats.lost_pages, stats.device_errors), (0, 0));
+        drop(region);
+    }
+}

@@ -63,6 +63,23 @@ struct IoVec {
 
 const _: () = assert!(std::mem::size_of::<IoVec>() == std::mem::size_of::<libc::iovec>());
 
+/// What `discard_dropped` works in, allocated once per discarding thread.
+pub(super) struct DiscardScratch {
+    batch: Vec<Dropping>,
+    addresses: Vec<u64>,
+    ranges: Vec<IoVec>,
+}
+
+impl DiscardScratch {
+    pub(super) fn with_capacity(pages: usize) -> DiscardScratch {
+        DiscardScratch {
+            batch: Vec::with_capacity(pages),
+            addresses: Vec::with_capacity(pages),
+            ranges: Vec::with_capacity(pages),
+        }
+    }
+}
+
 /// A pidfd of this process if `process_madvise(MADV_DONTNEED)` works through it: probed
 /// on a scratch page, because kernels before 6.13 refuse destructive advice there.
 pub(super) fn self_pidfd_for_discard() -> Option<i32> {
@@ -131,12 +148,10 @@ impl Shared {
         };
         // A range per victim at most, and per region swept (twice at most) for sampling.
         let mut ranges = Vec::with_capacity(ROUND_BATCHES_MAX * self.evict_batch_pages + 2 * regions_max + 2);
-        let mut dropping = Vec::with_capacity(out_count);
-        let mut addresses = Vec::with_capacity(out_count);
-        let mut discard_ranges = Vec::with_capacity(out_count);
+        let mut discard_scratch = DiscardScratch::with_capacity(out_count);
         let mut cpu_counted = thread_cpu_ns();
         loop {
-            self.discard_dropped(&mut dropping, &mut addresses, &mut discard_ranges);
+            self.discard_dropped(&mut discard_scratch);
             let mut state = self.lock();
             while !self.stop.load(Relaxed) && !self.eviction_wanted(&state) && state.to_drop.is_empty() {
                 // The wait checks again under the lock the faults and completions change
@@ -357,11 +372,15 @@ impl Shared {
     }
 
     /// Called after `complete_events`, in the same lock hold: wakes an evictor for the
-    /// pages to discard, or if completions left it pages to evict.
+    /// pages to discard, or if completions left it pages to evict. Faults waiting for
+    /// room wake too: the first of them or an evictor to take the pages discards them.
     pub(super) fn after_completions(&self, state: &mut State) {
-        if !state.to_drop.is_empty() && state.evictors_asleep {
-            state.evictors_asleep = false;
-            self.evict_wanted.notify_all();
+        if !state.to_drop.is_empty() {
+            self.space_freed.notify_all();
+            if state.evictors_asleep {
+                state.evictors_asleep = false;
+                self.evict_wanted.notify_all();
+            }
         }
         self.wake_evictor(state);
     }
@@ -370,12 +389,14 @@ impl Shared {
     /// 0.35 µs a page and a TLB flush per batch, which faults used to wait behind. The
     /// regions stay mapped meanwhile (`mappings` is held: `Region::drop` takes it
     /// exclusively), and pages of a region freed before are skipped.
-    fn discard_dropped(&self, batch: &mut Vec<Dropping>, addresses: &mut Vec<u64>, ranges: &mut Vec<IoVec>) {
+    /// Returns how many pages it discarded.
+    pub(super) fn discard_dropped(&self, scratch: &mut DiscardScratch) -> usize {
+        let DiscardScratch { batch, addresses, ranges } = scratch;
         let _mappings = self.mappings.read().unwrap_or_else(|p| p.into_inner());
         {
             let mut state = self.lock();
             if state.to_drop.is_empty() {
-                return;
+                return 0;
             }
             debug_assert!(batch.is_empty());
             std::mem::swap(&mut state.to_drop, batch);
@@ -411,9 +432,11 @@ impl Shared {
         // Every dropped page was still counted resident, a freed region's too (its
         // `Drop` subtracts only RESIDENT pages).
         self.counters.resident_pages.fetch_sub(batch.len() as u64, Relaxed);
+        let discarded = batch.len();
         batch.clear();
         self.space_freed.notify_all();
         self.wake_evictor(&mut state);
+        discarded
     }
 
     /// `MADV_DONTNEED` over `ranges`: one `process_madvise` per batch where the kernel

@@ -186,6 +186,20 @@ impl Shared {
             while self.counters.resident_pages.load(Relaxed) >= self.budget_pages + self.slack_pages
                 && !self.stop.load(Relaxed)
             {
+                // Pages already written out wait only for their discard: do it here
+                // rather than sleep until an evictor does (direct reclaim). The
+                // evictor and the I/O thread share a CPU with the disk's interrupts,
+                // while this one would idle.
+                if !state.to_drop.is_empty() {
+                    if let Ok(mut scratch) = self.fault_discard.try_lock() {
+                        drop(state);
+                        let discarded = self.discard_dropped(&mut scratch);
+                        drop(scratch);
+                        self.counters.fault_discarded_pages.fetch_add(discarded as u64, Relaxed);
+                        state = self.lock_for_fault();
+                        continue;
+                    }
+                }
                 self.evict_wanted.notify_one();
                 state = self
                     .space_freed

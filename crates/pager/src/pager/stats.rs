@@ -46,6 +46,9 @@ pager_stats! {
     /// and how long they waited in all.
     count budget_waits,
     count budget_wait_ns,
+    /// Dropped pages that waiting faults discarded themselves instead of sleeping until
+    /// an evictor did (direct reclaim).
+    count fault_discarded_pages,
     gauge resident_pages,
     gauge resident_pages_max,
     count lost_pages,
@@ -91,6 +94,7 @@ pub(super) struct Counters {
     pub(super) backpressure: AtomicU64,
     pub(super) budget_waits: AtomicU64,
     pub(super) budget_wait_ns: AtomicU64,
+    pub(super) fault_discarded_pages: AtomicU64,
     pub(super) resident_pages: AtomicU64,
     pub(super) resident_pages_max: AtomicU64,
     pub(super) lost_pages: AtomicU64,
@@ -124,6 +128,7 @@ impl Shared {
             backpressure: c.backpressure.load(Relaxed),
             budget_waits: c.budget_waits.load(Relaxed),
             budget_wait_ns: c.budget_wait_ns.load(Relaxed),
+            fault_discarded_pages: c.fault_discarded_pages.load(Relaxed),
             resident_pages: c.resident_pages.load(Relaxed),
             resident_pages_max: c.resident_pages_max.load(Relaxed),
             lost_pages: c.lost_pages.load(Relaxed),
