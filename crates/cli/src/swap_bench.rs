@@ -118,7 +118,8 @@ pub struct SwapBench {
     pub swap_outs_aborted_dirty: u64,
     /// Writes to write-protected resident pages (swap-cached, or being swapped out).
     pub write_protect_faults: u64,
-    /// Faults that waited for the evictor, and their total wait.
+    /// Faults that waited for the evictor, and their total wait (their own discards
+    /// included).
     pub budget_waits: u64,
     pub budget_wait_ms: f64,
     /// Pages those faults discarded themselves while they waited (direct reclaim).

@@ -43,7 +43,7 @@ pager_stats! {
     count swap_outs_aborted_dirty,
     count backpressure,
     /// Faults that waited for the evictor to bring the resident set under the budget,
-    /// and how long they waited in all.
+    /// and how long they waited in all (the discards they did meanwhile included).
     count budget_waits,
     count budget_wait_ns,
     /// Dropped pages that waiting faults discarded themselves instead of sleeping until
