@@ -34,7 +34,7 @@
 use std::collections::VecDeque;
 
 use crate::config::{Config, RecordEncoding, VictimSelection};
-use crate::engine::{Engine, Event};
+use crate::engine::{Engine, Event, NO_ZONE};
 use crate::io::{AppendPage, Buf, IoError, IoId, IoKind, IoRequest};
 use crate::owner_table::PageState;
 use crate::record::{self, PageRecord, RecordError};
@@ -750,6 +750,21 @@ impl Engine {
                 entry.failed = true;
             }
         }
+    }
+
+    /// Swap is full: swap-out would get backpressure (no empty zone outside the GC's
+    /// reserve, no room left in an open swap-zone) and the GC found nothing it can
+    /// reclaim. Only frees, or swap-ins that invalidate slots, make room; the driver
+    /// should stop trying to swap out (and say so) rather than spin or wait.
+    pub fn swap_full(&self) -> bool {
+        let gc_stalled = !self.gc.running
+            && self.gc.stage == Stage::Idle
+            && self.gc.stalled_until_invalidations.is_some_and(|until| self.invalidations < until);
+        let no_empty_zone = self.empty_zones.len() as u32 <= self.derived.gc_reserve_zones;
+        let no_open_room = self.swap_zones[..self.derived.user_swap_zones as usize]
+            .iter()
+            .all(|swap_zone| swap_zone.zone == NO_ZONE || self.slots.zone(swap_zone.zone).reserved >= self.capacity);
+        gc_stalled && no_empty_zone && no_open_room
     }
 
     /// Whether the GC is between batches (for tests).

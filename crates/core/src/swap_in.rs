@@ -107,6 +107,24 @@ impl Engine {
         ReadOutcome::SwappedIn { cached }
     }
 
+    /// The driver gave up reading a swapped page (its slot kept failing): the page is
+    /// lost, as if its zone had gone offline, and its slot invalid. True if the page was
+    /// swapped (and is now lost); false, changing nothing, in any other state.
+    pub fn give_up_swapped_page(&mut self, owner: u32, page: u64, now: u64) -> Result<bool, EngineError> {
+        self.advance(now);
+        self.owners.check(owner, page)?;
+        let PageState::Swapped { slot } = self.owners.get(owner, page) else {
+            return Ok(false);
+        };
+        let (zone, zone_slot) = self.split(slot);
+        let tenant = self.owners.tenant(owner);
+        self.set_slot(zone, zone_slot, SlotState::Invalid, Some(tenant));
+        self.owners.set(owner, page, PageState::Lost);
+        self.stats.pages_lost += 1;
+        self.events.push_back(Event::Lost { owner, page });
+        Ok(true)
+    }
+
     // --------------------------------------------------------- swap cache (§4.3)
 
     pub(crate) fn swap_cache_admits(&self) -> bool {

@@ -10,6 +10,7 @@
 #![allow(clippy::manual_is_multiple_of, clippy::unnecessary_map_or)]
 
 pub mod device;
+pub mod pager;
 pub mod scenario;
 pub mod sim;
 

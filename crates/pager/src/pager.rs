@@ -1,88 +1,62 @@
-//! The live pager: regions of anonymous memory whose pages beyond a resident budget live
-//! on a zoned device, driven by the sans-I/O swap engine of `znswap-core`.
+//! The live pager's shell: threads and system calls around the sans-I/O pager core
+//! (`znswap-pager-core`), which makes every decision. Each thread takes the state lock,
+//! asks the core what to do, carries out the actions it returns (userfaultfd ioctls)
+//! before letting go of the lock, and does the slow work (device I/O, write-protecting
+//! victims, discards) outside the lock on what the core handed out. The calling order,
+//! the lock order and the rule self-paging rests on are in the core's crate docs; page
+//! states and transitions are drawn in its README.
 //!
-//! Threads (handler-thread mode: kernel-mode accesses such as `read()` into a region work),
-//! each with a file of its own under `pager/`:
-//! - the **fault handler** (`fault.rs`) reads userfaultfd events. A missing page is swapped in (a
-//!   device read outside the lock) or zero-filled; a write to a write-protected page is
-//!   reported to the engine (`dirtied`) and unprotected.
-//! - the **evictor** (`evict.rs`) keeps the resident set within the budget. Once the resident set,
-//!   less the pages already on their way out, passes a low watermark (a batch below the
-//!   budget) it evicts a whole batch: a CLOCK hand sweeps the regions in address order,
-//!   so victims separated only by non-resident pages share one write-protect ioctl (one
-//!   TLB flush); they are handed to the engine as they are, no copy. Reference bits come
-//!   from faults and, with reference sampling, from writes: the hand write-protects the
-//!   pages whose bit it clears, and a write fault on one marks its 16-page granule
-//!   referenced (userfaultfd offers no accessed bit). It also discards (`MADV_DONTNEED`) the pages whose swap-out
-//!   completed, outside the lock.
-//! - the **I/O thread** (`io.rs`) runs every I/O the engine asks for (swap-out appends straight
-//!   from the victim pages in place, GC reads and moves, resets), so the evictor
+//! Threads, each with a file of its own under `pager/`:
+//! - the **fault handler** (`fault.rs`, handler-thread mode; in self-paging mode the
+//!   faulting thread itself, in its SIGBUS handler): resolves faults with
+//!   `PagerCore::fault`, reading the device outside the lock when the core asks.
+//! - the **evictor** (`evict.rs`): discards written-out pages, picks victims
+//!   (`PagerCore::evict_pick`), write-protects them and looks for all-zero ones outside
+//!   the lock, and hands them over (`PagerCore::evict_hand_over`).
+//! - the **I/O thread** (`io.rs`): runs every I/O the engine asks for (swap-out appends
+//!   straight from the victim pages in place, GC reads and moves, resets), so the evictor
 //!   prepares the next batch while the last is written, and the GC runs beside faults.
 //!
 //! Appendix A, with write-protection instead of the PTE dirty bit: a victim is
 //! write-protected before it is handed to the engine, so a write during the append
-//! faults; the handler tells the engine (`dirtied`), which then aborts the swap-out, and
+//! faults; the core tells the engine (`dirtied`), which then aborts the swap-out, and
 //! lifts the protection at once, so the writer never waits for the device (the append
-//! may then carry a torn page: its slot is never made valid). The completion marks a swapped
-//! page DROPPING under the same lock the handler takes; it stays mapped and
-//! write-protected until the evictor discards it, and a fault on it meanwhile waits for
-//! the discard and then swaps the page back in. So a write either lands before the
+//! may then carry a torn page: its slot is never made valid). A completed page is
+//! `Dropping` until the evictor discards it, and a fault on it meanwhile waits for the
+//! discard and then swaps the page back in. So a write either lands before the
 //! completion (swap-out aborted) or after the discard, on the page read back: never lost.
-//!
-//! Clean pages: a swapped-in page whose slot stays valid (swap cache) is mapped
-//! write-protected; evicting it again costs no I/O. All-zero pages are not written: they
-//! become zero entries again (Linux stopped writing them to swap in 6.12).
-//!
-//! Readahead: none by default (FlashVM, seed 004: flash does not reward disk-era
-//! prefetching); an optional window for sequential runs of faults. Never-written pages
-//! are different: a fault that continues a sequential run maps the never-written pages
-//! after it too (zero fill-around, no I/O), so a first-touch sweep takes one fault per
-//! 64 pages.
 
-use std::io::IoSlice;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::cell::Cell;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock, TryLockError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use znswap_core::{
-    Buf, Config, Engine, Event, Geometry as EngineGeometry, IoError, IoId, IoRequest, PageState, PolicyKind,
-    ReadOutcome, RecordEncoding, SwapIn, SwapOutError, SwapOutOutcome,
-};
+use znswap_core::{ConfigError, Geometry as EngineGeometry, IoError, OwnerError, PolicyKind};
+use znswap_pager_core::{Action, Actions, CopyFrom, CoreConfig, CoreError, DiscardBatch, PagerCore, Pause};
 use znswap_zoned::{ZoneError, ZonedDevice};
 
-use crate::page_buffers::{bytes, bytes_mut, AlignedPage, PageBuffers, ZERO_PAGE};
+use crate::page_buffers::PageBuffers;
 use crate::self_paging::{self, Registration, SelfPagingError};
-use crate::uffd::{features, register_mode, Event as UffdEvent, UffdError, Userfaultfd};
+use crate::uffd::{features, register_mode, UffdError, Userfaultfd};
 
 mod evict;
 mod fault;
 mod io;
 mod stats;
 
-use evict::{self_pidfd_for_discard, DiscardScratch};
+use evict::self_pidfd_for_discard;
 use stats::Counters;
 pub use stats::PagerStats;
+pub use znswap_pager_core::{PAGE_BYTES, READAHEAD_PAGES_MAX};
 
-pub const PAGE_BYTES: usize = 4096;
-/// Largest readahead window.
-pub const READAHEAD_PAGES_MAX: u32 = 32;
 /// Records the engine writes per page in per-page metadata mode.
 const RECORD_BYTES: usize = 16;
 
-/// Page flags kept by the pager per region page.
-const RESIDENT: u8 = 1 << 0;
-const REFERENCED: u8 = 1 << 1;
-/// Handed to the engine for swap-out; cleared when the engine reports it done.
-const WRITING: u8 = 1 << 2;
-/// Picked as a victim and not yet handed to the engine; a write fault meanwhile clears
-/// it, and the evictor then keeps the page (no swap-out exists yet to abort).
-const EVICTING: u8 = 1 << 3;
-/// Dropped (not RESIDENT: its data is on the device, or it is a zero entry) but perhaps
-/// still mapped, write-protected, until an evictor's `MADV_DONTNEED` outside the lock. A
-/// fault on it waits until that is done: a write to it faults (write-protected) and must
-/// not be mistaken for a missing page, which in self-paging mode looks the same.
-const DROPPING: u8 = 1 << 4;
+/// Zeroes for `CopyFrom::Zeros`: a fault maps at most the faulting page and the
+/// never-written pages after it.
+static ZERO_PAGES: [u8; (znswap_pager_core::ZERO_FILL_AROUND_PAGES as usize + 1) * PAGE_BYTES] =
+    [0; (znswap_pager_core::ZERO_FILL_AROUND_PAGES as usize + 1) * PAGE_BYTES];
 
 #[derive(Clone, Debug)]
 pub struct PagerConfig {
@@ -164,66 +138,31 @@ pub enum PagerError {
     #[error(transparent)]
     Uffd(#[from] UffdError),
     #[error("the engine refused the device geometry: {0}")]
-    Config(String),
-    #[error("the budget ({budget_bytes} B) must hold at least {min_pages} pages")]
+    Config(#[source] ConfigError),
+    #[error("the budget ({budget_bytes} B) must hold at least {min_pages} pages (two eviction batches)")]
     BudgetTooSmall { budget_bytes: u64, min_pages: u64 },
     #[error("mmap of {bytes} B failed: {source}")]
     Map { bytes: u64, source: std::io::Error },
     #[error("too many regions alive ({max}, the pager's `regions_max`); free one or raise it")]
     TooManyRegions { max: u32 },
-    #[error("the region would exceed the device's swap capacity ({capacity_pages} pages)")]
-    RegionTooLarge { capacity_pages: u64 },
-    #[error("{0}")]
-    Engine(String),
+    #[error("the engine refused the region: {0}")]
+    Region(#[source] OwnerError),
     #[error(transparent)]
     SelfPaging(#[from] SelfPagingError),
 }
 
-struct RegionEntry {
-    /// Distinguishes this region from a later one reusing its owner number (and perhaps
-    /// its addresses) while the evictor works without the lock.
-    generation: u64,
-    base: u64,
-    pages: u64,
-    flags: Vec<u8>,
-    live: bool,
-    /// The page of the last missing fault, and how many faults in a row followed it.
-    last_fault: u64,
-    sequential_faults: u32,
-}
-
-/// A page awaiting its `MADV_DONTNEED`.
-struct Dropping {
-    owner: u32,
-    page: u64,
-    /// The region's generation when the page was dropped: a region freed meanwhile has
-    /// no mapping left to discard (and its addresses may belong to a new region).
-    generation: u64,
-}
-
-struct State {
-    engine: Engine,
-    regions: Vec<RegionEntry>,
-    /// Regions ever allocated (the last one's generation).
-    generations: u64,
-    /// The CLOCK hand: the next page (owner, page) the eviction sweep looks at.
-    hand: (u32, u64),
-    /// Free handles of `out_pages`. A victim takes one when picked; it comes back with
-    /// the page's `SwapOutDone`, or when the page stays resident. So it bounds the pages
-    /// between pick and completion.
-    out_free: Vec<u64>,
-    /// Per handle, the page a swap-out append reads in place (see `pump`).
-    out_pages: Vec<OutPage>,
-    /// Pages swapped out (or zero) awaiting their `MADV_DONTNEED`: marked DROPPING, still
-    /// counted resident; an evictor discards them (`discard_dropped`).
-    to_drop: Vec<Dropping>,
-    /// Pages handed to the engine for swap-out and not yet completed: still resident,
-    /// but on their way out, so the evictor does not count them as pressure.
-    writing_pages: u64,
-    /// An evictor waits on `evict_wanted`, or the I/O thread on `io_wanted`: whoever
-    /// changes what they wait for under the lock wakes them (once: the flag is cleared).
-    evictors_asleep: bool,
-    io_asleep: bool,
+impl From<CoreError> for PagerError {
+    fn from(error: CoreError) -> PagerError {
+        match error {
+            CoreError::BudgetTooSmall { budget_pages, min_pages } => {
+                PagerError::BudgetTooSmall { budget_bytes: budget_pages * PAGE_BYTES as u64, min_pages }
+            }
+            CoreError::Config(error) => PagerError::Config(error),
+            CoreError::TooManyRegions { max } => PagerError::TooManyRegions { max },
+            CoreError::Owner(error) => PagerError::Region(error),
+            other => panic!("a core error the pager does not know: {other}"),
+        }
+    }
 }
 
 pub(crate) struct Shared {
@@ -232,35 +171,26 @@ pub(crate) struct Shared {
     /// `page_buffers`).
     gc_buffers: PageBuffers,
     uffd: Userfaultfd,
-    state: Mutex<State>,
+    state: Mutex<PagerCore>,
     evict_wanted: Condvar,
     io_wanted: Condvar,
     space_freed: Condvar,
     stop: AtomicBool,
-    budget_pages: u64,
-    /// Eviction starts once the resident set, less the pages being written out, passes
-    /// this (a batch below the budget).
-    low_watermark: u64,
-    slack_pages: u64,
-    evict_batch_pages: usize,
-    reference_sampling: bool,
-    /// Largest Append the engine emits, in pages.
-    max_append_pages: usize,
     lbas_per_page: u64,
     metadata_bytes: usize,
     footer_mode: bool,
-    /// Held shared while the evictor reads victim pages without the state lock, and
-    /// exclusively while a region is unmapped.
+    /// Held shared while pages of regions are read or discarded outside the state lock
+    /// (victims, appends, discards), and exclusively while a region is unmapped.
     mappings: RwLock<()>,
     readahead_pages: u32,
     /// Buffer for a read with readahead; a fault that finds it busy reads one page.
-    readahead_buffer: Mutex<Vec<AlignedPage>>,
+    readahead_buffer: Mutex<Vec<crate::page_buffers::AlignedPage>>,
     /// A pidfd of this process for batched `process_madvise`, where the kernel accepts
     /// `MADV_DONTNEED` through it.
     self_pidfd: Option<i32>,
-    /// Scratch for a fault that discards dropped pages while it waits for room (see
-    /// `missing_fault_locked`); a fault that finds it busy just waits.
-    fault_discard: Mutex<DiscardScratch>,
+    /// Scratch for a fault that discards dropped pages while it waits for room (direct
+    /// reclaim); a fault that finds it busy just waits.
+    fault_discard: Mutex<DiscardBatch>,
     started: Instant,
     counters: Counters,
 }
@@ -286,7 +216,8 @@ pub struct Region {
 
 // SAFETY: the region is plain memory; concurrent access follows the usual rules of the
 // slices handed out (the caller's `&mut` discipline), and the pager's own accesses go
-// through the kernel (uffd ioctls), never through these pointers.
+// through the kernel (uffd ioctls) or happen under `mappings`, never through these
+// pointers.
 unsafe impl Send for Region {}
 unsafe impl Sync for Region {}
 
@@ -313,84 +244,46 @@ fn io_error(error: &ZoneError) -> IoError {
 
 impl Pager {
     pub fn new(device: Arc<dyn ZonedDevice>, config: PagerConfig) -> Result<Pager, PagerError> {
-        let budget_pages = config.budget_bytes / PAGE_BYTES as u64;
-        let min_pages = 2 * config.evict_batch_pages as u64;
-        if budget_pages < min_pages {
-            return Err(PagerError::BudgetTooSmall { budget_bytes: config.budget_bytes, min_pages });
-        }
         let geometry = *device.geometry();
-        let mut engine_config = Config::new(engine_geometry(&*device));
-        if geometry.lba_bytes as usize != PAGE_BYTES || geometry.metadata_bytes < RECORD_BYTES as u32 {
-            engine_config.record_encoding = Some(RecordEncoding::ChunkFooter);
-        }
-        engine_config.owners_max = config.regions_max;
-        engine_config.tenants_max = config.tenants.max(1);
-        // A small device cannot keep as many zones open as it allows and still hold the
-        // GC's empty-zone watermarks: open fewer (always within the device's limits).
-        while let Err(error) = engine_config.derive() {
-            let g = &mut engine_config.geometry;
-            let limit = match (g.max_open_zones, g.max_active_zones) {
-                (0, 0) => engine_config.swap_zones_default,
-                (0, a) | (a, 0) => a,
-                (o, a) => o.min(a),
-            };
-            if limit <= 3 {
-                return Err(PagerError::Config(error.to_string()));
-            }
-            g.max_open_zones = limit - 1;
-            g.max_active_zones = limit - 1;
-        }
-        let engine = Engine::new(engine_config, config.policy.build(config.tenants.max(1)))
-            .map_err(|e| PagerError::Config(e.to_string()))?;
-        let footer_mode = engine.derived().encoding == RecordEncoding::ChunkFooter;
+        let footer_mode = geometry.lba_bytes as usize != PAGE_BYTES || geometry.metadata_bytes < RECORD_BYTES as u32;
+        let core_config = CoreConfig {
+            budget_pages: config.budget_bytes / PAGE_BYTES as u64,
+            slack_pages: config.slack_pages,
+            evict_batch_pages: config.evict_batch_pages,
+            reference_sampling: config.reference_sampling,
+            readahead_pages: config.readahead_pages,
+            regions_max: config.regions_max,
+            tenants: config.tenants,
+            policy: config.policy,
+        };
+        let core = PagerCore::new(engine_geometry(&*device), footer_mode, core_config)?;
         let required = match config.fault_mode {
             FaultMode::HandlerThreads(_) => features::PAGEFAULT_FLAG_WP,
             FaultMode::SelfPaging => features::PAGEFAULT_FLAG_WP | features::SIGBUS,
         };
         let uffd = Userfaultfd::new(required, features::POISON)?;
-        let gc_pages = engine.gc_buffer_pages() as usize;
-        let max_append_pages = engine.derived().append_pages_max as usize;
-        let out_count = config.evict_batch_pages * 4 + max_append_pages;
-        let state = State {
-            engine,
-            regions: Vec::new(),
-            generations: 0,
-            hand: (0, 0),
-            out_free: (0..out_count as u64).rev().collect(),
-            out_pages: vec![OutPage { owner: 0, generation: 0, address: 0 }; out_count],
-            to_drop: Vec::with_capacity(out_count),
-            writing_pages: 0,
-            evictors_asleep: false,
-            io_asleep: false,
-        };
-        let readahead_pages = config.readahead_pages.min(READAHEAD_PAGES_MAX);
+        let readahead_pages = core.config().readahead_pages;
         let shared = Arc::new(Shared {
-            gc_buffers: PageBuffers::new(gc_pages),
+            gc_buffers: PageBuffers::new(core.engine().gc_buffer_pages() as usize),
             lbas_per_page: (PAGE_BYTES / geometry.lba_bytes as usize) as u64,
             metadata_bytes: geometry.metadata_bytes as usize,
             footer_mode,
             self_pidfd: self_pidfd_for_discard(),
             mappings: RwLock::new(()),
-            fault_discard: Mutex::new(DiscardScratch::with_capacity(out_count)),
+            fault_discard: Mutex::new(core.discard_batch()),
             readahead_pages,
             readahead_buffer: Mutex::new(if readahead_pages > 0 {
-                vec![AlignedPage::ZERO; readahead_pages as usize + 1]
+                vec![crate::page_buffers::AlignedPage::ZERO; readahead_pages as usize + 1]
             } else {
                 Vec::new()
             }),
             device,
             uffd,
-            state: Mutex::new(state),
+            state: Mutex::new(core),
             evict_wanted: Condvar::new(),
             io_wanted: Condvar::new(),
             space_freed: Condvar::new(),
             stop: AtomicBool::new(false),
-            budget_pages,
-            low_watermark: budget_pages - config.evict_batch_pages as u64,
-            slack_pages: config.slack_pages,
-            evict_batch_pages: config.evict_batch_pages,
-            reference_sampling: config.reference_sampling,
-            max_append_pages,
             started: Instant::now(),
             counters: Counters::default(),
         });
@@ -430,47 +323,21 @@ impl Pager {
             // SAFETY: unmapping the mapping made above, on an error path.
             unsafe { libc::munmap(base, len) };
         };
-        let mut state = self.shared.lock();
-        // A freed region's id once the engine lets it go (no swap-out, swap-in read or GC
-        // move in flight names it), else a new one.
-        let reusable = (0..state.regions.len())
-            .find(|&index| !state.regions[index].live && state.engine.unregister_owner(index as u32).unwrap_or(false));
-        let owner = match reusable {
-            Some(index) => index as u32,
-            None if (state.regions.len() as u32) < state.engine.config().owners_max => state.regions.len() as u32,
-            None => {
-                unmap();
-                return Err(PagerError::TooManyRegions { max: state.engine.config().owners_max });
-            }
-        };
-        if let Err(error) = state.engine.register_owner(owner, pages, tenant) {
-            unmap();
-            return Err(PagerError::Engine(error.to_string()));
-        }
         if let Err(error) =
             self.shared.uffd.register(base as u64, len as u64, register_mode::MISSING | register_mode::WP)
         {
             unmap();
             return Err(error.into());
         }
-        state.generations += 1;
-        let generation = state.generations;
-        let entry = RegionEntry {
-            generation,
-            base: base as u64,
-            pages,
-            flags: vec![0; pages as usize],
-            live: true,
-            last_fault: u64::MAX,
-            sequential_faults: 0,
-        };
-        if owner as usize == state.regions.len() {
-            state.regions.push(entry);
-        } else {
-            state.regions[owner as usize] = entry;
+        let added = self.shared.lock().region_add(base as u64, pages, tenant);
+        match added {
+            Ok(owner) => Ok(Region { shared: self.shared.clone(), owner, base: base.cast(), len }),
+            Err(error) => {
+                let _ = self.shared.uffd.unregister(base as u64, len as u64);
+                unmap();
+                Err(error.into())
+            }
         }
-        drop(state);
-        Ok(Region { shared: self.shared.clone(), owner, base: base.cast(), len })
     }
 
     pub fn stats(&self) -> PagerStats {
@@ -479,7 +346,7 @@ impl Pager {
 
     /// Host memory the engine uses per 4 KiB of swap capacity.
     pub fn host_bytes_per_slot(&self) -> f64 {
-        self.shared.lock().engine.host_memory().bytes_per_slot
+        self.shared.lock().engine().host_memory().bytes_per_slot
     }
 
     pub fn device(&self) -> &Arc<dyn ZonedDevice> {
@@ -517,15 +384,6 @@ fn thread_cpu_ns() -> u64 {
     time.tv_sec as u64 * 1_000_000_000 + time.tv_nsec as u64
 }
 
-/// A page on its way to the device: the swap-out append reads it at `address` if its
-/// region (`owner`, `generation`) is still the one mapped there.
-#[derive(Clone, Copy)]
-struct OutPage {
-    owner: u32,
-    generation: u64,
-    address: u64,
-}
-
 /// A pager thread that panics leaves faulting threads blocked forever, and paged memory
 /// with no owner: stop the process loudly instead (as the kernel would BUG).
 struct AbortOnPanic(&'static str);
@@ -542,6 +400,7 @@ impl Drop for AbortOnPanic {
 impl Drop for Pager {
     fn drop(&mut self) {
         self.registration.take();
+        self.shared.lock().shut_down();
         self.shared.stop.store(true, Relaxed);
         self.shared.evict_wanted.notify_all();
         self.shared.io_wanted.notify_all();
@@ -588,53 +447,174 @@ impl Region {
 
 impl Drop for Region {
     fn drop(&mut self) {
-        // The evictor reads victims without the state lock but under `mappings`: no
-        // unmapping while it does.
+        // Pages of regions are read and discarded outside the state lock under
+        // `mappings`: no unmapping while anyone does.
         let _mappings = self.shared.mappings.write().unwrap_or_else(|p| p.into_inner());
         let mut state = self.shared.lock();
-        let pages = self.pages();
         let now = self.shared.now();
-        let _ = state.engine.free(self.owner, 0..pages, now);
-        let resident = state.regions[self.owner as usize].flags.iter().filter(|&&f| f & RESIDENT != 0).count() as u64;
-        state.regions[self.owner as usize].live = false;
-        state.regions[self.owner as usize].flags = Vec::new();
+        state.region_remove(self.owner, now);
         let _ = self.shared.uffd.unregister(self.base as u64, self.len as u64);
         // SAFETY: our own mapping; nothing refers to it once the region is gone.
         unsafe { libc::munmap(self.base.cast(), self.len) };
-        self.shared.counters.resident_pages.fetch_sub(resident, Relaxed);
-        drop(state);
-        self.shared.space_freed.notify_all();
+    }
+}
+
+thread_local! {
+    /// Whether this thread holds the state lock: region memory must not be touched then
+    /// (self-paging's soundness, crate docs), checked where the pager reads region
+    /// memory and in the SIGBUS handler.
+    static HOLDS_STATE_LOCK: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Whether the calling thread holds the pager's state lock.
+pub(crate) fn holds_state_lock() -> bool {
+    HOLDS_STATE_LOCK.with(Cell::get)
+}
+
+/// The state lock held: the core, and on release the wake-ups it owes.
+pub(crate) struct StateGuard<'a> {
+    shared: &'a Shared,
+    guard: Option<MutexGuard<'a, PagerCore>>,
+}
+
+impl std::ops::Deref for StateGuard<'_> {
+    type Target = PagerCore;
+    fn deref(&self) -> &PagerCore {
+        self.guard.as_ref().expect("held")
+    }
+}
+
+impl std::ops::DerefMut for StateGuard<'_> {
+    fn deref_mut(&mut self) -> &mut PagerCore {
+        self.guard.as_mut().expect("held")
+    }
+}
+
+impl<'a> StateGuard<'a> {
+    fn new(shared: &'a Shared, guard: MutexGuard<'a, PagerCore>) -> StateGuard<'a> {
+        HOLDS_STATE_LOCK.with(|held| held.set(true));
+        StateGuard { shared, guard: Some(guard) }
+    }
+
+    /// Releases the lock to wait on `condvar` (for at most `timeout`), then takes it again.
+    fn wait_timeout(mut self, condvar: &Condvar, timeout: Duration) -> StateGuard<'a> {
+        let shared = self.shared;
+        let mut guard = self.guard.take().expect("held");
+        let wakeups = guard.take_wakeups();
+        HOLDS_STATE_LOCK.with(|held| held.set(false));
+        shared.notify(wakeups);
+        let guard = condvar.wait_timeout(guard, timeout).unwrap_or_else(|p| p.into_inner()).0;
+        StateGuard::new(shared, guard)
+    }
+}
+
+impl Drop for StateGuard<'_> {
+    fn drop(&mut self) {
+        let Some(mut guard) = self.guard.take() else { return };
+        let wakeups = guard.take_wakeups();
+        let notice = guard.take_notice();
+        drop(guard);
+        HOLDS_STATE_LOCK.with(|held| held.set(false));
+        self.shared.notify(wakeups);
+        if let Some(notice) = notice {
+            eprintln!("znswap: warning: {notice}");
+        }
     }
 }
 
 impl Shared {
-    fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    fn lock(&self) -> StateGuard<'_> {
+        StateGuard::new(self, self.state.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// The lock, for a fault: the time spent waiting for it is counted. A fault spins
+    /// for the lock a little before it sleeps: holds are a few microseconds, while a
+    /// futex sleep and wake-up costs more than that on a virtual machine, whose idle
+    /// vCPUs halt and take an exit to wake.
+    fn lock_for_fault(&self) -> StateGuard<'_> {
+        const SPIN_NS: u128 = 20_000;
+        match self.state.try_lock() {
+            Ok(state) => return StateGuard::new(self, state),
+            Err(TryLockError::Poisoned(poisoned)) => return StateGuard::new(self, poisoned.into_inner()),
+            Err(TryLockError::WouldBlock) => {}
+        }
+        let waiting = Instant::now();
+        let mut spins = 0u32;
+        let state = loop {
+            match self.state.try_lock() {
+                Ok(state) => break StateGuard::new(self, state),
+                Err(TryLockError::Poisoned(poisoned)) => break StateGuard::new(self, poisoned.into_inner()),
+                Err(TryLockError::WouldBlock) => {}
+            }
+            spins += 1;
+            if spins % 64 == 0 && waiting.elapsed().as_nanos() > SPIN_NS {
+                break self.lock();
+            }
+            std::hint::spin_loop();
+        };
+        self.counters.fault_lock_wait_ns.fetch_add(waiting.elapsed().as_nanos() as u64, Relaxed);
+        state
+    }
+
+    fn notify(&self, wakeups: znswap_pager_core::Wakeups) {
+        if wakeups.evictors {
+            self.evict_wanted.notify_all();
+        }
+        if wakeups.io {
+            self.io_wanted.notify_one();
+        }
+        if wakeups.room {
+            self.space_freed.notify_all();
+        }
     }
 
     fn now(&self) -> u64 {
         self.started.elapsed().as_nanos() as u64
     }
 
-    /// The region page at `address`, if any.
-    fn locate(state: &State, address: u64) -> Option<(u32, u64)> {
-        state.regions.iter().enumerate().find_map(|(owner, region)| {
-            let end = region.base + region.pages * PAGE_BYTES as u64;
-            (region.live && address >= region.base && address < end)
-                .then(|| (owner as u32, (address - region.base) / PAGE_BYTES as u64))
-        })
+    /// Carries out the core's actions, under the lock that produced them. `buffer`: the
+    /// pages the fault's read filled, for `CopyFrom::ReadBuffer`.
+    fn run(&self, actions: &mut Actions, buffer: &[u8]) {
+        for action in actions.drain() {
+            match action {
+                Action::Copy { address, pages, from, write_protect } => {
+                    let bytes = pages as usize * PAGE_BYTES;
+                    let source = match from {
+                        CopyFrom::ReadBuffer { page } => &buffer[page as usize * PAGE_BYTES..][..bytes],
+                        CopyFrom::Zeros => &ZERO_PAGES[..bytes],
+                    };
+                    let mapped = self.uffd.copy_pages(address, source, write_protect, true).expect("installing pages");
+                    // Only the pager maps region pages, and only under this lock.
+                    assert_eq!(mapped, bytes as u64, "pages at {address:#x} were mapped behind the pager's back");
+                }
+                Action::ZeroPage { address } => {
+                    let mapped = self.uffd.zeropage(address, PAGE_BYTES as u64, true).expect("zero-filling a page");
+                    assert!(mapped, "the page at {address:#x} was mapped behind the pager's back");
+                }
+                Action::Unprotect { address, pages } => self
+                    .uffd
+                    .write_protect(address, pages * PAGE_BYTES as u64, false, true)
+                    .expect("lifting write protection"),
+                Action::Poison { address } => {
+                    if self.uffd.features() & features::POISON == 0 {
+                        eprintln!("znswap: the device lost the only copy of the page at {address:#x}; this kernel cannot poison it, so the process stops");
+                        std::process::abort();
+                    }
+                    self.uffd.poison(address, PAGE_BYTES as u64).expect("poisoning a lost page");
+                }
+                Action::Wake { address } => {
+                    let _ = self.uffd.wake(address, PAGE_BYTES as u64);
+                }
+            }
+        }
     }
 
-    fn page_address(state: &State, owner: u32, page: u64) -> u64 {
-        state.regions[owner as usize].base + page * PAGE_BYTES as u64
-    }
-
-    fn mark_resident(&self, state: &mut State, owner: u32, page: u64) {
-        let flags = &mut state.regions[owner as usize].flags[page as usize];
-        debug_assert!(*flags & (RESIDENT | DROPPING) == 0, "page {owner}:{page} installed twice or before its discard");
-        *flags |= RESIDENT | REFERENCED;
-        let resident = self.counters.resident_pages.fetch_add(1, Relaxed) + 1;
-        self.counters.resident_pages_max.fetch_max(resident, Relaxed);
-        self.wake_evictor(state);
+    /// Waits as the core asked, without the lock.
+    fn pause(pause: Pause) {
+        match pause {
+            Pause::None => {}
+            Pause::Yield => std::thread::yield_now(),
+            Pause::Micros(micros) => std::thread::sleep(Duration::from_micros(micros as u64)),
+        }
     }
 }

@@ -108,6 +108,15 @@ extern "C" fn on_sigbus(signal: libc::c_int, info: *mut libc::siginfo_t, context
     // Only userfaults arrive as BUS_ADRERR; a poisoned (lost) page is BUS_MCEERR_AR and
     // must kill as usual.
     if code == libc::BUS_ADRERR {
+        if crate::pager::holds_state_lock() {
+            // The interrupted code holds the lock this handler would take: a pager bug
+            // that touched region memory under it. Waiting would deadlock; say so.
+            const MESSAGE: &[u8] =
+                b"znswap: a pager thread touched region memory while holding its state lock; aborting\n";
+            // SAFETY: write(2) of a static buffer, async-signal-safe.
+            unsafe { libc::write(2, MESSAGE.as_ptr().cast(), MESSAGE.len()) };
+            std::process::abort();
+        }
         // SAFETY: errno of this thread, restored below for the interrupted code.
         let errno = unsafe { *libc::__errno_location() };
         ACTIVE.fetch_add(1, SeqCst);

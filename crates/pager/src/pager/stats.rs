@@ -1,4 +1,7 @@
-//! What the pager counts: `PagerStats` (a snapshot for callers) and the live counters.
+//! What the pager counts: `PagerStats` (a snapshot for callers) and the shell's live
+//! counters (times and CPU; the core counts pages and events).
+
+use std::sync::atomic::AtomicU64;
 
 use super::*;
 
@@ -36,12 +39,17 @@ pager_stats! {
     count missing_faults,
     count write_protect_faults,
     count zero_fills,
+    /// Pages read from the device for faults (read-ahead pages included).
     count swap_in_reads,
     count swap_outs_written,
     count swap_outs_clean,
     count swap_outs_zero,
     count swap_outs_aborted_dirty,
     count backpressure,
+    /// Faults served beyond the budget because swap was full and no room could come.
+    count budget_overruns,
+    /// Victims written between their pick and their hand-over (kept resident).
+    count evictions_raced,
     /// Faults that waited for the evictor to bring the resident set under the budget,
     /// and how long they waited in all (the discards they did meanwhile included).
     count budget_waits,
@@ -51,21 +59,28 @@ pager_stats! {
     count fault_discarded_pages,
     gauge resident_pages,
     gauge resident_pages_max,
+    /// Pages whose only copy the device lost; a touch of one raises SIGBUS.
     count lost_pages,
+    /// Faults answered with a poison marker (a lost page touched).
+    count pages_poisoned,
+    /// Failed device commands (appends, reads, resets, finishes), each counted once.
     count device_errors,
-    /// CPU time the evictor spent on GC work (GC reads, moves, resets), in nanoseconds.
+    /// CPU time the I/O threads spent on GC work (GC reads, moves, resets), in
+    /// nanoseconds.
     count gc_cpu_ns,
     /// Where swap-in faults spend their time, in nanoseconds summed over faults: waiting
     /// for the pager's lock, reading the device, installing the page (`UFFDIO_COPY`).
     count fault_lock_wait_ns,
     count fault_read_ns,
     count fault_install_ns,
-    /// CPU time of the evictor threads and the I/O thread (eviction, appends, GC), in
-    /// nanoseconds.
+    /// CPU time of the evictor threads (picking, write-protecting, handing over,
+    /// discarding), in nanoseconds.
     count evictor_cpu_ns,
+    /// CPU time of the I/O threads (appends, GC, resets), in nanoseconds.
+    count io_cpu_ns,
     /// Wall time the I/O thread spent in swap-out appends, the appends it made, and
     /// the time it and the evictors slept with nothing to do, in nanoseconds: with
-    /// `evictor_cpu_ns`, where the swap-out's time goes.
+    /// the CPU times, where the swap-out's time goes.
     count evictor_append_ns,
     count swap_out_appends,
     count evictor_idle_ns,
@@ -82,72 +97,66 @@ pager_stats! {
     gauge first_swap_out_ns,
 }
 
+/// What only the shell can count: times, and its own reclaim.
 #[derive(Default)]
 pub(super) struct Counters {
-    pub(super) missing_faults: AtomicU64,
-    pub(super) write_protect_faults: AtomicU64,
-    pub(super) zero_fills: AtomicU64,
-    pub(super) swap_in_reads: AtomicU64,
-    pub(super) swap_outs_written: AtomicU64,
-    pub(super) swap_outs_zero: AtomicU64,
-    pub(super) swap_outs_aborted_dirty: AtomicU64,
-    pub(super) backpressure: AtomicU64,
     pub(super) budget_waits: AtomicU64,
     pub(super) budget_wait_ns: AtomicU64,
     pub(super) fault_discarded_pages: AtomicU64,
-    pub(super) resident_pages: AtomicU64,
-    pub(super) resident_pages_max: AtomicU64,
-    pub(super) lost_pages: AtomicU64,
-    pub(super) device_errors: AtomicU64,
     pub(super) gc_cpu_ns: AtomicU64,
     pub(super) fault_lock_wait_ns: AtomicU64,
     pub(super) fault_read_ns: AtomicU64,
     pub(super) fault_install_ns: AtomicU64,
     pub(super) evictor_cpu_ns: AtomicU64,
+    pub(super) io_cpu_ns: AtomicU64,
     pub(super) evictor_append_ns: AtomicU64,
-    pub(super) swap_out_appends: AtomicU64,
     pub(super) evictor_idle_ns: AtomicU64,
     pub(super) io_idle_ns: AtomicU64,
-    pub(super) first_swap_out_ns: AtomicU64,
 }
 
 impl Shared {
     pub(super) fn stats(&self) -> PagerStats {
         let c = &self.counters;
         let state = self.lock();
-        let engine_stats = state.engine.stats();
+        let core = state.stats();
+        let engine = state.engine().stats();
+        let page = PAGE_BYTES as u64;
         PagerStats {
-            missing_faults: c.missing_faults.load(Relaxed),
-            write_protect_faults: c.write_protect_faults.load(Relaxed),
-            zero_fills: c.zero_fills.load(Relaxed),
-            swap_in_reads: c.swap_in_reads.load(Relaxed),
-            swap_outs_written: c.swap_outs_written.load(Relaxed),
-            swap_outs_clean: engine_stats.swap_cache_hits,
-            swap_outs_zero: c.swap_outs_zero.load(Relaxed),
-            swap_outs_aborted_dirty: c.swap_outs_aborted_dirty.load(Relaxed),
-            backpressure: c.backpressure.load(Relaxed),
+            missing_faults: core.missing_faults,
+            write_protect_faults: core.write_protect_faults,
+            zero_fills: core.zero_fills,
+            swap_in_reads: core.swap_in_reads,
+            swap_outs_written: core.swap_outs_written,
+            swap_outs_clean: engine.swap_cache_hits,
+            swap_outs_zero: core.swap_outs_zero,
+            swap_outs_aborted_dirty: core.swap_outs_aborted_dirty,
+            backpressure: core.backpressure,
+            budget_overruns: core.budget_overruns,
+            evictions_raced: core.evictions_raced,
             budget_waits: c.budget_waits.load(Relaxed),
             budget_wait_ns: c.budget_wait_ns.load(Relaxed),
             fault_discarded_pages: c.fault_discarded_pages.load(Relaxed),
-            resident_pages: c.resident_pages.load(Relaxed),
-            resident_pages_max: c.resident_pages_max.load(Relaxed),
-            lost_pages: c.lost_pages.load(Relaxed),
-            device_errors: c.device_errors.load(Relaxed),
+            resident_pages: core.resident_pages,
+            resident_pages_max: core.resident_pages_max,
+            lost_pages: core.lost_pages,
+            pages_poisoned: core.pages_poisoned,
+            device_errors: core.device_errors,
             gc_cpu_ns: c.gc_cpu_ns.load(Relaxed),
             fault_lock_wait_ns: c.fault_lock_wait_ns.load(Relaxed),
             fault_read_ns: c.fault_read_ns.load(Relaxed),
             fault_install_ns: c.fault_install_ns.load(Relaxed),
             evictor_cpu_ns: c.evictor_cpu_ns.load(Relaxed),
+            io_cpu_ns: c.io_cpu_ns.load(Relaxed),
             evictor_append_ns: c.evictor_append_ns.load(Relaxed),
-            swap_out_appends: c.swap_out_appends.load(Relaxed),
+            swap_out_appends: core.swap_out_appends,
             evictor_idle_ns: c.evictor_idle_ns.load(Relaxed),
             io_idle_ns: c.io_idle_ns.load(Relaxed),
-            host_bytes_written: engine_stats.host_pages_written * PAGE_BYTES as u64,
-            gc_bytes_written: engine_stats.gc_pages_written * PAGE_BYTES as u64,
-            gc_bytes_read: engine_stats.gc_pages_read * PAGE_BYTES as u64,
-            gc_runs: engine_stats.gc_runs,
+            host_bytes_written: engine.host_pages_written * page,
+            gc_bytes_written: engine.gc_pages_written * page,
+            gc_bytes_read: engine.gc_pages_read * page,
+            gc_runs: engine.gc_runs,
             uptime_ns: self.now(),
-            first_swap_out_ns: c.first_swap_out_ns.load(Relaxed),
+            first_swap_out_ns: core.first_swap_out_ns,
         }
     }
 }

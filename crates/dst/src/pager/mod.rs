@@ -1,0 +1,163 @@
+//! Deterministic simulation of the live pager: the pager core (`znswap-pager-core`) and
+//! the engine beneath it, driven by application threads, fault handlers, evictors and
+//! I/O threads whose steps the seed interleaves, over a model of the page tables and a
+//! fault-injecting zoned device. The oracle is every page's last written version: each
+//! read must see exactly it, or find the page poisoned after the device really lost it.
+//! A run also checks, every few thousand steps, the page tables against the core's page
+//! states (a page on its way out is never writable unless the engine knows it was
+//! written; a page awaiting its discard is never writable; a clean swap-cached page is
+//! write-protected) and the core's and the engine's invariants.
+
+mod scenario;
+mod world;
+
+use serde::Serialize;
+use znswap_pager_core::{CoreConfig, PagerCore};
+
+pub use scenario::{Access, PagerFaultMode, PagerFaults, PagerScenario};
+pub use world::Coverage;
+use world::World;
+
+#[derive(Clone, Debug)]
+pub struct PagerDstOptions {
+    pub seed: u64,
+    /// Steps of the run before the final sweep (which reads every page once).
+    pub steps: u64,
+    /// Check the page tables and invariants every this many steps (0: only at the end).
+    pub check_every_steps: u64,
+    pub scenario: Option<PagerScenario>,
+}
+
+impl PagerDstOptions {
+    pub fn new(seed: u64, steps: u64) -> PagerDstOptions {
+        PagerDstOptions { seed, steps, check_every_steps: 20_000, scenario: None }
+    }
+}
+
+/// One seed's run; the fields the engine's DST reports, and what the pager exercised.
+#[derive(Clone, Debug, Serialize)]
+pub struct PagerDstReport {
+    pub seed: u64,
+    /// Steps run, the final sweep's included.
+    pub ops: u64,
+    /// Reads checked against the oracle.
+    pub pages_verified: u64,
+    /// Of those, reads of pages swapped in from the device and not written since.
+    pub swap_ins_verified: u64,
+    /// Pages found poisoned after the device lost them.
+    pub lost: u64,
+    /// Reads, or installs, of anything but the last written version.
+    pub corrupted: u64,
+    pub violations: Vec<String>,
+    pub gc_runs: u64,
+    pub waf: f64,
+    pub core: znswap_pager_core::CoreStats,
+    pub coverage: Coverage,
+    pub scenario: PagerScenario,
+}
+
+impl PagerDstReport {
+    pub fn passed(&self) -> bool {
+        self.violations.is_empty() && self.corrupted == 0
+    }
+}
+
+/// Steps the final sweep may take at most, per page swept.
+const SWEEP_STEPS_PER_PAGE: u64 = 400;
+
+/// Runs one seed. Never panics: a panic in the core or the model becomes a violation
+/// naming the seed and how to replay it.
+pub fn run(options: &PagerDstOptions) -> PagerDstReport {
+    let mut rng = crate::scenario::rng(options.seed ^ 0x9a9e_5eed);
+    let scenario = options.scenario.clone().unwrap_or_else(|| PagerScenario::random(&mut rng));
+    let config = CoreConfig {
+        budget_pages: scenario.budget_pages,
+        slack_pages: scenario.slack_pages,
+        evict_batch_pages: scenario.evict_batch_pages,
+        reference_sampling: scenario.reference_sampling,
+        readahead_pages: scenario.readahead_pages,
+        regions_max: 2 * scenario.region_pages.len() as u32 + 8,
+        tenants: scenario.tenants,
+        policy: scenario.policy,
+    };
+    let core = match PagerCore::new(scenario.geometry, scenario.chunk_footer, config) {
+        Ok(core) => core,
+        Err(error) => {
+            return report(options, scenario, None, vec![format!("the core refused the scenario: {error}")]);
+        }
+    };
+    let mut world = World::new(scenario.clone(), core, rng, options.steps);
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        for &pages in &scenario.region_pages {
+            if !world.add_region(pages, None) {
+                world.violation(format!("a region of {pages} pages was refused at the start"));
+            }
+        }
+        // (Steps may jump ahead when every actor waits on a timer: checks go by distance.)
+        let mut next_check = options.check_every_steps;
+        while world.step < options.steps && world.violations.is_empty() {
+            if !world.run_step() {
+                break;
+            }
+            if options.check_every_steps > 0 && world.step >= next_check {
+                next_check = world.step + options.check_every_steps;
+                world.check();
+                world.check_hangs();
+            }
+        }
+        world.start_sweep();
+        let pages: u64 = world.regions.iter().flatten().map(|region| region.ptes.len() as u64).sum();
+        let deadline = world.step + SWEEP_STEPS_PER_PAGE * pages.max(1) + 1_000_000;
+        let mut next_check = world.step + 10_000;
+        while !world.sweep_done() && world.step < deadline && world.violations.is_empty() {
+            if !world.run_step() {
+                break;
+            }
+            if world.step >= next_check {
+                next_check = world.step + 10_000;
+                world.check_hangs();
+            }
+        }
+        if world.violations.is_empty() {
+            let stuck = world.stuck();
+            if !stuck.is_empty() && std::env::var_os("ZNSWAP_PAGER_TRACE").is_some() {
+                eprintln!("{}", world.describe());
+            }
+            for stuck in stuck {
+                world.violation(format!("the final sweep did not finish: {stuck}"));
+            }
+        }
+        world.check();
+    }));
+    if let Err(panic) = outcome {
+        world.violation(format!("panic: {}", crate::sim::panic_message(&panic)));
+    }
+    let violations = world.violations.clone();
+    report(options, scenario, Some(&world), violations)
+}
+
+fn report(
+    options: &PagerDstOptions,
+    scenario: PagerScenario,
+    world: Option<&World>,
+    mut violations: Vec<String>,
+) -> PagerDstReport {
+    if !violations.is_empty() {
+        violations.push(format!("replay with `znswap dst --pager --seed {} --ops {}`", options.seed, options.steps));
+    }
+    let engine_stats = world.map(|world| world.core.engine().stats().clone()).unwrap_or_default();
+    PagerDstReport {
+        seed: options.seed,
+        ops: world.map_or(0, |world| world.step),
+        pages_verified: world.map_or(0, |world| world.coverage.reads_verified),
+        swap_ins_verified: world.map_or(0, |world| world.coverage.swap_ins_verified),
+        lost: world.map_or(0, |world| world.coverage.lost_observed),
+        corrupted: world.map_or(0, |world| world.corrupted),
+        violations,
+        gc_runs: engine_stats.gc_runs,
+        waf: engine_stats.waf(),
+        core: world.map(|world| world.core.stats()).unwrap_or_default(),
+        coverage: world.map(|world| world.coverage.clone()).unwrap_or_default(),
+        scenario,
+    }
+}

@@ -1,0 +1,1436 @@
+//! The pager DST's world: the pager core, a model of the page table entries of the
+//! regions it pages (what userfaultfd would do with each action), the model zoned
+//! device with injected faults, and the actors whose steps the seed interleaves.
+//!
+//! A step is either one call into the core (under the pager's lock, with the actions it
+//! returns carried out at once, as the shell does) or one piece of work the shell does
+//! outside the lock (a device command, write-protecting a range, reading a victim,
+//! a discard). Application accesses are steps of their own and land between any two.
+
+use std::collections::VecDeque;
+
+use znswap_core::{Buf, IoError, IoRequest, PageState as EnginePage};
+use znswap_pager_core::{
+    Action, Actions, CopyFrom, DiscardBatch, EvictRound, EvictorWork, Fault, FaultKind, FaultStep, IoCompletion,
+    IoPlan, PageSource, PageState, PagerCore, Pause, PAGE_BYTES,
+};
+
+use super::scenario::{Access, PagerFaultMode, PagerScenario};
+use crate::device::{Device, FOOTER_VERSION, UNWRITTEN};
+use crate::scenario::{below, chance, Rng};
+
+/// Regions live at `(k + 1) << 32` for an address slot `k`: a freed region's slot (so
+/// its addresses) may be taken by the next one, as `mmap` reuses addresses.
+const ADDRESS_SLOTS: usize = 6;
+const SLOT_SHIFT: u32 = 32;
+/// A condvar wait's timeout, in steps (the shell waits 5-10 ms).
+const WAIT_TIMEOUT_STEPS: u64 = 4_000;
+/// Attempts of one access before it counts as a livelock.
+const ACCESS_ATTEMPTS_MAX: u32 = 100_000;
+/// Steps one access may take before it counts as a hang.
+const ACCESS_STEPS_MAX: u64 = 400_000;
+
+/// One page table entry, as the kernel would hold it.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Pte {
+    pub mapped: bool,
+    pub write_protected: bool,
+    pub poisoned: bool,
+    /// The page's content: a version (0: all zero).
+    pub version: u64,
+    /// Installed from a device read, and not written since.
+    pub from_device: bool,
+}
+
+pub struct ModelRegion {
+    pub owner: u32,
+    pub base: u64,
+    pub ptes: Vec<Pte>,
+    /// The last version written to each page (0: never, reads as zeroes).
+    pub oracle: Vec<u64>,
+    /// Pages found poisoned: the program was told (SIGBUS).
+    pub lost: Vec<bool>,
+    /// Application accesses under way here: a program does not free memory it is using.
+    pub busy: u32,
+}
+
+/// Counters of what the run exercised.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct Coverage {
+    pub accesses: u64,
+    pub reads_verified: u64,
+    /// Reads of pages installed from a device read and not written since.
+    pub swap_ins_verified: u64,
+    pub writes: u64,
+    pub faults_missing: u64,
+    pub faults_write_protect: u64,
+    pub fault_pauses: u64,
+    pub room_waits: u64,
+    /// Discards done by faults waiting for room (direct reclaim).
+    pub fault_discards: u64,
+    pub evictor_discards: u64,
+    pub rounds: u64,
+    pub regions_freed: u64,
+    /// New regions placed at a freed region's addresses.
+    pub addresses_reused: u64,
+    /// Region removals refused for lack of an owner id (the engine still names the old).
+    pub regions_refused: u64,
+    pub zones_taken_offline: u32,
+    pub injected_errors: u64,
+    pub lost_observed: u64,
+    /// Appends that read a victim while an application write to it was pending.
+    pub appends: u64,
+    pub stale_events: u64,
+    /// Episodes of full swap said to the user.
+    pub swap_full_notices: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Waiting {
+    No,
+    /// Runnable again at this step, or when woken.
+    Until(u64),
+}
+
+/// One fault being resolved: by a self-paging application thread, or a handler.
+struct FaultTask {
+    fault: Fault,
+    phase: FaultPhase,
+    /// Holds the read-ahead buffer (one per pager, like the shell's).
+    readahead: bool,
+    /// The direct-reclaim batch (one per pager), held from its take to its done.
+    discard: Option<DiscardBatch>,
+}
+
+enum FaultPhase {
+    Call,
+    Read { zone: u32, slot: u32, pages: u32 },
+    ReadDone { result: Result<(), IoError>, versions: Vec<u64> },
+    Paused(Waiting),
+    WaitRoom(Waiting, u64),
+    Discard(DiscardPhase),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum DiscardPhase {
+    Take,
+    Madvise,
+    Done,
+}
+
+enum AppPhase {
+    Idle,
+    Access {
+        slot: usize,
+        page: u64,
+        write: bool,
+    },
+    Faulting {
+        slot: usize,
+        page: u64,
+        write: bool,
+        task: Box<FaultTask>,
+    },
+    /// Handler mode: asleep in the kernel until a wake-up covers the page.
+    Blocked {
+        slot: usize,
+        page: u64,
+        write: bool,
+    },
+    Finished,
+}
+
+struct App {
+    phase: AppPhase,
+    attempts: u32,
+    started_step: u64,
+    /// Sequential access: the next page.
+    cursor: (usize, u64),
+    /// The final sweep: (address slot, page) to read next.
+    sweep: Option<(usize, u64)>,
+    woken: bool,
+}
+
+struct Handler {
+    task: Option<Box<FaultTask>>,
+}
+
+enum EvictorPhase {
+    Check,
+    Sleeping(Waiting),
+    Discard(DiscardPhase),
+    Protect { range: usize, pause: Option<Pause> },
+    ZeroCheck { pause: Option<Pause> },
+    HandOver { pause: Option<Pause> },
+    Paused(Waiting),
+}
+
+struct Evictor {
+    phase: EvictorPhase,
+    round: EvictRound,
+    batch: DiscardBatch,
+    actions: Actions,
+    woken: bool,
+}
+
+enum IoPhase {
+    Next,
+    Sleeping(Waiting),
+    Device { records: Vec<u8> },
+    Complete { completion: IoCompletion, records: Vec<u8> },
+}
+
+struct IoThread {
+    phase: IoPhase,
+    plan: IoPlan,
+    holds_mappings: bool,
+    woken: bool,
+}
+
+pub struct World {
+    pub core: PagerCore,
+    pub device: Device,
+    pub scenario: PagerScenario,
+    rng: Rng,
+    pub step: u64,
+    now_ns: u64,
+    pub regions: Vec<Option<ModelRegion>>,
+    gc_buffers: Vec<u64>,
+    /// userfaultfd events not yet read by a handler: (address, kind).
+    events: VecDeque<(u64, FaultKind)>,
+    /// Readers of `mappings`: a region is freed only when there are none.
+    mappings_readers: u32,
+    /// The direct-reclaim discard batch (one per pager), free or taken.
+    fault_discard: Option<DiscardBatch>,
+    readahead_free: bool,
+    version: u64,
+    offline_at_steps: Vec<u64>,
+    next_churn_step: u64,
+    apps: Vec<App>,
+    handlers: Vec<Handler>,
+    evictors: Vec<Option<Evictor>>,
+    ios: Vec<Option<IoThread>>,
+    /// Room wake-ups so far: a fault waiting for room runs again once this moves on.
+    room_epoch: u64,
+    actions: Actions,
+    pub coverage: Coverage,
+    pub violations: Vec<String>,
+    pub corrupted: u64,
+    /// The final sweep is on: application threads read every page once and stop.
+    sweeping: bool,
+    /// `ZNSWAP_PAGER_TRACE=slot:page`: print what happens to that page.
+    trace: Option<(usize, u64)>,
+}
+
+const VIOLATIONS_MAX: usize = 32;
+
+impl World {
+    pub fn new(scenario: PagerScenario, mut core: PagerCore, rng: Rng, steps: u64) -> World {
+        let geometry = core.engine().config().geometry;
+        let mut device = Device::new(
+            geometry.zone_count,
+            geometry.zone_capacity_pages,
+            geometry.metadata_bytes,
+            geometry.write_granularity_pages,
+        );
+        // The device's own limit (the engine may keep fewer zones open).
+        device.active_zones_max = scenario.geometry.max_active_zones.max(scenario.geometry.max_open_zones);
+        let gc_buffers = vec![UNWRITTEN; core.engine().gc_buffer_pages() as usize];
+        let mut rng = rng;
+        let offline_at_steps =
+            (0..scenario.faults.offline_zones).map(|_| steps / 4 + below(&mut rng, steps / 2 + 1)).collect();
+        let apps = (0..scenario.app_threads)
+            .map(|_| App {
+                phase: AppPhase::Idle,
+                attempts: 0,
+                started_step: 0,
+                cursor: (0, 0),
+                sweep: None,
+                woken: false,
+            })
+            .collect();
+        let handlers = match scenario.fault_mode {
+            PagerFaultMode::SelfPaging => Vec::new(),
+            PagerFaultMode::HandlerThreads(count) => (0..count).map(|_| Handler { task: None }).collect(),
+        };
+        let evictors = (0..scenario.evictor_threads)
+            .map(|_| {
+                Some(Evictor {
+                    phase: EvictorPhase::Check,
+                    round: core.evict_round(),
+                    batch: core.discard_batch(),
+                    actions: Actions::with_capacity(core.hand_over_actions_max()),
+                    woken: false,
+                })
+            })
+            .collect();
+        let ios = (0..scenario.io_threads)
+            .map(|_| Some(IoThread { phase: IoPhase::Next, plan: core.io_plan(), holds_mappings: false, woken: false }))
+            .collect();
+        let churn = scenario.region_churn_steps;
+        World {
+            fault_discard: Some(core.discard_batch()),
+            actions: Actions::with_capacity(Actions::FAULT_MAX.max(core.hand_over_actions_max())),
+            core,
+            device,
+            rng,
+            step: 0,
+            now_ns: 0,
+            regions: (0..ADDRESS_SLOTS).map(|_| None).collect(),
+            gc_buffers,
+            events: VecDeque::new(),
+            mappings_readers: 0,
+            readahead_free: true,
+            version: 0,
+            offline_at_steps,
+            next_churn_step: if churn == 0 { u64::MAX } else { churn },
+            apps,
+            handlers,
+            evictors,
+            ios,
+            room_epoch: 0,
+            coverage: Coverage::default(),
+            violations: Vec::new(),
+            corrupted: 0,
+            sweeping: false,
+            trace: std::env::var("ZNSWAP_PAGER_TRACE").ok().and_then(|text| {
+                let (slot, page) = text.split_once(':')?;
+                Some((slot.parse().ok()?, page.parse().ok()?))
+            }),
+            scenario,
+        }
+    }
+
+    pub fn violation(&mut self, message: String) {
+        if self.violations.len() < VIOLATIONS_MAX {
+            self.violations.push(format!("step {}: {message}", self.step));
+        }
+    }
+
+    /// Maps a new region of `pages` pages in a free address slot; false if none is free
+    /// or the core refuses it (no owner id yet).
+    pub fn add_region(&mut self, pages: u64, reuse: Option<usize>) -> bool {
+        let free: Vec<usize> = (0..ADDRESS_SLOTS).filter(|&slot| self.regions[slot].is_none()).collect();
+        if free.is_empty() {
+            return false;
+        }
+        let slot = match reuse {
+            Some(slot) if self.regions[slot].is_none() && chance(&mut self.rng, 0.5) => {
+                self.coverage.addresses_reused += 1;
+                slot
+            }
+            _ => free[below(&mut self.rng, free.len() as u64) as usize],
+        };
+        let base = ((slot as u64) + 1) << SLOT_SHIFT;
+        let tenant = below(&mut self.rng, self.scenario.tenants as u64) as u32;
+        match self.core.region_add(base, pages, tenant) {
+            Ok(owner) => {
+                self.regions[slot] = Some(ModelRegion {
+                    owner,
+                    base,
+                    ptes: vec![Pte::default(); pages as usize],
+                    oracle: vec![0; pages as usize],
+                    lost: vec![false; pages as usize],
+                    busy: 0,
+                });
+                self.after_lock_step();
+                true
+            }
+            Err(_) => {
+                self.coverage.regions_refused += 1;
+                false
+            }
+        }
+    }
+
+    /// Prints `what` if `address..+pages` covers the traced page.
+    fn trace(&self, address: u64, pages: u64, what: &dyn Fn() -> String) {
+        let Some((slot, page)) = self.trace else { return };
+        let Some(region) = self.regions.get(slot).and_then(Option::as_ref) else { return };
+        let at = region.base + page * PAGE_BYTES as u64;
+        if at >= address && at < address + pages * PAGE_BYTES as u64 {
+            let state = self.core.page_state(region.owner, page);
+            let engine = self.core.engine().page_state(region.owner, page);
+            let pte = region.ptes.get(page as usize).copied();
+            eprintln!("[{}] {} | now {state:?} / {engine:?} / {pte:?}", self.step, what());
+        }
+    }
+
+    fn locate(&self, address: u64) -> Option<(usize, u64)> {
+        let slot = (address >> SLOT_SHIFT).checked_sub(1)? as usize;
+        let region = self.regions.get(slot)?.as_ref()?;
+        let page = (address - region.base) / PAGE_BYTES as u64;
+        (page < region.ptes.len() as u64).then_some((slot, page))
+    }
+
+    fn address(&self, slot: usize, page: u64) -> u64 {
+        self.regions[slot].as_ref().expect("live").base + page * PAGE_BYTES as u64
+    }
+
+    // ------------------------------------------------------------ the kernel's part
+
+    /// Carries out the core's actions on the page table model, as the shell's `run`.
+    fn apply(&mut self, actions: &mut Actions, buffer: &[u64]) {
+        let list: Vec<Action> = actions.drain().collect();
+        for action in list {
+            let (address, pages) = match action {
+                Action::Copy { address, pages, .. } => (address, pages as u64),
+                Action::Unprotect { address, pages } => (address, pages),
+                Action::ZeroPage { address } | Action::Poison { address } | Action::Wake { address } => (address, 1),
+            };
+            self.trace(address, pages, &|| format!("before {action:?}"));
+            match action {
+                Action::Copy { address, pages, from, write_protect } => {
+                    for index in 0..pages as u64 {
+                        let at = address + index * PAGE_BYTES as u64;
+                        let (version, from_device) = match from {
+                            CopyFrom::ReadBuffer { page } => (buffer[page as usize + index as usize], true),
+                            CopyFrom::Zeros => (0, false),
+                        };
+                        self.install(at, version, write_protect, from_device, "UFFDIO_COPY");
+                    }
+                    self.wake(address, pages as u64);
+                }
+                Action::ZeroPage { address } => {
+                    self.install(address, 0, false, false, "UFFDIO_ZEROPAGE");
+                    self.wake(address, 1);
+                }
+                Action::Unprotect { address, pages } => {
+                    for index in 0..pages {
+                        if let Some((slot, page)) = self.locate(address + index * PAGE_BYTES as u64) {
+                            let pte = &mut self.regions[slot].as_mut().expect("live").ptes[page as usize];
+                            if pte.mapped {
+                                pte.write_protected = false;
+                            }
+                        }
+                    }
+                    self.wake(address, pages);
+                }
+                Action::Poison { address } => {
+                    match self.locate(address) {
+                        Some((slot, page)) => {
+                            let pte = &mut self.regions[slot].as_mut().expect("live").ptes[page as usize];
+                            if pte.mapped || pte.poisoned {
+                                self.violation(format!("UFFDIO_POISON over a mapped page at {address:#x}"));
+                            } else {
+                                pte.poisoned = true;
+                            }
+                        }
+                        None => self.violation(format!("UFFDIO_POISON outside any region at {address:#x}")),
+                    }
+                    self.wake(address, 1);
+                }
+                Action::Wake { address } => self.wake(address, 1),
+            }
+        }
+    }
+
+    fn install(&mut self, address: u64, version: u64, write_protected: bool, from_device: bool, what: &str) {
+        let Some((slot, page)) = self.locate(address) else {
+            self.violation(format!("{what} outside any region at {address:#x}"));
+            return;
+        };
+        let region = self.regions[slot].as_mut().expect("live");
+        let pte = &mut region.ptes[page as usize];
+        if pte.mapped || pte.poisoned {
+            // EEXIST: the shell aborts on it.
+            self.violation(format!("{what} over a page already mapped at {address:#x}"));
+            return;
+        }
+        *pte = Pte { mapped: true, write_protected, poisoned: false, version, from_device };
+        let expected = region.oracle[page as usize];
+        if version != expected && !region.lost[page as usize] {
+            self.corrupted += 1;
+            let message = format!("page {slot}:{page} installed with v{version}, last written v{expected}");
+            self.violation(message);
+        }
+    }
+
+    /// Wakes the application threads asleep on a page of `address..+pages`.
+    fn wake(&mut self, address: u64, pages: u64) {
+        let end = address + pages * PAGE_BYTES as u64;
+        for index in 0..self.apps.len() {
+            if let AppPhase::Blocked { slot, page, .. } = self.apps[index].phase {
+                if self.regions[slot].is_none() {
+                    continue;
+                }
+                let at = self.address(slot, page);
+                if at >= address && at < end {
+                    self.apps[index].woken = true;
+                }
+            }
+        }
+    }
+
+    /// After every lock step: the wake-ups the core owes.
+    fn after_lock_step(&mut self) {
+        if self.core.take_notice().is_some() {
+            self.coverage.swap_full_notices += 1;
+        }
+        let wakeups = self.core.take_wakeups();
+        if wakeups.evictors {
+            for evictor in self.evictors.iter_mut().flatten() {
+                evictor.woken = true;
+            }
+        }
+        if wakeups.io {
+            if let Some(io) = self.ios.iter_mut().flatten().find(|io| matches!(io.phase, IoPhase::Sleeping(_))) {
+                io.woken = true;
+            }
+        }
+        if wakeups.room {
+            self.room_epoch += 1;
+        }
+    }
+
+    fn advance_clock(&mut self) {
+        self.now_ns += 1 + below(&mut self.rng, 2_000);
+        if chance(&mut self.rng, 0.001) {
+            // Now and then a longer gap: chunk flushes, FAR and GC pacing run on ticks.
+            self.now_ns += below(&mut self.rng, 5_000_000);
+        }
+    }
+
+    fn waiting_for(&mut self, steps: u64) -> Waiting {
+        Waiting::Until(self.step + 1 + below(&mut self.rng, steps.max(1)))
+    }
+
+    fn pause_steps(&mut self, pause: Pause) -> Waiting {
+        match pause {
+            Pause::None => Waiting::No,
+            Pause::Yield => self.waiting_for(4),
+            Pause::Micros(micros) => self.waiting_for(micros as u64 / 4),
+        }
+    }
+
+    // ------------------------------------------------------------------- device
+
+    fn inject(&mut self, probability: f64) -> bool {
+        let hit = !self.sweeping && probability > 0.0 && chance(&mut self.rng, probability);
+        self.coverage.injected_errors += hit as u64;
+        hit
+    }
+
+    /// A swap-in read for a fault: the versions of `pages` slots from `slot`.
+    fn device_read(&mut self, zone: u32, slot: u32, pages: u32) -> (Result<(), IoError>, Vec<u64>) {
+        if self.device.zones[zone as usize].offline {
+            return (Err(IoError::Offline), Vec::new());
+        }
+        if self.inject(self.scenario.faults.read_error) {
+            return (Err(IoError::Device), Vec::new());
+        }
+        if let Err(breach) = self.device.check_read(zone, slot, pages) {
+            self.violation(breach.0);
+            return (Err(IoError::Device), Vec::new());
+        }
+        let data = &self.device.zones[zone as usize].data;
+        (Ok(()), (slot..slot + pages).map(|index| data[index as usize]).collect())
+    }
+
+    /// Runs the I/O thread's request on the model device; the records a read returns.
+    fn device_command(&mut self, plan: &IoPlan, records: &[u8]) -> (IoCompletion, Vec<u8>) {
+        match plan.request() {
+            IoRequest::Append { zone, .. } => {
+                self.coverage.appends += 1;
+                let mut versions = Vec::with_capacity(plan.sources().len());
+                for source in plan.sources() {
+                    versions.push(match *source {
+                        PageSource::Region { address } => match self.locate(address) {
+                            Some((slot, page)) if self.trace == Some((slot, page)) => {
+                                let pte = self.regions[slot].as_ref().expect("live").ptes[page as usize];
+                                self.trace(address, 1, &|| format!("append to zone {zone} reads v{}", pte.version));
+                                pte.version
+                            }
+                            Some((slot, page)) => {
+                                let pte = self.regions[slot].as_ref().expect("live").ptes[page as usize];
+                                if !pte.mapped {
+                                    self.violation(format!("an append read the unmapped page {slot}:{page}"));
+                                }
+                                pte.version
+                            }
+                            None => {
+                                self.violation(format!("an append read {address:#x}, outside any region"));
+                                0
+                            }
+                        },
+                        PageSource::Gc { page } => self.gc_buffers[page as usize],
+                        PageSource::Footer => FOOTER_VERSION,
+                        PageSource::Zero => 0,
+                    });
+                }
+                let result = if self.device.zones[zone as usize].offline {
+                    Err(IoError::Offline)
+                } else if self.inject(self.scenario.faults.append_error) {
+                    Err(IoError::Device)
+                } else {
+                    let footer = self.core.engine().derived().encoding == znswap_core::RecordEncoding::ChunkFooter;
+                    let (page_records, footer_bytes) =
+                        if footer { (None, Some(records)) } else { (Some(records), None) };
+                    match self.device.append(zone, &versions, page_records, footer_bytes) {
+                        Ok(first) => Ok(first),
+                        Err(breach) => {
+                            self.violation(breach.0);
+                            Err(IoError::Device)
+                        }
+                    }
+                };
+                (IoCompletion::Append(result), Vec::new())
+            }
+            IoRequest::Read { zone, slot, pages, buf, with_metadata, .. } => {
+                let result = if self.device.zones[zone as usize].offline {
+                    Err(IoError::Offline)
+                } else if self.inject(self.scenario.faults.read_error) {
+                    Err(IoError::Device)
+                } else if let Err(breach) = self.device.check_read(zone, slot, pages) {
+                    self.violation(breach.0);
+                    Err(IoError::Device)
+                } else {
+                    Ok(())
+                };
+                let mut out = Vec::new();
+                if result.is_ok() {
+                    match buf {
+                        Buf::Gc(first) => {
+                            for index in 0..pages {
+                                self.gc_buffers[(first + index) as usize] =
+                                    self.device.zones[zone as usize].data[(slot + index) as usize];
+                                if with_metadata {
+                                    out.extend_from_slice(self.device.metadata(zone, slot + index));
+                                }
+                            }
+                        }
+                        Buf::Footer => match self.device.footer(zone, slot) {
+                            Some(footer) => out.extend_from_slice(footer),
+                            None => out.resize(PAGE_BYTES, 0),
+                        },
+                        Buf::Page(_) | Buf::Zero => self.violation(format!("a GC read into {buf:?}")),
+                    }
+                }
+                (IoCompletion::Read(result), out)
+            }
+            IoRequest::Reset { zone, .. } => {
+                let result = if self.device.zones[zone as usize].offline {
+                    Err(IoError::Offline)
+                } else if self.inject(self.scenario.faults.reset_error) {
+                    Err(IoError::Device)
+                } else {
+                    self.device.reset(zone);
+                    Ok(())
+                };
+                (IoCompletion::Reset(result), Vec::new())
+            }
+            IoRequest::Finish { zone, .. } => {
+                let result = if self.device.zones[zone as usize].offline {
+                    Err(IoError::Offline)
+                } else if self.inject(self.scenario.faults.reset_error) {
+                    Err(IoError::Device)
+                } else {
+                    self.device.finish(zone);
+                    Ok(())
+                };
+                (IoCompletion::Finish(result), Vec::new())
+            }
+        }
+    }
+
+    fn take_zone_offline(&mut self) {
+        let zones = self.device.zones.len() as u64;
+        for _ in 0..zones {
+            let zone = below(&mut self.rng, zones) as usize;
+            let model = &self.device.zones[zone];
+            if model.write_pointer > 0 && !model.offline {
+                self.device.take_offline(zone as u32);
+                self.coverage.zones_taken_offline += 1;
+                return;
+            }
+        }
+    }
+
+    // -------------------------------------------------------------- scheduling
+
+    /// Runs one step of a runnable actor; false when nothing can ever run again (every
+    /// thread asleep with nothing to wake it: the caller reports the hang). When every
+    /// actor waits on a timer, time passes to the first.
+    pub fn run_step(&mut self) -> bool {
+        self.step += 1;
+        self.advance_clock();
+        if self.offline_at_steps.contains(&self.step) {
+            self.take_zone_offline();
+        }
+        let mut runnable = self.runnable();
+        if runnable.is_empty() {
+            let Some(until) = self.first_timer() else { return false };
+            // Everyone sleeps: the clock moves on with them (a step is about a µs).
+            let slept = until.saturating_sub(self.step);
+            self.step += slept;
+            self.now_ns += slept * 1_000;
+            runnable = self.runnable();
+        }
+        if runnable.is_empty() {
+            return false;
+        }
+        let (kind, index) = runnable[below(&mut self.rng, runnable.len() as u64) as usize];
+        match kind {
+            0 => self.step_app(index),
+            1 => self.step_handler(index),
+            2 => self.step_evictor(index),
+            3 => self.step_io(index),
+            _ => self.step_churn(),
+        }
+        true
+    }
+
+    /// The earliest step a waiting actor's timer fires at.
+    fn first_timer(&self) -> Option<u64> {
+        let task_timer = |task: &FaultTask| match task.phase {
+            FaultPhase::Paused(Waiting::Until(until)) | FaultPhase::WaitRoom(Waiting::Until(until), _) => Some(until),
+            _ => None,
+        };
+        let apps = self.apps.iter().filter_map(|app| match &app.phase {
+            AppPhase::Faulting { task, .. } => task_timer(task),
+            _ => None,
+        });
+        let handlers = self.handlers.iter().filter_map(|handler| handler.task.as_deref().and_then(task_timer));
+        let evictors = self.evictors.iter().flatten().filter_map(|evictor| match evictor.phase {
+            EvictorPhase::Sleeping(Waiting::Until(until)) | EvictorPhase::Paused(Waiting::Until(until)) => Some(until),
+            _ => None,
+        });
+        let ios = self.ios.iter().flatten().filter_map(|io| match io.phase {
+            IoPhase::Sleeping(Waiting::Until(until)) => Some(until),
+            _ => None,
+        });
+        apps.chain(handlers).chain(evictors).chain(ios).min()
+    }
+
+    fn runnable(&self) -> Vec<(u8, usize)> {
+        let mut runnable: Vec<(u8, usize)> = Vec::with_capacity(16);
+        for (index, app) in self.apps.iter().enumerate() {
+            if self.app_runnable(app) {
+                runnable.push((0, index));
+            }
+        }
+        for (index, handler) in self.handlers.iter().enumerate() {
+            if handler.task.as_ref().map_or(!self.events.is_empty(), |task| self.task_runnable(task)) {
+                runnable.push((1, index));
+            }
+        }
+        for (index, evictor) in self.evictors.iter().enumerate() {
+            let evictor = evictor.as_ref().expect("in place between steps");
+            let ready = match evictor.phase {
+                EvictorPhase::Sleeping(Waiting::Until(until)) | EvictorPhase::Paused(Waiting::Until(until)) => {
+                    evictor.woken || self.step >= until
+                }
+                _ => true,
+            };
+            if ready {
+                runnable.push((2, index));
+            }
+        }
+        for (index, io) in self.ios.iter().enumerate() {
+            let io = io.as_ref().expect("in place between steps");
+            let ready = match io.phase {
+                IoPhase::Sleeping(Waiting::Until(until)) => io.woken || self.step >= until,
+                _ => true,
+            };
+            if ready {
+                runnable.push((3, index));
+            }
+        }
+        if self.step >= self.next_churn_step && !self.sweeping && self.mappings_readers == 0 {
+            runnable.push((4, 0));
+        }
+        runnable
+    }
+
+    fn app_runnable(&self, app: &App) -> bool {
+        match &app.phase {
+            AppPhase::Finished => false,
+            AppPhase::Idle => !self.sweeping || app.sweep.is_some(),
+            AppPhase::Blocked { .. } => app.woken,
+            AppPhase::Faulting { task, .. } => self.task_runnable(task),
+            AppPhase::Access { .. } => true,
+        }
+    }
+
+    fn task_runnable(&self, task: &FaultTask) -> bool {
+        match task.phase {
+            FaultPhase::Paused(Waiting::Until(until)) => self.step >= until,
+            FaultPhase::WaitRoom(Waiting::Until(until), epoch) => self.room_epoch != epoch || self.step >= until,
+            // Direct reclaim takes the scratch; another fault waits for it.
+            FaultPhase::Discard(DiscardPhase::Take) => task.discard.is_some() || self.fault_discard.is_some(),
+            _ => true,
+        }
+    }
+
+    // ------------------------------------------------------------- application
+
+    fn pick_access(&mut self, index: usize) -> Option<(usize, u64, bool)> {
+        if let Some((slot, page)) = self.apps[index].sweep {
+            // The final sweep: read every page of the regions this thread covers.
+            let threads = self.apps.len();
+            let mut at = (slot, page);
+            loop {
+                if at.0 >= ADDRESS_SLOTS {
+                    self.apps[index].sweep = None;
+                    return None;
+                }
+                let pages = self.regions[at.0].as_ref().map_or(0, |region| region.ptes.len() as u64);
+                if at.0 % threads != index % threads || at.1 >= pages {
+                    at = (at.0 + 1, 0);
+                    continue;
+                }
+                self.apps[index].sweep = Some((at.0, at.1 + 1));
+                return Some((at.0, at.1, false));
+            }
+        }
+        let live: Vec<usize> = (0..ADDRESS_SLOTS).filter(|&slot| self.regions[slot].is_some()).collect();
+        if live.is_empty() {
+            return None;
+        }
+        let write = chance(&mut self.rng, self.scenario.write_share);
+        let (slot, page) = match self.scenario.access {
+            Access::Sequential if chance(&mut self.rng, 0.9) => {
+                let (slot, page) = self.apps[index].cursor;
+                match self.regions.get(slot).and_then(Option::as_ref) {
+                    Some(region) if page < region.ptes.len() as u64 => (slot, page),
+                    _ => {
+                        let slot = live[below(&mut self.rng, live.len() as u64) as usize];
+                        (slot, 0)
+                    }
+                }
+            }
+            access => {
+                let slot = live[below(&mut self.rng, live.len() as u64) as usize];
+                let pages = self.regions[slot].as_ref().expect("live").ptes.len() as u64;
+                let page = if access == Access::Hot && chance(&mut self.rng, 0.8) {
+                    below(&mut self.rng, (pages / 5).max(1))
+                } else {
+                    below(&mut self.rng, pages)
+                };
+                (slot, page)
+            }
+        };
+        self.apps[index].cursor = (slot, page + 1);
+        Some((slot, page, write))
+    }
+
+    fn step_app(&mut self, index: usize) {
+        let phase = std::mem::replace(&mut self.apps[index].phase, AppPhase::Finished);
+        let next = match phase {
+            AppPhase::Idle => match self.pick_access(index) {
+                Some((slot, page, write)) => {
+                    self.regions[slot].as_mut().expect("live").busy += 1;
+                    self.apps[index].attempts = 0;
+                    self.apps[index].started_step = self.step;
+                    AppPhase::Access { slot, page, write }
+                }
+                None if self.sweeping => AppPhase::Finished,
+                None => AppPhase::Idle,
+            },
+            AppPhase::Blocked { slot, page, write } => {
+                self.apps[index].woken = false;
+                AppPhase::Access { slot, page, write }
+            }
+            AppPhase::Access { slot, page, write } => self.access(index, slot, page, write),
+            AppPhase::Faulting { slot, page, write, mut task } => {
+                if self.step_task(&mut task) {
+                    AppPhase::Access { slot, page, write }
+                } else {
+                    AppPhase::Faulting { slot, page, write, task }
+                }
+            }
+            AppPhase::Finished => AppPhase::Finished,
+        };
+        self.apps[index].phase = next;
+    }
+
+    /// One try of an access: it completes, or faults.
+    fn access(&mut self, index: usize, slot: usize, page: u64, write: bool) -> AppPhase {
+        let app = &mut self.apps[index];
+        app.attempts += 1;
+        if app.attempts > ACCESS_ATTEMPTS_MAX || self.step - app.started_step > ACCESS_STEPS_MAX {
+            let (attempts, steps) = (app.attempts, self.step - app.started_step);
+            let state = self.core.page_state(self.regions[slot].as_ref().expect("live").owner, page);
+            self.violation(format!(
+                "an access to {slot}:{page} (write {write}) never completes: {attempts} tries in {steps} steps, page {state:?}"
+            ));
+            self.regions[slot].as_mut().expect("live").busy -= 1;
+            return AppPhase::Finished;
+        }
+        let address = self.address(slot, page);
+        self.trace(address, 1, &|| format!("thread {index} access (write {write})"));
+        let region = self.regions[slot].as_mut().expect("live");
+        let pte = region.ptes[page as usize];
+        let fault_kind = if pte.poisoned {
+            None
+        } else if !pte.mapped {
+            Some(FaultKind::Missing { write })
+        } else if write && pte.write_protected {
+            Some(FaultKind::WriteProtect)
+        } else {
+            None
+        };
+        if let Some(kind) = fault_kind {
+            match kind {
+                FaultKind::Missing { .. } => self.coverage.faults_missing += 1,
+                _ => self.coverage.faults_write_protect += 1,
+            }
+            return match self.scenario.fault_mode {
+                PagerFaultMode::SelfPaging => {
+                    let fault = Fault::new(address, FaultKind::Sigbus { write });
+                    let task = Box::new(FaultTask { fault, phase: FaultPhase::Call, readahead: false, discard: None });
+                    AppPhase::Faulting { slot, page, write, task }
+                }
+                PagerFaultMode::HandlerThreads(_) => {
+                    self.events.push_back((address, kind));
+                    self.apps[index].woken = false;
+                    AppPhase::Blocked { slot, page, write }
+                }
+            };
+        }
+        self.coverage.accesses += 1;
+        if pte.poisoned {
+            self.observe_lost(slot, page);
+        } else if write {
+            let zero = chance(&mut self.rng, self.scenario.zero_write_share);
+            self.version += 1;
+            let version = if zero { 0 } else { self.version };
+            let region = self.regions[slot].as_mut().expect("live");
+            region.ptes[page as usize].version = version;
+            region.ptes[page as usize].from_device = false;
+            region.oracle[page as usize] = version;
+            self.coverage.writes += 1;
+        } else {
+            let region = self.regions[slot].as_ref().expect("live");
+            let expected = region.oracle[page as usize];
+            if pte.version == expected {
+                self.coverage.reads_verified += 1;
+                self.coverage.swap_ins_verified += pte.from_device as u64;
+            } else {
+                self.corrupted += 1;
+                self.violation(format!("page {slot}:{page} read v{}, last written v{expected}", pte.version));
+            }
+        }
+        self.regions[slot].as_mut().expect("live").busy -= 1;
+        AppPhase::Idle
+    }
+
+    /// A touch of a poisoned page: the device must really have lost its last version.
+    fn observe_lost(&mut self, slot: usize, page: u64) {
+        let region = self.regions[slot].as_ref().expect("live");
+        if region.lost[page as usize] {
+            return;
+        }
+        let expected = region.oracle[page as usize];
+        let engine = self.core.engine().page_state(region.owner, page);
+        let in_offline_zone = self.device.zones.iter().any(|zone| zone.offline && zone.data.contains(&expected));
+        if engine != Ok(EnginePage::Lost) || !in_offline_zone {
+            self.violation(format!(
+                "page {slot}:{page} poisoned (engine: {engine:?}), but v{expected} was not lost with an offline zone"
+            ));
+        }
+        self.regions[slot].as_mut().expect("live").lost[page as usize] = true;
+        self.coverage.lost_observed += 1;
+    }
+
+    fn step_handler(&mut self, index: usize) {
+        let mut task = match self.handlers[index].task.take() {
+            Some(task) => task,
+            None => {
+                let (address, kind) = self.events.pop_front().expect("runnable with an event");
+                let stale = self.locate(address).is_none_or(|(slot, page)| {
+                    let pte = self.regions[slot].as_ref().expect("live").ptes[page as usize];
+                    pte.mapped && !(pte.write_protected && kind == FaultKind::WriteProtect)
+                });
+                self.coverage.stale_events += stale as u64;
+                Box::new(FaultTask {
+                    fault: Fault::new(address, kind),
+                    phase: FaultPhase::Call,
+                    readahead: false,
+                    discard: None,
+                })
+            }
+        };
+        if !self.step_task(&mut task) {
+            self.handlers[index].task = Some(task);
+        }
+    }
+
+    /// One step of a fault; true when it is resolved.
+    fn step_task(&mut self, task: &mut FaultTask) -> bool {
+        let phase = std::mem::replace(&mut task.phase, FaultPhase::Call);
+        let mut actions = std::mem::replace(&mut self.actions, Actions::with_capacity(0));
+        let resolved = match phase {
+            FaultPhase::Call => {
+                let readahead_pages = self.core.config().readahead_pages;
+                if readahead_pages > 0 && self.readahead_free && task.fault.kind() != FaultKind::WriteProtect {
+                    self.readahead_free = false;
+                    task.readahead = true;
+                }
+                task.fault.readahead_room = if task.readahead { readahead_pages } else { 0 };
+                let step = self.core.fault(&mut task.fault, self.now_ns, &mut actions);
+                self.apply(&mut actions, &[]);
+                self.after_lock_step();
+                if !matches!(step, FaultStep::Read { pages, .. } if pages > 1) {
+                    self.release_readahead(task);
+                }
+                match step {
+                    FaultStep::Done | FaultStep::NotOurs => true,
+                    FaultStep::Again(pause) => {
+                        self.coverage.fault_pauses += 1;
+                        task.phase = FaultPhase::Paused(self.pause_steps(pause));
+                        false
+                    }
+                    FaultStep::WaitRoom { discard } => {
+                        self.coverage.room_waits += 1;
+                        task.phase = if discard && self.fault_discard.is_some() {
+                            FaultPhase::Discard(DiscardPhase::Take)
+                        } else {
+                            FaultPhase::WaitRoom(self.waiting_for(WAIT_TIMEOUT_STEPS), self.room_epoch)
+                        };
+                        false
+                    }
+                    FaultStep::Read { zone, slot, pages } => {
+                        task.phase = FaultPhase::Read { zone, slot, pages };
+                        false
+                    }
+                }
+            }
+            FaultPhase::Read { zone, slot, pages } => {
+                let (result, versions) = self.device_read(zone, slot, pages);
+                task.phase = FaultPhase::ReadDone { result, versions };
+                false
+            }
+            FaultPhase::ReadDone { result, versions } => {
+                let step = self.core.fault_read_done(&mut task.fault, result, self.now_ns, &mut actions);
+                self.apply(&mut actions, &versions);
+                self.after_lock_step();
+                self.release_readahead(task);
+                match step {
+                    FaultStep::Done => true,
+                    FaultStep::Again(pause) => {
+                        task.phase = FaultPhase::Paused(self.pause_steps(pause));
+                        false
+                    }
+                    other => {
+                        self.violation(format!("a read completion answered {other:?}"));
+                        true
+                    }
+                }
+            }
+            FaultPhase::Paused(_) | FaultPhase::WaitRoom(..) => false,
+            FaultPhase::Discard(discard) => {
+                let mut batch = match task.discard.take() {
+                    Some(batch) => batch,
+                    None => self.fault_discard.take().expect("runnable with the scratch free"),
+                };
+                match self.discard_step(discard, &mut batch) {
+                    Some(next) => {
+                        task.phase = FaultPhase::Discard(next);
+                        task.discard = Some(batch);
+                    }
+                    None => {
+                        self.fault_discard = Some(batch);
+                        self.coverage.fault_discards += 1;
+                    }
+                }
+                false
+            }
+        };
+        self.actions = actions;
+        resolved
+    }
+
+    fn release_readahead(&mut self, task: &mut FaultTask) {
+        if task.readahead {
+            task.readahead = false;
+            self.readahead_free = true;
+        }
+    }
+
+    /// One step of a discard; the next phase, or None when done.
+    fn discard_step(&mut self, phase: DiscardPhase, batch: &mut DiscardBatch) -> Option<DiscardPhase> {
+        match phase {
+            DiscardPhase::Take => {
+                self.mappings_readers += 1;
+                let taken = self.core.discard_take(batch);
+                self.after_lock_step();
+                if taken {
+                    Some(DiscardPhase::Madvise)
+                } else {
+                    self.mappings_readers -= 1;
+                    None
+                }
+            }
+            DiscardPhase::Madvise => {
+                for range in batch.ranges().to_vec() {
+                    self.trace(range.start as u64, (range.len / PAGE_BYTES) as u64, &|| format!("discard {range:?}"));
+                    for index in 0..(range.len / PAGE_BYTES) as u64 {
+                        let address = range.start as u64 + index * PAGE_BYTES as u64;
+                        match self.locate(address) {
+                            Some((slot, page)) => {
+                                self.regions[slot].as_mut().expect("live").ptes[page as usize] = Pte::default();
+                            }
+                            None => self.violation(format!("a discard of {address:#x}, outside any region")),
+                        }
+                    }
+                }
+                Some(DiscardPhase::Done)
+            }
+            DiscardPhase::Done => {
+                self.core.discard_done(batch);
+                self.after_lock_step();
+                self.mappings_readers -= 1;
+                None
+            }
+        }
+    }
+
+    // ----------------------------------------------------------------- evictor
+
+    fn step_evictor(&mut self, index: usize) {
+        let mut evictor = self.evictors[index].take().expect("in place between steps");
+        let phase = std::mem::replace(&mut evictor.phase, EvictorPhase::Check);
+        evictor.phase = match phase {
+            EvictorPhase::Check | EvictorPhase::Sleeping(_) | EvictorPhase::Paused(_) => {
+                evictor.woken = false;
+                match self.core.evictor_work() {
+                    EvictorWork::Sleep => {
+                        self.core.evictor_sleeps();
+                        self.after_lock_step();
+                        EvictorPhase::Sleeping(self.waiting_for(WAIT_TIMEOUT_STEPS))
+                    }
+                    EvictorWork::Discard => {
+                        self.after_lock_step();
+                        EvictorPhase::Discard(DiscardPhase::Take)
+                    }
+                    EvictorWork::Evict => {
+                        // `mappings` is held from the pick to the hand-over.
+                        self.mappings_readers += 1;
+                        self.coverage.rounds += 1;
+                        let pause = self.core.evict_pick(&mut evictor.round);
+                        self.after_lock_step();
+                        if evictor.round.ranges().is_empty() {
+                            self.mappings_readers -= 1;
+                            match pause {
+                                Some(pause) => EvictorPhase::Paused(self.pause_steps(pause)),
+                                None => EvictorPhase::Check,
+                            }
+                        } else {
+                            EvictorPhase::Protect { range: 0, pause }
+                        }
+                    }
+                }
+            }
+            EvictorPhase::Discard(discard) => match self.discard_step(discard, &mut evictor.batch) {
+                Some(next) => EvictorPhase::Discard(next),
+                None => {
+                    self.coverage.evictor_discards += 1;
+                    EvictorPhase::Check
+                }
+            },
+            EvictorPhase::Protect { range, pause } => {
+                let ProtectRangeModel { start, end } = {
+                    let protect = evictor.round.ranges()[range];
+                    ProtectRangeModel { start: protect.start, end: protect.end }
+                };
+                self.trace(start, (end - start) / PAGE_BYTES as u64, &|| {
+                    format!("evictor {index} protects {start:#x}..{end:#x}")
+                });
+                let protected = self.write_protect(start, end);
+                evictor.round.ranges_mut()[range].protected = protected;
+                if range + 1 < evictor.round.ranges().len() {
+                    EvictorPhase::Protect { range: range + 1, pause }
+                } else {
+                    EvictorPhase::ZeroCheck { pause }
+                }
+            }
+            EvictorPhase::ZeroCheck { pause } => {
+                for victim in 0..evictor.round.victims() {
+                    if let Some(address) = evictor.round.victim_to_check(victim) {
+                        self.trace(address, 1, &|| format!("evictor {index} zero check"));
+                        let zero = match self.locate(address) {
+                            Some((slot, page)) => {
+                                let pte = self.regions[slot].as_ref().expect("live").ptes[page as usize];
+                                if !pte.mapped {
+                                    // The shell would fault inside the evictor here.
+                                    self.violation(format!("the evictor read the unmapped victim {slot}:{page}"));
+                                }
+                                pte.mapped && pte.version == 0
+                            }
+                            None => {
+                                self.violation(format!("the evictor read {address:#x}, outside any region"));
+                                false
+                            }
+                        };
+                        evictor.round.set_zero(victim, zero);
+                    }
+                }
+                EvictorPhase::HandOver { pause }
+            }
+            EvictorPhase::HandOver { pause } => {
+                if let Some((slot, page)) = self.trace {
+                    if self.regions.get(slot).is_some_and(Option::is_some) {
+                        let address = self.address(slot, page);
+                        self.trace(address, 1, &|| format!("evictor {index} hands over (before)"));
+                    }
+                }
+                self.core.evict_hand_over(&mut evictor.round, self.now_ns, &mut evictor.actions);
+                let mut actions = std::mem::replace(&mut evictor.actions, Actions::with_capacity(0));
+                self.apply(&mut actions, &[]);
+                evictor.actions = actions;
+                self.after_lock_step();
+                self.mappings_readers -= 1;
+                match pause {
+                    Some(pause) => EvictorPhase::Paused(self.pause_steps(pause)),
+                    None => EvictorPhase::Check,
+                }
+            }
+        };
+        self.evictors[index] = Some(evictor);
+    }
+
+    /// `UFFDIO_WRITEPROTECT` of `start..end`: mapped entries get the bit; fails outside
+    /// a registered region.
+    fn write_protect(&mut self, start: u64, end: u64) -> bool {
+        let Some((slot, first)) = self.locate(start) else { return false };
+        let region = self.regions[slot].as_mut().expect("live");
+        let last = (end - region.base) / PAGE_BYTES as u64;
+        if last > region.ptes.len() as u64 {
+            return false;
+        }
+        for pte in &mut region.ptes[first as usize..last as usize] {
+            if pte.mapped {
+                pte.write_protected = true;
+            }
+        }
+        true
+    }
+
+    // --------------------------------------------------------------------- I/O
+
+    fn step_io(&mut self, index: usize) {
+        let mut io = self.ios[index].take().expect("in place between steps");
+        let phase = std::mem::replace(&mut io.phase, IoPhase::Next);
+        io.phase = match phase {
+            IoPhase::Next | IoPhase::Sleeping(_) => {
+                io.woken = false;
+                self.mappings_readers += 1;
+                if self.core.io_next(&mut io.plan, self.now_ns) {
+                    let records = match io.plan.request() {
+                        IoRequest::Append { .. } => {
+                            io.holds_mappings = true;
+                            self.core.append_records(&io.plan).to_vec()
+                        }
+                        _ => {
+                            self.mappings_readers -= 1;
+                            Vec::new()
+                        }
+                    };
+                    self.after_lock_step();
+                    IoPhase::Device { records }
+                } else {
+                    self.mappings_readers -= 1;
+                    self.core.io_sleeps();
+                    self.after_lock_step();
+                    IoPhase::Sleeping(self.waiting_for(WAIT_TIMEOUT_STEPS))
+                }
+            }
+            IoPhase::Device { records } => {
+                let (completion, records) = self.device_command(&io.plan, &records);
+                IoPhase::Complete { completion, records }
+            }
+            IoPhase::Complete { completion, records } => {
+                self.core.io_done(&mut io.plan, completion, &records, self.now_ns);
+                self.after_lock_step();
+                if io.holds_mappings {
+                    io.holds_mappings = false;
+                    self.mappings_readers -= 1;
+                }
+                IoPhase::Next
+            }
+        };
+        self.ios[index] = Some(io);
+    }
+
+    // ------------------------------------------------------------------ regions
+
+    /// A program frees a region it no longer uses, and maps another (perhaps at the same
+    /// addresses, as `mmap` may).
+    fn step_churn(&mut self) {
+        let churn = self.scenario.region_churn_steps;
+        self.next_churn_step = self.step + churn / 2 + below(&mut self.rng, churn.max(1));
+        let idle: Vec<usize> = (0..ADDRESS_SLOTS)
+            .filter(|&slot| self.regions[slot].as_ref().is_some_and(|region| region.busy == 0))
+            .collect();
+        let live = self.regions.iter().filter(|region| region.is_some()).count();
+        let mut freed = None;
+        // The next region is about the size of the one freed: the working set stays
+        // about as the scenario sized it against the device.
+        let mut pages = 32 + below(&mut self.rng, 600);
+        if !idle.is_empty() && live > 1 || live == ADDRESS_SLOTS {
+            if let Some(&slot) = idle.get(below(&mut self.rng, idle.len().max(1) as u64) as usize) {
+                let region = self.regions[slot].take().expect("live");
+                pages = (region.ptes.len() as u64 / 2 + below(&mut self.rng, region.ptes.len() as u64)).max(16);
+                self.core.region_remove(region.owner, self.now_ns);
+                self.after_lock_step();
+                self.coverage.regions_freed += 1;
+                freed = Some(slot);
+            }
+        }
+        self.add_region(pages, freed);
+    }
+
+    // --------------------------------------------------------------- the end
+
+    /// Stops new random accesses; each application thread then reads every page of its
+    /// share of the regions once.
+    pub fn start_sweep(&mut self) {
+        self.sweeping = true;
+        for app in &mut self.apps {
+            app.sweep = Some((0, 0));
+        }
+    }
+
+    pub fn sweep_done(&self) -> bool {
+        self.apps.iter().all(|app| matches!(app.phase, AppPhase::Finished))
+    }
+
+    /// The page table against the core's page states, and the core's and the engine's
+    /// own invariants. Panics are caught by the caller.
+    pub fn check(&mut self) {
+        self.core.check_invariants();
+        self.core.engine().check_invariants();
+        for slot in 0..ADDRESS_SLOTS {
+            let Some(region) = self.regions[slot].as_ref() else { continue };
+            let mut problems = Vec::new();
+            for (page, pte) in region.ptes.iter().enumerate() {
+                let state = self.core.page_state(region.owner, page as u64).expect("a live region's page");
+                let engine = self.core.engine().page_state(region.owner, page as u64).expect("registered");
+                let writable = pte.mapped && !pte.write_protected;
+                let agrees = match state {
+                    PageState::Unmapped => !pte.mapped && !pte.poisoned,
+                    PageState::Resident | PageState::Referenced | PageState::Evicting { .. } => pte.mapped,
+                    // Appendix A: a page on its way out is writable only once a write has
+                    // told the engine (which then drops the slot it writes).
+                    PageState::Writing => {
+                        pte.mapped && (!writable || matches!(engine, EnginePage::SwapOutInFlight { dirtied: true, .. }))
+                    }
+                    // Never writable: a write there would be discarded.
+                    PageState::Dropping => !writable,
+                    PageState::Poisoned => pte.poisoned,
+                };
+                // A clean page whose slot is its swap cache must fault on its first write.
+                let cache_guarded = !(writable && matches!(engine, EnginePage::SwapCached { .. }));
+                if !agrees || !cache_guarded {
+                    problems.push(format!("page {slot}:{page} is {state:?} / {engine:?} with {pte:?}"));
+                }
+                if pte.mapped && pte.version != region.oracle[page] && !region.lost[page] {
+                    problems.push(format!(
+                        "page {slot}:{page} holds v{}, last written v{}",
+                        pte.version, region.oracle[page]
+                    ));
+                }
+            }
+            for problem in problems.into_iter().take(4) {
+                self.violation(problem);
+            }
+        }
+    }
+
+    /// Threads asleep in the kernel far longer than any access takes: nothing will wake
+    /// them (a hang). Each is reported once, and stops.
+    pub fn check_hangs(&mut self) {
+        for index in 0..self.apps.len() {
+            let app = &self.apps[index];
+            if let AppPhase::Blocked { slot, page, write } = app.phase {
+                if self.step - app.started_step > ACCESS_STEPS_MAX {
+                    if std::env::var_os("ZNSWAP_PAGER_TRACE").is_some() {
+                        eprintln!("{}", self.describe());
+                    }
+                    self.violation(format!("thread {index} asleep on {slot}:{page} (write {write}) and never woken"));
+                    self.regions[slot].as_mut().expect("busy regions stay").busy -= 1;
+                    self.apps[index].phase = AppPhase::Finished;
+                }
+            }
+        }
+    }
+
+    /// What every actor is doing, for a hang's report.
+    pub fn describe(&self) -> String {
+        let task = |task: &FaultTask| {
+            let phase = match &task.phase {
+                FaultPhase::Call => "call".to_string(),
+                FaultPhase::Read { .. } => "read".to_string(),
+                FaultPhase::ReadDone { .. } => "read done".to_string(),
+                FaultPhase::Paused(waiting) => format!("paused {waiting:?}"),
+                FaultPhase::WaitRoom(waiting, epoch) => format!("waiting for room {waiting:?} epoch {epoch}"),
+                FaultPhase::Discard(phase) => format!("discard {phase:?}"),
+            };
+            format!("fault at {:#x} {:?}: {phase}", task.fault.address(), task.fault.kind())
+        };
+        let mut lines = vec![format!(
+            "step {} resident {} budget {} slack {} evictor work {:?} events {} room epoch {} mappings readers {}",
+            self.step,
+            self.core.stats().resident_pages,
+            self.scenario.budget_pages,
+            self.scenario.slack_pages,
+            self.core.evictor_work(),
+            self.events.len(),
+            self.room_epoch,
+            self.mappings_readers
+        )];
+        lines.push(format!("core {:?}", self.core.stats()));
+        lines.push(format!("engine {:?}", self.core.engine().swap_inf()));
+        lines.push(format!("engine stats {:?}", self.core.engine().stats()));
+        for handler in &self.handlers {
+            lines.push(format!("handler: {}", handler.task.as_deref().map_or("idle".to_string(), task)));
+        }
+        for app in &self.apps {
+            if let AppPhase::Faulting { task: fault, .. } = &app.phase {
+                lines.push(format!("app: {}", task(fault)));
+            }
+        }
+        for evictor in self.evictors.iter().flatten() {
+            let phase = match &evictor.phase {
+                EvictorPhase::Check => "check".to_string(),
+                EvictorPhase::Sleeping(waiting) => format!("sleeping {waiting:?} woken {}", evictor.woken),
+                EvictorPhase::Discard(phase) => format!("discard {phase:?}"),
+                EvictorPhase::Protect { .. } => "protect".to_string(),
+                EvictorPhase::ZeroCheck { .. } => "zero check".to_string(),
+                EvictorPhase::HandOver { .. } => "hand over".to_string(),
+                EvictorPhase::Paused(waiting) => format!("paused {waiting:?}"),
+            };
+            lines.push(format!("evictor: {phase}"));
+        }
+        for io in self.ios.iter().flatten() {
+            let phase = match &io.phase {
+                IoPhase::Next => "next",
+                IoPhase::Sleeping(_) => "sleeping",
+                IoPhase::Device { .. } => "device",
+                IoPhase::Complete { .. } => "complete",
+            };
+            lines.push(format!("io: {phase}"));
+        }
+        lines.join("\n")
+    }
+
+    /// Threads still asleep in the kernel, or faults still waiting, once all else is
+    /// done: hangs.
+    pub fn stuck(&self) -> Vec<String> {
+        let mut stuck = Vec::new();
+        for (index, app) in self.apps.iter().enumerate() {
+            match &app.phase {
+                AppPhase::Finished => {}
+                AppPhase::Blocked { slot, page, .. } => stuck.push(format!("thread {index} asleep on {slot}:{page}")),
+                _ => stuck.push(format!("thread {index} not finished")),
+            }
+        }
+        stuck
+    }
+}
+
+struct ProtectRangeModel {
+    start: u64,
+    end: u64,
+}

@@ -1,0 +1,89 @@
+//! What the core asks the shell to do with memory, and the wake-ups it owes.
+//!
+//! Actions come out of calls made under the pager's lock and are carried out, in order,
+//! before the lock is released: a page the core calls mapped must be mapped by the time
+//! anyone else can look. None of them touches region memory from user space (the
+//! kernel copies into it), which keeps self-paging sound (crate docs).
+
+/// One memory operation, by its userfaultfd name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// `UFFDIO_COPY` of `pages` pages to `address`, write-protected or not; wakes the
+    /// threads faulting there.
+    Copy { address: u64, pages: u32, from: CopyFrom, write_protect: bool },
+    /// `UFFDIO_ZEROPAGE`: the shared zero page, read-only (a write takes a copy-on-write
+    /// fault in the kernel, not ours).
+    ZeroPage { address: u64 },
+    /// `UFFDIO_WRITEPROTECT` off for `pages` pages from `address`; wakes threads blocked
+    /// on them.
+    Unprotect { address: u64, pages: u64 },
+    /// `UFFDIO_POISON`: the page's only copy is gone; a touch raises SIGBUS.
+    Poison { address: u64 },
+    /// `UFFDIO_WAKE`: what is mapped already resolves the fault.
+    Wake { address: u64 },
+}
+
+/// Where the bytes of a `Copy` come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CopyFrom {
+    /// Page `page` of the buffer the fault's read filled (0: the faulting page, then
+    /// the pages read ahead).
+    ReadBuffer { page: u32 },
+    /// Zeroes (private zeroed pages, writable at once).
+    Zeros,
+}
+
+/// Actions of one call, in a buffer sized once: a bound exceeded is a bug, not a reason
+/// to allocate on the fault path.
+pub struct Actions {
+    list: Vec<Action>,
+}
+
+impl Actions {
+    /// Room for what one fault can ask: a copy per page read ahead, a few unprotect runs.
+    pub const FAULT_MAX: usize = 48;
+
+    pub fn with_capacity(capacity: usize) -> Actions {
+        Actions { list: Vec::with_capacity(capacity) }
+    }
+
+    pub(crate) fn push(&mut self, action: Action) {
+        assert!(self.list.len() < self.list.capacity(), "more actions than the buffer was sized for: {action:?}");
+        self.list.push(action);
+    }
+
+    pub fn as_slice(&self) -> &[Action] {
+        &self.list
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+
+    pub fn clear(&mut self) {
+        self.list.clear();
+    }
+
+    /// The actions, leaving the buffer empty (and its capacity in place).
+    pub fn drain(&mut self) -> std::vec::Drain<'_, Action> {
+        self.list.drain(..)
+    }
+}
+
+/// Threads the shell must wake after a call: someone changed, under the lock, what
+/// they wait for.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Wakeups {
+    /// Sleeping evictors: pages to evict or to discard.
+    pub evictors: bool,
+    /// A sleeping I/O thread: requests queued.
+    pub io: bool,
+    /// Faults waiting for room under the budget.
+    pub room: bool,
+}
+
+impl Wakeups {
+    pub fn any(self) -> bool {
+        self.evictors || self.io || self.room
+    }
+}

@@ -1,0 +1,500 @@
+//! Eviction: the CLOCK sweep, the hand-over to the engine, swap-out completions and
+//! discards.
+
+use znswap_core::{Event, PageState as EnginePage, SwapOutError, SwapOutOutcome};
+
+use crate::action::{Action, Actions};
+use crate::fault::Pause;
+use crate::{Dropping, OutPage, PageState, PagerCore, PAGE_BYTES};
+
+/// Largest eviction round, in batches (see `evict_hand_over`).
+pub const ROUND_BATCHES_MAX: usize = 4;
+
+/// The pause after a round that found nothing to evict: every candidate was referenced
+/// or in flight, so faults and the I/O thread should move on before the next sweep.
+const NOTHING_PICKED_PAUSE_US: u32 = 200;
+
+/// What an evictor should do next.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EvictorWork {
+    /// Nothing: call `evictor_sleeps` and wait for `Wakeups::evictors`.
+    Sleep,
+    /// Written-out pages await their discard: those leave the resident set without I/O.
+    Discard,
+    /// The resident set, less what is on its way out, is over the low watermark.
+    Evict,
+}
+
+/// Pages write-protected with one ioctl (one TLB flush, one IPI to the faulting CPUs):
+/// `start..end`, and whether the shell managed it.
+#[derive(Clone, Copy, Debug)]
+pub struct ProtectRange {
+    pub start: u64,
+    pub end: u64,
+    pub protected: bool,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Victim {
+    owner: u32,
+    page: u64,
+    address: u64,
+    generation: u64,
+    /// Its out handle (taken from `out_free` when picked).
+    handle: u64,
+    /// The range that covers it.
+    range: u32,
+    /// All zeroes once protected.
+    zero: bool,
+}
+
+/// One evictor's round: the victims picked and the ranges to write-protect outside the
+/// lock. Allocated once per evictor thread (`PagerCore::evict_round`).
+pub struct EvictRound {
+    /// Names this round's victims (`PageState::Evicting`).
+    id: u8,
+    /// Victims the next round takes: a batch, or up to `ROUND_BATCHES_MAX` batches while
+    /// rounds find contiguous pages and nothing is swapped in.
+    wanted: usize,
+    /// `swap_in_reads` when the last round ended.
+    reads_seen: u64,
+    victims: Vec<Victim>,
+    ranges: Vec<ProtectRange>,
+}
+
+impl EvictRound {
+    /// The ranges to write-protect, each to be marked `protected` if the ioctl worked
+    /// (it fails only if the region went away: its victims are then let go).
+    pub fn ranges_mut(&mut self) -> &mut [ProtectRange] {
+        &mut self.ranges
+    }
+
+    pub fn ranges(&self) -> &[ProtectRange] {
+        &self.ranges
+    }
+
+    /// The address of victim `index` if it is to be looked at (its range protected): an
+    /// all-zero victim needs no write. Reading it is the shell's, outside the state lock.
+    pub fn victim_to_check(&self, index: usize) -> Option<u64> {
+        let victim = &self.victims[index];
+        self.ranges[victim.range as usize].protected.then_some(victim.address)
+    }
+
+    pub fn set_zero(&mut self, victim: usize, zero: bool) {
+        self.victims[victim].zero = zero;
+    }
+
+    pub fn victims(&self) -> usize {
+        self.victims.len()
+    }
+}
+
+/// An address range laid out as `struct iovec`, so the shell can hand a batch of them to
+/// `process_madvise` as they are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(C)]
+pub struct AddressRange {
+    pub start: usize,
+    pub len: usize,
+}
+
+/// Pages taken for a discard, and their ranges (sorted, merged). Allocated once per
+/// discarding thread (`PagerCore::discard_batch`).
+pub struct DiscardBatch {
+    dropping: Vec<Dropping>,
+    addresses: Vec<u64>,
+    ranges: Vec<AddressRange>,
+}
+
+impl DiscardBatch {
+    /// What to discard (`MADV_DONTNEED`): pages of regions still mapped; pages of freed
+    /// regions are skipped, their mappings gone.
+    pub fn ranges(&self) -> &[AddressRange] {
+        &self.ranges
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.dropping.is_empty()
+    }
+}
+
+impl PagerCore {
+    /// Whether an evictor has pages to evict: the resident set, less what is already on
+    /// its way out, is above the low watermark (a batch below the budget), and an out
+    /// handle is free. Eviction starts below the budget, as kswapd works between
+    /// watermarks, so a fault finds a free page instead of waiting for a write-out; and
+    /// it evicts whole batches: evicting one page per fault made every append a single
+    /// 4 KiB write (measured: 10k writes/s of 4 KiB, each a device doorbell the faulting
+    /// reads queue behind).
+    ///
+    /// Not while swap is full: every dirty victim would be refused, and the evictor would
+    /// spin picking them again (it looks again on its timeout, once frees made room).
+    fn eviction_wanted(&self) -> bool {
+        let low_watermark = self.config.budget_pages - self.config.evict_batch_pages as u64;
+        let leaving = self.writing_pages + self.to_drop.len() as u64 + self.discarding_pages;
+        self.stats.resident_pages.saturating_sub(leaving) > low_watermark
+            && !self.out_free.is_empty()
+            && !self.engine.swap_full()
+    }
+
+    /// Whether a fault waiting for room would wait forever: swap is full, and no page is
+    /// on its way out (a swap-out, a discard, a round that may drop zero pages).
+    pub(crate) fn no_room_can_come(&self) -> bool {
+        self.engine.swap_full()
+            && self.writing_pages == 0
+            && self.to_drop.is_empty()
+            && self.discarding_pages == 0
+            && self.out_evicting == 0
+    }
+
+    /// Owed to sleeping evictors whenever the resident set, the pages in flight or the
+    /// free out handles change.
+    pub(crate) fn wake_evictor(&mut self) {
+        if self.evictors_asleep && self.eviction_wanted() {
+            self.evictors_asleep = false;
+            self.wakeups.evictors = true;
+        }
+    }
+
+    /// One round is in flight at a time: a victim stays its round's, mapped, from its pick
+    /// to its hand-over. With two rounds, a victim taken back by a write could be picked,
+    /// written out and discarded by the other round while the first still meant to read
+    /// it for its zero check (found by the pager DST), a fault inside the evictor. A
+    /// second evictor still discards beside a round.
+    pub fn evictor_work(&self) -> EvictorWork {
+        if !self.to_drop.is_empty() {
+            EvictorWork::Discard
+        } else if self.eviction_wanted() && !self.round_in_flight {
+            EvictorWork::Evict
+        } else {
+            EvictorWork::Sleep
+        }
+    }
+
+    /// An evictor is about to wait: whoever gives it work under the lock wakes it.
+    pub fn evictor_sleeps(&mut self) {
+        self.evictors_asleep = true;
+    }
+
+    /// The I/O thread is about to wait: an eviction that queues appends wakes it.
+    pub fn io_sleeps(&mut self) {
+        self.io_asleep = true;
+    }
+
+    /// Actions one hand-over can leave: an unprotect per victim of the largest round.
+    pub fn hand_over_actions_max(&self) -> usize {
+        ROUND_BATCHES_MAX * self.config.evict_batch_pages
+    }
+
+    /// A round's buffers, sized for the largest round: one per evictor thread.
+    pub fn evict_round(&mut self) -> EvictRound {
+        let batch = self.config.evict_batch_pages;
+        assert!(self.rounds < u8::MAX, "at most 255 evictors");
+        self.rounds += 1;
+        EvictRound {
+            id: self.rounds,
+            wanted: batch,
+            reads_seen: self.stats.swap_in_reads,
+            victims: Vec::with_capacity(ROUND_BATCHES_MAX * batch),
+            // A range per victim at most, and per region swept (twice at most) for sampling.
+            ranges: Vec::with_capacity(ROUND_BATCHES_MAX * batch + 2 * self.config.regions_max as usize + 2),
+        }
+    }
+
+    /// CLOCK over the address space: the hand sweeps the regions' pages in address
+    /// order, clears reference bits and picks unreferenced resident pages (each with an
+    /// out handle). The pages to write-protect go into the round's ranges: consecutive
+    /// victims with only non-resident pages between them share a range, and one ioctl
+    /// covers it (write-protecting an empty PTE does nothing), so one TLB flush serves
+    /// many victims even under random access. With reference sampling, the pages whose
+    /// bit is cleared are write-protected too (a range then spans the whole sweep of a
+    /// region), so their next write faults and sets the bit again.
+    ///
+    /// Then, outside the lock, the shell protects the ranges and looks for all-zero
+    /// victims, and calls `evict_hand_over`. Returns a pause for after the hand-over when
+    /// nothing was picked.
+    pub fn evict_pick(&mut self, round: &mut EvictRound) -> Option<Pause> {
+        assert!(!self.round_in_flight, "an eviction round picked while another is in flight");
+        round.victims.clear();
+        round.ranges.clear();
+        let wanted = round.wanted.min(self.out_free.len());
+        // Two sweeps at most: the first may only clear reference bits.
+        let limit: u64 = 2 * self.regions.iter().filter(|r| r.live).map(|r| r.pages).sum::<u64>();
+        let (mut owner, mut page) = self.hand;
+        let mut scanned = 0;
+        // Whether the last range may grow.
+        let mut open = false;
+        let sampling = self.config.reference_sampling;
+        while round.victims.len() < wanted && scanned < limit {
+            if owner as usize >= self.regions.len() {
+                owner = 0;
+            }
+            let region = &self.regions[owner as usize];
+            if !region.live || page >= region.pages {
+                owner += 1;
+                page = 0;
+                open = false;
+                continue;
+            }
+            scanned += 1;
+            let address = region.base + page * PAGE_BYTES as u64;
+            let generation = region.generation;
+            match self.state(owner, page) {
+                // Already write-protected: a sampling range may run over it.
+                PageState::Evicting { .. } | PageState::Writing => open &= sampling,
+                PageState::Referenced => {
+                    self.set_state(owner, page, PageState::Resident);
+                    if sampling {
+                        protect_page(&mut round.ranges, &mut open, address);
+                    } else {
+                        open = false;
+                    }
+                }
+                PageState::Resident => {
+                    self.set_state(owner, page, PageState::Evicting { by: round.id });
+                    protect_page(&mut round.ranges, &mut open, address);
+                    let handle = self.out_free.pop().expect("no more victims than free handles");
+                    self.out_evicting += 1;
+                    round.victims.push(Victim {
+                        owner,
+                        page,
+                        address,
+                        generation,
+                        handle,
+                        range: round.ranges.len() as u32 - 1,
+                        zero: false,
+                    });
+                }
+                // A lost page's marker may have been mapped over by the program (a
+                // handler of the SIGBUS): no range spans it, or its ioctl would fail.
+                PageState::Poisoned => open = false,
+                PageState::Unmapped | PageState::Dropping => {}
+            }
+            page += 1;
+        }
+        self.hand = (owner, page);
+        // With nothing to protect there is no hand-over: the round ends here.
+        self.round_in_flight = !round.ranges.is_empty();
+        round.victims.is_empty().then_some(Pause::Micros(NOTHING_PICKED_PAUSE_US))
+    }
+
+    /// Hands the victims not written since their pick to the engine (the I/O thread's
+    /// appends then read them where they are); keeps the others. Also sizes the next
+    /// round: up to `ROUND_BATCHES_MAX` batches while victims are contiguous and nothing
+    /// is swapped in (sequential eviction alone), where a larger round costs no more
+    /// write-protect ioctls and makes appends larger (measured on anon-w-seq: 256-page
+    /// rounds and appends swapped out 10-25 % faster than 64-page ones). Otherwise rounds
+    /// stay at one batch: larger appends delayed the swap-in reads queued behind them
+    /// (fault p99 +15 %), and each round holds the state lock for its hand-over.
+    pub fn evict_hand_over(&mut self, round: &mut EvictRound, now: u64, actions: &mut Actions) {
+        assert!(self.round_in_flight, "a hand-over without a round in flight");
+        self.round_in_flight = false;
+        for index in 0..round.victims.len() {
+            let Victim { owner, page, address, generation, handle, range, zero } = round.victims[index];
+            self.out_evicting -= 1;
+            if !self.same_region(owner, generation) {
+                self.out_free.push(handle);
+                continue;
+            }
+            let protected = round.ranges[range as usize].protected;
+            // Written (and unprotected by its fault) since it was picked, perhaps picked
+            // again by another round since; or (never for a live region) not protected:
+            // keep it.
+            let written = self.state(owner, page) != PageState::Evicting { by: round.id };
+            if written || !protected {
+                self.out_free.push(handle);
+                if written {
+                    self.stats.evictions_raced += 1;
+                } else {
+                    self.set_state(owner, page, PageState::Resident);
+                    self.unprotect_if_dirty(owner, page, actions);
+                }
+                continue;
+            }
+            if zero {
+                self.out_free.push(handle);
+                self.engine.free(owner, page..page + 1, now).expect("freeing a zero page");
+                self.stats.swap_outs_zero += 1;
+                self.drop_page(owner, page);
+                continue;
+            }
+            self.out_pages[handle as usize] = OutPage { owner, generation, address };
+            match self.engine.swap_out(owner, page, handle, now) {
+                Ok(_) => {
+                    self.set_state(owner, page, PageState::Writing);
+                    self.writing_pages += 1;
+                }
+                Err(SwapOutError::Backpressure) => {
+                    self.stats.backpressure += 1;
+                    self.out_free.push(handle);
+                    self.set_state(owner, page, PageState::Resident);
+                    self.unprotect_if_dirty(owner, page, actions);
+                }
+                Err(error) => panic!("swap-out of resident page {owner}:{page}: {error}"),
+            }
+        }
+        self.after_engine();
+        if self.io_asleep {
+            self.io_asleep = false;
+            self.wakeups.io = true;
+        }
+        if round.victims.is_empty() {
+            return;
+        }
+        let first = round.victims[0];
+        let last = round.victims[round.victims.len() - 1];
+        // (The hand may have wrapped around: then they are not contiguous.)
+        let contiguous =
+            first.owner == last.owner && last.page.checked_sub(first.page) == Some(round.victims.len() as u64 - 1);
+        let reads = self.stats.swap_in_reads;
+        let no_reads = reads == round.reads_seen;
+        round.reads_seen = reads;
+        let batch = self.config.evict_batch_pages;
+        round.wanted = if contiguous && no_reads && round.victims.len() == round.wanted {
+            (2 * round.wanted).min(ROUND_BATCHES_MAX * batch)
+        } else {
+            batch
+        };
+    }
+
+    /// A page kept resident after its eviction failed loses the protection again if it
+    /// is dirty; a clean swap-cached one keeps it (its first write must reach the engine).
+    fn unprotect_if_dirty(&mut self, owner: u32, page: u64, actions: &mut Actions) {
+        let clean = matches!(self.engine.page_state(owner, page), Ok(EnginePage::SwapCached { .. }));
+        if !clean {
+            actions.push(Action::Unprotect { address: self.page_address(owner, page), pages: 1 });
+        }
+    }
+
+    /// No longer resident for the pager, but mapped until a discard; faults on it wait
+    /// for that.
+    fn drop_page(&mut self, owner: u32, page: u64) {
+        self.set_state(owner, page, PageState::Dropping);
+        let generation = self.regions[owner as usize].generation;
+        self.to_drop.push(Dropping { owner, page, generation });
+    }
+
+    /// Takes in the engine's events after every engine input: swap-out completions move
+    /// their pages on, losses are counted. Then wakes whoever the changes concern: an
+    /// evictor for pages to discard or to evict, and faults waiting for room (the first
+    /// of them or an evictor to take the pages discards them).
+    pub(crate) fn after_engine(&mut self) {
+        while let Some(event) = self.engine.poll_event() {
+            match event {
+                Event::SwapOutDone { owner, page, buf, outcome, .. } => self.swap_out_done(owner, page, buf, outcome),
+                Event::Lost { .. } => self.stats.lost_pages += 1,
+                Event::Remapped { .. } | Event::RecordRejected { .. } | Event::ZoneRetired { .. } => {}
+            }
+        }
+        if !self.to_drop.is_empty() {
+            self.wakeups.room = true;
+            if self.evictors_asleep {
+                self.evictors_asleep = false;
+                self.wakeups.evictors = true;
+            }
+        }
+        self.wake_evictor();
+    }
+
+    /// One per swap-out the engine took (a freed page's too, at its append's completion):
+    /// no append reads the page any more, so its handle is free.
+    fn swap_out_done(&mut self, owner: u32, page: u64, handle: u64, outcome: SwapOutOutcome) {
+        self.out_free.push(handle);
+        self.writing_pages -= 1;
+        // The region it was taken from, not a later one under the same owner id (whose
+        // page of that index may have a swap-out of its own).
+        let generation = self.out_pages[handle as usize].generation;
+        if !self.same_region(owner, generation) {
+            return;
+        }
+        assert_eq!(self.state(owner, page), PageState::Writing, "{owner}:{page} completed a swap-out it was not in");
+        match outcome {
+            SwapOutOutcome::Swapped { .. } => self.drop_page(owner, page),
+            SwapOutOutcome::AbortedDirty => {
+                // Written during its append: the write fault lifted the protection.
+                self.stats.swap_outs_aborted_dirty += 1;
+                self.set_state(owner, page, PageState::Referenced);
+            }
+            // The append failed: kept, still write-protected, as a sampled page is (its
+            // next write faults and lifts the protection; failures are rare).
+            SwapOutOutcome::Failed => self.set_state(owner, page, PageState::Resident),
+            SwapOutOutcome::Dropped => panic!("{owner}:{page}: a live region's swap-out dropped"),
+        }
+    }
+
+    /// Buffers for one discarding thread.
+    pub fn discard_batch(&self) -> DiscardBatch {
+        let pages = self.out_handles();
+        DiscardBatch {
+            dropping: Vec::with_capacity(pages),
+            addresses: Vec::with_capacity(pages),
+            ranges: Vec::with_capacity(pages),
+        }
+    }
+
+    /// Takes the pages awaiting their discard; the shell discards `batch.ranges()`
+    /// outside the state lock (`MADV_DONTNEED`, about 0.35 µs a page and a TLB flush per
+    /// batch, which faults used to wait behind) while holding `mappings`, then calls
+    /// `discard_done`. False when there was nothing to take.
+    pub fn discard_take(&mut self, batch: &mut DiscardBatch) -> bool {
+        assert!(batch.dropping.is_empty(), "a discard batch taken twice");
+        if self.to_drop.is_empty() {
+            return false;
+        }
+        std::mem::swap(&mut self.to_drop, &mut batch.dropping);
+        self.discarding_pages += batch.dropping.len() as u64;
+        batch.addresses.clear();
+        for dropping in &batch.dropping {
+            if self.same_region(dropping.owner, dropping.generation) {
+                batch.addresses.push(self.page_address(dropping.owner, dropping.page));
+            }
+        }
+        batch.addresses.sort_unstable();
+        batch.ranges.clear();
+        let mut index = 0;
+        while index < batch.addresses.len() {
+            let start = batch.addresses[index];
+            let mut end = start + PAGE_BYTES as u64;
+            index += 1;
+            while index < batch.addresses.len() && batch.addresses[index] == end {
+                end += PAGE_BYTES as u64;
+                index += 1;
+            }
+            batch.ranges.push(AddressRange { start: start as usize, len: (end - start) as usize });
+        }
+        true
+    }
+
+    /// The batch is discarded: its pages are unmapped, and leave the resident set.
+    /// Returns how many pages it held.
+    pub fn discard_done(&mut self, batch: &mut DiscardBatch) -> usize {
+        for index in 0..batch.dropping.len() {
+            let Dropping { owner, page, generation } = batch.dropping[index];
+            if self.same_region(owner, generation) {
+                self.set_state(owner, page, PageState::Unmapped);
+            }
+        }
+        // Every dropped page was still counted resident, a freed region's too
+        // (`region_remove` subtracts only resident pages).
+        let pages = batch.dropping.len();
+        self.stats.resident_pages -= pages as u64;
+        self.discarding_pages -= pages as u64;
+        self.stats.pages_discarded += pages as u64;
+        batch.dropping.clear();
+        self.wakeups.room = true;
+        self.wake_evictor();
+        pages
+    }
+}
+
+/// Adds the page at `address` to the open range, or opens a new one.
+fn protect_page(ranges: &mut Vec<ProtectRange>, open: &mut bool, address: u64) {
+    let end = address + PAGE_BYTES as u64;
+    match ranges.last_mut() {
+        Some(range) if *open => range.end = end,
+        _ => {
+            ranges.push(ProtectRange { start: address, end, protected: false });
+            *open = true;
+        }
+    }
+}

@@ -1,0 +1,522 @@
+//! Faults: a missing page swapped in or zero-filled, a write to a write-protected page
+//! (the swap cache, a victim on its way out, or reference sampling).
+
+use znswap_core::{EngineError, IoError, IoId, PageState as EnginePage, ReadOutcome, SwapIn};
+
+use crate::action::{Action, Actions, CopyFrom};
+use crate::{Notice, PageState, PagerCore, PAGE_BYTES, READAHEAD_PAGES_MAX};
+
+/// Never-written pages mapped with a fault that continues a sequential run, beyond the
+/// faulting page: they cost no I/O (zero fill), and one fault, one lock hold and one
+/// `UFFDIO_COPY` then serve many first touches (a first-touch fault costs about 6 µs
+/// here, the kernel's own about 1 µs). 63 swapped out 5-16 % faster than 31 on a
+/// sequential pass (3 alternating rounds); 127 was slower than 63 in each round (the
+/// fault holds the state lock while it maps them, and the evictor waits).
+pub const ZERO_FILL_AROUND_PAGES: u64 = 63;
+
+/// Reference sampling tracks references per granule of this many pages: a write fault
+/// on a sampled page marks its whole granule referenced and unprotects it, so a run of
+/// hot pages costs one sampling fault per sweep instead of one per page (a write-protect
+/// fault costs 6-10 µs here: the signal, and a TLB flush on the other CPU).
+const SAMPLING_GRANULE_PAGES: u64 = 16;
+
+/// Failed reads of one page before it is given up as lost: an injected or transient
+/// error is retried, a slot that never reads back must not hang the faulting thread.
+const READ_ATTEMPTS_MAX: u32 = 8;
+
+/// How the fault reached the pager.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FaultKind {
+    /// A userfaultfd missing-page event (handler threads): nothing is mapped there.
+    Missing { write: bool },
+    /// A userfaultfd write-protect event: a write to a write-protected page.
+    WriteProtect,
+    /// SIGBUS in the faulting thread (self-paging): a missing page, or a write to a
+    /// write-protected one; the page's state tells which.
+    Sigbus { write: bool },
+}
+
+/// A pause the shell takes before calling [`PagerCore::fault`] again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pause {
+    /// Call again at once: the state changed (a failed read, to be retried).
+    None,
+    /// Give the CPU up once: a discard of the page is under way.
+    Yield,
+    /// Sleep this long: another thread's read of the page, or the engine's backpressure,
+    /// which completions clear.
+    Micros(u32),
+}
+
+/// What to do next with a fault.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FaultStep {
+    /// Not a page of this pager (self-paging: hand the signal on).
+    NotOurs,
+    /// Resolved: the actions are carried out, the access may retry.
+    Done,
+    /// Call `fault` again after the pause.
+    Again(Pause),
+    /// The resident set is at the budget plus slack: make room, then call `fault` again.
+    /// With `discard`, written-out pages await their discard: do it here (direct
+    /// reclaim: `discard_take`, `MADV_DONTNEED`, `discard_done`) if no other thread is;
+    /// else wait for `Wakeups::room` (or a short timeout).
+    WaitRoom { discard: bool },
+    /// Read `pages` slots of `zone` from `slot` into the fault's buffer, outside the
+    /// lock (the faulting page first, then the pages read ahead), then call
+    /// [`PagerCore::fault_read_done`].
+    Read { zone: u32, slot: u32, pages: u32 },
+}
+
+/// One fault, from its first call to `Done`: the shell keeps it across the calls.
+#[derive(Clone, Copy, Debug)]
+pub struct Fault {
+    address: u64,
+    kind: FaultKind,
+    /// Pages beyond the faulting one that the shell's buffer can take (0: no read-ahead
+    /// buffer free now). Set by the shell before each call.
+    pub readahead_room: u32,
+    counted: bool,
+    read_failures: u32,
+    progress: Progress,
+}
+
+// Inline, not boxed: a fault is resolved in a signal handler, with no allocation.
+#[allow(clippy::large_enum_variant)]
+#[derive(Clone, Copy, Debug)]
+enum Progress {
+    New,
+    /// Its place in the region's run of faults is noted.
+    Started {
+        owner: u32,
+        generation: u64,
+        sequential: bool,
+    },
+    Reading(Reading),
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Reading {
+    owner: u32,
+    page: u64,
+    generation: u64,
+    sequential: bool,
+    write: bool,
+    io: IoId,
+    /// Pages read ahead after the faulting one, and their reads.
+    ahead: u32,
+    ahead_pages: [(u64, IoId); READAHEAD_PAGES_MAX as usize],
+}
+
+impl Fault {
+    /// A fault at `address` (any byte of the page).
+    pub fn new(address: u64, kind: FaultKind) -> Fault {
+        Fault {
+            address: address & !(PAGE_BYTES as u64 - 1),
+            kind,
+            readahead_room: 0,
+            counted: false,
+            read_failures: 0,
+            progress: Progress::New,
+        }
+    }
+
+    /// The faulting page's address.
+    pub fn address(&self) -> u64 {
+        self.address
+    }
+
+    pub fn kind(&self) -> FaultKind {
+        self.kind
+    }
+}
+
+impl PagerCore {
+    /// Decides what a fault does. Call again as the answer says until `Done` or
+    /// `NotOurs`; carry out `actions` before releasing the lock each time.
+    pub fn fault(&mut self, fault: &mut Fault, now: u64, actions: &mut Actions) -> FaultStep {
+        assert!(!matches!(fault.progress, Progress::Reading(_)), "a fault with a read outstanding called again");
+        let address = fault.address;
+        let Some((owner, page)) = self.locate(address) else {
+            return match fault.kind {
+                FaultKind::Sigbus { .. } => FaultStep::NotOurs,
+                // A region freed while its event waited: let the thread retry (and find
+                // no mapping there).
+                _ => {
+                    actions.push(Action::Wake { address });
+                    FaultStep::Done
+                }
+            };
+        };
+        if let Progress::Started { owner: started, generation, .. } = fault.progress {
+            if started != owner || generation != self.regions[owner as usize].generation {
+                // Another region at the same address since the last call.
+                fault.progress = Progress::New;
+            }
+        }
+        let state = self.state(owner, page);
+        if state == PageState::Poisoned && matches!(fault.kind, FaultKind::Sigbus { .. }) {
+            // The touch of a lost page: the poison raised this SIGBUS, not userfaultfd
+            // (on kernels without memory-failure handling it arrives as BUS_ADRERR, like
+            // a userfault). Hand it on: the program hears of the loss.
+            return FaultStep::NotOurs;
+        }
+        let write_protect = match fault.kind {
+            FaultKind::WriteProtect => true,
+            FaultKind::Missing { .. } => false,
+            // A resident page raises SIGBUS only when written while write-protected.
+            FaultKind::Sigbus { .. } => state.is_resident(),
+        };
+        if write_protect {
+            self.write_fault(owner, page, now, actions);
+            return FaultStep::Done;
+        }
+        self.missing_fault(fault, owner, page, now, actions)
+    }
+
+    /// A write to a write-protected page: the engine learns the page is dirty (a
+    /// swap-cached slot goes stale, a swap-out in flight aborts), and the protection is
+    /// lifted at once, so the writer never waits for the device.
+    fn write_fault(&mut self, owner: u32, page: u64, now: u64, actions: &mut Actions) {
+        self.stats.write_protect_faults += 1;
+        let address = self.page_address(owner, page);
+        let state = self.state(owner, page);
+        if !state.is_resident() {
+            // Dropped after its swap-out completed: the writer retries, faults the page
+            // back in and writes to it then.
+            actions.push(Action::Wake { address });
+            return;
+        }
+        self.engine.dirtied(owner, page, now).expect("dirtied on a registered page");
+        match state {
+            // A victim written before its hand-over stays (`evict_hand_over` sees it).
+            PageState::Resident | PageState::Evicting { .. } => self.set_state(owner, page, PageState::Referenced),
+            // Its swap-out aborts at completion (Appendix A).
+            PageState::Writing | PageState::Referenced => {}
+            _ => unreachable!("resident states"),
+        }
+        if self.config.reference_sampling {
+            self.lift_sampling_protection(owner, page, actions);
+        } else {
+            actions.push(Action::Unprotect { address, pages: 1 });
+        }
+    }
+
+    /// A write fault under reference sampling: marks the faulting page's granule
+    /// referenced and lifts the protection of its pages that were write-protected only to
+    /// sample (dirty, resident, not on their way out), with the faulting page's. Pages
+    /// that must stay protected (clean ones whose slot is their swap cache, victims being
+    /// written) keep it and their bit.
+    ///
+    /// One ioctl per run, and a run spans unmapped pages: each ioctl flushes the TLB of
+    /// every CPU the process runs on (an IPI, costly in a VM), and under random access the
+    /// granule's resident pages are scattered. Spanning is safe because, under the lock,
+    /// an unmapped page has no PTE (every install takes the lock), so lifting protection
+    /// there changes nothing.
+    fn lift_sampling_protection(&mut self, owner: u32, page: u64, actions: &mut Actions) {
+        let region_pages = self.regions[owner as usize].pages;
+        let first = page - page % SAMPLING_GRANULE_PAGES;
+        let end = (first + SAMPLING_GRANULE_PAGES).min(region_pages);
+        // The run being built: its first and last liftable page.
+        let mut run: Option<(u64, u64)> = None;
+        for next in first..=end {
+            let state = if next < end { self.state(owner, next) } else { PageState::Unmapped };
+            let liftable = next < end
+                && (next == page
+                    || matches!(state, PageState::Resident | PageState::Referenced)
+                        && self.engine.page_state(owner, next) == Ok(EnginePage::Resident));
+            let unmapped = next < end && state == PageState::Unmapped;
+            if liftable {
+                if state == PageState::Resident {
+                    self.set_state(owner, next, PageState::Referenced);
+                }
+                run = Some((run.map_or(next, |(start, _)| start), next));
+            } else if !unmapped {
+                if let Some((start, last)) = run.take() {
+                    let address = self.page_address(owner, start);
+                    actions.push(Action::Unprotect { address, pages: last + 1 - start });
+                }
+            }
+        }
+    }
+
+    /// A missing page: zero-fill or swap in. For a write fault the page is about to be
+    /// dirtied, so it is installed writable and the engine told at once (one fault
+    /// instead of a missing fault followed by a write-protect fault).
+    fn missing_fault(
+        &mut self,
+        fault: &mut Fault,
+        owner: u32,
+        page: u64,
+        now: u64,
+        actions: &mut Actions,
+    ) -> FaultStep {
+        let address = fault.address;
+        let write = matches!(fault.kind, FaultKind::Missing { write: true } | FaultKind::Sigbus { write: true });
+        if !fault.counted {
+            fault.counted = true;
+            self.stats.missing_faults += 1;
+        }
+        match self.state(owner, page) {
+            // Its discard is under way: swap it in once that is done.
+            PageState::Dropping => return FaultStep::Again(Pause::Yield),
+            // Another thread resolved it meanwhile (or the device lost it: the retried
+            // access meets the poison).
+            PageState::Resident
+            | PageState::Referenced
+            | PageState::Evicting { .. }
+            | PageState::Writing
+            | PageState::Poisoned => {
+                actions.push(Action::Wake { address });
+                return FaultStep::Done;
+            }
+            PageState::Unmapped => {}
+        }
+        // Faults beyond the budget wait for room (a bounded resident set), unless no room
+        // can come: swap is full and nothing is on its way out. Then the resident set
+        // grows past the budget, counted and said once, rather than hang the program.
+        if self.stats.resident_pages >= self.config.budget_pages + self.config.slack_pages && !self.shut_down {
+            if !self.no_room_can_come() {
+                self.wake_evictor();
+                return FaultStep::WaitRoom { discard: !self.to_drop.is_empty() };
+            }
+            self.stats.budget_overruns += 1;
+            if !self.swap_full_said {
+                self.swap_full_said = true;
+                self.notice = Some(Notice::SwapFull);
+            }
+        }
+        let sequential = match fault.progress {
+            Progress::Started { sequential, .. } => sequential,
+            _ => {
+                let region = &mut self.regions[owner as usize];
+                region.sequential_faults = if region.last_fault.wrapping_add(1) == page {
+                    region.sequential_faults.saturating_add(1)
+                } else {
+                    0
+                };
+                region.last_fault = page;
+                let sequential = region.sequential_faults > 0;
+                fault.progress = Progress::Started { owner, generation: region.generation, sequential };
+                sequential
+            }
+        };
+        let answer = match self.engine.swap_in(owner, page, now) {
+            Ok(answer) => answer,
+            // The I/O table is full: completions make room.
+            Err(EngineError::Backpressure) => return FaultStep::Again(Pause::Micros(100)),
+            Err(error) => panic!("swap-in of {owner}:{page}: {error}"),
+        };
+        match answer {
+            SwapIn::Resident => {
+                // The engine holds data the pager thinks it dropped: zero-filling would
+                // hand back wrong data, so stop loudly instead.
+                panic!("page {owner}:{page} faulted while the engine says it is resident");
+            }
+            SwapIn::Zero => {
+                self.stats.zero_fills += 1;
+                let around = if sequential { self.plan_zero_fill(owner, page, now) } else { 0 };
+                if write || around > 0 {
+                    // A zero page mapped for a write would take a second (copy-on-write)
+                    // fault at once: install private zeroed pages instead.
+                    let pages = 1 + around as u32;
+                    actions.push(Action::Copy { address, pages, from: CopyFrom::Zeros, write_protect: false });
+                    for next in page..page + 1 + around {
+                        self.mark_resident(owner, next);
+                    }
+                    self.regions[owner as usize].last_fault = page + around;
+                } else {
+                    actions.push(Action::ZeroPage { address });
+                    self.mark_resident(owner, page);
+                }
+                FaultStep::Done
+            }
+            SwapIn::Lost => {
+                self.poison(owner, page, actions);
+                FaultStep::Done
+            }
+            // Another thread's read of it: let that one install it.
+            SwapIn::InFlight => FaultStep::Again(Pause::Micros(50)),
+            SwapIn::Read { io, zone, slot } => {
+                let mut reading = Reading {
+                    owner,
+                    page,
+                    generation: self.regions[owner as usize].generation,
+                    sequential,
+                    write,
+                    io,
+                    ahead: 0,
+                    ahead_pages: [(0, IoId(0)); READAHEAD_PAGES_MAX as usize],
+                };
+                if sequential && fault.readahead_room > 0 {
+                    reading.ahead = self.plan_readahead(&mut reading, zone, slot, fault.readahead_room, now);
+                }
+                self.stats.swap_in_reads += 1 + reading.ahead as u64;
+                fault.progress = Progress::Reading(reading);
+                FaultStep::Read { zone, slot, pages: 1 + reading.ahead }
+            }
+        }
+    }
+
+    /// The read a fault asked for is done (`result`); its buffer holds the faulting page
+    /// and the pages read ahead. Installs them, or asks for another try.
+    pub fn fault_read_done(
+        &mut self,
+        fault: &mut Fault,
+        result: Result<(), IoError>,
+        now: u64,
+        actions: &mut Actions,
+    ) -> FaultStep {
+        let Progress::Reading(reading) = fault.progress else {
+            panic!("fault_read_done without a read outstanding");
+        };
+        let Reading { owner, page, generation, sequential, write, io, ahead, .. } = reading;
+        fault.progress = Progress::Started { owner, generation, sequential };
+        let address = fault.address;
+        if result.is_err() {
+            self.stats.device_errors += 1;
+        }
+        // The region may have been freed (and its id or addresses reused) meanwhile: the
+        // engine orphaned its reads, which complete as Freed; nothing is installed.
+        let live = self.same_region(owner, generation);
+        for (index, &(ahead_page, ahead_io)) in reading.ahead_pages[..ahead as usize].iter().enumerate() {
+            let outcome = self.engine.read_done(ahead_io, result, &[], now).expect("read-ahead completion");
+            if live {
+                self.install_read_ahead(owner, ahead_page, outcome, index as u32 + 1, actions);
+            }
+        }
+        if live && ahead > 0 {
+            // The run goes on at the first page not read ahead.
+            self.regions[owner as usize].last_fault = page + ahead as u64;
+        }
+        let outcome = self.engine.read_done(io, result, &[], now).expect("swap-in read completion");
+        self.after_engine();
+        if !live {
+            actions.push(Action::Wake { address });
+            return FaultStep::Done;
+        }
+        match outcome {
+            ReadOutcome::SwappedIn { cached } => {
+                // A cached page keeps its slot: map it write-protected so the first write
+                // tells the engine the slot went stale.
+                let write_protect = cached && !write;
+                if cached && write {
+                    self.engine.dirtied(owner, page, now).expect("dirtied on a registered page");
+                }
+                actions.push(Action::Copy { address, pages: 1, from: CopyFrom::ReadBuffer { page: 0 }, write_protect });
+                self.mark_resident(owner, page);
+                FaultStep::Done
+            }
+            ReadOutcome::Failed => {
+                fault.read_failures += 1;
+                if fault.read_failures < READ_ATTEMPTS_MAX {
+                    return FaultStep::Again(Pause::None);
+                }
+                // The slot does not read back: never hand out a guess.
+                let lost = self.engine.give_up_swapped_page(owner, page, now).expect("a registered page");
+                assert!(lost, "{owner}:{page}: a failed swap-in leaves the page swapped");
+                self.after_engine();
+                self.poison(owner, page, actions);
+                FaultStep::Done
+            }
+            ReadOutcome::Lost => {
+                self.poison(owner, page, actions);
+                FaultStep::Done
+            }
+            ReadOutcome::Freed | ReadOutcome::Gc => {
+                actions.push(Action::Wake { address });
+                FaultStep::Done
+            }
+        }
+    }
+
+    /// Maps a page read ahead: write-protected while its slot stays as swap cache, so it
+    /// costs no write if it is evicted unwritten.
+    fn install_read_ahead(
+        &mut self,
+        owner: u32,
+        page: u64,
+        outcome: ReadOutcome,
+        buffer_page: u32,
+        actions: &mut Actions,
+    ) {
+        let address = self.page_address(owner, page);
+        match outcome {
+            ReadOutcome::SwappedIn { cached } => {
+                let from = CopyFrom::ReadBuffer { page: buffer_page };
+                actions.push(Action::Copy { address, pages: 1, from, write_protect: cached });
+                self.mark_resident(owner, page);
+            }
+            ReadOutcome::Lost => self.poison(owner, page, actions),
+            // A failed read leaves the page swapped: its own fault retries it.
+            ReadOutcome::Failed | ReadOutcome::Freed | ReadOutcome::Gc => {}
+        }
+    }
+
+    /// Asks the engine to swap in the never-written pages right after `page` (at most
+    /// [`ZERO_FILL_AROUND_PAGES`], within the budget's slack); returns how many.
+    fn plan_zero_fill(&mut self, owner: u32, page: u64, now: u64) -> u64 {
+        let room = (self.config.budget_pages + self.config.slack_pages)
+            .saturating_sub(self.stats.resident_pages + 1)
+            .min(ZERO_FILL_AROUND_PAGES);
+        let region_pages = self.regions[owner as usize].pages;
+        let mut count = 0;
+        while count < room {
+            let next = page + 1 + count;
+            if next >= region_pages
+                || self.state(owner, next) != PageState::Unmapped
+                || self.engine.page_state(owner, next) != Ok(EnginePage::Zero)
+            {
+                break;
+            }
+            match self.engine.swap_in(owner, next, now) {
+                Ok(SwapIn::Zero) => count += 1,
+                Ok(other) => panic!("swap-in of never-written page {owner}:{next} answered {other:?}"),
+                Err(_) => break,
+            }
+        }
+        count
+    }
+
+    /// Asks the engine to swap in the pages after the faulting one whose slots follow its
+    /// slot in `zone`, so one device read brings them all; returns how many.
+    fn plan_readahead(&mut self, reading: &mut Reading, zone: u32, slot: u32, room: u32, now: u64) -> u32 {
+        let Reading { owner, page, .. } = *reading;
+        let capacity = self.engine.config().geometry.zone_capacity_pages as u64;
+        let first = zone as u64 * capacity + slot as u64;
+        let region_pages = self.regions[owner as usize].pages;
+        let mut count = 0u32;
+        for k in 1..=(self.config.readahead_pages.min(room) as u64) {
+            let next = page + k;
+            if next >= region_pages
+                || slot as u64 + k >= capacity
+                || self.state(owner, next) != PageState::Unmapped
+                || self.engine.page_state(owner, next) != Ok(EnginePage::Swapped { slot: first + k })
+            {
+                break;
+            }
+            match self.engine.swap_in(owner, next, now) {
+                Ok(SwapIn::Read { io, zone: next_zone, slot: next_slot }) => {
+                    assert!(
+                        next_zone == zone && next_slot as u64 == slot as u64 + k,
+                        "the engine reads a swapped page from its own slot"
+                    );
+                    reading.ahead_pages[count as usize] = (next, io);
+                    count += 1;
+                }
+                Ok(other) => panic!("swap-in of swapped page {owner}:{next} answered {other:?}"),
+                Err(_) => break,
+            }
+        }
+        count
+    }
+
+    /// The device destroyed the page's only copy. Never hand back wrong data: poison it
+    /// (a touch raises SIGBUS).
+    fn poison(&mut self, owner: u32, page: u64, actions: &mut Actions) {
+        let address = self.page_address(owner, page);
+        self.set_state(owner, page, PageState::Poisoned);
+        self.stats.pages_poisoned += 1;
+        actions.push(Action::Poison { address });
+    }
+}

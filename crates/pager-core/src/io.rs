@@ -1,0 +1,150 @@
+//! The engine's I/O, as the I/O thread carries it out: swap-out appends read their pages
+//! in place, GC reads and moves use the GC move buffer, resets and finishes.
+
+use znswap_core::{Buf, IoError, IoRequest};
+
+use crate::{PagerCore, PAGE_BYTES};
+
+/// Where an append takes one page from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PageSource {
+    /// A victim page, in place in its region (mapped and write-protected while the
+    /// append reads it; the shell holds `mappings` so the region stays mapped).
+    Region { address: u64 },
+    /// Page `page` of the GC move buffer.
+    Gc { page: u32 },
+    /// The chunk footer: the bytes of `PagerCore::append_records`.
+    Footer,
+    /// Zeroes: padding, or a victim whose region was freed since (its slot ends invalid
+    /// whatever is written).
+    Zero,
+}
+
+/// One request for the I/O thread, with what it needs outside the lock. Allocated once
+/// per I/O thread (`PagerCore::io_plan`).
+pub struct IoPlan {
+    request: Option<IoRequest>,
+    sources: Vec<PageSource>,
+    gc: bool,
+}
+
+impl IoPlan {
+    pub fn request(&self) -> IoRequest {
+        self.request.expect("an I/O plan holds a request")
+    }
+
+    /// For an append: where each of its pages comes from, in slot order.
+    pub fn sources(&self) -> &[PageSource] {
+        &self.sources
+    }
+
+    /// GC work (a GC read or move, a reset), whose CPU time counts as the GC's.
+    pub fn is_gc(&self) -> bool {
+        self.gc
+    }
+}
+
+/// How a request ended, by kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IoCompletion {
+    /// The slot the append's first page landed at, in its zone.
+    Append(Result<u32, IoError>),
+    Read(Result<(), IoError>),
+    Reset(Result<(), IoError>),
+    Finish(Result<(), IoError>),
+}
+
+impl PagerCore {
+    pub fn io_plan(&self) -> IoPlan {
+        IoPlan { request: None, sources: Vec::with_capacity(self.append_pages_max), gc: false }
+    }
+
+    /// The engine's next request, after its clock advanced to `now` (the GC and the
+    /// swap-zone flush run on ticks); false when none is queued. For an append, the plan
+    /// names each page's source; the records are `append_records`.
+    pub fn io_next(&mut self, plan: &mut IoPlan, now: u64) -> bool {
+        self.engine.tick(now);
+        plan.request = None;
+        plan.sources.clear();
+        plan.gc = false;
+        let Some(request) = self.engine.poll_io() else {
+            self.after_engine();
+            return false;
+        };
+        match request {
+            IoRequest::Append { io, .. } => {
+                for append_page in self.engine.append_pages(io) {
+                    let source = match append_page.buf {
+                        Buf::Page(handle) => {
+                            let out = self.out_pages[handle as usize];
+                            if self.same_region(out.owner, out.generation) {
+                                let region = &self.regions[out.owner as usize];
+                                debug_assert_eq!(out.address, region.base + append_page.page * PAGE_BYTES as u64);
+                                PageSource::Region { address: out.address }
+                            } else {
+                                PageSource::Zero
+                            }
+                        }
+                        Buf::Gc(page) => {
+                            plan.gc = true;
+                            PageSource::Gc { page }
+                        }
+                        Buf::Footer => PageSource::Footer,
+                        Buf::Zero => PageSource::Zero,
+                    };
+                    plan.sources.push(source);
+                }
+                if !plan.gc && self.stats.first_swap_out_ns == 0 {
+                    self.stats.first_swap_out_ns = now.max(1);
+                }
+            }
+            IoRequest::Read { .. } | IoRequest::Reset { .. } => plan.gc = true,
+            IoRequest::Finish { .. } => {}
+        }
+        plan.request = Some(request);
+        true
+    }
+
+    /// An append's records: 16 bytes per page for the per-LBA metadata, or the footer
+    /// page's bytes.
+    pub fn append_records(&self, plan: &IoPlan) -> &[u8] {
+        match plan.request() {
+            IoRequest::Append { io, .. } => self.engine.append_records(io),
+            other => panic!("records of {other:?}, not an append"),
+        }
+    }
+
+    /// The request of `plan` is done. `records`: for a read, the per-LBA metadata of
+    /// each page read (when asked for) or the footer page.
+    pub fn io_done(&mut self, plan: &mut IoPlan, completion: IoCompletion, records: &[u8], now: u64) {
+        let failed = match (plan.request(), completion) {
+            (IoRequest::Append { io, pages, .. }, IoCompletion::Append(result)) => {
+                if !plan.gc {
+                    self.stats.swap_out_appends += 1;
+                    if result.is_ok() {
+                        self.stats.swap_outs_written += pages as u64;
+                    }
+                }
+                let dirtied = &self.no_dirtied[..pages as usize];
+                self.engine.append_done(io, result, dirtied, now).expect("append completion");
+                result.is_err()
+            }
+            (IoRequest::Read { io, .. }, IoCompletion::Read(result)) => {
+                self.engine.read_done(io, result, records, now).expect("read completion");
+                result.is_err()
+            }
+            (IoRequest::Reset { io, .. }, IoCompletion::Reset(result)) => {
+                self.engine.reset_done(io, result, now).expect("reset completion");
+                result.is_err()
+            }
+            (IoRequest::Finish { io, .. }, IoCompletion::Finish(result)) => {
+                self.engine.finish_done(io, result, now).expect("finish completion");
+                result.is_err()
+            }
+            (request, completion) => panic!("{completion:?} does not complete {request:?}"),
+        };
+        self.stats.device_errors += failed as u64;
+        plan.request = None;
+        self.after_engine();
+    }
+}

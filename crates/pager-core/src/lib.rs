@@ -1,0 +1,462 @@
+//! znswap's live pager as a sans-I/O state machine: every decision the pager makes
+//! (which fault does what, which pages to evict, when a page may be discarded, which
+//! thread to wake), with no threads, no system calls, no clock and no page bytes.
+//!
+//! The shell (`znswap-pager`) runs threads around one [`PagerCore`] behind a mutex and
+//! carries out what it asks; the pager DST (`znswap-dst`) drives the same core with
+//! seeded interleavings of application threads, handler threads, the evictor and the
+//! I/O thread over a model of the page tables and the device. Page states and their
+//! transitions are drawn in this crate's README.
+//!
+//! # Calling order
+//! Every call is made holding the pager's lock, with `now` in nanoseconds; the
+//! [`Action`]s a call leaves are carried out before the lock is released. Between
+//! calls, work that must not hold the lock (device I/O, write-protection of victims,
+//! reading victims, discards) runs outside it, on what the last call handed out.
+//! - **Regions**: [`PagerCore::region_add`] once the range is registered with
+//!   userfaultfd; [`PagerCore::region_remove`] before it is unregistered and unmapped.
+//! - **A fault** ([`Fault`]): [`PagerCore::fault`] until it answers `Done` or
+//!   `NotOurs`. `Again` asks for a pause, `WaitRoom` for room under the budget (a
+//!   discard, or a wait for `Wakeups::room`), `Read` for a device read outside the lock
+//!   followed by [`PagerCore::fault_read_done`].
+//! - **The evictor**: [`PagerCore::evictor_work`] says whether to discard, evict or
+//!   sleep. Discard: [`PagerCore::discard_take`], `MADV_DONTNEED` of the batch's ranges
+//!   outside the lock, [`PagerCore::discard_done`]. Evict: [`PagerCore::evict_pick`],
+//!   then outside the lock write-protect the round's ranges and look for all-zero
+//!   victims, then [`PagerCore::evict_hand_over`].
+//! - **The I/O thread**: [`PagerCore::io_next`] gives the engine's next request with
+//!   the source of every page an append writes; the shell runs it outside the lock and
+//!   reports it with [`PagerCore::io_done`].
+//! - After every call: [`PagerCore::take_wakeups`].
+//!
+//! # Locks, and the rule self-paging rests on
+//! The shell's locks are taken in this order: a fault's discard scratch, then
+//! `mappings` (shared while anyone reads or discards region pages outside the state
+//! lock, exclusive while a region is unmapped), then the state lock (this core). Buffer
+//! locks (read-ahead) are only ever tried, never waited for.
+//!
+//! In self-paging mode a fault is resolved in the faulting thread's SIGBUS handler,
+//! which takes the state lock. That is sound only because **no pager code touches
+//! region memory while holding the state lock**: the interrupted thread can never hold
+//! it. The core never touches memory at all; its actions go through the kernel
+//! (`UFFDIO_*`), which reports a missing page as an error rather than faulting, and the
+//! shell checks the rule where it can (a thread-local flag asserted by the code that
+//! reads region memory and by the SIGBUS handler).
+
+// `is_multiple_of` is newer than the workspace's rust-version.
+#![allow(clippy::manual_is_multiple_of)]
+#![forbid(unsafe_code)]
+
+mod action;
+mod evict;
+mod fault;
+mod io;
+mod page;
+mod region;
+
+pub use action::{Action, Actions, CopyFrom, Wakeups};
+pub use evict::{AddressRange, DiscardBatch, EvictRound, EvictorWork, ProtectRange};
+pub use fault::{Fault, FaultKind, FaultStep, Pause, ZERO_FILL_AROUND_PAGES};
+pub use io::{IoCompletion, IoPlan, PageSource};
+pub use page::PageState;
+
+use serde::Serialize;
+use znswap_core::{Config, ConfigError, Engine, Geometry, OwnerError, PolicyKind, RecordEncoding};
+
+use region::Region;
+
+/// Bytes in a page, and in a swap slot: the one definition the pager and its core use.
+pub const PAGE_BYTES: usize = znswap_core::config::PAGE_BYTES as usize;
+/// Largest read-ahead window, in pages.
+pub const READAHEAD_PAGES_MAX: u32 = 32;
+
+/// What the core is told at start-up.
+#[derive(Clone, Debug)]
+pub struct CoreConfig {
+    /// Resident pages the pager aims to keep regions within.
+    pub budget_pages: u64,
+    /// Pages faults may install above the budget before they wait for room (pages on
+    /// their way out count as resident, so this also bounds the swap-out in flight).
+    pub slack_pages: u64,
+    /// Victims per eviction round (up to 4 rounds' worth while victims are sequential).
+    pub evict_batch_pages: usize,
+    /// Reference bits from write faults too: the CLOCK hand write-protects the pages
+    /// whose bit it clears (see `PagerConfig::reference_sampling` in the shell).
+    pub reference_sampling: bool,
+    /// Pages read ahead along sequential runs of faults, at most
+    /// [`READAHEAD_PAGES_MAX`].
+    pub readahead_pages: u32,
+    pub regions_max: u32,
+    pub tenants: u32,
+    pub policy: PolicyKind,
+}
+
+/// Why the core cannot start, or cannot take a region. Typed: the shell wraps it.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CoreError {
+    #[error("the budget ({budget_pages} pages) must hold at least {min_pages} pages (two eviction batches)")]
+    BudgetTooSmall { budget_pages: u64, min_pages: u64 },
+    #[error("the engine refused the device geometry: {0}")]
+    Config(#[from] ConfigError),
+    #[error("too many regions alive ({max}, the pager's `regions_max`); free one or raise it")]
+    TooManyRegions { max: u32 },
+    #[error("the engine refused the region: {0}")]
+    Owner(#[from] OwnerError),
+}
+
+/// Something the user should hear about, once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Notice {
+    /// Swap is full: the working set does not fit the budget plus the device, and the
+    /// resident set grows past the budget.
+    SwapFull,
+}
+
+impl std::fmt::Display for Notice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Notice::SwapFull => write!(
+                f,
+                "the swap device is full (nothing left for the GC to reclaim): the working set does not fit the \
+                 memory budget plus the device, so the resident set now grows past the budget; use a larger \
+                 device or a larger budget"
+            ),
+        }
+    }
+}
+
+/// What the core counts. Times are the shell's to measure.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct CoreStats {
+    pub missing_faults: u64,
+    pub write_protect_faults: u64,
+    pub zero_fills: u64,
+    /// Pages read from the device for faults (read-ahead pages included).
+    pub swap_in_reads: u64,
+    /// Pages written to the device by swap-out appends that succeeded.
+    pub swap_outs_written: u64,
+    pub swap_outs_zero: u64,
+    pub swap_outs_aborted_dirty: u64,
+    pub swap_out_appends: u64,
+    pub backpressure: u64,
+    /// Faults served beyond the budget because swap was full and no room could come.
+    pub budget_overruns: u64,
+    /// Victims written (or unprotected) between their pick and their hand-over: kept.
+    pub evictions_raced: u64,
+    /// Pages whose only copy the device lost (the engine's `Event::Lost`).
+    pub lost_pages: u64,
+    /// Faults answered with a poison marker.
+    pub pages_poisoned: u64,
+    /// Failed device commands: appends, reads, resets, finishes.
+    pub device_errors: u64,
+    pub pages_discarded: u64,
+    pub resident_pages: u64,
+    pub resident_pages_max: u64,
+    /// When the first swap-out append was handed out (0: none yet), in the shell's
+    /// nanoseconds.
+    pub first_swap_out_ns: u64,
+}
+
+/// A page on its way to the device: the append reads it at `address` if its region
+/// (`owner`, `generation`) is still the one mapped there.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct OutPage {
+    owner: u32,
+    generation: u64,
+    address: u64,
+}
+
+/// A page awaiting its discard.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Dropping {
+    owner: u32,
+    page: u64,
+    /// The region's generation when the page was dropped: a region freed meanwhile has
+    /// no mapping left to discard (and its addresses may belong to a new region).
+    generation: u64,
+}
+
+/// The pager's state machine. See the crate docs for the calling order.
+pub struct PagerCore {
+    engine: Engine,
+    config: CoreConfig,
+    regions: Vec<Region>,
+    /// Regions ever added (the last one's generation).
+    generations: u64,
+    /// The CLOCK hand: the next (owner, page) the eviction sweep looks at.
+    hand: (u32, u64),
+    /// Free handles of `out_pages`. A victim takes one when picked; it comes back with
+    /// the page's `SwapOutDone`, or when the page stays resident. So it bounds the pages
+    /// between pick and completion.
+    out_free: Vec<u64>,
+    out_pages: Vec<OutPage>,
+    /// Handles held by victims between their pick and their hand-over.
+    out_evicting: u64,
+    /// Pages swapped out (or zero) awaiting their discard; still counted resident.
+    to_drop: Vec<Dropping>,
+    /// Dropped pages taken by a discard not yet done; still counted resident.
+    discarding_pages: u64,
+    /// Pages handed to the engine and not yet completed: resident, but on their way out,
+    /// so the evictor does not count them as pressure.
+    writing_pages: u64,
+    evictors_asleep: bool,
+    io_asleep: bool,
+    /// Eviction rounds handed out (`evict_round`): each names its victims.
+    rounds: u8,
+    /// A round is between its pick and its hand-over.
+    round_in_flight: bool,
+    /// The evictors are gone: faults no longer wait for room.
+    shut_down: bool,
+    /// A notice for the user, taken by `take_notice`.
+    notice: Option<Notice>,
+    /// The current episode of full swap has been said (cleared once swap has room).
+    swap_full_said: bool,
+    wakeups: Wakeups,
+    stats: CoreStats,
+    /// Largest append the engine emits, in pages.
+    append_pages_max: usize,
+    /// `append_done`'s dirtied flags: the pager reports writes during write-out through
+    /// `Engine::dirtied`, so no append ever carries a dirtied page of its own.
+    no_dirtied: Vec<bool>,
+}
+
+impl PagerCore {
+    /// A core for a device of `geometry` (in pages). `chunk_footer`: the device cannot
+    /// carry a 16-byte record per page, so records go in a footer page per chunk.
+    pub fn new(geometry: Geometry, chunk_footer: bool, config: CoreConfig) -> Result<PagerCore, CoreError> {
+        let min_pages = 2 * config.evict_batch_pages as u64;
+        if config.budget_pages < min_pages {
+            return Err(CoreError::BudgetTooSmall { budget_pages: config.budget_pages, min_pages });
+        }
+        let mut engine_config = Config::new(geometry);
+        if chunk_footer {
+            engine_config.record_encoding = Some(RecordEncoding::ChunkFooter);
+        }
+        engine_config.owners_max = config.regions_max;
+        engine_config.tenants_max = config.tenants.max(1);
+        // A small device cannot keep as many zones open as it allows and still hold the
+        // GC's empty-zone watermarks: open fewer (always within the device's limits).
+        while let Err(error) = engine_config.derive() {
+            let g = &mut engine_config.geometry;
+            let limit = match (g.max_open_zones, g.max_active_zones) {
+                (0, 0) => engine_config.swap_zones_default,
+                (0, a) | (a, 0) => a,
+                (o, a) => o.min(a),
+            };
+            if limit <= 3 {
+                return Err(CoreError::Config(error));
+            }
+            g.max_open_zones = limit - 1;
+            g.max_active_zones = limit - 1;
+        }
+        let engine = Engine::new(engine_config, config.policy.build(config.tenants.max(1)))?;
+        let append_pages_max = engine.derived().append_pages_max as usize;
+        let out_count = config.evict_batch_pages * evict::ROUND_BATCHES_MAX + append_pages_max;
+        let mut config = config;
+        config.readahead_pages = config.readahead_pages.min(READAHEAD_PAGES_MAX);
+        Ok(PagerCore {
+            engine,
+            regions: Vec::with_capacity(config.regions_max as usize),
+            generations: 0,
+            hand: (0, 0),
+            out_free: (0..out_count as u64).rev().collect(),
+            out_pages: vec![OutPage { owner: 0, generation: 0, address: 0 }; out_count],
+            out_evicting: 0,
+            to_drop: Vec::with_capacity(out_count),
+            discarding_pages: 0,
+            writing_pages: 0,
+            evictors_asleep: false,
+            io_asleep: false,
+            rounds: 0,
+            round_in_flight: false,
+            shut_down: false,
+            notice: None,
+            swap_full_said: false,
+            wakeups: Wakeups::default(),
+            stats: CoreStats::default(),
+            append_pages_max,
+            no_dirtied: vec![false; append_pages_max],
+            config,
+        })
+    }
+
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    pub fn config(&self) -> &CoreConfig {
+        &self.config
+    }
+
+    pub fn stats(&self) -> CoreStats {
+        self.stats
+    }
+
+    /// Out handles: the most pages between their pick and their swap-out's completion
+    /// (discard batches need room for as many).
+    pub fn out_handles(&self) -> usize {
+        self.out_pages.len()
+    }
+
+    /// Largest append the engine emits, in pages.
+    pub fn append_pages_max(&self) -> usize {
+        self.append_pages_max
+    }
+
+    /// The pager is stopping (its evictors exit): a fault that still comes (a region
+    /// kept past the pager) is served beyond the budget rather than left waiting.
+    pub fn shut_down(&mut self) {
+        self.shut_down = true;
+        self.wakeups = Wakeups { evictors: true, io: true, room: true };
+    }
+
+    /// A notice owed to the user since the last call, once.
+    pub fn take_notice(&mut self) -> Option<Notice> {
+        if self.swap_full_said && !self.engine.swap_full() {
+            // Room again: a later episode is said again.
+            self.swap_full_said = false;
+        }
+        self.notice.take()
+    }
+
+    /// The wake-ups owed since the last call.
+    pub fn take_wakeups(&mut self) -> Wakeups {
+        std::mem::take(&mut self.wakeups)
+    }
+
+    // ------------------------------------------------------------------ regions
+
+    /// Takes a region of `pages` pages mapped at `base` (registered with userfaultfd,
+    /// nothing mapped yet); returns its owner id. A freed region's id is reused once the
+    /// engine lets it go (no swap-out, swap-in read or GC move in flight names it).
+    pub fn region_add(&mut self, base: u64, pages: u64, tenant: u32) -> Result<u32, CoreError> {
+        assert!(base % PAGE_BYTES as u64 == 0 && pages > 0);
+        let reusable = (0..self.regions.len())
+            .find(|&index| !self.regions[index].live && self.engine.unregister_owner(index as u32).unwrap_or(false));
+        let owner = match reusable {
+            Some(index) => index as u32,
+            None if (self.regions.len() as u32) < self.engine.config().owners_max => self.regions.len() as u32,
+            None => return Err(CoreError::TooManyRegions { max: self.engine.config().owners_max }),
+        };
+        self.engine.register_owner(owner, pages, tenant)?;
+        self.generations += 1;
+        let region = Region::new(self.generations, base, pages);
+        if owner as usize == self.regions.len() {
+            self.regions.push(region);
+        } else {
+            self.regions[owner as usize] = region;
+        }
+        Ok(owner)
+    }
+
+    /// Forgets a region before it is unmapped: its slots are freed at once; its pages on
+    /// their way out or awaiting a discard are let go as their I/O completes.
+    pub fn region_remove(&mut self, owner: u32, now: u64) {
+        let region = &mut self.regions[owner as usize];
+        assert!(region.live, "region {owner} removed twice");
+        let pages = region.pages;
+        // Pages awaiting their discard stay counted until the discard (which skips them).
+        let resident = region.states.iter().filter(|state| state.is_resident()).count() as u64;
+        region.live = false;
+        region.states = Vec::new();
+        self.engine.free(owner, 0..pages, now).expect("freeing a registered region");
+        self.stats.resident_pages -= resident;
+        self.after_engine();
+        self.wakeups.room = true;
+    }
+
+    /// The region page at `address`, if any.
+    pub fn locate(&self, address: u64) -> Option<(u32, u64)> {
+        self.regions.iter().enumerate().find_map(|(owner, region)| {
+            (region.live && address >= region.base && address < region.end())
+                .then(|| (owner as u32, (address - region.base) / PAGE_BYTES as u64))
+        })
+    }
+
+    /// The state of a live region's page.
+    pub fn page_state(&self, owner: u32, page: u64) -> Option<PageState> {
+        let region = self.regions.get(owner as usize).filter(|region| region.live)?;
+        region.states.get(page as usize).copied()
+    }
+
+    fn page_address(&self, owner: u32, page: u64) -> u64 {
+        self.regions[owner as usize].base + page * PAGE_BYTES as u64
+    }
+
+    /// Moves a page to `to`, checking the move is one the pager makes.
+    fn set_state(&mut self, owner: u32, page: u64, to: PageState) {
+        let state = &mut self.regions[owner as usize].states[page as usize];
+        assert!(*state == to || state.may_become(to), "page {owner}:{page}: {state:?} -> {to:?} is not a transition");
+        *state = to;
+    }
+
+    fn state(&self, owner: u32, page: u64) -> PageState {
+        self.regions[owner as usize].states[page as usize]
+    }
+
+    fn same_region(&self, owner: u32, generation: u64) -> bool {
+        self.regions.get(owner as usize).is_some_and(|region| region.live && region.generation == generation)
+    }
+
+    /// An unmapped page was installed: counted resident and referenced.
+    fn mark_resident(&mut self, owner: u32, page: u64) {
+        self.set_state(owner, page, PageState::Referenced);
+        self.stats.resident_pages += 1;
+        self.stats.resident_pages_max = self.stats.resident_pages_max.max(self.stats.resident_pages);
+        self.wake_evictor();
+    }
+
+    // --------------------------------------------------------------- invariants
+
+    /// Checks the page states against each other, the counters and the engine
+    /// (expensive: simulation and tests only). Panics naming what broke.
+    pub fn check_invariants(&self) {
+        use znswap_core::PageState as Engine;
+        let mut resident = 0u64;
+        let mut writing = 0u64;
+        for (owner, region) in self.regions.iter().enumerate() {
+            if !region.live {
+                continue;
+            }
+            for (page, &state) in region.states.iter().enumerate() {
+                let engine = self.engine.page_state(owner as u32, page as u64).expect("a live region's page");
+                let agrees = match state {
+                    PageState::Unmapped => {
+                        matches!(
+                            engine,
+                            Engine::Zero | Engine::Swapped { .. } | Engine::SwapInFlight { .. } | Engine::Lost
+                        )
+                    }
+                    PageState::Resident | PageState::Referenced | PageState::Evicting { .. } => {
+                        matches!(engine, Engine::Resident | Engine::SwapCached { .. })
+                    }
+                    PageState::Writing => matches!(engine, Engine::SwapOutInFlight { .. }),
+                    // Swapped (perhaps moved by the GC, or its zone lost), or a zero entry.
+                    PageState::Dropping => matches!(engine, Engine::Zero | Engine::Swapped { .. } | Engine::Lost),
+                    PageState::Poisoned => engine == Engine::Lost,
+                };
+                assert!(agrees, "page {owner}:{page} is {state:?} for the pager but {engine:?} for the engine");
+                resident += state.is_resident() as u64;
+                writing += (state == PageState::Writing) as u64;
+            }
+        }
+        let dropping = self.to_drop.len() as u64 + self.discarding_pages;
+        assert_eq!(
+            self.stats.resident_pages,
+            resident + dropping,
+            "resident count against the resident pages and those awaiting a discard"
+        );
+        // Freed regions' swap-outs still count until they complete.
+        assert!(
+            self.writing_pages >= writing,
+            "{} writing pages counted, {writing} in live regions",
+            self.writing_pages
+        );
+        assert_eq!(
+            self.out_free.len() as u64 + self.out_evicting + self.writing_pages,
+            self.out_pages.len() as u64,
+            "out handles: free + held by victims + in flight"
+        );
+    }
+}

@@ -1,0 +1,111 @@
+//! A page's state as the pager sees it: whether it is mapped, and what the pager is
+//! doing with it. What is on the device (never written, swapped, swap-cached, lost) is
+//! the engine's `znswap_core::PageState`; a page's whole state is the pair, drawn in
+//! the crate's README.
+
+use serde::Serialize;
+
+/// The pager's state of one region page. One byte per page, as a PTE is per page.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+pub enum PageState {
+    /// No page table entry: never written, swapped out, or freed (the engine says
+    /// which). The next access faults.
+    Unmapped,
+    /// Mapped; its reference bit clear (the CLOCK hand passed it, or it was kept after
+    /// a failed eviction). Write-protected when clean (swap cache) or sampled.
+    Resident,
+    /// Mapped, referenced since the hand last passed.
+    Referenced,
+    /// Picked by evictor round `by`, being write-protected, not yet handed to the
+    /// engine. A write meanwhile takes it back (`Referenced`). The round is named: with
+    /// two evictors, a page taken back from one round may be picked by the other before
+    /// the first hands over, and the first must not mistake it for its own victim (found
+    /// by the pager DST: the first round's zero check, taken before the write, dropped
+    /// the page as all zero).
+    Evicting { by: u8 },
+    /// Handed to the engine: an append carrying it is queued or in flight; mapped and
+    /// write-protected, so a write faults and aborts the swap-out (Appendix A).
+    Writing,
+    /// Written out (or all zero): no longer the pager's, but still mapped,
+    /// write-protected, until a discard (`MADV_DONTNEED`) outside the lock. A fault on
+    /// it waits for the discard.
+    Dropping,
+    /// The device lost its only copy: a poison marker, so a touch raises SIGBUS.
+    Poisoned,
+}
+
+impl PageState {
+    /// Counted in the resident set and owned by the pager (`Dropping` pages are counted
+    /// too until discarded, but belong to the device already).
+    pub fn is_resident(self) -> bool {
+        matches!(self, PageState::Resident | PageState::Referenced | PageState::Evicting { .. } | PageState::Writing)
+    }
+
+    /// Whether the pager moves a page from `self` to `to`. Every change of a page's
+    /// state is checked against this list (`PagerCore::set_state`); staying in a state
+    /// is not a transition.
+    pub fn may_become(self, to: PageState) -> bool {
+        use PageState::*;
+        matches!(
+            (self, to),
+            // A fault installs it: swap-in, zero fill, read-ahead.
+            (Unmapped, Referenced)
+            // Its only copy is gone.
+            | (Unmapped, Poisoned)
+            // A write fault on it, or on a sampled page of its granule.
+            | (Resident, Referenced)
+            // The CLOCK hand cleared its bit.
+            | (Referenced, Resident)
+            // Picked as a victim.
+            | (Resident, Evicting { .. })
+            // Written while being protected: kept, referenced.
+            | (Evicting { .. }, Referenced)
+            // Not protected (its region went away) or refused (backpressure): kept.
+            | (Evicting { .. }, Resident)
+            // Handed to the engine.
+            | (Evicting { .. }, Writing)
+            // All zero: no write, a zero entry again.
+            | (Evicting { .. }, Dropping)
+            // Written during its append: the swap-out aborted.
+            | (Writing, Referenced)
+            // The append failed: kept.
+            | (Writing, Resident)
+            // Written out (or its clean slot kept: the swap cache).
+            | (Writing, Dropping)
+            // Discarded.
+            | (Dropping, Unmapped)
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::PageState::{self, *};
+
+    const ALL: [PageState; 8] =
+        [Unmapped, Resident, Referenced, Evicting { by: 0 }, Evicting { by: 1 }, Writing, Dropping, Poisoned];
+
+    #[test]
+    fn every_state_is_reachable_and_every_mapped_state_leaves() {
+        for state in ALL {
+            if state != Unmapped {
+                assert!(ALL.iter().any(|from| from.may_become(state)), "{state:?} cannot be reached");
+            }
+            if state != Poisoned {
+                assert!(ALL.iter().any(|to| state.may_become(*to)), "{state:?} is a dead end");
+            }
+            assert!(!state.may_become(state), "{state:?} -> itself is not a transition");
+            if let Evicting { by } = state {
+                assert!(!state.may_become(Evicting { by: by + 1 }), "one round's victim is never another's");
+            }
+        }
+        // A page reaches the device only through Writing, and leaves memory only through
+        // Dropping: nothing jumps from a mapped state straight to Unmapped.
+        for from in ALL {
+            if from.may_become(Unmapped) {
+                assert_eq!(from, Dropping);
+            }
+        }
+        assert!(!Poisoned.may_become(Referenced), "a lost page is never mapped with data again");
+    }
+}

@@ -1,0 +1,34 @@
+//! The region table: the pager's page table of each region it manages.
+
+use crate::{PageState, PAGE_BYTES};
+
+pub(crate) struct Region {
+    /// Distinguishes this region from a later one reusing its owner id (and perhaps its
+    /// addresses) while work on it runs outside the lock.
+    pub generation: u64,
+    pub base: u64,
+    pub pages: u64,
+    pub states: Vec<PageState>,
+    pub live: bool,
+    /// The page of the last missing fault, and how many faults in a row followed it.
+    pub last_fault: u64,
+    pub sequential_faults: u32,
+}
+
+impl Region {
+    pub fn new(generation: u64, base: u64, pages: u64) -> Region {
+        Region {
+            generation,
+            base,
+            pages,
+            states: vec![PageState::Unmapped; pages as usize],
+            live: true,
+            last_fault: u64::MAX,
+            sequential_faults: 0,
+        }
+    }
+
+    pub fn end(&self) -> u64 {
+        self.base + self.pages * PAGE_BYTES as u64
+    }
+}
