@@ -323,6 +323,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
             }
             let device: std::sync::Arc<dyn znswap_zoned::ZonedDevice> =
                 device_path::open(args.device.as_deref())?.into();
+            let device_name = args.device.unwrap_or_else(device_path::default_path);
+            swap_bench::reset_earlier_run(&*device, &device_name.display().to_string())?;
             let bench = swap_bench::run(device, &options)?;
             if args.json {
                 println!("{}", serde_json::to_string_pretty(&bench)?);

@@ -22,7 +22,9 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 use serde::Serialize;
 use znswap_pager::{FaultMode, Pager, PagerConfig, PAGE_BYTES};
 use znswap_workload::{Generator, Workload};
-use znswap_zoned::{format_size, AlignedBuf, FaultSpec, FaultyDevice, InjectedFaults, ZoneError, ZonedDevice};
+use znswap_zoned::{
+    format_size, AlignedBuf, FaultSpec, FaultyDevice, InjectedFaults, ZoneCondition, ZoneError, ZonedDevice,
+};
 
 use crate::stats::{Latency, Table};
 
@@ -839,6 +841,25 @@ pub fn run_kernel(options: &SwapBenchOptions) -> Result<KernelSwapBench> {
         pages_verified: results.iter().map(|r| r.verified).sum(),
         corrupted: results.iter().map(|r| r.corrupted).sum(),
     })
+}
+
+/// A device whose zones an earlier run left written (one killed before it could reset
+/// them: a device file keeps each zone's condition and write pointer, and zones that
+/// were open come back Closed) is reset before anything is measured on it, saying so:
+/// the bench destroys the device's data anyway, but not silently.
+pub fn reset_earlier_run(device: &dyn ZonedDevice, name: &str) -> Result<()> {
+    let zones = device.report_zones().with_context(|| format!("reading the zones of {name}"))?;
+    let written = zones
+        .iter()
+        .filter(|zone| {
+            !matches!(zone.condition, ZoneCondition::Empty | ZoneCondition::Offline | ZoneCondition::ReadOnly)
+        })
+        .count();
+    if written == 0 {
+        return Ok(());
+    }
+    eprintln!("znswap: {name} holds zones written by an earlier run ({written} not empty); resetting them");
+    device.reset_all().with_context(|| format!("resetting the zones of {name}"))
 }
 
 /// Lost pages as the bench sees them: a SIGBUS handler that survives them.
