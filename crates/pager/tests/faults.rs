@@ -215,9 +215,10 @@ impl Rng {
     }
 }
 
-fn geometry() -> Geometry {
-    // 48 zones of 1 MiB, 8 open: 12 K slots for a 4 K-page working set.
-    Geometry::from_bytes(4096, 16, 48, 1 << 20, 1 << 20, 8, 8, 4096).unwrap()
+/// Zones of 1 MiB (256 slots), 8 open: 48 of them hold a 4 K-page working set three
+/// times over; with 24 the GC must move pages and reset zones while faults go on.
+fn geometry(zones: u32) -> Geometry {
+    Geometry::from_bytes(4096, 16, zones, 1 << 20, 1 << 20, 8, 8, 4096).unwrap()
 }
 
 const REGION_PAGES: u64 = 4096;
@@ -237,14 +238,14 @@ struct Outcome {
 /// Two threads, each on every other page of a region four times the budget: every page
 /// written once, then random accesses (a third of them writes) with every read checked,
 /// then every page checked. A page found lost is never checked again.
-fn run(name: &str, fault_mode: FaultMode, spec: &str, file_device: bool, seed: u64) -> Outcome {
+fn run(name: &str, fault_mode: FaultMode, spec: &str, file_device: bool, zones: u32, seed: u64) -> Outcome {
     lost::install();
     let _watchdog = Watchdog::arm(name, Duration::from_secs(60));
     let dir = tempfile::tempdir().unwrap();
     let inner: Arc<dyn ZonedDevice> = if file_device {
-        Arc::new(FileDevice::create(dir.path().join("d.zns"), geometry(), CreateOptions::default()).unwrap())
+        Arc::new(FileDevice::create(dir.path().join("d.zns"), geometry(zones), CreateOptions::default()).unwrap())
     } else {
-        Arc::new(MemDevice::new(geometry()).unwrap())
+        Arc::new(MemDevice::new(geometry(zones)).unwrap())
     };
     let spec: FaultSpec = format!("{spec},seed={seed}").parse().unwrap();
     let device = Arc::new(FaultyDevice::new(inner, spec));
@@ -376,7 +377,7 @@ fn assert_sound(name: &str, outcome: &Outcome) {
 }
 
 fn read_errors(name: &str, fault_mode: FaultMode) {
-    let outcome = run(name, fault_mode, "read=0.05", false, 1);
+    let outcome = run(name, fault_mode, "read=0.05", false, 48, 1);
     assert_sound(name, &outcome);
     assert!(outcome.injected.read_errors > 100, "{name}: {:?}", outcome.injected);
     assert!(outcome.stats.device_errors > 0, "{name}: {:?}", outcome.stats);
@@ -386,9 +387,10 @@ fn read_errors(name: &str, fault_mode: FaultMode) {
 in_both_modes!(read_errors: read_errors_are_retried_with_handler_threads, read_errors_are_retried_when_self_paging);
 
 fn append_errors(name: &str, fault_mode: FaultMode) {
-    let outcome = run(name, fault_mode, "append=0.1,reset=0.1", false, 2);
+    let outcome = run(name, fault_mode, "append=0.1,reset=0.1", false, 24, 2);
     assert_sound(name, &outcome);
     assert!(outcome.injected.append_errors > 5, "{name}: {:?}", outcome.injected);
+    assert!(outcome.stats.gc_runs > 0 && outcome.injected.reset_errors > 0, "{name}: {:?}", outcome.injected);
     assert!(outcome.stats.device_errors > 0, "{name}: {:?}", outcome.stats);
     assert_eq!(outcome.lost_observed, 0, "{name}: a failed append keeps its pages resident");
 }
@@ -396,7 +398,7 @@ fn append_errors(name: &str, fault_mode: FaultMode) {
 in_both_modes!(append_errors: failed_appends_and_resets_lose_nothing_with_handler_threads, failed_appends_and_resets_lose_nothing_when_self_paging);
 
 fn slow_completions(name: &str, fault_mode: FaultMode) {
-    let outcome = run(name, fault_mode, "slow=0.05,slow-us=400", false, 3);
+    let outcome = run(name, fault_mode, "slow=0.05,slow-us=400", false, 48, 3);
     assert_sound(name, &outcome);
     assert!(outcome.injected.slow_completions > 100, "{name}: {:?}", outcome.injected);
     assert_eq!((outcome.stats.device_errors, outcome.lost_observed), (0, 0), "{name}: slow is not failed");
@@ -405,7 +407,7 @@ fn slow_completions(name: &str, fault_mode: FaultMode) {
 in_both_modes!(slow_completions: slow_completions_with_handler_threads, slow_completions_when_self_paging);
 
 fn offline_zones(name: &str, fault_mode: FaultMode) {
-    let outcome = run(name, fault_mode, "offline=2,offline-after=3000", false, 4);
+    let outcome = run(name, fault_mode, "offline=2,offline-after=3000", false, 48, 4);
     assert_sound(name, &outcome);
     assert_eq!(outcome.injected.zones_offline, 2, "{name}: {:?}", outcome.injected);
     assert!(outcome.lost_observed > 0, "{name}: two zones with data went offline and nothing was lost");
@@ -416,7 +418,7 @@ in_both_modes!(offline_zones: offline_zones_lose_pages_that_are_reported_with_ha
 
 fn everything_at_once(name: &str, fault_mode: FaultMode) {
     let spec = "read=0.01,append=0.02,reset=0.05,slow=0.01,slow-us=300,offline=2,offline-after=5000";
-    let outcome = run(name, fault_mode, spec, true, 5);
+    let outcome = run(name, fault_mode, spec, true, 32, 5);
     assert_sound(name, &outcome);
     let injected = &outcome.injected;
     assert!(
@@ -437,7 +439,7 @@ fn a_lost_page_kills(test_name: &str, fault_mode: FaultMode) {
     const CHILD: &str = "ZNSWAP_LOST_PAGE_CHILD";
     if std::env::var_os(CHILD).is_some() {
         report_and_die::install();
-        let inner: Arc<dyn ZonedDevice> = Arc::new(MemDevice::new(geometry()).unwrap());
+        let inner: Arc<dyn ZonedDevice> = Arc::new(MemDevice::new(geometry(48)).unwrap());
         let device = Arc::new(FaultyDevice::new(inner, FaultSpec::default()));
         let config = PagerConfig { fault_mode, ..PagerConfig::new(BUDGET_PAGES * PAGE_BYTES as u64) };
         let pager = Pager::new(device.clone(), config).unwrap();
