@@ -4,6 +4,12 @@
 //!
 //! Each page holds a pattern derived from its number and a version the bench keeps, so a
 //! read of stale, foreign or zeroed data is counted as corrupted.
+//!
+//! With `--inject-faults` the pager runs over a [`FaultyDevice`]: failed commands, zones
+//! going offline, slow completions. A page whose only copy is lost comes back poisoned,
+//! and touching it raises SIGBUS; [`lost_pages`] catches that, records the page and lets
+//! the bench go on. A lost page is never verified again: losses are expected, a page read
+//! back wrong never is.
 
 use std::io::IsTerminal;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
@@ -16,7 +22,9 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 use serde::Serialize;
 use znswap_pager::{FaultMode, Pager, PagerConfig, PAGE_BYTES};
 use znswap_workload::{Generator, Workload};
-use znswap_zoned::{format_size, AlignedBuf, ZoneError, ZonedDevice};
+use znswap_zoned::{
+    format_size, AlignedBuf, FaultSpec, FaultyDevice, InjectedFaults, ZoneCondition, ZoneError, ZonedDevice,
+};
 
 use crate::stats::{Latency, Table};
 
@@ -43,6 +51,8 @@ pub struct SwapBenchOptions {
     pub ceiling_seconds: f64,
     /// Write every page once before the clock starts (see [`warms_up`]).
     pub warm_up: bool,
+    /// Faults injected into the pager's device commands (not the ceilings' measurements).
+    pub inject_faults: Option<FaultSpec>,
     pub json: bool,
 }
 
@@ -117,7 +127,15 @@ pub struct SwapBench {
     pub budget_slack_bytes: u64,
     pub pages_verified: u64,
     pub corrupted: u64,
+    /// Pages the pager reported lost (their only copy gone with an offline zone).
     pub lost_pages: u64,
+    /// Pages whose touch raised the SIGBUS of a lost page (never verified after).
+    pub lost_pages_observed: u64,
+    /// Device commands of the pager that failed (injected or not).
+    pub device_errors: u64,
+    /// The `--inject-faults` spec in full, and what the wrapper injected.
+    pub inject_faults: Option<String>,
+    pub injected: Option<InjectedFaults>,
     pub swap_outs_aborted_dirty: u64,
     /// Writes to write-protected resident pages (swap-cached, or being swapped out).
     pub write_protect_faults: u64,
@@ -295,19 +313,31 @@ pub fn run(device: Arc<dyn ZonedDevice>, options: &SwapBenchOptions) -> Result<S
         reference_sampling: options.reference_sampling,
         ..PagerConfig::new(options.budget_bytes)
     };
-    let pager = Pager::new(device.clone(), pager_config).context("starting the pager")?;
+    // The ceilings above and below measure the device as it is; only the pager's
+    // commands go through the faults.
+    let faulty = options.inject_faults.map(|spec| Arc::new(FaultyDevice::new(device.clone(), spec)));
+    let pager_device: Arc<dyn ZonedDevice> = match &faulty {
+        Some(faulty) => faulty.clone(),
+        None => device.clone(),
+    };
+    // Before the pager starts: its self-paging handler must find ours to chain to.
+    lost_pages::install().context("installing the SIGBUS handler for lost pages")?;
+    let pager = Pager::new(pager_device, pager_config).context("starting the pager")?;
     let region = pager.alloc(options.wss_bytes, 0).context("allocating the working set")?;
     let pages = region.pages();
 
     let base = region.as_ptr() as usize;
     ensure!(pages / options.threads as u64 > 0, "the working set is smaller than one page per thread");
+    let lost = lost_pages::watch(base, pages);
     let driven = drive(
         base,
         pages,
         options,
+        &|page| lost.is_lost(page),
         || format!("resident {}", format_size(pager.stats().resident_pages * PAGE_BYTES as u64)),
         || (pager.stats(), device.counters().bytes_written),
     );
+    let lost_pages_observed = lost.count();
     let Driven { results, seconds, ops, before: (start, device_written_before), figures: (end, device_written_after) } =
         driven;
     let stats = end.since(&start);
@@ -384,6 +414,10 @@ pub fn run(device: Arc<dyn ZonedDevice>, options: &SwapBenchOptions) -> Result<S
         pages_verified: results.iter().map(|r| r.verified).sum(),
         corrupted: results.iter().map(|r| r.corrupted).sum(),
         lost_pages,
+        lost_pages_observed,
+        device_errors: final_stats.device_errors,
+        inject_faults: options.inject_faults.map(|spec| spec.to_string()),
+        injected: faulty.as_ref().map(|faulty| faulty.injected()),
         swap_outs_aborted_dirty: stats.swap_outs_aborted_dirty,
         write_protect_faults: stats.write_protect_faults,
         budget_waits: stats.budget_waits,
@@ -402,6 +436,8 @@ pub fn run(device: Arc<dyn ZonedDevice>, options: &SwapBenchOptions) -> Result<S
         efficiency_steady: 0.0,
     };
     drop(region);
+    // The region is unmapped: no SIGBUS can name it any more.
+    drop(lost);
     drop(pager);
     let after = measure_ceilings(&*device, options, &progress)?;
     let before = ceilings_before;
@@ -437,6 +473,24 @@ fn measure_ceilings(device: &dyn ZonedDevice, options: &SwapBenchOptions, progre
     Ok(Ceilings { append_mib_s, mixed_mib_s, reads })
 }
 
+/// Counts a page read back as verified or corrupted, unless it is lost: skipped if it
+/// was before, and if it turned out lost during the comparison, the handler had mapped a
+/// fresh page over it (its bytes are not the pager's to answer for).
+fn verify(result: &mut ThreadResult, bytes: &[u8], page: u64, version: u64, is_lost: &dyn Fn(u64) -> bool) {
+    if is_lost(page) {
+        return;
+    }
+    let same = matches(bytes, page, version);
+    if is_lost(page) {
+        return;
+    }
+    if same {
+        result.verified += 1;
+    } else {
+        result.corrupted += 1;
+    }
+}
+
 struct ThreadResult {
     faults_ns: Vec<u64>,
     verified: u64,
@@ -466,6 +520,7 @@ fn drive<T: Send>(
     base: usize,
     pages: u64,
     options: &SwapBenchOptions,
+    is_lost: &(dyn Fn(u64) -> bool + Sync),
     status: impl Fn() -> String + Sync,
     take_figures: impl Fn() -> T + Sync,
 ) -> Driven<T> {
@@ -518,9 +573,16 @@ fn drive<T: Send>(
                     let mut result = ThreadResult { faults_ns: Vec::with_capacity(1 << 16), verified: 0, corrupted: 0 };
                     let ops_max = options.ops_max / options.threads as u64;
                     let mut ops = 0u64;
-                    while ops < ops_max && (ops % 256 != 0 || Instant::now() < deadline) {
+                    // Accesses drawn, lost pages' included (those are skipped, not counted
+                    // as operations); the clock is read every 256.
+                    let mut draws = 0u64;
+                    while ops < ops_max && (draws & 255 != 0 || Instant::now() < deadline) {
                         let access = generator.next().expect("generators are endless");
                         let page = first + access.page;
+                        draws += 1;
+                        if is_lost(page) {
+                            continue;
+                        }
                         let address = base + page as usize * PAGE_BYTES;
                         // SAFETY: this thread alone touches pages first..first+per_thread.
                         let bytes = unsafe { std::slice::from_raw_parts_mut(address as *mut u8, PAGE_BYTES) };
@@ -545,11 +607,7 @@ fn drive<T: Send>(
                             versions[slot] += 1;
                             fill(bytes, page, versions[slot]);
                         } else {
-                            if matches(bytes, page, versions[slot]) {
-                                result.verified += 1;
-                            } else {
-                                result.corrupted += 1;
-                            }
+                            verify(&mut result, bytes, page, versions[slot], is_lost);
                         }
                         ops += 1;
                         if ops % 4096 == 0 {
@@ -568,11 +626,7 @@ fn drive<T: Send>(
                                 PAGE_BYTES,
                             )
                         };
-                        if matches(bytes, first + slot as u64, version) {
-                            result.verified += 1;
-                        } else {
-                            result.corrupted += 1;
-                        }
+                        verify(&mut result, bytes, first + slot as u64, version, is_lost);
                     }
                     result
                 })
@@ -695,8 +749,27 @@ pub fn print(bench: &SwapBench) {
     table.row(vec![
         "pages verified".into(),
         bench.pages_verified.to_string(),
-        format!("{} corrupted, {} lost", bench.corrupted, bench.lost_pages),
+        format!("{} corrupted, {} lost ({} found lost)", bench.corrupted, bench.lost_pages, bench.lost_pages_observed),
     ]);
+    if let Some(injected) = &bench.injected {
+        table.row(vec![
+            "device errors".into(),
+            bench.device_errors.to_string(),
+            format!(
+                "injected: {} read, {} append, {} reset errors; {} zones offline ({} commands refused); \
+                 {} slow completions; of {} commands",
+                injected.read_errors,
+                injected.append_errors,
+                injected.reset_errors,
+                injected.zones_offline,
+                injected.offline_zone_errors,
+                injected.slow_completions,
+                injected.commands
+            ),
+        ]);
+    } else if bench.device_errors > 0 {
+        table.row(vec!["device errors".into(), bench.device_errors.to_string(), String::new()]);
+    }
     table.row(vec![
         "clean drops".into(),
         bench.swap_outs_clean.to_string(),
@@ -752,7 +825,7 @@ pub fn run_kernel(options: &SwapBenchOptions) -> Result<KernelSwapBench> {
     let base = znswap_pager::map_anonymous(len)
         .with_context(|| format!("mapping {} of plain memory", format_size(len as u64)))?
         .cast::<libc::c_void>();
-    let driven = drive(base as usize, pages, options, || String::from("kernel swap"), vmstat_swap_pages);
+    let driven = drive(base as usize, pages, options, &|_| false, || String::from("kernel swap"), vmstat_swap_pages);
     // SAFETY: our mapping, no longer used.
     unsafe { libc::munmap(base, len) };
     let Driven { results, seconds, ops, before, figures: after } = driven;
@@ -775,6 +848,171 @@ pub fn run_kernel(options: &SwapBenchOptions) -> Result<KernelSwapBench> {
         pages_verified: results.iter().map(|r| r.verified).sum(),
         corrupted: results.iter().map(|r| r.corrupted).sum(),
     })
+}
+
+/// A device whose zones an earlier run left written (one killed before it could reset
+/// them: a device file keeps each zone's condition and write pointer, and zones that
+/// were open come back Closed) is reset before anything is measured on it, saying so:
+/// the bench destroys the device's data anyway, but not silently.
+pub fn reset_earlier_run(device: &dyn ZonedDevice, name: &str) -> Result<()> {
+    let zones = device.report_zones().with_context(|| format!("reading the zones of {name}"))?;
+    let written = zones
+        .iter()
+        .filter(|zone| {
+            !matches!(zone.condition, ZoneCondition::Empty | ZoneCondition::Offline | ZoneCondition::ReadOnly)
+        })
+        .count();
+    if written == 0 {
+        return Ok(());
+    }
+    eprintln!("znswap: {name} holds zones written by an earlier run ({written} not empty); resetting them");
+    device.reset_all().with_context(|| format!("resetting the zones of {name}"))
+}
+
+/// Lost pages as the bench sees them: a SIGBUS handler that survives them.
+///
+/// The pager poisons a page whose only copy the device lost (`UFFDIO_POISON`), so that
+/// touching it raises SIGBUS instead of handing back wrong bytes; by default that kills
+/// the process. This handler, installed before the pager starts, takes such a SIGBUS at
+/// an address inside the watched region: it sets the page's bit in a lock-free bitmap
+/// and maps a fresh anonymous page over the poisoned one (`mmap(MAP_FIXED)`), so the
+/// access completes and the bench goes on, never verifying that page again.
+///
+/// Which SIGBUS is a lost page's: with `CONFIG_MEMORY_FAILURE` the kernel raises a
+/// poisoned page's as `BUS_MCEERR_AR`; without it (the 6.18 kernel this was written on)
+/// the same fault comes out as a plain `BUS_ADRERR` (`do_sigbus` in
+/// arch/x86/mm/fault.c). Both are taken at a region address: in handler-thread mode no
+/// userfault raises SIGBUS, and in self-paging mode the pager's own handler, installed
+/// with the first self-paging pager (after this one), resolves its userfaults
+/// (`BUS_ADRERR`) and chains every SIGBUS it does not resolve to the handler it found
+/// installed: this one. Anything else (another code, an address outside the region)
+/// goes on to the disposition found at install (Rust's stack-overflow handler, which
+/// falls back to the default action: death).
+///
+/// Only atomics, `mmap` and `sigaction` run in the handler: all async-signal-safe.
+pub mod lost_pages {
+    use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering::SeqCst};
+    use std::sync::{Mutex, OnceLock};
+
+    use znswap_pager::PAGE_BYTES;
+
+    /// The watched region (0: none) and its bitmap, one bit per page.
+    static BASE: AtomicUsize = AtomicUsize::new(0);
+    static PAGES: AtomicUsize = AtomicUsize::new(0);
+    static BITMAP: AtomicPtr<AtomicU64> = AtomicPtr::new(std::ptr::null_mut());
+    static PREVIOUS: OnceLock<libc::sigaction> = OnceLock::new();
+    static INSTALL: Mutex<()> = Mutex::new(());
+
+    /// Installs the handler, once per process; before any pager starts.
+    pub fn install() -> std::io::Result<()> {
+        let _guard = INSTALL.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if PREVIOUS.get().is_some() {
+            return Ok(());
+        }
+        // SAFETY: plain sigaction calls with zero-initialised structures.
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = on_sigbus as *const () as usize;
+            action.sa_flags = libc::SA_SIGINFO;
+            libc::sigemptyset(&mut action.sa_mask);
+            let mut previous: libc::sigaction = std::mem::zeroed();
+            if libc::sigaction(libc::SIGBUS, &action, &mut previous) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            let _ = PREVIOUS.set(previous);
+        }
+        Ok(())
+    }
+
+    /// The region whose lost pages are recorded while this lives (one at a time).
+    pub struct Watch {
+        bitmap: Box<[AtomicU64]>,
+    }
+
+    pub fn watch(base: usize, pages: u64) -> Watch {
+        assert!(PREVIOUS.get().is_some(), "install the handler before watching a region");
+        let bitmap: Box<[AtomicU64]> = (0..pages.div_ceil(64)).map(|_| AtomicU64::new(0)).collect();
+        assert_eq!(BASE.load(SeqCst), 0, "one watched region at a time");
+        PAGES.store(pages as usize, SeqCst);
+        BITMAP.store(bitmap.as_ptr() as *mut AtomicU64, SeqCst);
+        BASE.store(base, SeqCst);
+        Watch { bitmap }
+    }
+
+    impl Watch {
+        pub fn is_lost(&self, page: u64) -> bool {
+            self.bitmap[page as usize / 64].load(SeqCst) & 1 << (page % 64) != 0
+        }
+
+        pub fn count(&self) -> u64 {
+            self.bitmap.iter().map(|word| word.load(SeqCst).count_ones() as u64).sum()
+        }
+    }
+
+    impl Drop for Watch {
+        fn drop(&mut self) {
+            // Called once nothing touches the region: no handler is reading the bitmap.
+            BASE.store(0, SeqCst);
+            BITMAP.store(std::ptr::null_mut(), SeqCst);
+        }
+    }
+
+    extern "C" fn on_sigbus(signal: libc::c_int, info: *mut libc::siginfo_t, context: *mut libc::c_void) {
+        // SAFETY: the kernel hands a valid siginfo to an SA_SIGINFO handler.
+        let (code, address) = unsafe { ((*info).si_code, (*info).si_addr() as usize) };
+        let (base, pages) = (BASE.load(SeqCst), PAGES.load(SeqCst));
+        let bitmap = BITMAP.load(SeqCst);
+        let in_region = base != 0 && !bitmap.is_null() && (base..base + pages * PAGE_BYTES).contains(&address);
+        if in_region && (code == libc::BUS_MCEERR_AR || code == libc::BUS_ADRERR) {
+            let page = (address - base) / PAGE_BYTES;
+            // SAFETY: the bitmap lives while the region is watched; errno is this
+            // thread's, restored for the interrupted code; the mapping replaces exactly
+            // the poisoned page.
+            unsafe {
+                (*bitmap.add(page / 64)).fetch_or(1 << (page % 64), SeqCst);
+                let errno = *libc::__errno_location();
+                let mapped = libc::mmap(
+                    (base + page * PAGE_BYTES) as *mut libc::c_void,
+                    PAGE_BYTES,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_FIXED | libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                    -1,
+                    0,
+                );
+                *libc::__errno_location() = errno;
+                if mapped != libc::MAP_FAILED {
+                    return;
+                }
+            }
+        }
+        chain(signal, info, context);
+    }
+
+    /// Not a lost page: the handler found at install takes it, or the default action
+    /// (restored here; the retried access then kills as it would have without us).
+    fn chain(signal: libc::c_int, info: *mut libc::siginfo_t, context: *mut libc::c_void) {
+        let previous = PREVIOUS.get().copied();
+        // SAFETY: calling or restoring the disposition that was installed before ours.
+        unsafe {
+            match previous {
+                Some(previous) if previous.sa_sigaction != libc::SIG_DFL && previous.sa_sigaction != libc::SIG_IGN => {
+                    if previous.sa_flags & libc::SA_SIGINFO != 0 {
+                        let handler: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) =
+                            std::mem::transmute(previous.sa_sigaction);
+                        handler(signal, info, context);
+                    } else {
+                        let handler: extern "C" fn(libc::c_int) = std::mem::transmute(previous.sa_sigaction);
+                        handler(signal);
+                    }
+                }
+                _ => {
+                    let mut default: libc::sigaction = std::mem::zeroed();
+                    default.sa_sigaction = libc::SIG_DFL;
+                    libc::sigaction(signal, &default, std::ptr::null_mut());
+                }
+            }
+        }
+    }
 }
 
 #[cfg(test)]

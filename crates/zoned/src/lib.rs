@@ -9,6 +9,8 @@
 //!   default: a file or block device that survives close and reopen).
 //! - Real devices: [`zbd::ZonedBlockDevice`] (Linux zoned block devices) behind
 //!   [`CheckedDevice`], which validates every command against a mirror of the zones.
+//! - [`FaultyDevice`]: any device with failed commands, offline zones and slow
+//!   completions injected at random, per a [`FaultSpec`] (`read=0.01,offline=2`).
 //! - [`AppendMerger`]: merges appends queued for one zone into one device command
 //!   ("zone-append merges", ZNSwap §5.3).
 //! - [`conformance`]: the checks every backend must pass.
@@ -21,6 +23,7 @@ mod device;
 mod direct_io;
 mod emulated;
 mod error;
+mod faulty;
 pub mod file;
 mod geometry;
 mod mem;
@@ -35,6 +38,7 @@ pub use checked::{CheckedDevice, RawZoned};
 pub use device::{DeviceCounters, FaultInjector, FaultKind, WithoutFaultInjection, ZoneCounters, ZonedDevice};
 pub use emulated::{EmulatedDevice, Storage};
 pub use error::{Result, ZoneError};
+pub use faulty::{FaultSpec, FaultSpecError, FaultyDevice, InjectedFaults, FAULT_SPEC_GRAMMAR};
 pub use file::{CreateOptions, FileDevice, FileDeviceError};
 pub use geometry::{format_size, parse_size, Geometry, GeometryError, LBA_BYTES_ALLOWED, METADATA_BYTES_ALLOWED};
 pub use mem::MemDevice;
