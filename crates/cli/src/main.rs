@@ -2,6 +2,7 @@
 
 mod cmd_device;
 mod cmd_dst;
+mod cmd_dst_pager;
 mod cmd_sim;
 mod device_bench;
 mod device_path;
@@ -40,8 +41,9 @@ enum Command {
     /// Run a workload on paged memory larger than its budget, swapped to a zoned device,
     /// with every page verified and the device's own limits measured in the same run.
     Bench(SwapBenchArgs),
-    /// Deterministic simulation testing of the swap engine: random workloads with
-    /// injected device faults, every swap-in checked against an oracle.
+    /// Deterministic simulation testing of the swap engine (or, with --pager, of the
+    /// live pager): random workloads with injected device faults, every swap-in checked
+    /// against an oracle.
     Dst(DstArgs),
     /// Simulate swap in virtual time on ZNS and block SSD models: the paper's figures
     /// (`sim paper`) and device write amplification (`sim waf`).
@@ -155,9 +157,15 @@ struct DstArgs {
     /// Operations per seed.
     #[arg(long, default_value_t = 1_000_000)]
     ops: u64,
-    /// Print JSON (one object for one seed, an array for several).
+    /// Print JSON (one object for one seed, an array for several; with --pager, an
+    /// object with `seeds` and `coverage`).
     #[arg(long)]
     json: bool,
+    /// Simulate the live pager (its core over a model of the page tables, with seeded
+    /// interleavings of application threads, fault handlers, the evictor and the I/O
+    /// thread) instead of the swap engine alone; --ops counts its steps.
+    #[arg(long)]
+    pager: bool,
 }
 
 #[derive(Subcommand)]
@@ -345,6 +353,18 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Dst(args) => {
             anyhow::ensure!(args.seeds > 0 && args.ops > 0, "--seeds and --ops must be positive");
+            if args.pager {
+                let request = cmd_dst_pager::PagerDstRequest {
+                    seed: args.seed,
+                    seeds: args.seeds,
+                    steps: args.ops,
+                    json: args.json,
+                };
+                if !cmd_dst_pager::dst(&request)? {
+                    return Ok(ExitCode::FAILURE);
+                }
+                return Ok(ExitCode::SUCCESS);
+            }
             let request = cmd_dst::DstRequest { seed: args.seed, seeds: args.seeds, ops: args.ops, json: args.json };
             if !cmd_dst::dst(&request)? {
                 return Ok(ExitCode::FAILURE);

@@ -197,6 +197,8 @@ pub struct Engine {
     /// signal.
     pub(crate) invalidations: u64,
     pub(crate) resets_in_flight: u32,
+    /// A swap-out was refused for want of a zone since the last slot was invalidated.
+    pub(crate) refused_for_space: bool,
 }
 
 /// The swap-zone the GC writes into: one past the user swap-zones.
@@ -233,6 +235,7 @@ impl Engine {
             gc: GcState::new(&config, derived.gc_batch_pages, derived.gc_buffer_pages),
             invalidations: 0,
             resets_in_flight: 0,
+            refused_for_space: false,
             stats: Stats::default(),
             tenant_slots: vec![0; config.tenants_max as usize],
             tenant_gc_bytes: vec![0; config.tenants_max as usize],
@@ -346,6 +349,7 @@ impl Engine {
         }
         if to == SlotState::Invalid || to == SlotState::SwapCached {
             self.invalidations += 1;
+            self.refused_for_space = false;
         }
         if occupied(from) != occupied(to) {
             let tenant = tenant.expect("occupancy change names its tenant") as usize;

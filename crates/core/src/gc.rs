@@ -34,7 +34,7 @@
 use std::collections::VecDeque;
 
 use crate::config::{Config, RecordEncoding, VictimSelection};
-use crate::engine::{Engine, Event, NO_ZONE};
+use crate::engine::{Engine, Event};
 use crate::io::{AppendPage, Buf, IoError, IoId, IoKind, IoRequest};
 use crate::owner_table::PageState;
 use crate::record::{self, PageRecord, RecordError};
@@ -752,19 +752,26 @@ impl Engine {
         }
     }
 
-    /// Swap is full: swap-out would get backpressure (no empty zone outside the GC's
-    /// reserve, no room left in an open swap-zone) and the GC found nothing it can
+    /// Swap is full: a swap-out was refused for want of a zone (none empty outside the
+    /// GC's reserve), no slot was invalidated since, and the GC found nothing it can
     /// reclaim. Only frees, or swap-ins that invalidate slots, make room; the driver
     /// should stop trying to swap out (and say so) rather than spin or wait.
+    ///
+    /// The GC is also of no help when it waits, mid-batch, for a zone to write into that
+    /// cannot come: none is empty and none is being reset (failed GC appends finish the
+    /// zones they were written to, and can use up the reserve on a nearly full device).
+    /// It goes on once slots invalidated elsewhere empty a zone.
     pub fn swap_full(&self) -> bool {
         let gc_stalled = !self.gc.running
             && self.gc.stage == Stage::Idle
             && self.gc.stalled_until_invalidations.is_some_and(|until| self.invalidations < until);
+        let gc_stuck = self.gc.stage == Stage::Writing
+            && self.empty_zones.is_empty()
+            && self.resets_in_flight == 0
+            && self.reset_wanted.is_empty()
+            && self.gc.appends_outstanding == 0;
         let no_empty_zone = self.empty_zones.len() as u32 <= self.derived.gc_reserve_zones;
-        let no_open_room = self.swap_zones[..self.derived.user_swap_zones as usize]
-            .iter()
-            .all(|swap_zone| swap_zone.zone == NO_ZONE || self.slots.zone(swap_zone.zone).reserved >= self.capacity);
-        gc_stalled && no_empty_zone && no_open_room
+        self.refused_for_space && (gc_stalled || gc_stuck) && no_empty_zone
     }
 
     /// Whether the GC is between batches (for tests).

@@ -63,6 +63,9 @@ impl Engine {
         if !self.queue_page(swap_zone, AppendPage { owner, page, buf: Buf::Page(buf) }, ticket.0, tenant) {
             self.stats.backpressure += 1;
             self.gc.wanted = true;
+            // No zone to attach (rather than no I/O descriptor): out of space until the
+            // GC or the owners free some (`swap_full`).
+            self.refused_for_space |= self.swap_zones[swap_zone as usize].zone == NO_ZONE;
             return Err(SwapOutError::Backpressure);
         }
         self.next_ticket += 1;

@@ -86,3 +86,23 @@ fn every_policy_encoding_and_victim_selection() {
         }
     }
 }
+
+/// The pager DST: seeds of both fault modes hold the oracle and the page-table checks,
+/// and a seed replays exactly.
+#[test]
+fn pager_seeds_hold_the_oracle_and_replay() {
+    use znswap_dst::pager::{run, PagerDstOptions, PagerFaultMode};
+    let mut modes = [0u32; 2];
+    for seed in 0..40 {
+        let mut options = PagerDstOptions::new(seed, 40_000);
+        options.check_every_steps = 5_000;
+        let report = run(&options);
+        assert!(report.passed(), "pager seed {seed} failed: {:?}\nscenario: {:?}", report.violations, report.scenario);
+        assert!(report.pages_verified > 0, "pager seed {seed} verified nothing");
+        modes[(report.scenario.fault_mode == PagerFaultMode::SelfPaging) as usize] += 1;
+    }
+    assert!(modes[0] > 0 && modes[1] > 0, "both fault modes are drawn: {modes:?}");
+    let (first, second) = (run(&PagerDstOptions::new(7, 30_000)), run(&PagerDstOptions::new(7, 30_000)));
+    assert_eq!(first.core, second.core);
+    assert_eq!((first.ops, first.pages_verified), (second.ops, second.pages_verified));
+}

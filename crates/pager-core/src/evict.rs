@@ -338,6 +338,10 @@ impl PagerCore {
             self.io_asleep = false;
             self.wakeups.io = true;
         }
+        if self.no_room_can_come() {
+            // Faults waiting for room wait in vain: they go past the budget now.
+            self.wakeups.room = true;
+        }
         if round.victims.is_empty() {
             return;
         }

@@ -24,6 +24,12 @@ const SAMPLING_GRANULE_PAGES: u64 = 16;
 /// error is retried, a slot that never reads back must not hang the faulting thread.
 const READ_ATTEMPTS_MAX: u32 = 8;
 
+/// Longest a fault waits for room under the budget before it goes past it. The budget
+/// is a soft limit, as `memory.high` is: it throttles the program, it never hangs it,
+/// whatever holds the room back (the pager DST found a nearly full device whose GC
+/// thrashed, winning back a few slots at a time, while faults waited for minutes).
+pub const ROOM_WAIT_MAX_NS: u64 = 50_000_000;
+
 /// How the fault reached the pager.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FaultKind {
@@ -78,6 +84,8 @@ pub struct Fault {
     pub readahead_room: u32,
     counted: bool,
     read_failures: u32,
+    /// When it first waited for room (0: it has not).
+    waiting_since_ns: u64,
     progress: Progress,
 }
 
@@ -117,6 +125,7 @@ impl Fault {
             readahead_room: 0,
             counted: false,
             read_failures: 0,
+            waiting_since_ns: 0,
             progress: Progress::New,
         }
     }
@@ -276,14 +285,18 @@ impl PagerCore {
         // can come: swap is full and nothing is on its way out. Then the resident set
         // grows past the budget, counted and said once, rather than hang the program.
         if self.stats.resident_pages >= self.config.budget_pages + self.config.slack_pages && !self.shut_down {
-            if !self.no_room_can_come() {
+            if fault.waiting_since_ns == 0 {
+                fault.waiting_since_ns = now.max(1);
+            }
+            let waited_long = now.saturating_sub(fault.waiting_since_ns) > ROOM_WAIT_MAX_NS;
+            if !self.no_room_can_come() && !waited_long {
                 self.wake_evictor();
                 return FaultStep::WaitRoom { discard: !self.to_drop.is_empty() };
             }
             self.stats.budget_overruns += 1;
             if !self.swap_full_said {
                 self.swap_full_said = true;
-                self.notice = Some(Notice::SwapFull);
+                self.notice = Some(if waited_long { Notice::RoomTooSlow } else { Notice::SwapFull });
             }
         }
         let sequential = match fault.progress {

@@ -56,7 +56,7 @@ mod region;
 
 pub use action::{Action, Actions, CopyFrom, Wakeups};
 pub use evict::{AddressRange, DiscardBatch, EvictRound, EvictorWork, ProtectRange};
-pub use fault::{Fault, FaultKind, FaultStep, Pause, ZERO_FILL_AROUND_PAGES};
+pub use fault::{Fault, FaultKind, FaultStep, Pause, ROOM_WAIT_MAX_NS, ZERO_FILL_AROUND_PAGES};
 pub use io::{IoCompletion, IoPlan, PageSource};
 pub use page::PageState;
 
@@ -111,6 +111,10 @@ pub enum Notice {
     /// Swap is full: the working set does not fit the budget plus the device, and the
     /// resident set grows past the budget.
     SwapFull,
+    /// A fault waited too long for room (`ROOM_WAIT_MAX_NS`): swap-out cannot keep up
+    /// (a nearly full device whose GC wins back little), and the resident set grows
+    /// past the budget.
+    RoomTooSlow,
 }
 
 impl std::fmt::Display for Notice {
@@ -121,6 +125,11 @@ impl std::fmt::Display for Notice {
                 "the swap device is full (nothing left for the GC to reclaim): the working set does not fit the \
                  memory budget plus the device, so the resident set now grows past the budget; use a larger \
                  device or a larger budget"
+            ),
+            Notice::RoomTooSlow => write!(
+                f,
+                "swap-out cannot make room fast enough (the device is nearly full and its GC wins back little), \
+                 so the resident set grows past the budget; use a larger device or a larger budget"
             ),
         }
     }
@@ -405,6 +414,25 @@ impl PagerCore {
         self.stats.resident_pages += 1;
         self.stats.resident_pages_max = self.stats.resident_pages_max.max(self.stats.resident_pages);
         self.wake_evictor();
+    }
+
+    /// The core's counters of pages in flight, for a report of a hang.
+    pub fn describe(&self) -> String {
+        format!(
+            "resident {} writing {} to drop {} discarding {} out free {} evicting {} round in flight {} \
+             swap full {} evictors asleep {} io asleep {} engine I/O in flight {}",
+            self.stats.resident_pages,
+            self.writing_pages,
+            self.to_drop.len(),
+            self.discarding_pages,
+            self.out_free.len(),
+            self.out_evicting,
+            self.round_in_flight,
+            self.engine.swap_full(),
+            self.evictors_asleep,
+            self.io_asleep,
+            self.engine.io_in_flight()
+        )
     }
 
     // --------------------------------------------------------------- invariants

@@ -63,7 +63,7 @@ impl PagerDstReport {
 }
 
 /// Steps the final sweep may take at most, per page swept.
-const SWEEP_STEPS_PER_PAGE: u64 = 400;
+const SWEEP_STEPS_PER_PAGE: u64 = 4_000;
 
 /// Runs one seed. Never panics: a panic in the core or the model becomes a violation
 /// naming the seed and how to replay it.

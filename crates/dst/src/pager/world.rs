@@ -1380,6 +1380,7 @@ impl World {
             self.room_epoch,
             self.mappings_readers
         )];
+        lines.push(format!("core {}", self.core.describe()));
         lines.push(format!("core {:?}", self.core.stats()));
         lines.push(format!("engine {:?}", self.core.engine().swap_inf()));
         lines.push(format!("engine stats {:?}", self.core.engine().stats()));

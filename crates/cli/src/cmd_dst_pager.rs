@@ -1,0 +1,158 @@
+//! `znswap dst --pager`: deterministic simulation of the live pager. Each seed picks a
+//! scenario (fault mode, threads, regions, budget, device, faults) and interleaves the
+//! pager core's actors over a model of the page tables and the device; every read is
+//! checked against the last write.
+
+use std::io::IsTerminal;
+use std::time::Instant;
+
+use anyhow::Result;
+use serde::Serialize;
+use znswap_dst::pager::{run, PagerDstOptions, PagerDstReport};
+
+use crate::stats::Table;
+
+#[derive(Serialize)]
+struct SeedLine<'a> {
+    #[serde(flatten)]
+    report: &'a PagerDstReport,
+    seconds: f64,
+}
+
+/// What a multi-seed run exercised, over all seeds.
+#[derive(Default, Serialize)]
+struct PagerCoverage {
+    seeds: u64,
+    seeds_self_paging: u64,
+    seeds_handler_threads: u64,
+    seeds_with_gc: u64,
+    seeds_with_lost_pages: u64,
+    seeds_with_swap_full: u64,
+    seeds_with_region_churn: u64,
+    swap_ins_verified_min: u64,
+    swap_ins_verified: u64,
+    writes_racing_write_outs: u64,
+    evictions_raced: u64,
+    fault_discards: u64,
+    addresses_reused: u64,
+    injected_errors: u64,
+    corrupted: u64,
+}
+
+pub struct PagerDstRequest {
+    pub seed: u64,
+    pub seeds: u64,
+    pub steps: u64,
+    pub json: bool,
+}
+
+/// Runs the seeds; returns whether all passed.
+pub fn dst(request: &PagerDstRequest) -> Result<bool> {
+    let show_progress = !request.json && std::io::stderr().is_terminal();
+    let mut table = Table::new(&[
+        "seed",
+        "steps",
+        "reads",
+        "swap-ins",
+        "lost",
+        "corrupted",
+        "gc runs",
+        "mode",
+        "seconds",
+        "verdict",
+    ]);
+    let mut lines = Vec::new();
+    let mut failed = Vec::new();
+    let mut coverage = PagerCoverage { swap_ins_verified_min: u64::MAX, ..PagerCoverage::default() };
+    for seed in request.seed..request.seed + request.seeds {
+        if show_progress {
+            eprint!("\r\x1b[2Kpager seed {seed} ({} of {})", seed - request.seed + 1, request.seeds);
+        }
+        let started = Instant::now();
+        let report = run(&PagerDstOptions::new(seed, request.steps));
+        let seconds = started.elapsed().as_secs_f64();
+        if !report.passed() {
+            failed.push(seed);
+        }
+        let self_paging = report.scenario.fault_mode == znswap_dst::pager::PagerFaultMode::SelfPaging;
+        coverage.seeds += 1;
+        coverage.seeds_self_paging += self_paging as u64;
+        coverage.seeds_handler_threads += !self_paging as u64;
+        coverage.seeds_with_gc += (report.gc_runs > 0) as u64;
+        coverage.seeds_with_lost_pages += (report.lost > 0) as u64;
+        coverage.seeds_with_swap_full += (report.core.budget_overruns > 0) as u64;
+        coverage.seeds_with_region_churn += (report.coverage.regions_freed > 0) as u64;
+        coverage.swap_ins_verified_min = coverage.swap_ins_verified_min.min(report.swap_ins_verified);
+        coverage.swap_ins_verified += report.swap_ins_verified;
+        coverage.writes_racing_write_outs += report.core.swap_outs_aborted_dirty;
+        coverage.evictions_raced += report.core.evictions_raced;
+        coverage.fault_discards += report.coverage.fault_discards;
+        coverage.addresses_reused += report.coverage.addresses_reused;
+        coverage.injected_errors += report.coverage.injected_errors;
+        coverage.corrupted += report.corrupted;
+        table.row(vec![
+            seed.to_string(),
+            report.ops.to_string(),
+            report.pages_verified.to_string(),
+            report.swap_ins_verified.to_string(),
+            report.lost.to_string(),
+            report.corrupted.to_string(),
+            report.gc_runs.to_string(),
+            match report.scenario.fault_mode {
+                znswap_dst::pager::PagerFaultMode::SelfPaging => "self-paging".to_string(),
+                znswap_dst::pager::PagerFaultMode::HandlerThreads(count) => format!("{count} handlers"),
+            },
+            format!("{seconds:.2}"),
+            if report.passed() { "ok".into() } else { "FAILED".into() },
+        ]);
+        lines.push((report, seconds));
+    }
+    if show_progress {
+        eprint!("\r\x1b[2K");
+    }
+    if request.json {
+        let seeds: Vec<SeedLine> =
+            lines.iter().map(|(report, seconds)| SeedLine { report, seconds: *seconds }).collect();
+        #[derive(Serialize)]
+        struct Out<'a> {
+            seeds: Vec<SeedLine<'a>>,
+            coverage: &'a PagerCoverage,
+        }
+        println!("{}", serde_json::to_string_pretty(&Out { seeds, coverage: &coverage })?);
+    } else {
+        print!("{}", table.render());
+        for (report, _) in &lines {
+            for violation in report.violations.iter().take(10) {
+                println!("seed {}: {violation}", report.seed);
+            }
+        }
+        let mut summary = Table::new(&["coverage", "value"]);
+        let rows: [(&str, u64); 13] = [
+            ("seeds self-paging", coverage.seeds_self_paging),
+            ("seeds with handler threads", coverage.seeds_handler_threads),
+            ("seeds that ran the GC", coverage.seeds_with_gc),
+            ("seeds that lost pages (offline zones)", coverage.seeds_with_lost_pages),
+            ("seeds with swap full (budget overrun)", coverage.seeds_with_swap_full),
+            ("seeds that freed and mapped regions", coverage.seeds_with_region_churn),
+            ("swap-ins verified, fewest in a seed", coverage.swap_ins_verified_min),
+            ("swap-ins verified in all", coverage.swap_ins_verified),
+            ("writes during a write-out (swap-out aborted)", coverage.writes_racing_write_outs),
+            ("victims written before their hand-over", coverage.evictions_raced),
+            ("discards by faults waiting for room", coverage.fault_discards),
+            ("regions mapped at a freed region's addresses", coverage.addresses_reused),
+            ("device errors injected", coverage.injected_errors),
+        ];
+        for (name, value) in rows {
+            summary.row(vec![name.to_string(), value.to_string()]);
+        }
+        print!("{}", summary.render());
+        println!("dst --pager: {} passed, {} failed", request.seeds - failed.len() as u64, failed.len());
+    }
+    for seed in &failed {
+        eprintln!(
+            "dst --pager: seed {seed} FAILED; replay with `znswap dst --pager --seed {seed} --ops {}`",
+            request.steps
+        );
+    }
+    Ok(failed.is_empty())
+}
