@@ -342,6 +342,7 @@ impl PagerCore {
             // Faults waiting for room wait in vain: they go past the budget now.
             self.wakeups.room = true;
         }
+        self.assert_counts();
         if round.victims.is_empty() {
             return;
         }
@@ -487,6 +488,7 @@ impl PagerCore {
         batch.dropping.clear();
         self.wakeups.room = true;
         self.wake_evictor();
+        self.assert_counts();
         pages
     }
 }

@@ -404,6 +404,7 @@ impl PagerCore {
         }
         let outcome = self.engine.read_done(io, result, &[], now).expect("swap-in read completion");
         self.after_engine();
+        self.assert_counts();
         if !live {
             actions.push(Action::Wake { address });
             return FaultStep::Done;

@@ -146,5 +146,6 @@ impl PagerCore {
         self.stats.device_errors += failed as u64;
         plan.request = None;
         self.after_engine();
+        self.assert_counts();
     }
 }

@@ -23,7 +23,9 @@
 //!   sleep. Discard: [`PagerCore::discard_take`], `MADV_DONTNEED` of the batch's ranges
 //!   outside the lock, [`PagerCore::discard_done`]. Evict: [`PagerCore::evict_pick`],
 //!   then outside the lock write-protect the round's ranges and look for all-zero
-//!   victims, then [`PagerCore::evict_hand_over`].
+//!   victims, then [`PagerCore::evict_hand_over`]; `mappings` is held from the pick to
+//!   the hand-over (a victim's region stays mapped), and one round is in flight at a
+//!   time.
 //! - **The I/O thread**: [`PagerCore::io_next`] gives the engine's next request with
 //!   the source of every page an append writes; the shell runs it outside the lock and
 //!   reports it with [`PagerCore::io_done`].
@@ -436,6 +438,21 @@ impl PagerCore {
     }
 
     // --------------------------------------------------------------- invariants
+
+    /// The counts every completion must leave consistent, in O(1): checked after each
+    /// (the full check, `check_invariants`, walks every page).
+    pub(crate) fn assert_counts(&self) {
+        assert_eq!(
+            self.out_free.len() as u64 + self.out_evicting + self.writing_pages,
+            self.out_pages.len() as u64,
+            "out handles: free + held by victims + in flight"
+        );
+        assert!(
+            self.stats.resident_pages >= self.to_drop.len() as u64 + self.discarding_pages,
+            "resident count {} below the pages awaiting a discard",
+            self.stats.resident_pages
+        );
+    }
 
     /// Checks the page states against each other, the counters and the engine
     /// (expensive: simulation and tests only). Panics naming what broke.
