@@ -218,6 +218,13 @@ impl Engine {
         }
         self.gc.wanted = false;
         self.gc_finish_victims();
+        if !self.gc.running {
+            // The progress guard stopped the run (`gc_check_progress`). Picking victims
+            // now would carry on regardless, and the pages they move would count as the
+            // invalidations the stall waits for: the GC never stopped (DST seeds 115 and
+            // 141 at 200,000 ops).
+            return false;
+        }
         if self.gc.victims.is_empty() {
             let satisfied = self.empty_zones.len() as u32 >= self.derived.gc_high_watermark_zones;
             if satisfied && self.gc.requested.is_empty() {
