@@ -9,6 +9,7 @@
 // `is_multiple_of` and `is_none_or` are newer than the workspace's rust-version (1.80).
 #![allow(clippy::manual_is_multiple_of, clippy::unnecessary_map_or)]
 
+pub mod coverage;
 pub mod device;
 pub mod scenario;
 pub mod sim;
@@ -16,6 +17,7 @@ pub mod sim;
 use serde::Serialize;
 use znswap_core::{Config, Stats};
 
+pub use coverage::{Coverage, Floors, FloorsError, Shortfall};
 pub use scenario::{Faults, Scenario, Workload};
 pub use sim::FaultHits;
 
@@ -71,6 +73,8 @@ pub struct DstReport {
     /// the GC collecting nothing and under half the usable slots valid: small zones
     /// whose GC footer padding would eat the gain (see `Sim::check_progress`).
     pub ops_gc_idle_while_full: u64,
+    /// Ops with no empty zone, the GC's reserve used up (sampled every 1024 ops).
+    pub ops_without_empty_zone: u64,
     pub scenario: Scenario,
     pub stats: Stats,
     /// Counters over the measurement window (after `warmup_ops`).
@@ -190,6 +194,7 @@ pub fn run(options: &DstOptions) -> DstReport {
         faults: sim.faults.clone(),
         completions_reordered: sim.completions_reordered,
         ops_gc_idle_while_full: sim.ops_gc_idle_while_full,
+        ops_without_empty_zone: sim.ops_without_empty_zone,
         host_bytes_per_slot: sim.engine.host_memory().bytes_per_slot,
         policy: sim.engine.policy_name(),
         window: stats.since(&baseline),

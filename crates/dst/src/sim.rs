@@ -186,6 +186,9 @@ pub struct Sim {
     /// Ops the swap spent below the GC low watermark refusing swap-outs, the GC
     /// collecting nothing, with under half the usable slots valid (`check_progress`).
     pub ops_gc_idle_while_full: u64,
+    /// Ops sampled with no empty zone at all: the GC's reserve used up, so a GC stream
+    /// whose zone filled cannot open another and the GC waits for frees to empty one.
+    pub ops_without_empty_zone: u64,
 }
 
 /// What `Sim::check_progress` compares between samples.
@@ -325,6 +328,7 @@ impl Sim {
             full_zones_without_valid_pages: 0,
             progress: Progress::default(),
             ops_gc_idle_while_full: 0,
+            ops_without_empty_zone: 0,
             scenario,
         }
     }
@@ -399,6 +403,9 @@ impl Sim {
         self.progress.backpressure = backpressure;
         if idle_while_full {
             self.ops_gc_idle_while_full += FILL_SAMPLE_OPS;
+        }
+        if info.free_zones == 0 {
+            self.ops_without_empty_zone += FILL_SAMPLE_OPS;
         }
         if !idle_while_full || self.full_zones_without_valid_pages == 0 {
             self.progress.stuck_since_op = None;
@@ -1051,7 +1058,12 @@ impl Sim {
                         break;
                     }
                     self.access(owner, page, false);
-                    self.pump(true);
+                    // A page never written comes back at once: no I/O to complete, and a
+                    // pump per page (each poll advancing the engine) was most of a
+                    // short run's time once the cold owner brought a device's worth.
+                    if self.pages[owner as usize][page as usize].memory.is_none() {
+                        self.pump(true);
+                    }
                 }
                 let model = self.pages[owner as usize][page as usize];
                 if let Some(memory) = model.memory {
