@@ -41,7 +41,9 @@ enum Command {
     /// with every page verified and the device's own limits measured in the same run.
     Bench(SwapBenchArgs),
     /// Deterministic simulation testing of the swap engine: random workloads with
-    /// injected device faults, every swap-in checked against an oracle.
+    /// injected device faults, every swap-in checked against an oracle. Several seeds end
+    /// with their coverage: the share of seeds that reached each engine path and fault
+    /// stage.
     Dst(DstArgs),
     /// Simulate swap in virtual time on ZNS and block SSD models: the paper's figures
     /// (`sim paper`) and device write amplification (`sim waf`).
@@ -142,9 +144,15 @@ struct DstArgs {
     /// Operations per seed.
     #[arg(long, default_value_t = 1_000_000)]
     ops: u64,
-    /// Print JSON (one object for one seed, an array for several).
+    /// Print JSON: one seed's report for one seed; for several,
+    /// `{"seeds": [reports], "coverage": {figure: value}}` (shares of seeds as
+    /// fractions), plus `"below_floors": [{name, value, floor}]` with --floors.
     #[arg(long)]
     json: bool,
+    /// Fail (exit non-zero, naming each figure) when a coverage figure of the run falls
+    /// below its floor in this file; CI uses crates/dst/coverage-floors.json.
+    #[arg(long, value_name = "FILE")]
+    floors: Option<PathBuf>,
 }
 
 #[derive(Subcommand)]
@@ -327,7 +335,13 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Dst(args) => {
             anyhow::ensure!(args.seeds > 0 && args.ops > 0, "--seeds and --ops must be positive");
-            let request = cmd_dst::DstRequest { seed: args.seed, seeds: args.seeds, ops: args.ops, json: args.json };
+            let request = cmd_dst::DstRequest {
+                seed: args.seed,
+                seeds: args.seeds,
+                ops: args.ops,
+                json: args.json,
+                floors: args.floors,
+            };
             if !cmd_dst::dst(&request)? {
                 return Ok(ExitCode::FAILURE);
             }
