@@ -1,13 +1,17 @@
 //! `znswap dst`: deterministic simulation testing of the swap engine. Each seed picks a
 //! scenario (policy, record encoding, geometry, workload, faults), runs it against a
-//! fault-injecting model device and checks every swap-in against an oracle.
+//! fault-injecting model device and checks every swap-in against an oracle. Several
+//! seeds end with their coverage (which engine paths and fault stages the seeds
+//! reached), checked against floors with `--floors`.
 
 use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use serde::Serialize;
-use znswap_dst::{run, DstOptions, DstReport};
+use znswap_dst::coverage::Value;
+use znswap_dst::{run, Coverage, DstOptions, DstReport, Floors, Shortfall};
 
 use crate::stats::Table;
 
@@ -16,6 +20,9 @@ pub struct DstRequest {
     pub seeds: u64,
     pub ops: u64,
     pub json: bool,
+    /// A floors file (`crates/dst/coverage-floors.json`): the run fails when a coverage
+    /// figure falls below its floor.
+    pub floors: Option<PathBuf>,
 }
 
 #[derive(Serialize)]
@@ -25,13 +32,36 @@ struct SeedLine<'a> {
     seconds: f64,
 }
 
-/// Runs the seeds; returns whether all passed.
+/// The JSON of a multi-seed run.
+#[derive(Serialize)]
+struct RunJson<'a> {
+    seeds: Vec<SeedLine<'a>>,
+    coverage: &'a Coverage,
+    /// Figures below their floor (with `--floors`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    below_floors: Option<Vec<ShortfallJson>>,
+}
+
+#[derive(Serialize)]
+struct ShortfallJson {
+    name: &'static str,
+    value: f64,
+    floor: f64,
+}
+
+/// Runs the seeds; returns whether all passed and every coverage floor held.
 pub fn dst(request: &DstRequest) -> Result<bool> {
+    // Read and check the floors before hours of seeds, not after.
+    let floors = request.floors.as_deref().map(read_floors).transpose()?;
+    if let Some(floors) = &floors {
+        Coverage::of(&[]).shortfalls(floors).with_context(|| floors_context(request))?;
+    }
     let show_progress = !request.json && std::io::stderr().is_terminal();
     let mut table =
         Table::new(&["seed", "ops", "verified", "lost", "corrupted", "waf", "gc runs", "policy", "seconds", "verdict"]);
     let mut failed = Vec::new();
-    let mut lines = Vec::new();
+    let mut reports = Vec::new();
+    let mut seconds_per_seed = Vec::new();
     for seed in request.seed..request.seed + request.seeds {
         if show_progress {
             eprint!("\r\x1b[2Kseed {seed} ({} of {})", seed - request.seed + 1, request.seeds);
@@ -54,29 +84,130 @@ pub fn dst(request: &DstRequest) -> Result<bool> {
             format!("{seconds:.1}"),
             if report.passed() { "ok".into() } else { "FAILED".into() },
         ]);
-        lines.push((report, seconds));
+        reports.push(report);
+        seconds_per_seed.push(seconds);
     }
     if show_progress {
         eprint!("\r\x1b[2K");
     }
+    let coverage = Coverage::of(&reports);
+    let shortfalls = match &floors {
+        Some(floors) => Some(coverage.shortfalls(floors).with_context(|| floors_context(request))?),
+        None => None,
+    };
     if request.json {
-        let out: Vec<SeedLine> = lines.iter().map(|(report, seconds)| SeedLine { report, seconds: *seconds }).collect();
-        if out.len() == 1 {
-            println!("{}", serde_json::to_string_pretty(&out[0])?);
-        } else {
-            println!("{}", serde_json::to_string_pretty(&out)?);
-        }
+        print_json(&reports, &seconds_per_seed, &coverage, shortfalls.as_deref())?;
     } else {
         print!("{}", table.render());
-        for (report, _) in &lines {
+        for report in &reports {
             for violation in report.violations.iter().take(10) {
                 println!("seed {}: {violation}", report.seed);
             }
+        }
+        if reports.len() > 1 {
+            println!();
+            print!("{}", coverage_table(&coverage, floors.as_ref(), &seconds_per_seed).render());
         }
         println!("dst: {} passed, {} failed", request.seeds - failed.len() as u64, failed.len());
     }
     for seed in &failed {
         eprintln!("dst: seed {seed} FAILED; reproduce with `znswap dst --seed {seed} --ops {}`", request.ops);
     }
-    Ok(failed.is_empty())
+    let shortfalls = shortfalls.unwrap_or_default();
+    report_shortfalls(&shortfalls, request);
+    Ok(failed.is_empty() && shortfalls.is_empty())
+}
+
+fn floors_context(request: &DstRequest) -> String {
+    let path = request.floors.as_deref().unwrap_or(Path::new("?"));
+    format!("checking coverage floors from {}", path.display())
+}
+
+pub fn read_floors(path: &Path) -> Result<Floors> {
+    let text = std::fs::read_to_string(path).with_context(|| {
+        format!("reading coverage floors from {} (see crates/dst/coverage-floors.json)", path.display())
+    })?;
+    Floors::parse(&text).with_context(|| format!("parsing coverage floors from {}", path.display()))
+}
+
+/// One seed: its report as before. Several: `{"seeds": [...], "coverage": {...}}`, plus
+/// `"below_floors"` with `--floors`.
+fn print_json(
+    reports: &[DstReport],
+    seconds_per_seed: &[f64],
+    coverage: &Coverage,
+    shortfalls: Option<&[Shortfall]>,
+) -> Result<()> {
+    let seeds: Vec<SeedLine> =
+        reports.iter().zip(seconds_per_seed).map(|(report, &seconds)| SeedLine { report, seconds }).collect();
+    if seeds.len() == 1 {
+        println!("{}", serde_json::to_string_pretty(&seeds[0])?);
+        return Ok(());
+    }
+    let below_floors = shortfalls.map(|shortfalls| {
+        shortfalls
+            .iter()
+            .map(|shortfall| ShortfallJson {
+                name: shortfall.name,
+                value: shortfall.value.number(),
+                floor: shortfall.floor,
+            })
+            .collect()
+    });
+    println!("{}", serde_json::to_string_pretty(&RunJson { seeds, coverage, below_floors })?);
+    Ok(())
+}
+
+/// The coverage figures, each with its floor (if any), then the time per seed. Names
+/// first: they are what a floors file says.
+pub fn coverage_table(coverage: &Coverage, floors: Option<&Floors>, seconds_per_seed: &[f64]) -> Table {
+    let mut table = Table::new(&["coverage", "value", "floor", "", "of"]);
+    for figure in &coverage.figures {
+        let floor = floors.and_then(|floors| floors.floors.iter().find(|(name, _)| name == figure.name));
+        let (value, floor_text) = match figure.value {
+            Value::SeedShare { .. } => (
+                format!("{:.0} %", 100.0 * figure.value.number()),
+                floor.map(|(_, floor)| format!("{:.0} %", 100.0 * floor)),
+            ),
+            Value::Count(count) => (count.to_string(), floor.map(|(_, floor)| floor.to_string())),
+        };
+        let of = match figure.value {
+            Value::SeedShare { seeds, of } => format!("{seeds} of {of}"),
+            Value::Count(_) => String::new(),
+        };
+        let below = floor.is_some_and(|(_, floor)| figure.value.number() < *floor);
+        table.row(vec![
+            figure.name.to_string(),
+            value,
+            floor_text.unwrap_or_default(),
+            if below { "BELOW FLOOR".into() } else { String::new() },
+            of,
+        ]);
+    }
+    let mut sorted = seconds_per_seed.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    if let (Some(first), Some(last)) = (sorted.first(), sorted.last()) {
+        let median = sorted[(sorted.len() - 1) / 2];
+        table.row(vec![
+            "seconds_per_seed (min/median/max)".into(),
+            format!("{first:.2}/{median:.2}/{last:.2}"),
+            String::new(),
+            String::new(),
+            String::new(),
+        ]);
+    }
+    table
+}
+
+fn report_shortfalls(shortfalls: &[Shortfall], request: &DstRequest) {
+    for shortfall in shortfalls {
+        eprintln!("dst: coverage below floor: {shortfall}");
+    }
+    if !shortfalls.is_empty() {
+        eprintln!(
+            "dst: the seeds reach less of the engine than the floors in {} say they did; if a scenario change \
+             meant it, re-measure and lower the floor with the measurement beside it",
+            request.floors.as_deref().unwrap_or(Path::new("?")).display()
+        );
+    }
 }

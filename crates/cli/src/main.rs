@@ -43,7 +43,8 @@ enum Command {
     Bench(SwapBenchArgs),
     /// Deterministic simulation testing of the swap engine (or, with --pager, of the
     /// live pager): random workloads with injected device faults, every swap-in checked
-    /// against an oracle.
+    /// against an oracle. Several seeds end with their coverage: the share of seeds that
+    /// reached each engine (or pager) path and fault stage.
     Dst(DstArgs),
     /// Simulate swap in virtual time on ZNS and block SSD models: the paper's figures
     /// (`sim paper`) and device write amplification (`sim waf`).
@@ -157,14 +158,19 @@ struct DstArgs {
     /// Operations per seed.
     #[arg(long, default_value_t = 1_000_000)]
     ops: u64,
-    /// Print JSON (one object for one seed, an array for several; with --pager, an
-    /// object with `seeds` and `coverage`).
+    /// Print JSON: one seed's report for one seed; for several,
+    /// `{"seeds": [reports], "coverage": {figure: value}}` (shares of seeds as
+    /// fractions), plus `"below_floors": [{name, value, floor}]` with --floors.
     #[arg(long)]
     json: bool,
+    /// Fail (exit non-zero, naming each figure) when a coverage figure of the run falls
+    /// below its floor in this file; CI uses crates/dst/coverage-floors.json.
+    #[arg(long, value_name = "FILE")]
+    floors: Option<PathBuf>,
     /// Simulate the live pager (its core over a model of the page tables, with seeded
     /// interleavings of application threads, fault handlers, the evictor and the I/O
     /// thread) instead of the swap engine alone; --ops counts its steps.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "floors")]
     pager: bool,
 }
 
@@ -365,7 +371,13 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 }
                 return Ok(ExitCode::SUCCESS);
             }
-            let request = cmd_dst::DstRequest { seed: args.seed, seeds: args.seeds, ops: args.ops, json: args.json };
+            let request = cmd_dst::DstRequest {
+                seed: args.seed,
+                seeds: args.seeds,
+                ops: args.ops,
+                json: args.json,
+                floors: args.floors,
+            };
             if !cmd_dst::dst(&request)? {
                 return Ok(ExitCode::FAILURE);
             }

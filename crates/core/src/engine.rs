@@ -389,11 +389,18 @@ impl Engine {
                 self.seal(swap_zone);
             }
         }
-        // try_reset puts back what still cannot get an I/O descriptor.
+        // try_reset puts back what still cannot get an I/O descriptor. Once none is
+        // left the rest waits as it is: trying each (a scan of the list apiece) made
+        // every poll quadratic after a large free emptied thousands of zones at once.
         let mut wanted = std::mem::take(&mut self.reset_wanted);
-        for zone in wanted.drain(..) {
+        for (index, &zone) in wanted.iter().enumerate() {
+            if self.ios.is_full() {
+                self.reset_wanted.extend_from_slice(&wanted[index..]);
+                break;
+            }
             self.try_reset(zone);
         }
+        wanted.clear();
         if self.reset_wanted.is_empty() {
             self.reset_wanted = wanted;
         }

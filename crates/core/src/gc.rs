@@ -218,6 +218,13 @@ impl Engine {
         }
         self.gc.wanted = false;
         self.gc_finish_victims();
+        if !self.gc.running {
+            // The progress guard stopped the run (`gc_check_progress`). Picking victims
+            // now would carry on regardless, and the pages they move would count as the
+            // invalidations the stall waits for: the GC never stopped (DST seeds 115 and
+            // 141 at 200,000 ops).
+            return false;
+        }
         if self.gc.victims.is_empty() {
             let satisfied = self.empty_zones.len() as u32 >= self.derived.gc_high_watermark_zones;
             if satisfied && self.gc.requested.is_empty() {
@@ -346,8 +353,15 @@ impl Engine {
         // The victims together must win back more than the GC may pad (footer mode: up
         // to a chunk per stream); otherwise collecting them loses space. Small zones
         // whose chunk is most of a zone need the multi-victim mode to gain at all.
-        let padding_max =
-            if self.derived.chunk_pages > 1 { (self.derived.chunk_pages * self.derived.gc_streams) as u64 } else { 0 };
+        // Victims with nothing valid (only swap-cached slots left to drop) write nothing,
+        // so pad nothing: refusing them left the swap full of such zones, the GC idle
+        // and every swap-out refused (DST seed 10 at 200,000 ops, 10061 and 10085 at
+        // 1,000,000).
+        let padding_max = if self.derived.chunk_pages > 1 && valid_sum > 0 {
+            (self.derived.chunk_pages * self.derived.gc_streams) as u64
+        } else {
+            0
+        };
         if garbage_sum <= padding_max {
             for victim in std::mem::take(&mut self.gc.victims) {
                 self.slots.zone_mut(victim.zone).in_gc = false;

@@ -147,6 +147,10 @@ impl IoTable {
         (self.slots.len() - self.free.len()) as u32
     }
 
+    pub fn is_full(&self) -> bool {
+        self.free.is_empty()
+    }
+
     pub fn allocate(&mut self, kind: IoKind, zone: u32, generation: u32) -> Option<IoId> {
         let index = self.free.pop()?;
         let slot = &mut self.slots[index as usize];

@@ -9,6 +9,7 @@
 // `is_multiple_of` and `is_none_or` are newer than the workspace's rust-version (1.80).
 #![allow(clippy::manual_is_multiple_of, clippy::unnecessary_map_or)]
 
+pub mod coverage;
 pub mod device;
 pub mod pager;
 pub mod scenario;
@@ -17,7 +18,9 @@ pub mod sim;
 use serde::Serialize;
 use znswap_core::{Config, Stats};
 
+pub use coverage::{Coverage, Floors, FloorsError, Shortfall};
 pub use scenario::{Faults, Scenario, Workload};
+pub use sim::FaultHits;
 
 #[derive(Clone, Debug)]
 pub struct DstOptions {
@@ -51,11 +54,28 @@ pub struct DstReport {
     pub waf: f64,
     pub gc_runs: u64,
     pub violations: Vec<String>,
+    /// The workload's owner pages (the cold owner's are not counted).
     pub owner_pages: u64,
     pub zones_taken_offline: u32,
     pub records_corrupted: u64,
-    /// Owners freed whole, unregistered once drained and registered again.
+    /// Owners freed whole, unregistered once drained and registered again (the cold
+    /// owner included).
     pub owners_reused: u64,
+    /// Cold-owner cycles run to their release (`Scenario::cold_cycles`).
+    pub cold_cycles: u64,
+    pub cold_pages_written: u64,
+    /// Peak share of all slots holding valid pages, sampled every 1024 ops.
+    pub valid_share_peak: f64,
+    /// Faults injected, by the stage of the request they hit.
+    pub faults: FaultHits,
+    /// Completions delivered while a request submitted before them was pending.
+    pub completions_reordered: u64,
+    /// Ops the swap spent full (below the GC low watermark, swap-outs refused) with
+    /// the GC collecting nothing and under half the usable slots valid: small zones
+    /// whose GC footer padding would eat the gain (see `Sim::check_progress`).
+    pub ops_gc_idle_while_full: u64,
+    /// Ops with no empty zone, the GC's reserve used up (sampled every 1024 ops).
+    pub ops_without_empty_zone: u64,
     pub scenario: Scenario,
     pub stats: Stats,
     /// Counters over the measurement window (after `warmup_ops`).
@@ -89,7 +109,7 @@ pub fn config_for(scenario: &mut Scenario) -> Config {
         config.gc_read_gap_pages_max = scenario.gc_read_gap_pages_max;
         config.gc_streams = scenario.gc_streams;
         config.tenants_max = scenario.tenants.max(1);
-        config.owners_max = scenario.owners.max(1);
+        config.owners_max = scenario.owners.max(1) + u32::from(scenario.cold_cycles);
         config.io_in_flight_max = 64;
         config.chunk_flush_timeout_ns = 5_000_000;
         if let Some((low, high)) = scenario.gc_watermarks {
@@ -169,6 +189,13 @@ pub fn run(options: &DstOptions) -> DstReport {
         zones_taken_offline: sim.zones_taken_offline,
         records_corrupted: sim.records_corrupted,
         owners_reused: sim.owners_reused,
+        cold_cycles: sim.cold_cycles_done,
+        cold_pages_written: sim.cold_pages_written,
+        valid_share_peak: sim.valid_share_peak,
+        faults: sim.faults.clone(),
+        completions_reordered: sim.completions_reordered,
+        ops_gc_idle_while_full: sim.ops_gc_idle_while_full,
+        ops_without_empty_zone: sim.ops_without_empty_zone,
         host_bytes_per_slot: sim.engine.host_memory().bytes_per_slot,
         policy: sim.engine.policy_name(),
         window: stats.since(&baseline),

@@ -80,7 +80,9 @@ pub struct Scenario {
     pub owners: u32,
     pub tenants: u32,
     pub cores: u32,
-    /// Owner pages / slots outside the GC reserve and open zones.
+    /// Share of the slots outside the GC watermark, reserve and open zones that the
+    /// swapped-out pages fill: owner pages for the overwrite workloads (every page is
+    /// swapped out once warm), more for Mixed, which keeps only about a third out.
     pub utilization: f64,
     pub workload: Workload,
     pub faults: Faults,
@@ -88,6 +90,11 @@ pub struct Scenario {
     pub owner_pages: Option<u64>,
     /// GC (low, high) watermarks in empty zones, overriding the defaults.
     pub gc_watermarks: Option<(u32, u32)>,
+    /// Cold-owner cycles: an extra owner swaps out cold pages until the GC has to
+    /// run, keeps reading and rewriting a few while it does, then is released whole.
+    /// Without them a seed at low utilization or with small zones never needs the GC
+    /// (zones die whole first), and the GC's races with frees and releases go untested.
+    pub cold_cycles: bool,
 }
 
 impl Scenario {
@@ -150,6 +157,7 @@ impl Scenario {
             // Drawn last, so the draws above (and the seeds that found bugs) keep their
             // meaning.
             gc_read_gap_pages_max: [0, 1, 8, 63][below(rng, 4) as usize],
+            cold_cycles: true,
         }
     }
 
@@ -189,6 +197,8 @@ impl Scenario {
             // Utilization here is of all slots, as in the analytic models.
             owner_pages: Some((256.0 * 1024.0 * utilization) as u64),
             gc_watermarks: Some((4, 6)),
+            // The WAF tables measure the workload alone.
+            cold_cycles: false,
         }
     }
 }

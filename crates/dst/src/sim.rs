@@ -3,7 +3,10 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use serde::Serialize;
+
 use znswap_core::policy::TenantPolicy;
+use znswap_core::slot_map::ZoneState;
 use znswap_core::{
     Buf, Config, Engine, Event, IoError, IoId, IoRequest, PolicyKind, ReadOutcome, RecordEncoding, SwapIn,
     SwapOutError, SwapOutOutcome,
@@ -26,11 +29,100 @@ struct PageModel {
     lost: bool,
 }
 
+/// Faults the DST injected, by the stage of the request they hit: device errors on
+/// completions, and bit flips in the records the GC reads back.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct FaultHits {
+    /// Appends of swapped-out pages.
+    pub swap_out_append: u64,
+    /// Swap-in reads.
+    pub swap_in_read: u64,
+    /// GC reads of victim data (with its per-LBA metadata, if any).
+    pub gc_data_read: u64,
+    /// GC reads of chunk footers.
+    pub gc_footer_read: u64,
+    /// Appends of pages the GC moves.
+    pub gc_append: u64,
+    /// Resets of zones the GC read from since their last reset (its victims).
+    pub gc_victim_reset: u64,
+    /// Other resets: zones emptied by swap-ins, frees and overwrites (FAR or eager).
+    pub other_reset: u64,
+    pub finish: u64,
+    /// Bit flips in per-LBA metadata the GC read.
+    pub metadata_record_flipped: u64,
+    /// Bit flips in chunk footers the GC read.
+    pub footer_record_flipped: u64,
+    /// Zones taken offline while a GC read or append on them was in flight.
+    pub zone_offline_under_gc: u64,
+}
+
+/// The cold owner of `Scenario::cold_cycles`.
+struct Cold {
+    owner: u32,
+    /// New cold pages swapped out per op while the GC is not needed: enough to fill the
+    /// device in a sixteenth of the run, within `COLD_FILL_PAGES_PER_OP_MAX`.
+    pages_per_op: u64,
+    /// In order; the first is current or next.
+    cycles: Vec<ColdCycle>,
+    /// The GC's victim count when the current cycle started.
+    gc_runs_at_start: Option<u64>,
+    /// Pages `0..written` were written this cycle.
+    written: u64,
+    /// The fill stops at this many valid pages on the device (cold and others).
+    valid_pages_max: u64,
+}
+
+#[derive(Clone, Copy)]
+struct ColdCycle {
+    start_op: u64,
+    /// Released here if the GC has run since the start, else once it has or at
+    /// `deadline_op`: on a device that accepts writes slowly (small zones, few open, long
+    /// completion delays) the fill takes longer.
+    release_op: u64,
+    deadline_op: u64,
+}
+
+/// The quarters of the run in which a cold cycle starts (see `Sim::new`).
+const COLD_QUARTERS: [u64; 2] = [0, 2];
+/// Among Mixed's owner pages, the share swapped out at any time (measured on seeds
+/// 10001-10100: valid slots 0.33-0.37 of owner pages): accesses swap pages back in and
+/// frees take them out, so a Mixed page count of utilization x usable slots left the
+/// device two-thirds empty.
+const MIXED_SWAPPED_OUT_SHARE: f64 = 0.35;
+/// Ops between samples of the device's fill (a sum over every zone); more often while
+/// a cold fill watches it.
+const FILL_SAMPLE_OPS: u64 = 1024;
+const COLD_FILL_SAMPLE_OPS: u64 = 64;
+/// A cold fill stops at this share of the usable slots (those outside the GC watermark,
+/// reserve and open zones) holding valid pages: the GC then has to run (the garbage of
+/// the rest takes the device below its low watermark) yet can reach its high
+/// watermark. Filling to the low watermark itself left the GC copying 20-90 pages per
+/// page written (seeds 10010, 10024, 10078).
+const COLD_FILL_USABLE_SHARE: f64 = 0.9;
+/// Bounds a cold fill's pages per op: short runs (the tests' 20,000 ops) then fill
+/// only small devices, instead of writing a large one twice over in a few ops.
+const COLD_FILL_PAGES_PER_OP_MAX: u64 = 16;
+/// Ops between attempts to unregister released owners.
+const RELEASE_RETRY_OPS: u64 = 8;
+/// Ops the swap may stay full with the GC idle (see `Sim::check_progress`).
+const STUCK_OPS_MAX: u64 = 50_000;
+
 enum Pending {
     Append { io: IoId, zone: u32, bufs: Vec<Buf>, pages: Vec<(u32, u64)>, records: Vec<u8> },
     Read { io: IoId, zone: u32, slot: u32, pages: u32, buf: Buf, with_metadata: bool, swap_in: Option<(u32, u64)> },
     Reset { io: IoId, zone: u32 },
     Finish { io: IoId, zone: u32 },
+}
+
+impl Pending {
+    /// The zone of a GC read (data or footer) or of a GC append.
+    fn gc_zone(&self) -> Option<u32> {
+        match self {
+            Pending::Read { zone, swap_in: None, .. } => Some(*zone),
+            Pending::Append { zone, bufs, .. } if bufs.iter().any(|buf| matches!(buf, Buf::Gc(_))) => Some(*zone),
+            _ => None,
+        }
+    }
 }
 
 pub struct Sim {
@@ -40,7 +132,9 @@ pub struct Sim {
     rng: Rng,
     now_ns: u64,
     pages: Vec<Vec<PageModel>>,
-    pending: Vec<(u64, Pending)>,
+    /// (ready at, submission sequence, request).
+    pending: Vec<(u64, u64, Pending)>,
+    submitted: u64,
     gc_buffers: Vec<u64>,
     /// Swap-outs the engine took and has not reported done: ticket -> the buffer handle
     /// passed (the version), which its `SwapOutDone` must give back, exactly once.
@@ -57,11 +151,52 @@ pub struct Sim {
     pub lost: u64,
     pub records_corrupted: u64,
     pub zones_taken_offline: u32,
-    offline_at_ops: Vec<u64>,
+    /// Zone-offline faults to come: (due op, wait for a GC request in flight and take
+    /// its zone). Drawn at random, a zone seldom has GC I/O in flight when it goes.
+    offline_due: Vec<(u64, bool)>,
+    /// How long an offline fault waits for GC I/O before it takes any zone.
+    offline_wait_ops: u64,
     footer: bool,
     page_count: u64,
     /// Churn workload: the block written last.
     last_block: (u32, u64),
+    /// The workload's owners; the cold owner, if any, follows them.
+    hot_owners: u32,
+    /// Pages each owner was first registered with: re-registrations draw from it, so
+    /// owners do not shrink release after release.
+    owner_pages_initial: Vec<u64>,
+    /// Chance that Mixed's release draw releases the owner picked.
+    release_chance: f64,
+    cold: Option<Cold>,
+    /// The GC read from the zone since its last reset: the zone is (or was) a victim.
+    gc_read_from: Vec<bool>,
+    pub faults: FaultHits,
+    /// Completions delivered while a request submitted earlier was still pending.
+    pub completions_reordered: u64,
+    pub cold_cycles_done: u64,
+    pub cold_pages_written: u64,
+    /// Peak share of all slots holding valid pages (sampled every `FILL_SAMPLE_OPS`).
+    pub valid_share_peak: f64,
+    /// Valid pages on the device at the last sample.
+    valid_pages: u64,
+    usable_slots: f64,
+    /// Full zones holding no valid page (and not the GC's), at the last sample.
+    full_zones_without_valid_pages: u64,
+    progress: Progress,
+    /// Ops the swap spent below the GC low watermark refusing swap-outs, the GC
+    /// collecting nothing, with under half the usable slots valid (`check_progress`).
+    pub ops_gc_idle_while_full: u64,
+    /// Ops sampled with no empty zone at all: the GC's reserve used up, so a GC stream
+    /// whose zone filled cannot open another and the GC waits for frees to empty one.
+    pub ops_without_empty_zone: u64,
+}
+
+/// What `Sim::check_progress` compares between samples.
+#[derive(Default)]
+struct Progress {
+    gc_runs: u64,
+    backpressure: u64,
+    stuck_since_op: Option<u64>,
 }
 
 const VIOLATIONS_MAX: usize = 32;
@@ -96,18 +231,62 @@ impl Sim {
             geometry.zone_count - derived.gc_high_watermark_zones - derived.open_zones_max - derived.gc_reserve_zones;
         let data_fraction = if footer { (derived.chunk_pages - 1) as f64 / derived.chunk_pages as f64 } else { 1.0 };
         let usable = usable_zones as f64 * geometry.zone_capacity_pages as f64 * data_fraction;
-        let page_count =
-            scenario.owner_pages.unwrap_or((usable * scenario.utilization) as u64).max(scenario.owners as u64);
+        let swapped_out_share = if scenario.workload == Workload::Mixed { MIXED_SWAPPED_OUT_SHARE } else { 1.0 };
+        let page_count = scenario
+            .owner_pages
+            .unwrap_or((usable * scenario.utilization / swapped_out_share) as u64)
+            .max(scenario.owners as u64);
         let mut pages = Vec::new();
+        let mut owner_pages_initial = Vec::new();
         let mut engine = engine;
         for owner in 0..scenario.owners {
             let share =
                 page_count / scenario.owners as u64 + u64::from(owner == 0) * (page_count % scenario.owners as u64);
             engine.register_owner(owner, share, owner % scenario.tenants).expect("register");
             pages.push(vec![PageModel::default(); share as usize]);
+            owner_pages_initial.push(share);
         }
-        let offline_at_ops =
-            (0..scenario.faults.offline_zones).map(|_| ops / 4 + below(&mut rng, ops / 2 + 1)).collect();
+        let offline_due = (0..scenario.faults.offline_zones)
+            .map(|_| (ops / 4 + below(&mut rng, ops / 2 + 1), chance(&mut rng, 0.5)))
+            .collect();
+        // A cycle starts early in the first or third quarter of the run and is released
+        // in that quarter's second half once the GC has run (at the latest when the
+        // next quarter ends); the quarter after it runs the workload alone, at the
+        // scenario's utilization.
+        let cold = (scenario.cold_cycles && ops >= 64).then(|| {
+            let owner = scenario.owners;
+            // Enough to bring the device to the GC low watermark with no other data.
+            let cold_pages =
+                (geometry.zone_count - derived.gc_low_watermark_zones) as u64 * geometry.zone_capacity_pages as u64;
+            engine.register_owner(owner, cold_pages, owner % scenario.tenants).expect("register the cold owner");
+            pages.push(vec![PageModel::default(); cold_pages as usize]);
+            owner_pages_initial.push(cold_pages);
+            let quarter = ops / 4;
+            let fill_ops = (quarter / 4).max(1);
+            let cycles = COLD_QUARTERS
+                .iter()
+                .map(|&index| {
+                    let base = index * quarter;
+                    ColdCycle {
+                        start_op: base + below(&mut rng, quarter / 4 + 1),
+                        release_op: base + quarter / 2 + below(&mut rng, quarter / 2 + 1),
+                        deadline_op: base + 2 * quarter,
+                    }
+                })
+                .collect();
+            Cold {
+                owner,
+                pages_per_op: cold_pages.div_ceil(fill_ops).clamp(1, COLD_FILL_PAGES_PER_OP_MAX),
+                cycles,
+                gc_runs_at_start: None,
+                written: 0,
+                valid_pages_max: (usable * COLD_FILL_USABLE_SHARE) as u64,
+            }
+        });
+        // An owner is released about once every 16 x page_count ops, so each of its
+        // pages is touched some 16 times in between and the device refills: releasing
+        // one every 800 ops (as before) kept most seeds' devices nearly empty.
+        let release_chance = (100.0 * scenario.owners as f64 / (16.0 * page_count as f64)).min(1.0);
         let gc_buffers = vec![UNWRITTEN; engine.gc_buffer_pages() as usize];
         Sim {
             engine,
@@ -128,10 +307,28 @@ impl Sim {
             lost: 0,
             records_corrupted: 0,
             zones_taken_offline: 0,
-            offline_at_ops,
+            offline_due,
+            offline_wait_ops: ops / 16,
             footer,
             page_count,
             last_block: (0, 0),
+            hot_owners: scenario.owners,
+            owner_pages_initial,
+            release_chance,
+            cold,
+            gc_read_from: vec![false; geometry.zone_count as usize],
+            submitted: 0,
+            faults: FaultHits::default(),
+            completions_reordered: 0,
+            cold_cycles_done: 0,
+            cold_pages_written: 0,
+            valid_share_peak: 0.0,
+            valid_pages: 0,
+            usable_slots: usable,
+            full_zones_without_valid_pages: 0,
+            progress: Progress::default(),
+            ops_gc_idle_while_full: 0,
+            ops_without_empty_zone: 0,
             scenario,
         }
     }
@@ -147,7 +344,7 @@ impl Sim {
     }
 
     fn pick_page(&mut self) -> (u32, u64) {
-        let owner = below(&mut self.rng, self.pages.len() as u64) as u32;
+        let owner = below(&mut self.rng, self.hot_owners as u64) as u32;
         let count = self.pages[owner as usize].len() as u64;
         let skewed = self.scenario.workload == Workload::SkewedOverwrite;
         let page = if skewed && chance(&mut self.rng, 0.8) {
@@ -161,9 +358,8 @@ impl Sim {
     /// One operation of the workload, then the I/O it caused.
     pub fn step(&mut self, op: u64) {
         self.now_ns += 1 + below(&mut self.rng, 2_000);
-        if self.offline_at_ops.contains(&op) {
-            self.take_zone_offline();
-        }
+        self.offline_faults(op);
+        self.cold_op(op);
         match self.scenario.workload {
             Workload::Mixed => self.mixed_op(),
             Workload::UniformOverwrite | Workload::SkewedOverwrite => self.overwrite_op(true),
@@ -172,7 +368,133 @@ impl Sim {
         }
         self.engine.tick(self.now_ns);
         self.pump(false);
-        self.retry_releases();
+        // Not every op: unregistering scans the owner's pages (the cold owner's are a
+        // device's worth), and I/O naming a released owner takes ops to drain anyway.
+        if op % RELEASE_RETRY_OPS == 0 {
+            self.retry_releases();
+        }
+        let filling =
+            self.cold.as_ref().is_some_and(|cold| cold.cycles.first().is_some_and(|cycle| op >= cycle.start_op));
+        if op % FILL_SAMPLE_OPS == 0 || (filling && op % COLD_FILL_SAMPLE_OPS == 0) {
+            self.sample_fill();
+        }
+        if op % FILL_SAMPLE_OPS == 0 {
+            self.check_progress(op);
+        }
+    }
+
+    /// Liveness: the swap must not stay full of garbage. Between two samples the swap
+    /// was below the GC low watermark, swap-outs were refused and the GC collected
+    /// nothing, while valid pages filled under half the usable slots: the ops count as
+    /// `ops_gc_idle_while_full`. When this lasts `STUCK_OPS_MAX` ops while some full
+    /// zone holds no valid page at all (collecting it writes nothing), it is a
+    /// violation: the GC refused such zones of swap-cached slots (seeds 10061, 10085).
+    /// Zones with a few valid pages it may refuse, where its footer padding would eat
+    /// the gain (small zones), so those stretches are only counted.
+    fn check_progress(&mut self, op: u64) {
+        let info = self.engine.swap_inf();
+        let stats = self.engine.stats();
+        let (gc_runs, backpressure) = (stats.gc_runs, stats.backpressure);
+        let idle_while_full = info.free_zones < info.low_wmark
+            && gc_runs == self.progress.gc_runs
+            && backpressure > self.progress.backpressure
+            && (self.valid_pages as f64) < 0.5 * self.usable_slots;
+        self.progress.gc_runs = gc_runs;
+        self.progress.backpressure = backpressure;
+        if idle_while_full {
+            self.ops_gc_idle_while_full += FILL_SAMPLE_OPS;
+        }
+        if info.free_zones == 0 {
+            self.ops_without_empty_zone += FILL_SAMPLE_OPS;
+        }
+        if !idle_while_full || self.full_zones_without_valid_pages == 0 {
+            self.progress.stuck_since_op = None;
+            return;
+        }
+        let since = *self.progress.stuck_since_op.get_or_insert(op);
+        if op - since >= STUCK_OPS_MAX {
+            let message = format!(
+                "GC idle for {} ops with the swap full: {} empty zones (low watermark {}), swap-outs refused, \
+                 valid pages {} of {:.0} usable slots, {} full zones without a valid page",
+                op - since,
+                info.free_zones,
+                info.low_wmark,
+                self.valid_pages,
+                self.usable_slots,
+                self.full_zones_without_valid_pages
+            );
+            self.violation(message);
+            self.progress.stuck_since_op = None;
+        }
+    }
+
+    fn sample_fill(&mut self) {
+        let zones = self.device.zones.len() as u32;
+        self.valid_pages = 0;
+        self.full_zones_without_valid_pages = 0;
+        for zone in 0..zones {
+            let counters = self.engine.zone_counters(zone);
+            self.valid_pages += counters.occupied as u64;
+            if counters.state == ZoneState::Full && counters.occupied == 0 && !counters.in_gc {
+                self.full_zones_without_valid_pages += 1;
+            }
+        }
+        let share = self.valid_pages as f64 / (zones as f64 * self.device.capacity as f64);
+        self.valid_share_peak = self.valid_share_peak.max(share);
+    }
+
+    /// The cold owner's part of an op: within a cycle, swap out new cold pages while
+    /// the device is above the GC low watermark (so the GC has to run, and keeps
+    /// running as the workload adds garbage), and now and then read back or rewrite a
+    /// written one (a GC-moved page is checked; cold zones get garbage, so the GC moves
+    /// cold pages too). At the cycle's end the owner is released whole, under the GC.
+    fn cold_op(&mut self, op: u64) {
+        let Some(cold) = &self.cold else { return };
+        let (owner, pages_per_op, mut written, valid_pages_max) =
+            (cold.owner, cold.pages_per_op, cold.written, cold.valid_pages_max);
+        let Some(&cycle) = cold.cycles.first() else { return };
+        // A cycle waits for the previous one's release to be taken back.
+        if op < cycle.start_op || self.releasing.contains(&owner) {
+            return;
+        }
+        let gc_runs = self.engine.stats().gc_runs;
+        let gc_runs_at_start = *self.cold.as_mut().expect("checked above").gc_runs_at_start.get_or_insert(gc_runs);
+        let gc_ran = gc_runs > gc_runs_at_start;
+        if (op >= cycle.release_op && gc_ran) || op >= cycle.deadline_op {
+            self.release(owner);
+            let cold = self.cold.as_mut().expect("checked above");
+            cold.cycles.remove(0);
+            cold.gc_runs_at_start = None;
+            cold.written = 0;
+            self.cold_cycles_done += 1;
+            return;
+        }
+        let info = self.engine.swap_inf();
+        let count = self.pages[owner as usize].len() as u64;
+        if info.free_zones >= info.low_wmark && self.valid_pages < valid_pages_max {
+            for _ in 0..pages_per_op {
+                if written >= count {
+                    break;
+                }
+                self.access(owner, written, true);
+                self.swap_out(owner, written);
+                if self.pages[owner as usize][written as usize].swap_out.is_none() {
+                    break; // backpressure: the page stays resident, retried next op
+                }
+                written += 1;
+                self.cold_pages_written += 1;
+            }
+            self.cold.as_mut().expect("checked above").written = written;
+        }
+        if written > 0 && chance(&mut self.rng, 0.25) {
+            let page = below(&mut self.rng, written);
+            if self.pages[owner as usize][page as usize].memory.is_some() {
+                self.swap_out(owner, page);
+            } else {
+                let write = chance(&mut self.rng, 0.5);
+                self.access(owner, page, write);
+            }
+        }
     }
 
     fn mixed_op(&mut self) {
@@ -181,10 +503,9 @@ impl Sim {
             return;
         }
         match below(&mut self.rng, 100) {
-            // Rare (an eighth of one draw in a hundred, so other draws, and the seeds
-            // written before, keep their meaning): the whole owner goes, and its id is
-            // registered again once no I/O names it.
-            99 if self.now_ns % 8 == 0 => self.release(owner),
+            // Rare (see `release_chance`): the whole owner goes, and its id is registered
+            // again once no I/O names it.
+            99 if chance(&mut self.rng, self.release_chance) => self.release(owner),
             0..=39 => {
                 let write = chance(&mut self.rng, 0.5);
                 self.access(owner, page, write)
@@ -223,7 +544,7 @@ impl Sim {
     /// erases and FAR does not.
     fn churn_op(&mut self) {
         const BLOCK_PAGES: u64 = 32;
-        let owner = below(&mut self.rng, self.pages.len() as u64) as u32;
+        let owner = below(&mut self.rng, self.hot_owners as u64) as u32;
         let count = self.pages[owner as usize].len() as u64;
         let random_block = below(&mut self.rng, count.div_ceil(BLOCK_PAGES)) * BLOCK_PAGES;
         if chance(&mut self.rng, 0.5) {
@@ -266,19 +587,15 @@ impl Sim {
             }
             SwapIn::Read { io, zone, slot } => {
                 self.pages[owner as usize][page as usize].reading = Some(io);
-                let ready = self.ready_at();
-                self.pending.push((
-                    ready,
-                    Pending::Read {
-                        io,
-                        zone,
-                        slot,
-                        pages: 1,
-                        buf: Buf::Page(0),
-                        with_metadata: false,
-                        swap_in: Some((owner, page)),
-                    },
-                ));
+                self.submit(Pending::Read {
+                    io,
+                    zone,
+                    slot,
+                    pages: 1,
+                    buf: Buf::Page(0),
+                    with_metadata: false,
+                    swap_in: Some((owner, page)),
+                });
                 return;
             }
             SwapIn::InFlight => return,
@@ -350,9 +667,15 @@ impl Sim {
                         self.violation(format!("owner {owner} unregistered while the model holds its pages"));
                     }
                     // Often smaller: I/O still naming the old owner's last pages would
-                    // then point past the new one's end.
-                    let old = self.pages[owner as usize].len() as u64;
-                    let count = if chance(&mut self.rng, 0.5) { old } else { 1 + below(&mut self.rng, old) };
+                    // then point past the new one's end. Drawn from the first size, not
+                    // the last, so owners do not dwindle; the cold owner keeps its size,
+                    // which its fill is sized to.
+                    let initial = self.owner_pages_initial[owner as usize];
+                    let count = if owner >= self.hot_owners || chance(&mut self.rng, 0.5) {
+                        initial
+                    } else {
+                        1 + below(&mut self.rng, initial)
+                    };
                     if let Err(error) = self.engine.register_owner(owner, count, owner % self.scenario.tenants) {
                         self.violation(format!("owner {owner} unregistered but not registered again: {error}"));
                     }
@@ -379,24 +702,53 @@ impl Sim {
         }
     }
 
-    fn take_zone_offline(&mut self) {
-        let zones = self.device.zones.len() as u64;
-        for _ in 0..zones {
-            let zone = below(&mut self.rng, zones) as u32;
-            let counters = self.engine.zone_counters(zone);
-            if counters.occupied > 0 && !self.device.zones[zone as usize].offline {
-                self.device.take_offline(zone);
-                self.zones_taken_offline += 1;
-                self.engine.zone_offline(zone, self.now_ns);
-                self.collect();
-                return;
+    fn offline_faults(&mut self, op: u64) {
+        let mut index = 0;
+        while index < self.offline_due.len() {
+            let (due_op, at_gc) = self.offline_due[index];
+            if op >= due_op {
+                let gc_zone = if at_gc { self.zone_under_gc_io() } else { None };
+                if !at_gc || gc_zone.is_some() || op >= due_op + self.offline_wait_ops {
+                    self.offline_due.swap_remove(index);
+                    self.take_zone_offline(gc_zone);
+                    continue;
+                }
             }
+            index += 1;
         }
     }
 
-    fn ready_at(&mut self) -> u64 {
+    /// A zone with a GC read or append in flight, if any.
+    fn zone_under_gc_io(&self) -> Option<u32> {
+        self.pending
+            .iter()
+            .filter_map(|(_, _, request)| request.gc_zone())
+            .find(|&zone| !self.device.zones[zone as usize].offline)
+    }
+
+    /// Takes `zone`, or a random zone holding valid pages, offline.
+    fn take_zone_offline(&mut self, zone: Option<u32>) {
+        let zones = self.device.zones.len() as u64;
+        let zone = zone.or_else(|| {
+            (0..zones)
+                .map(|_| below(&mut self.rng, zones) as u32)
+                .find(|&zone| self.engine.zone_counters(zone).occupied > 0 && !self.device.zones[zone as usize].offline)
+        });
+        let Some(zone) = zone else { return };
+        let under_gc = self.pending.iter().any(|(_, _, request)| request.gc_zone() == Some(zone));
+        self.faults.zone_offline_under_gc += u64::from(under_gc);
+        self.device.take_offline(zone);
+        self.zones_taken_offline += 1;
+        self.engine.zone_offline(zone, self.now_ns);
+        self.collect();
+    }
+
+    /// Queues a request on the model device, to complete after a random delay.
+    fn submit(&mut self, request: Pending) {
         let delay = self.scenario.faults.delay_ns_max;
-        self.now_ns + if delay == 0 { 0 } else { below(&mut self.rng, delay) }
+        let ready = self.now_ns + if delay == 0 { 0 } else { below(&mut self.rng, delay) };
+        self.submitted += 1;
+        self.pending.push((ready, self.submitted, request));
     }
 
     /// Drains the engine's requests and events, and completes what is due (all of it
@@ -410,7 +762,10 @@ impl Sim {
                 return;
             }
             let pick = due[below(&mut self.rng, due.len() as u64) as usize];
-            let (_, request) = self.pending.swap_remove(pick);
+            let (_, sequence, request) = self.pending.swap_remove(pick);
+            if self.pending.iter().any(|&(_, earlier, _)| earlier < sequence) {
+                self.completions_reordered += 1;
+            }
             self.complete(request);
         }
         self.violation("I/O never settled".to_string());
@@ -418,7 +773,6 @@ impl Sim {
 
     fn collect(&mut self) {
         while let Some(request) = self.engine.poll_io() {
-            let ready = self.ready_at();
             let pending = match request {
                 IoRequest::Append { io, zone, pages } => {
                     let list = self.engine.append_pages(io);
@@ -437,7 +791,7 @@ impl Sim {
                 IoRequest::Reset { io, zone } => Pending::Reset { io, zone },
                 IoRequest::Finish { io, zone } => Pending::Finish { io, zone },
             };
-            self.pending.push((ready, pending));
+            self.submit(pending);
         }
         while let Some(event) = self.engine.poll_event() {
             self.event(event);
@@ -456,6 +810,11 @@ impl Sim {
                 let result = if offline {
                     Err(IoError::Offline)
                 } else if self.fault(self.scenario.faults.append_error) {
+                    if bufs.iter().any(|buf| matches!(buf, Buf::Gc(_))) {
+                        self.faults.gc_append += 1;
+                    } else {
+                        self.faults.swap_out_append += 1;
+                    }
                     Err(IoError::Device)
                 } else {
                     let versions: Vec<u64> = bufs
@@ -493,9 +852,17 @@ impl Sim {
             }
             Pending::Read { io, zone, slot, pages, buf, with_metadata, swap_in } => {
                 let offline = self.device.zones[zone as usize].offline;
+                if swap_in.is_none() {
+                    self.gc_read_from[zone as usize] = true;
+                }
                 let result = if offline {
                     Err(IoError::Offline)
                 } else if self.fault(self.scenario.faults.read_error) {
+                    match (swap_in, buf) {
+                        (Some(_), _) => self.faults.swap_in_read += 1,
+                        (None, Buf::Footer) => self.faults.gc_footer_read += 1,
+                        (None, _) => self.faults.gc_data_read += 1,
+                    }
                     Err(IoError::Device)
                 } else if let Err(breach) = self.device.check_read(zone, slot, pages) {
                     self.violation(breach.0);
@@ -526,6 +893,11 @@ impl Sim {
                         let bit = below(&mut self.rng, records.len() as u64 * 8) as usize;
                         records[bit / 8] ^= 1 << (bit % 8);
                         self.records_corrupted += 1;
+                        if buf == Buf::Footer {
+                            self.faults.footer_record_flipped += 1;
+                        } else {
+                            self.faults.metadata_record_flipped += 1;
+                        }
                     }
                 }
                 match self.engine.read_done(io, result, &records, now) {
@@ -541,9 +913,15 @@ impl Sim {
                 let result = if self.device.zones[zone as usize].offline {
                     Err(IoError::Offline)
                 } else if self.fault(self.scenario.faults.reset_error) {
+                    if self.gc_read_from[zone as usize] {
+                        self.faults.gc_victim_reset += 1;
+                    } else {
+                        self.faults.other_reset += 1;
+                    }
                     Err(IoError::Device)
                 } else {
                     self.device.reset(zone);
+                    self.gc_read_from[zone as usize] = false;
                     Ok(())
                 };
                 if let Err(error) = self.engine.reset_done(io, result, now) {
@@ -554,6 +932,7 @@ impl Sim {
                 let result = if self.device.zones[zone as usize].offline {
                     Err(IoError::Offline)
                 } else if self.fault(self.scenario.faults.reset_error) {
+                    self.faults.finish += 1;
                     Err(IoError::Device)
                 } else {
                     self.device.finish(zone);
@@ -679,7 +1058,12 @@ impl Sim {
                         break;
                     }
                     self.access(owner, page, false);
-                    self.pump(true);
+                    // A page never written comes back at once: no I/O to complete, and a
+                    // pump per page (each poll advancing the engine) was most of a
+                    // short run's time once the cold owner brought a device's worth.
+                    if self.pages[owner as usize][page as usize].memory.is_none() {
+                        self.pump(true);
+                    }
                 }
                 let model = self.pages[owner as usize][page as usize];
                 if let Some(memory) = model.memory {

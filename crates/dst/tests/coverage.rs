@@ -1,0 +1,70 @@
+//! The coverage figures and the floors check CI relies on.
+
+use znswap_dst::coverage::Value;
+use znswap_dst::{run, Coverage, DstOptions, DstReport, Floors, FloorsError};
+
+/// Two short seeds: real reports, whose fields the tests then set.
+fn reports() -> Vec<DstReport> {
+    (1..=2).map(|seed| run(&DstOptions::new(seed, 2_000))).collect()
+}
+
+fn floors(entries: &[(&str, f64)]) -> Floors {
+    Floors { floors: entries.iter().map(|&(name, floor)| (name.to_string(), floor)).collect() }
+}
+
+#[test]
+fn floors_check_fails_when_a_figure_is_below_its_floor() {
+    let mut reports = reports();
+    reports[0].stats.gc_runs = 5;
+    reports[1].stats.gc_runs = 0;
+    reports[0].pages_verified = 30_000;
+    reports[1].pages_verified = 19_999;
+    let coverage = Coverage::of(&reports);
+    assert_eq!(coverage.get("seeds_with_gc_share").unwrap().value, Value::SeedShare { seeds: 1, of: 2 });
+    assert_eq!(coverage.get("pages_verified_min").unwrap().value, Value::Count(19_999));
+
+    let met = floors(&[("seeds_with_gc_share", 0.5), ("pages_verified_min", 19_999.0)]);
+    assert_eq!(coverage.shortfalls(&met).unwrap(), vec![]);
+
+    let missed = floors(&[("seeds_with_gc_share", 0.9), ("pages_verified_min", 20_000.0), ("seeds", 2.0)]);
+    let shortfalls = coverage.shortfalls(&missed).unwrap();
+    let names: Vec<&str> = shortfalls.iter().map(|shortfall| shortfall.name).collect();
+    assert_eq!(names, ["seeds_with_gc_share", "pages_verified_min"]);
+    let message = shortfalls[0].to_string();
+    assert!(message.contains("seeds_with_gc_share") && message.contains("1 of 2"), "{message}");
+}
+
+#[test]
+fn floors_naming_no_figure_are_an_error() {
+    let coverage = Coverage::of(&reports());
+    let error = coverage.shortfalls(&floors(&[("seeds_with_gc_shares", 0.5)])).unwrap_err();
+    assert!(matches!(error, FloorsError::UnknownFigure { ref name, .. } if name == "seeds_with_gc_shares"));
+    assert!(matches!(Floors::parse(r#"{"floors": {"seeds": 3}}"#), Err(FloorsError::Shape(_))));
+    assert!(matches!(Floors::parse("{"), Err(FloorsError::Json(_))));
+}
+
+/// The file CI passes to `znswap dst --floors` parses, names only known figures, and
+/// its share floors are shares.
+#[test]
+fn committed_floors_name_known_figures() {
+    let text = include_str!("../coverage-floors.json");
+    let floors = Floors::parse(text).expect("coverage-floors.json parses");
+    assert!(floors.floors.len() >= 10, "{} floors", floors.floors.len());
+    let empty = Coverage::of(&[]);
+    empty.shortfalls(&floors).expect("every floor names a figure");
+    for (name, floor) in &floors.floors {
+        if name.ends_with("_share") {
+            assert!((0.0..=1.0).contains(floor), "{name}: {floor} is not a share");
+        }
+    }
+}
+
+#[test]
+fn coverage_serializes_as_one_object_of_figures() {
+    let coverage = Coverage::of(&reports());
+    let json = serde_json::to_value(&coverage).unwrap();
+    assert_eq!(json["seeds"], 2);
+    let share = json["seeds_with_owner_reused_share"].as_f64().unwrap();
+    assert!((0.0..=1.0).contains(&share));
+    assert_eq!(json.as_object().unwrap().len(), coverage.figures.len());
+}
