@@ -221,7 +221,7 @@ pub struct PagerCore {
     shut_down: bool,
     /// A notice for the user, taken by `take_notice`.
     notice: Option<Notice>,
-    /// The current episode of full swap has been said (cleared once swap has room).
+    /// The budget's giving way has been said.
     swap_full_said: bool,
     wakeups: Wakeups,
     stats: CoreStats,
@@ -322,12 +322,9 @@ impl PagerCore {
         self.wakeups = Wakeups { evictors: true, io: true, room: true };
     }
 
-    /// A notice owed to the user since the last call, once.
+    /// A notice owed to the user since the last call (each said once in the pager's
+    /// life; `budget_overruns` counts every fault it concerns).
     pub fn take_notice(&mut self) -> Option<Notice> {
-        if self.swap_full_said && !self.engine.swap_full() {
-            // Room again: a later episode is said again.
-            self.swap_full_said = false;
-        }
         self.notice.take()
     }
 

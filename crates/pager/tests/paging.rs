@@ -556,3 +556,32 @@ fn faults_waiting_for_room_discard_written_pages_themselves() {
         drop(region);
     }
 }
+
+/// A working set larger than the budget plus the whole device: once swap is full the
+/// budget gives (faults go past it, counted) instead of every fault waiting forever,
+/// and every page still reads back exactly.
+#[test]
+fn a_working_set_beyond_budget_and_device_goes_past_the_budget_without_hanging() {
+    for fault_mode in [FaultMode::SelfPaging, FaultMode::HandlerThreads(1)] {
+        // 12 zones of 1 MiB: 3072 slots, part of them the GC's reserve and watermarks.
+        let device: Arc<dyn ZonedDevice> = Arc::new(MemDevice::new(geometry(12, 1, 16)).unwrap());
+        let pager = Pager::new(device, config(fault_mode, 512)).unwrap();
+        let pages = 4096u64;
+        let mut region = pager.alloc(pages * PAGE_BYTES as u64, 0).unwrap();
+        let memory = region.as_mut_slice();
+        for version in 1..=2u64 {
+            for page in 0..pages {
+                fill(&mut memory[page as usize * PAGE_BYTES..][..PAGE_BYTES], page, version);
+            }
+        }
+        for page in 0..pages {
+            check(&memory[page as usize * PAGE_BYTES..][..PAGE_BYTES], page, 2);
+        }
+        let stats = pager.stats();
+        assert!(stats.budget_overruns > 0, "{fault_mode:?}: the budget never gave: {stats:?}");
+        assert!(stats.resident_pages_max > 512 + 64, "{fault_mode:?}: resident max {}", stats.resident_pages_max);
+        assert!(stats.swap_outs_written > 0, "{fault_mode:?}: swap was used before it filled");
+        assert_eq!((stats.lost_pages, stats.device_errors), (0, 0), "{fault_mode:?}");
+        drop(region);
+    }
+}
