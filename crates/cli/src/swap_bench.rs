@@ -20,7 +20,7 @@ use anyhow::{ensure, Context, Result};
 use rand_core::{RngCore, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use serde::Serialize;
-use znswap_pager::{FaultMode, Pager, PagerConfig, PAGE_BYTES};
+use znswap_pager::{lost_pages, FaultMode, Pager, PagerConfig, PAGE_BYTES};
 use znswap_workload::{Generator, Workload};
 use znswap_zoned::{
     format_size, AlignedBuf, FaultSpec, FaultyDevice, InjectedFaults, ZoneCondition, ZoneError, ZonedDevice,
@@ -331,7 +331,7 @@ pub fn run(device: Arc<dyn ZonedDevice>, options: &SwapBenchOptions) -> Result<S
 
     let base = region.as_ptr() as usize;
     ensure!(pages / options.threads as u64 > 0, "the working set is smaller than one page per thread");
-    let lost = lost_pages::watch(base, pages);
+    let lost = lost_pages::watch(base, pages).context("watching the working set for lost pages")?;
     let driven = drive(
         base,
         pages,
@@ -880,152 +880,6 @@ pub fn reset_earlier_run(device: &dyn ZonedDevice, name: &str) -> Result<()> {
     }
     eprintln!("znswap: {name} holds zones written by an earlier run ({written} not empty); resetting them");
     device.reset_all().with_context(|| format!("resetting the zones of {name}"))
-}
-
-/// Lost pages as the bench sees them: a SIGBUS handler that survives them.
-///
-/// The pager poisons a page whose only copy the device lost (`UFFDIO_POISON`), so that
-/// touching it raises SIGBUS instead of handing back wrong bytes; by default that kills
-/// the process. This handler, installed before the pager starts, takes such a SIGBUS at
-/// an address inside the watched region: it sets the page's bit in a lock-free bitmap
-/// and maps a fresh anonymous page over the poisoned one (`mmap(MAP_FIXED)`), so the
-/// access completes and the bench goes on, never verifying that page again.
-///
-/// Which SIGBUS is a lost page's: with `CONFIG_MEMORY_FAILURE` the kernel raises a
-/// poisoned page's as `BUS_MCEERR_AR`; without it (the 6.18 kernel this was written on)
-/// the same fault comes out as a plain `BUS_ADRERR` (`do_sigbus` in
-/// arch/x86/mm/fault.c). Both are taken at a region address: in handler-thread mode no
-/// userfault raises SIGBUS, and in self-paging mode the pager's own handler, installed
-/// with the first self-paging pager (after this one), resolves its userfaults
-/// (`BUS_ADRERR`) and chains every SIGBUS it does not resolve to the handler it found
-/// installed: this one. Anything else (another code, an address outside the region)
-/// goes on to the disposition found at install (Rust's stack-overflow handler, which
-/// falls back to the default action: death).
-///
-/// Only atomics, `mmap` and `sigaction` run in the handler: all async-signal-safe.
-pub mod lost_pages {
-    use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering::SeqCst};
-    use std::sync::{Mutex, OnceLock};
-
-    use znswap_pager::PAGE_BYTES;
-
-    /// The watched region (0: none) and its bitmap, one bit per page.
-    static BASE: AtomicUsize = AtomicUsize::new(0);
-    static PAGES: AtomicUsize = AtomicUsize::new(0);
-    static BITMAP: AtomicPtr<AtomicU64> = AtomicPtr::new(std::ptr::null_mut());
-    static PREVIOUS: OnceLock<libc::sigaction> = OnceLock::new();
-    static INSTALL: Mutex<()> = Mutex::new(());
-
-    /// Installs the handler, once per process; before any pager starts.
-    pub fn install() -> std::io::Result<()> {
-        let _guard = INSTALL.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        if PREVIOUS.get().is_some() {
-            return Ok(());
-        }
-        // SAFETY: plain sigaction calls with zero-initialised structures.
-        unsafe {
-            let mut action: libc::sigaction = std::mem::zeroed();
-            action.sa_sigaction = on_sigbus as *const () as usize;
-            action.sa_flags = libc::SA_SIGINFO;
-            libc::sigemptyset(&mut action.sa_mask);
-            let mut previous: libc::sigaction = std::mem::zeroed();
-            if libc::sigaction(libc::SIGBUS, &action, &mut previous) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            let _ = PREVIOUS.set(previous);
-        }
-        Ok(())
-    }
-
-    /// The region whose lost pages are recorded while this lives (one at a time).
-    pub struct Watch {
-        bitmap: Box<[AtomicU64]>,
-    }
-
-    pub fn watch(base: usize, pages: u64) -> Watch {
-        assert!(PREVIOUS.get().is_some(), "install the handler before watching a region");
-        let bitmap: Box<[AtomicU64]> = (0..pages.div_ceil(64)).map(|_| AtomicU64::new(0)).collect();
-        assert_eq!(BASE.load(SeqCst), 0, "one watched region at a time");
-        PAGES.store(pages as usize, SeqCst);
-        BITMAP.store(bitmap.as_ptr() as *mut AtomicU64, SeqCst);
-        BASE.store(base, SeqCst);
-        Watch { bitmap }
-    }
-
-    impl Watch {
-        pub fn is_lost(&self, page: u64) -> bool {
-            self.bitmap[page as usize / 64].load(SeqCst) & 1 << (page % 64) != 0
-        }
-
-        pub fn count(&self) -> u64 {
-            self.bitmap.iter().map(|word| word.load(SeqCst).count_ones() as u64).sum()
-        }
-    }
-
-    impl Drop for Watch {
-        fn drop(&mut self) {
-            // Called once nothing touches the region: no handler is reading the bitmap.
-            BASE.store(0, SeqCst);
-            BITMAP.store(std::ptr::null_mut(), SeqCst);
-        }
-    }
-
-    extern "C" fn on_sigbus(signal: libc::c_int, info: *mut libc::siginfo_t, context: *mut libc::c_void) {
-        // SAFETY: the kernel hands a valid siginfo to an SA_SIGINFO handler.
-        let (code, address) = unsafe { ((*info).si_code, (*info).si_addr() as usize) };
-        let (base, pages) = (BASE.load(SeqCst), PAGES.load(SeqCst));
-        let bitmap = BITMAP.load(SeqCst);
-        let in_region = base != 0 && !bitmap.is_null() && (base..base + pages * PAGE_BYTES).contains(&address);
-        if in_region && (code == libc::BUS_MCEERR_AR || code == libc::BUS_ADRERR) {
-            let page = (address - base) / PAGE_BYTES;
-            // SAFETY: the bitmap lives while the region is watched; errno is this
-            // thread's, restored for the interrupted code; the mapping replaces exactly
-            // the poisoned page.
-            unsafe {
-                (*bitmap.add(page / 64)).fetch_or(1 << (page % 64), SeqCst);
-                let errno = *libc::__errno_location();
-                let mapped = libc::mmap(
-                    (base + page * PAGE_BYTES) as *mut libc::c_void,
-                    PAGE_BYTES,
-                    libc::PROT_READ | libc::PROT_WRITE,
-                    libc::MAP_FIXED | libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                    -1,
-                    0,
-                );
-                *libc::__errno_location() = errno;
-                if mapped != libc::MAP_FAILED {
-                    return;
-                }
-            }
-        }
-        chain(signal, info, context);
-    }
-
-    /// Not a lost page: the handler found at install takes it, or the default action
-    /// (restored here; the retried access then kills as it would have without us).
-    fn chain(signal: libc::c_int, info: *mut libc::siginfo_t, context: *mut libc::c_void) {
-        let previous = PREVIOUS.get().copied();
-        // SAFETY: calling or restoring the disposition that was installed before ours.
-        unsafe {
-            match previous {
-                Some(previous) if previous.sa_sigaction != libc::SIG_DFL && previous.sa_sigaction != libc::SIG_IGN => {
-                    if previous.sa_flags & libc::SA_SIGINFO != 0 {
-                        let handler: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) =
-                            std::mem::transmute(previous.sa_sigaction);
-                        handler(signal, info, context);
-                    } else {
-                        let handler: extern "C" fn(libc::c_int) = std::mem::transmute(previous.sa_sigaction);
-                        handler(signal);
-                    }
-                }
-                _ => {
-                    let mut default: libc::sigaction = std::mem::zeroed();
-                    default.sa_sigaction = libc::SIG_DFL;
-                    libc::sigaction(signal, &default, std::ptr::null_mut());
-                }
-            }
-        }
-    }
 }
 
 #[cfg(test)]

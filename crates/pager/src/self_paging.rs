@@ -87,18 +87,8 @@ fn install_handler() -> Result<(), SelfPagingError> {
     if PREVIOUS.get().is_some() {
         return Ok(());
     }
-    // SAFETY: plain sigaction calls with zero-initialised structures.
-    unsafe {
-        let mut action: libc::sigaction = std::mem::zeroed();
-        action.sa_sigaction = on_sigbus as *const () as usize;
-        action.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
-        libc::sigemptyset(&mut action.sa_mask);
-        let mut previous: libc::sigaction = std::mem::zeroed();
-        if libc::sigaction(libc::SIGBUS, &action, &mut previous) != 0 {
-            return Err(SelfPagingError::Sigaction(std::io::Error::last_os_error()));
-        }
-        let _ = PREVIOUS.set(previous);
-    }
+    let previous = crate::signals::install(libc::SIGBUS, on_sigbus, true).map_err(SelfPagingError::Sigaction)?;
+    let _ = PREVIOUS.set(previous);
     Ok(())
 }
 
@@ -140,33 +130,7 @@ extern "C" fn on_sigbus(signal: libc::c_int, info: *mut libc::siginfo_t, context
             return;
         }
     }
-    chain(signal, info, context);
-}
-
-/// Not our fault: hand it to the handler that was there before, or restore the default
-/// action so the retried access kills the process as it would have without us.
-fn chain(signal: libc::c_int, info: *mut libc::siginfo_t, context: *mut libc::c_void) {
-    let previous = PREVIOUS.get().copied();
-    // SAFETY: calling or restoring the disposition that was installed before ours.
-    unsafe {
-        match previous {
-            Some(previous) if previous.sa_sigaction != libc::SIG_DFL && previous.sa_sigaction != libc::SIG_IGN => {
-                if previous.sa_flags & libc::SA_SIGINFO != 0 {
-                    let handler: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) =
-                        std::mem::transmute(previous.sa_sigaction);
-                    handler(signal, info, context);
-                } else {
-                    let handler: extern "C" fn(libc::c_int) = std::mem::transmute(previous.sa_sigaction);
-                    handler(signal);
-                }
-            }
-            _ => {
-                let mut default: libc::sigaction = std::mem::zeroed();
-                default.sa_sigaction = libc::SIG_DFL;
-                libc::sigaction(signal, &default, ptr::null_mut());
-            }
-        }
-    }
+    crate::signals::chain(PREVIOUS.get().copied(), signal, info, context);
 }
 
 /// Whether the faulting access was a write, from the x86 page-fault error code the

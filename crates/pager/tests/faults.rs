@@ -4,8 +4,7 @@
 //! and poisoned (touching it raises SIGBUS with `BUS_MCEERR_AR`), and `lost_pages`
 //! counts exactly the pages found lost; the pager neither hangs nor panics.
 //!
-//! A lost page's SIGBUS would kill the test, so this file installs a handler first (see
-//! `lost`) that records the page and maps a fresh one over it, as `znswap bench` does;
+//! A lost page's SIGBUS would kill the test, so this file installs a handler first (`znswap_pager::lost_pages`) that records the page and maps a fresh one over it, as `znswap bench` does;
 //! a page found lost is never checked again. Each test runs under a watchdog that
 //! aborts the process, naming the test, if it takes over a minute: a hang is a failure.
 
@@ -13,152 +12,10 @@ use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::Duration;
 
-use znswap_pager::{FaultMode, Pager, PagerConfig, PagerStats, PAGE_BYTES};
+use znswap_pager::{lost_pages, FaultMode, Pager, PagerConfig, PagerStats, PAGE_BYTES};
 use znswap_zoned::{
     CreateOptions, FaultSpec, FaultyDevice, FileDevice, Geometry, InjectedFaults, MemDevice, ZoneCondition, ZonedDevice,
 };
-
-/// Lost pages seen from the application: a SIGBUS handler for poisoned pages.
-///
-/// The pager poisons a lost page (UFFDIO_POISON); touching it raises SIGBUS with
-/// `si_code == BUS_MCEERR_AR`. This handler, installed before any pager starts (the
-/// self-paging pager's own handler, installed with the first such pager, chains every
-/// SIGBUS that is not a userfault to the handler it found: this one), takes such a
-/// SIGBUS at an address inside a watched region: it sets the page's bit in the region's
-/// bitmap and maps a fresh anonymous page over the poisoned one, so the access completes
-/// and the thread goes on. Everything else goes to the disposition found at install
-/// (Rust's stack-overflow handler, which falls back to the default: death).
-/// Only atomics and `mmap` run in the handler: both async-signal-safe.
-mod lost {
-    use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering::SeqCst};
-    use std::sync::{Mutex, Once, OnceLock};
-
-    use znswap_pager::PAGE_BYTES;
-
-    const WATCHES_MAX: usize = 16;
-
-    struct Slot {
-        /// 0 while free.
-        base: AtomicUsize,
-        pages: AtomicUsize,
-        bitmap: AtomicPtr<AtomicU64>,
-    }
-
-    static SLOTS: [Slot; WATCHES_MAX] = [const {
-        Slot { base: AtomicUsize::new(0), pages: AtomicUsize::new(0), bitmap: AtomicPtr::new(std::ptr::null_mut()) }
-    }; WATCHES_MAX];
-    static CLAIM: Mutex<()> = Mutex::new(());
-    static PREVIOUS: OnceLock<libc::sigaction> = OnceLock::new();
-    static INSTALL: Once = Once::new();
-
-    /// Installs the handler (once per process); call before starting any pager.
-    pub fn install() {
-        INSTALL.call_once(|| {
-            // SAFETY: plain sigaction calls with zero-initialised structures.
-            unsafe {
-                let mut action: libc::sigaction = std::mem::zeroed();
-                action.sa_sigaction = on_sigbus as *const () as usize;
-                action.sa_flags = libc::SA_SIGINFO;
-                libc::sigemptyset(&mut action.sa_mask);
-                let mut previous: libc::sigaction = std::mem::zeroed();
-                assert_eq!(libc::sigaction(libc::SIGBUS, &action, &mut previous), 0, "installing the SIGBUS handler");
-                PREVIOUS.set(previous).expect("installed once");
-            }
-        });
-    }
-
-    /// A region whose lost pages are recorded while this lives.
-    pub struct Watch {
-        slot: usize,
-        bitmap: Box<[AtomicU64]>,
-    }
-
-    pub fn watch(base: usize, pages: u64) -> Watch {
-        let bitmap: Box<[AtomicU64]> = (0..pages.div_ceil(64)).map(|_| AtomicU64::new(0)).collect();
-        let _claim = CLAIM.lock().unwrap();
-        let slot = SLOTS.iter().position(|slot| slot.base.load(SeqCst) == 0).expect("a free watch slot");
-        SLOTS[slot].pages.store(pages as usize, SeqCst);
-        SLOTS[slot].bitmap.store(bitmap.as_ptr() as *mut AtomicU64, SeqCst);
-        SLOTS[slot].base.store(base, SeqCst);
-        Watch { slot, bitmap }
-    }
-
-    impl Watch {
-        pub fn is_lost(&self, page: u64) -> bool {
-            self.bitmap[page as usize / 64].load(SeqCst) & 1 << (page % 64) != 0
-        }
-
-        pub fn lost_count(&self) -> u64 {
-            self.bitmap.iter().map(|word| word.load(SeqCst).count_ones() as u64).sum()
-        }
-    }
-
-    impl Drop for Watch {
-        fn drop(&mut self) {
-            // Nobody touches the region any more: no handler can be looking at the slot.
-            SLOTS[self.slot].base.store(0, SeqCst);
-        }
-    }
-
-    extern "C" fn on_sigbus(signal: libc::c_int, info: *mut libc::siginfo_t, context: *mut libc::c_void) {
-        // SAFETY: the kernel hands a valid siginfo to an SA_SIGINFO handler.
-        let (code, address) = unsafe { ((*info).si_code, (*info).si_addr() as usize) };
-        if code == libc::BUS_MCEERR_AR || code == libc::BUS_ADRERR {
-            for slot in &SLOTS {
-                let base = slot.base.load(SeqCst);
-                let pages = slot.pages.load(SeqCst);
-                if base == 0 || address < base || address >= base + pages * PAGE_BYTES {
-                    continue;
-                }
-                let page = (address - base) / PAGE_BYTES;
-                // SAFETY: the bitmap lives as long as the slot is claimed (base != 0).
-                unsafe { &*slot.bitmap.load(SeqCst).add(page / 64) }.fetch_or(1 << (page % 64), SeqCst);
-                // SAFETY: errno of this thread, restored for the interrupted code; the
-                // mapping replaces exactly the poisoned page of a live region.
-                unsafe {
-                    let errno = *libc::__errno_location();
-                    let mapped = libc::mmap(
-                        (base + page * PAGE_BYTES) as *mut libc::c_void,
-                        PAGE_BYTES,
-                        libc::PROT_READ | libc::PROT_WRITE,
-                        libc::MAP_FIXED | libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                        -1,
-                        0,
-                    );
-                    *libc::__errno_location() = errno;
-                    if mapped != libc::MAP_FAILED {
-                        return;
-                    }
-                }
-            }
-        }
-        chain(signal, info, context);
-    }
-
-    fn chain(signal: libc::c_int, info: *mut libc::siginfo_t, context: *mut libc::c_void) {
-        let previous = PREVIOUS.get().copied();
-        // SAFETY: calling or restoring the disposition that was installed before ours.
-        unsafe {
-            match previous {
-                Some(previous) if previous.sa_sigaction != libc::SIG_DFL && previous.sa_sigaction != libc::SIG_IGN => {
-                    if previous.sa_flags & libc::SA_SIGINFO != 0 {
-                        let handler: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) =
-                            std::mem::transmute(previous.sa_sigaction);
-                        handler(signal, info, context);
-                    } else {
-                        let handler: extern "C" fn(libc::c_int) = std::mem::transmute(previous.sa_sigaction);
-                        handler(signal);
-                    }
-                }
-                _ => {
-                    let mut default: libc::sigaction = std::mem::zeroed();
-                    default.sa_sigaction = libc::SIG_DFL;
-                    libc::sigaction(signal, &default, std::ptr::null_mut());
-                }
-            }
-        }
-    }
-}
 
 /// Aborts the process, naming the test, unless dropped within `limit`: a hung pager
 /// fails the run instead of stalling it.
@@ -239,7 +96,7 @@ struct Outcome {
 /// written once, then random accesses (a third of them writes) with every read checked,
 /// then every page checked. A page found lost is never checked again.
 fn run(name: &str, fault_mode: FaultMode, spec: &str, file_device: bool, zones: u32, seed: u64) -> Outcome {
-    lost::install();
+    lost_pages::install().expect("installing the lost-page handler");
     let _watchdog = Watchdog::arm(name, Duration::from_secs(60));
     let dir = tempfile::tempdir().unwrap();
     let inner: Arc<dyn ZonedDevice> = if file_device {
@@ -253,7 +110,7 @@ fn run(name: &str, fault_mode: FaultMode, spec: &str, file_device: bool, zones: 
     let pager = Pager::new(device.clone(), config).unwrap();
     let region = pager.alloc(REGION_PAGES * PAGE_BYTES as u64, 0).unwrap();
     let base = region.as_ptr() as usize;
-    let watch = lost::watch(base, REGION_PAGES);
+    let watch = lost_pages::watch(base, REGION_PAGES).expect("watching the region");
     let verified: u64 = std::thread::scope(|scope| {
         let workers: Vec<_> = (0..THREADS)
             .map(|thread| {
@@ -313,7 +170,7 @@ fn run(name: &str, fault_mode: FaultMode, spec: &str, file_device: bool, zones: 
         workers.into_iter().map(|worker| worker.join().expect("a worker panicked")).sum()
     });
     let stats = pager.stats();
-    let lost_observed = watch.lost_count();
+    let lost_observed = watch.count();
     drop(watch);
     drop(region);
     drop(pager);
