@@ -4,8 +4,9 @@
 //! and poisoned (touching it raises SIGBUS with `BUS_MCEERR_AR`), and `lost_pages`
 //! counts exactly the pages found lost; the pager neither hangs nor panics.
 //!
-//! A lost page's SIGBUS would kill the test, so this file installs a handler first (`znswap_pager::lost_pages`) that records the page and maps a fresh one over it, as `znswap bench` does;
-//! a page found lost is never checked again. Each test runs under a watchdog that
+//! A lost page's SIGBUS would kill the test, so this file installs a handler first
+//! (`znswap_pager::lost_pages`) that records the page and maps a fresh one over it, as
+//! `znswap bench` does; a page found lost is never checked again. Each test runs under a watchdog that
 //! aborts the process, naming the test, if it takes over a minute: a hang is a failure.
 
 use std::sync::mpsc;
