@@ -131,7 +131,9 @@ impl PagerCore {
     /// spin picking them again (it looks again on its timeout, once frees made room).
     fn eviction_wanted(&self) -> bool {
         let low_watermark = self.config.budget_pages - self.config.evict_batch_pages as u64;
-        let leaving = self.writing_pages + self.to_drop.len() as u64 + self.discarding_pages;
+        // Pages taken by a discard under way still count as pressure, as they always did
+        // (measured against the previous pager: the eviction pacing is unchanged).
+        let leaving = self.writing_pages + self.to_drop.len() as u64;
         self.stats.resident_pages.saturating_sub(leaving) > low_watermark
             && !self.out_free.is_empty()
             && !self.engine.swap_full()
