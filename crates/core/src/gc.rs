@@ -38,7 +38,7 @@ use crate::engine::{Engine, Event};
 use crate::io::{AppendPage, Buf, IoError, IoId, IoKind, IoRequest};
 use crate::owner_table::PageState;
 use crate::record::{self, PageRecord, RecordError};
-use crate::slot_map::{SlotState, ZoneState};
+use crate::slot_map::{SlotAddress, SlotState, ZoneState};
 
 /// Largest GC read, in pages.
 const GC_READ_PAGES_MAX: u32 = 64;
@@ -671,18 +671,20 @@ impl Engine {
             };
             let tenant = self.owners.tenant(owner);
             match self.owners.get(owner, page) {
-                PageState::SwapCached { slot } if slot == address => {
+                PageState::SwapCached { address: current } if current == address => {
                     self.set_slot(entry.zone, entry.slot, SlotState::Invalid, Some(tenant));
                     self.owners.set(owner, page, PageState::Resident);
                     self.stats.swap_cache_dropped += 1;
                 }
-                PageState::Swapped { slot } | PageState::SwapInFlight { slot } if slot == address => {
+                PageState::Swapped { address: current } | PageState::SwapInFlight { address: current }
+                    if current == address =>
+                {
                     if !entry.data_read {
                         continue; // became valid after gather: next pass
                     }
                     let page_out = AppendPage { owner, page, buf: Buf::Gc(entry.buf) };
                     let gc_swap_zone = self.policy_gc_swap_zone(owner, page);
-                    if !self.queue_page(gc_swap_zone, page_out, address, tenant) {
+                    if !self.queue_page(gc_swap_zone, page_out, address.0, tenant) {
                         self.gc.next_write = index;
                         return false;
                     }
@@ -699,11 +701,11 @@ impl Engine {
     /// The owner page of a victim slot: from its record when the record checks out and
     /// the owner still points here; otherwise (corrupt or lying record) by a scan of the
     /// owner table, reported as a rejected record.
-    fn gc_owner_of(&mut self, entry: &Entry, address: u64) -> Option<(u32, u64)> {
+    fn gc_owner_of(&mut self, entry: &Entry, address: SlotAddress) -> Option<(u32, u64)> {
         let error = match (entry.record, &entry.record_error) {
             (Some(record), _) => {
                 let points_here = self.owners.check(record.owner, record.page).is_ok()
-                    && self.owners.get(record.owner, record.page).slot() == Some(address);
+                    && self.owners.get(record.owner, record.page).address() == Some(address);
                 if points_here {
                     return Some((record.owner, record.page));
                 }
@@ -714,7 +716,7 @@ impl Engine {
         };
         self.stats.records_rejected += 1;
         self.events.push_back(Event::RecordRejected { zone: entry.zone, slot: entry.slot, error });
-        self.owners.find_slot(address)
+        self.owners.owner_of(address)
     }
 
     pub(crate) fn gc_seal_counted(&mut self) {
@@ -722,7 +724,7 @@ impl Engine {
     }
 
     /// Activate: remap the owner only if it still points at the victim slot.
-    pub(crate) fn activate(&mut self, owner: u32, page: u64, old: u64, zone: u32, zone_slot: u32) {
+    pub(crate) fn activate(&mut self, owner: u32, page: u64, old: SlotAddress, zone: u32, zone_slot: u32) {
         self.stats.gc_pages_written += 1;
         self.note_gc_write();
         let tenant = self.owners.tenant(owner);
@@ -730,12 +732,12 @@ impl Engine {
         let new = self.address(zone, zone_slot);
         let (old_zone, old_slot) = self.split(old);
         let (new_state, slot_state) = match self.owners.get(owner, page) {
-            PageState::Swapped { slot } if slot == old => (PageState::Swapped { slot: new }, SlotState::Valid),
-            PageState::SwapInFlight { slot } if slot == old => {
-                (PageState::SwapInFlight { slot: new }, SlotState::Valid)
+            PageState::Swapped { address } if address == old => (PageState::Swapped { address: new }, SlotState::Valid),
+            PageState::SwapInFlight { address } if address == old => {
+                (PageState::SwapInFlight { address: new }, SlotState::Valid)
             }
-            PageState::SwapCached { slot } if slot == old => {
-                (PageState::SwapCached { slot: new }, SlotState::SwapCached)
+            PageState::SwapCached { address } if address == old => {
+                (PageState::SwapCached { address: new }, SlotState::SwapCached)
             }
             _ => {
                 self.set_slot(zone, zone_slot, SlotState::Invalid, None);

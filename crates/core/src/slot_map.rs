@@ -7,6 +7,34 @@
 
 use serde::Serialize;
 
+/// A slot's address on the whole device, Linux's `swp_entry_t` offset: the zone times
+/// the zone capacity plus the slot's index in its zone. The owner table keeps it (40
+/// bits); within a zone a slot is named by its index alone (`slot: u32`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub struct SlotAddress(pub u64);
+
+impl SlotAddress {
+    pub fn new(zone: u32, slot: u32, zone_capacity_pages: u32) -> SlotAddress {
+        debug_assert!(slot < zone_capacity_pages, "slot {slot} beyond the zone capacity {zone_capacity_pages}");
+        SlotAddress(zone as u64 * zone_capacity_pages as u64 + slot as u64)
+    }
+
+    pub fn zone(self, zone_capacity_pages: u32) -> u32 {
+        (self.0 / zone_capacity_pages as u64) as u32
+    }
+
+    /// The slot's index within its zone.
+    pub fn slot(self, zone_capacity_pages: u32) -> u32 {
+        (self.0 % zone_capacity_pages as u64) as u32
+    }
+}
+
+impl std::fmt::Display for SlotAddress {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(formatter)
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[repr(u8)]
 pub enum SlotState {
@@ -268,6 +296,13 @@ mod tests {
         let mut maps = SlotMaps::new(1, 8);
         maps.set(0, 1, SlotState::Invalid);
         maps.set(0, 1, SlotState::Valid);
+    }
+
+    #[test]
+    fn slot_address_names_zone_and_slot() {
+        let address = SlotAddress::new(5, 69, 70);
+        assert_eq!(address, SlotAddress(5 * 70 + 69));
+        assert_eq!((address.zone(70), address.slot(70)), (5, 69));
     }
 
     #[test]

@@ -7,7 +7,7 @@ use crate::io::{AppendPage, Buf, IoError, IoId, IoKind, IoRequest};
 use crate::owner_table::PageState;
 use crate::policy::PageInfo;
 use crate::record::{self, PageRecord};
-use crate::slot_map::{SlotState, ZoneState};
+use crate::slot_map::{SlotAddress, SlotState, ZoneState};
 
 impl Engine {
     // --------------------------------------------------------------- swap-out
@@ -31,12 +31,12 @@ impl Engine {
         let tenant = self.owners.tenant(owner);
         match state {
             PageState::Resident | PageState::Zero => {}
-            PageState::SwapCached { slot } => {
-                let (zone, zone_slot) = self.split(slot);
+            PageState::SwapCached { address } => {
+                let (zone, zone_slot) = self.split(address);
                 if !self.slots.zone(zone).in_gc {
                     // The slot still holds this clean page: no write at all.
                     self.set_slot(zone, zone_slot, SlotState::Valid, Some(tenant));
-                    self.owners.set(owner, page, PageState::Swapped { slot });
+                    self.owners.set(owner, page, PageState::Swapped { address });
                     let ticket = self.ticket();
                     self.stats.swap_outs += 1;
                     self.stats.swap_cache_hits += 1;
@@ -69,8 +69,8 @@ impl Engine {
             return Err(SwapOutError::Backpressure);
         }
         self.next_ticket += 1;
-        if let PageState::SwapCached { slot } = state {
-            let (zone, zone_slot) = self.split(slot);
+        if let PageState::SwapCached { address } = state {
+            let (zone, zone_slot) = self.split(address);
             self.set_slot(zone, zone_slot, SlotState::Invalid, Some(tenant));
         }
         self.owners.set(owner, page, PageState::SwapOutInFlight { ticket: ticket.0, dirtied: false });
@@ -249,7 +249,7 @@ impl Engine {
                                 self.footer_bits[bit / 64] |= 1 << (bit % 64);
                             }
                         }
-                        _ if gc => self.activate(page.owner, page.page, *tag, zone, zone_slot),
+                        _ if gc => self.activate(page.owner, page.page, SlotAddress(*tag), zone, zone_slot),
                         Buf::Page(buf) => {
                             let dirty = dirtied.get(index).copied().unwrap_or(false);
                             self.swap_out_done((page.owner, page.page, buf), Ticket(*tag), zone, zone_slot, dirty);
@@ -307,8 +307,8 @@ impl Engine {
                     SwapOutOutcome::AbortedDirty
                 } else {
                     self.set_slot(zone, zone_slot, SlotState::Valid, Some(tenant));
-                    let slot = self.address(zone, zone_slot);
-                    self.owners.set(owner, page, PageState::Swapped { slot });
+                    let address = self.address(zone, zone_slot);
+                    self.owners.set(owner, page, PageState::Swapped { address });
                     SwapOutOutcome::Swapped { zone, slot: zone_slot }
                 }
             }

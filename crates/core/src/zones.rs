@@ -175,14 +175,14 @@ impl Engine {
         self.retire_zone(zone);
         self.gc_zone_offline(zone);
         // No reverse table: find the owners by a scan. Rare, and never on a hot path.
-        let capacity = self.capacity as u64;
+        let capacity = self.capacity;
         let mut lost = Vec::new();
         let mut cached = Vec::new();
         self.owners.for_each(|owner, page, state| match state {
-            PageState::Swapped { slot } | PageState::SwapInFlight { slot } if slot / capacity == zone as u64 => {
+            PageState::Swapped { address } | PageState::SwapInFlight { address } if address.zone(capacity) == zone => {
                 lost.push((owner, page))
             }
-            PageState::SwapCached { slot } if slot / capacity == zone as u64 => cached.push((owner, page)),
+            PageState::SwapCached { address } if address.zone(capacity) == zone => cached.push((owner, page)),
             _ => {}
         });
         for (owner, page) in lost {

@@ -4,8 +4,8 @@
 use std::collections::HashMap;
 
 use znswap_core::{
-    Buf, Config, Engine, Event, Geometry, IoError, IoId, IoRequest, PageState, PolicyKind, ReadOutcome, SwapCacheMode,
-    SwapIn, SwapOutError, SwapOutOutcome,
+    Buf, Config, Engine, Event, Geometry, IoError, IoId, IoRequest, PageState, PolicyKind, ReadOutcome, SlotAddress,
+    SwapCacheMode, SwapIn, SwapOutError, SwapOutOutcome,
 };
 
 fn geometry(metadata_bytes: u32) -> Geometry {
@@ -372,16 +372,16 @@ fn swap_in_during_migration_reads_the_old_slot() {
     let reads: Vec<IoRequest> = h.held.drain(..).collect();
     assert!(reads.iter().any(|request| matches!(request, IoRequest::Read { zone, .. } if *zone == victim)));
     // A page of the victim, swapped in while the GC holds its data.
-    let (page, slot) = (0..240)
+    let (page, address) = (0..240)
         .find_map(|page| match h.engine.page_state(0, page).unwrap() {
-            PageState::Swapped { slot } if slot / 32 == victim as u64 => Some((page, slot)),
+            PageState::Swapped { address } if address.zone(32) == victim => Some((page, address)),
             _ => None,
         })
         .unwrap();
     let SwapIn::Read { io, zone, slot: read_slot } = h.engine.swap_in(0, page, h.now).unwrap() else {
         panic!("expected a read");
     };
-    assert_eq!((zone as u64) * 32 + read_slot as u64, slot, "reads the old slot");
+    assert_eq!(SlotAddress::new(zone, read_slot, 32), address, "reads the old slot");
     for request in reads {
         h.complete(request, &[]);
     }
@@ -552,7 +552,7 @@ fn activate_skips_pages_freed_or_dirtied_during_the_move() {
     let appends: Vec<IoRequest> = h.held.drain(..).collect();
     assert!(appends.iter().any(|request| matches!(request, IoRequest::Append { .. })));
     let moving: Vec<u64> = (0..240)
-        .filter(|&page| matches!(h.engine.page_state(0, page).unwrap(), PageState::Swapped { slot } if slot / 32 == victim as u64))
+        .filter(|&page| matches!(h.engine.page_state(0, page).unwrap(), PageState::Swapped { address } if address.zone(32) == victim))
         .collect();
     assert!(moving.len() >= 2);
     // Meanwhile one page is freed, another swapped in and written.
@@ -568,7 +568,7 @@ fn activate_skips_pages_freed_or_dirtied_during_the_move() {
     assert_eq!(h.engine.page_state(0, moving[1]).unwrap(), PageState::Resident);
     for &page in &moving[2..] {
         assert!(
-            matches!(h.engine.page_state(0, page).unwrap(), PageState::Swapped { slot } if slot / 32 != victim as u64)
+            matches!(h.engine.page_state(0, page).unwrap(), PageState::Swapped { address } if address.zone(32) != victim)
         );
     }
     h.engine.check_invariants();
