@@ -520,9 +520,9 @@ impl Engine {
             let Some(io) = self.ios.allocate(kind, entry.zone, generation) else {
                 return;
             };
-            let slot = self.ios.get_mut(io).expect("io");
-            slot.slot = entry.slot;
-            slot.pages_count = pages;
+            let descriptor = self.ios.get_mut(io).expect("io");
+            descriptor.slot = entry.slot;
+            descriptor.pages_count = pages;
             self.slots.zone_mut(entry.zone).reads_in_flight += 1;
             self.gc.reads_outstanding += 1;
             self.stats.gc_pages_read += pages as u64;
@@ -559,11 +559,11 @@ impl Engine {
             }
             let generation = self.slots.zone(entry.zone).resets;
             let Some(io) = self.ios.allocate(IoKind::FooterRead, entry.zone, generation) else { return };
-            let slot = self.ios.get_mut(io).expect("io");
-            slot.slot = entry.footer_slot;
-            slot.pages_count = 1;
-            slot.tags.push(first as u64);
-            slot.tags.push(last as u64);
+            let descriptor = self.ios.get_mut(io).expect("io");
+            descriptor.slot = entry.footer_slot;
+            descriptor.pages_count = 1;
+            descriptor.tags.push(first as u64);
+            descriptor.tags.push(last as u64);
             self.slots.zone_mut(entry.zone).reads_in_flight += 1;
             self.gc.reads_outstanding += 1;
             self.stats.gc_pages_read += 1;
@@ -585,12 +585,12 @@ impl Engine {
         result: Result<(), IoError>,
         records: &[u8],
     ) -> Result<(), crate::engine::EngineError> {
-        let slot = self.ios.get(io).expect("checked by read_done");
+        let descriptor = self.ios.get(io).expect("checked by read_done");
         let (kind, zone, first_slot, pages, generation) =
-            (slot.kind, slot.zone, slot.slot, slot.pages_count, slot.generation);
+            (descriptor.kind, descriptor.zone, descriptor.slot, descriptor.pages_count, descriptor.generation);
         let range = match kind {
             IoKind::GcRead { first, end } => first as usize..end as usize,
-            _ => slot.tags[0] as usize..slot.tags[1] as usize,
+            _ => descriptor.tags[0] as usize..descriptor.tags[1] as usize,
         };
         self.ios.release(io);
         self.slots.zone_mut(zone).reads_in_flight -= 1;

@@ -51,8 +51,8 @@ impl Engine {
         now: u64,
     ) -> Result<ReadOutcome, EngineError> {
         self.advance(now);
-        let slot = self.ios.get(io).ok_or(EngineError::UnknownIo { io })?;
-        let (kind, zone) = (slot.kind, slot.zone);
+        let descriptor = self.ios.get(io).ok_or(EngineError::UnknownIo { io })?;
+        let (kind, zone) = (descriptor.kind, descriptor.zone);
         match kind {
             IoKind::SwapInRead { owner, page, orphaned } => {
                 self.ios.release(io);

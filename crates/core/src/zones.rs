@@ -207,11 +207,11 @@ impl Engine {
 
     pub fn reset_done(&mut self, io: IoId, result: Result<(), IoError>, now: u64) -> Result<(), EngineError> {
         self.advance(now);
-        let slot = self.ios.get(io).ok_or(EngineError::UnknownIo { io })?;
-        if slot.kind != IoKind::Reset {
+        let descriptor = self.ios.get(io).ok_or(EngineError::UnknownIo { io })?;
+        if descriptor.kind != IoKind::Reset {
             return Err(EngineError::WrongKind { io });
         }
-        let zone = slot.zone;
+        let zone = descriptor.zone;
         self.ios.release(io);
         if self.slots.zone(zone).state != ZoneState::Resetting {
             return Ok(());
