@@ -362,7 +362,7 @@ impl Engine {
         }
         let counters = *self.slots.zone(zone);
         if counters.state == ZoneState::Full && !counters.in_gc {
-            if counters.occupied + counters.swap_cache == 0 {
+            if counters.valid + counters.swap_cache == 0 {
                 // Fully invalid and full: its write pointer is at the end, so FAR
                 // resets it at any free-space level.
                 self.victims.remove(zone);
@@ -475,7 +475,7 @@ impl Engine {
         ZoneInfo {
             zone_id: zone,
             capacity: self.capacity,
-            occupied_slots: counters.occupied,
+            valid_slots: counters.valid,
             invalid_slots: counters.invalid,
             swap_cache_slots: counters.swap_cache,
             written_slots: counters.written,
@@ -530,11 +530,11 @@ impl Engine {
                 _ => {}
             }
             if counters.state != ZoneState::Offline {
-                valid += counters.occupied as u64;
+                valid += counters.valid as u64;
                 cached += counters.swap_cache as u64;
             }
             let candidate =
-                counters.state == ZoneState::Full && !counters.in_gc && counters.occupied + counters.swap_cache > 0;
+                counters.state == ZoneState::Full && !counters.in_gc && counters.valid + counters.swap_cache > 0;
             assert_eq!(self.victims.contains(zone), candidate, "zone {zone} victim index membership");
         }
         assert_eq!((open_user, open_gc), (self.open_user_zones, self.open_gc_zones));

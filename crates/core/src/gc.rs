@@ -272,7 +272,7 @@ impl Engine {
                 self.gc.victims.swap_remove(index);
                 continue;
             }
-            if counters.occupied + counters.swap_cache == 0 {
+            if counters.valid + counters.swap_cache == 0 {
                 self.gc.victims.swap_remove(index);
                 self.slots.zone_mut(victim.zone).in_gc = false;
                 self.stats.gc_runs += 1;
@@ -333,8 +333,7 @@ impl Engine {
                 break;
             }
         }
-        let mut valid_sum: u64 =
-            self.gc.victims.iter().map(|victim| self.slots.zone(victim.zone).occupied as u64).sum();
+        let mut valid_sum: u64 = self.gc.victims.iter().map(|victim| self.slots.zone(victim.zone).valid as u64).sum();
         let mut garbage_sum: u64 =
             self.gc.victims.iter().map(|victim| self.slots.zone(victim.zone).garbage() as u64).sum();
         while (self.gc.victims.len() as u32) < self.gc.victims_max {
@@ -343,10 +342,10 @@ impl Engine {
             if counters.garbage() == 0 {
                 break;
             }
-            if !self.gc.victims.is_empty() && valid_sum + counters.occupied as u64 > self.capacity as u64 {
+            if !self.gc.victims.is_empty() && valid_sum + counters.valid as u64 > self.capacity as u64 {
                 break;
             }
-            valid_sum += counters.occupied as u64;
+            valid_sum += counters.valid as u64;
             garbage_sum += counters.garbage() as u64;
             self.gc_take_victim(zone);
         }
@@ -384,7 +383,7 @@ impl Engine {
                 let best = candidates[..count].iter().copied().max_by(|&a, &b| {
                     let score = |zone: u32| {
                         let counters = self.slots.zone(zone);
-                        let utilization = counters.occupied as f64 / capacity;
+                        let utilization = counters.valid as f64 / capacity;
                         let age = (now.saturating_sub(counters.last_write_ns) + 1) as f64;
                         (1.0 - utilization) * age / (1.0 + utilization)
                     };

@@ -67,7 +67,7 @@ impl Engine {
             self.detach_zone(swap_zone);
         }
         let counters = *self.slots.zone(zone);
-        if counters.occupied + counters.swap_cache == 0 {
+        if counters.valid + counters.swap_cache == 0 {
             self.try_reset(zone);
         } else {
             self.victims.update(zone, counters.garbage());
@@ -77,7 +77,7 @@ impl Engine {
     /// Resets a zone once nothing valid, cached or in flight is left in it.
     pub(crate) fn try_reset(&mut self, zone: u32) {
         let counters = *self.slots.zone(zone);
-        let quiet = counters.occupied == 0
+        let quiet = counters.valid == 0
             && counters.swap_cache == 0
             && counters.appends_in_flight == 0
             && counters.reads_in_flight == 0
@@ -201,7 +201,7 @@ impl Engine {
             self.owners.set(owner, page, PageState::Resident);
         }
         let counters = self.slots.zone(zone);
-        self.valid_total -= counters.occupied as u64;
+        self.valid_total -= counters.valid as u64;
         self.cached_total -= counters.swap_cache as u64;
     }
 
@@ -303,7 +303,7 @@ impl Engine {
         let counters = *self.slots.zone(zone);
         if counters.state != ZoneState::Open
             || counters.written == 0
-            || counters.occupied + counters.swap_cache > 0
+            || counters.valid + counters.swap_cache > 0
             || counters.appends_in_flight > 0
             || counters.reserved != counters.written
         {

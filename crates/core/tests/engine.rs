@@ -364,7 +364,7 @@ fn swap_in_during_migration_reads_the_old_slot() {
     overwrite_until_gc(&mut h, 240, 4);
     // Start GC by hand on the zone with most garbage and stop at the read stage.
     let victim = (0..16)
-        .filter(|&zone| h.engine.zn_inf(zone).reclaimable && h.engine.zn_inf(zone).occupied_slots > 0)
+        .filter(|&zone| h.engine.zn_inf(zone).reclaimable && h.engine.zn_inf(zone).valid_slots > 0)
         .max_by_key(|&zone| h.engine.zn_inf(zone).invalid_slots)
         .unwrap();
     h.engine.rec_zn(victim).unwrap();
@@ -537,7 +537,7 @@ fn activate_skips_pages_freed_or_dirtied_during_the_move() {
     let mut h = harness(16, 240);
     overwrite_until_gc(&mut h, 240, 4);
     let victim = (0..16)
-        .filter(|&zone| h.engine.zn_inf(zone).reclaimable && h.engine.zn_inf(zone).occupied_slots > 1)
+        .filter(|&zone| h.engine.zn_inf(zone).reclaimable && h.engine.zn_inf(zone).valid_slots > 1)
         .max_by_key(|&zone| h.engine.zn_inf(zone).invalid_slots)
         .unwrap();
     h.engine.rec_zn(victim).unwrap();

@@ -434,8 +434,8 @@ impl Sim {
         self.full_zones_without_valid_pages = 0;
         for zone in 0..zones {
             let counters = self.engine.zone_counters(zone);
-            self.valid_pages += counters.occupied as u64;
-            if counters.state == ZoneState::Full && counters.occupied == 0 && !counters.in_gc {
+            self.valid_pages += counters.valid as u64;
+            if counters.state == ZoneState::Full && counters.valid == 0 && !counters.in_gc {
                 self.full_zones_without_valid_pages += 1;
             }
         }
@@ -732,7 +732,7 @@ impl Sim {
         let zone = zone.or_else(|| {
             (0..zones)
                 .map(|_| below(&mut self.rng, zones) as u32)
-                .find(|&zone| self.engine.zone_counters(zone).occupied > 0 && !self.device.zones[zone as usize].offline)
+                .find(|&zone| self.engine.zone_counters(zone).valid > 0 && !self.device.zones[zone as usize].offline)
         });
         let Some(zone) = zone else { return };
         let under_gc = self.pending.iter().any(|(_, _, request)| request.gc_zone() == Some(zone));

@@ -480,7 +480,7 @@ impl Backend for ZnsBackend {
         let slots_used = (0..zones)
             .map(|zone| {
                 let counters = self.engine.zone_counters(zone);
-                (counters.occupied + counters.swap_cache) as u64
+                (counters.valid + counters.swap_cache) as u64
             })
             .sum();
         BackendCounters {
