@@ -28,7 +28,9 @@ mod swap_out;
 pub mod victim_index;
 mod zones;
 
-pub use config::{Config, ConfigError, Derived, Geometry, RecordEncoding, ResetMode, SwapCacheMode, VictimSelection};
+pub use config::{
+    Config, ConfigError, Derived, Geometry, RecordEncoding, ResetMode, SwapCacheMode, VictimSelection, PAGE_BYTES,
+};
 pub use engine::{Engine, EngineError, Event, HostMemory, ReadOutcome, SwapIn, SwapOutError, SwapOutOutcome, Ticket};
 pub use io::{AppendPage, Buf, IoError, IoId, IoRequest};
 pub use owner_table::{OwnerError, PageState};

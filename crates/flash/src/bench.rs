@@ -9,7 +9,8 @@ use rand_core::{RngCore, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use serde::{Deserialize, Serialize};
 
-use crate::{BlockSsd, Ns, ZnsSsd, PAGE_BYTES};
+use crate::{BlockSsd, Ns, ZnsSsd};
+use znswap_core::PAGE_BYTES;
 
 /// Bytes moved over a span of virtual time.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]

@@ -24,8 +24,9 @@ use crate::buffer::WriteBuffer;
 use crate::counters::MediaCounters;
 pub use crate::ftl::Victim;
 use crate::ftl::{Ftl, GcStep, Stream};
-use crate::nand::{Nand, NandConfig, PAGE_BYTES};
+use crate::nand::{Nand, NandConfig};
 use crate::Ns;
+use znswap_core::PAGE_BYTES;
 
 /// The fewest superblocks a block SSD may have: greedy cleaning needs many candidates.
 pub const SUPERBLOCKS_MIN: u32 = 256;

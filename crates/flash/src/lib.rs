@@ -28,7 +28,7 @@ mod zns;
 
 pub use block::{BlockConfig, BlockSsd, Victim};
 pub use counters::MediaCounters;
-pub use nand::{NandConfig, PAGE_BYTES};
+pub use nand::NandConfig;
 pub use zns::{ZnsConfig, ZnsSsd};
 
 /// Virtual time in nanoseconds.

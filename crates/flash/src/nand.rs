@@ -15,9 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::timeline::Timeline;
 use crate::Ns;
-
-/// Bytes of one host page: the LBA of the ZNS model and the mapping unit of the FTL.
-pub const PAGE_BYTES: u32 = 4096;
+use znswap_core::PAGE_BYTES;
 
 /// NAND geometry and timing. `Default` is the drive class of the WD ZN540 / SN540:
 /// 8 channels × 4 dies, 16 KiB pages programmed two planes at a time (32 KiB), tR 75 µs,
@@ -71,7 +69,7 @@ impl NandConfig {
     }
 
     pub fn program_unit_pages(&self) -> u32 {
-        self.program_unit_bytes / PAGE_BYTES
+        self.program_unit_bytes / PAGE_BYTES as u32
     }
 
     /// Pages of one program unit on every die: the smallest fully striped extent.
@@ -102,7 +100,7 @@ impl NandConfig {
                 self.channels, self.dies_per_channel
             ));
         }
-        if self.program_unit_bytes == 0 || self.program_unit_bytes % PAGE_BYTES != 0 {
+        if self.program_unit_bytes == 0 || self.program_unit_bytes % PAGE_BYTES as u32 != 0 {
             return Err(format!(
                 "nand: program_unit_bytes = {} must be a non-zero multiple of {PAGE_BYTES} B",
                 self.program_unit_bytes

@@ -14,8 +14,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::analytic::{fifo_waf, greedy_waf};
 use crate::block::{BlockConfig, BlockSsd, Victim};
-use crate::nand::{NandConfig, PAGE_BYTES};
+use crate::nand::NandConfig;
 use crate::{MediaCounters, Ns};
+use znswap_core::PAGE_BYTES;
 
 /// Knobs of a WAF run besides utilization, block size and seed.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -105,7 +106,7 @@ pub fn block_uniform_overwrite(
     let nand = NandConfig {
         channels: 1,
         dies_per_channel: 1,
-        program_unit_bytes: PAGE_BYTES,
+        program_unit_bytes: PAGE_BYTES as u32,
         write_buffer_bytes: 64 * PAGE_BYTES as u64,
         ..NandConfig::default()
     };

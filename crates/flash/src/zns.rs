@@ -15,8 +15,9 @@ use znswap_zoned::{Geometry, ZoneError, ZoneInfo, ZoneOp, ZoneTable};
 
 use crate::buffer::WriteBuffer;
 use crate::counters::MediaCounters;
-use crate::nand::{Nand, NandConfig, PAGE_BYTES};
+use crate::nand::{Nand, NandConfig};
 use crate::Ns;
+use znswap_core::PAGE_BYTES;
 
 /// Zone capacity / zone size of the ZN540 (1077 MiB of 2 GiB).
 pub const ZN540_CAPACITY_RATIO: f64 = 1077.0 / 2048.0;
@@ -66,17 +67,17 @@ impl ZnsConfig {
     pub fn geometry(&self) -> Result<Geometry, String> {
         self.nand.validate()?;
         let mut geometry = Geometry::from_bytes(
-            PAGE_BYTES,
+            PAGE_BYTES as u32,
             self.metadata_bytes,
             self.zone_count,
             self.zone_size_bytes,
             self.zone_capacity_bytes,
             self.max_open_zones,
             self.max_active_zones,
-            PAGE_BYTES,
+            PAGE_BYTES as u32,
         )
         .map_err(|error| format!("zns: {error}"))?;
-        if self.zone_append_max_bytes < PAGE_BYTES || self.zone_append_max_bytes % PAGE_BYTES != 0 {
+        if self.zone_append_max_bytes < PAGE_BYTES as u32 || self.zone_append_max_bytes % PAGE_BYTES as u32 != 0 {
             return Err(format!(
                 "zns: zone_append_max_bytes = {} must be a non-zero multiple of {PAGE_BYTES} B",
                 self.zone_append_max_bytes

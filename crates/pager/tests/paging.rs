@@ -269,8 +269,12 @@ fn a_sigbus_that_is_not_ours_still_kills() {
 fn tenants_with_their_own_regions_page_independently() {
     for policy in [znswap_core::PolicyKind::Tenant, znswap_core::PolicyKind::HotCold] {
         let device: Arc<dyn ZonedDevice> = Arc::new(MemDevice::new(geometry(24, 1, 16)).unwrap());
-        let pager_config =
-            PagerConfig { policy, tenants: 2, fault_mode: FaultMode::SelfPaging, ..PagerConfig::new(512 * 4096) };
+        let pager_config = PagerConfig {
+            policy,
+            tenants: 2,
+            fault_mode: FaultMode::SelfPaging,
+            ..PagerConfig::new(512 * PAGE_BYTES as u64)
+        };
         let pager = Pager::new(device, pager_config).unwrap();
         let regions: Vec<Region> =
             (0..2).map(|tenant| pager.alloc(2048 * PAGE_BYTES as u64, tenant).unwrap()).collect();

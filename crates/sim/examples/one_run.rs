@@ -5,9 +5,9 @@
 
 use std::time::Instant;
 
-use znswap_core::PolicyKind;
+use znswap_core::{PolicyKind, PAGE_BYTES};
 use znswap_sim::paper::scale::{page_tenant, safety_ns};
-use znswap_sim::run::{run, BackendKind, DiscardMode, Phase, RunConfig, PAGE_BYTES};
+use znswap_sim::run::{run, BackendKind, DiscardMode, Phase, RunConfig};
 use znswap_sim::{events::SECOND_NS, CpuCosts};
 use znswap_workload::Workload;
 
@@ -27,7 +27,7 @@ fn main() -> Result<(), String> {
     // The paper's 2 GiB cgroup for its 512 GiB swap, at least 4096 pages.
     let memory = (swap_pages / 256).max(4096) as u32;
     let pages = (swap_pages as f64 * utilization) as u64 + memory as u64;
-    let bytes = |swaps: f64| (swap_pages as f64 * swaps) as u64 * PAGE_BYTES;
+    let bytes = |swaps: f64| (swap_pages as f64 * swaps) as u64 * PAGE_BYTES as u64;
     let config = RunConfig {
         name: format!("one-run-{swap_mib}MiB-u{utilization}"),
         seed: 1,

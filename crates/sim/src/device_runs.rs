@@ -10,8 +10,8 @@ use znswap_flash::{BlockConfig, BlockSsd, ZnsSsd};
 use crate::backend::{Backend, Io};
 use crate::calib::CpuCosts;
 use crate::events::{EventQueue, Ns};
-use crate::run::PAGE_BYTES;
 use crate::znswap::{ZnsBackend, ZnsSetup};
+use znswap_core::PAGE_BYTES;
 
 /// Fig. 6: what `threads` sequential writers saw.
 #[derive(Clone, Debug, Serialize)]
@@ -215,7 +215,7 @@ pub fn waf_zns(utilization: f64, pages_per_block: u32, seed: u64) -> Result<WafA
     let slots = ZONES as u64 * pages_per_block as u64;
     let live = ((slots as f64 * utilization) as u64).max(1);
     let setup = ZnsSetup {
-        device: znswap_flash::ZnsConfig::scaled(ZONES, pages_per_block as u64 * PAGE_BYTES),
+        device: znswap_flash::ZnsConfig::scaled(ZONES, pages_per_block as u64 * PAGE_BYTES as u64),
         policy: PolicyKind::PerCore,
         gc_streams: 1,
         swap_cache: SwapCacheMode::Off,

@@ -2,7 +2,7 @@
 //! measured window, and the numbers of that window.
 
 use serde::Serialize;
-use znswap_core::{PolicyKind, SwapCacheMode};
+use znswap_core::{PolicyKind, SwapCacheMode, PAGE_BYTES};
 use znswap_flash::{BlockConfig, ZnsConfig};
 use znswap_linux_swap::Discard;
 
@@ -17,7 +17,6 @@ use crate::throttle::Throttle;
 use crate::workloads::WorkSpec;
 use crate::znswap::{ZnsBackend, ZnsSetup};
 
-pub const PAGE_BYTES: u64 = 4096;
 const MIB: f64 = (1u64 << 20) as f64;
 
 /// Which swap system, with its knobs.
@@ -120,7 +119,7 @@ impl Phase {
     fn reached(&self, start: &(Ns, HostCounters), host: &Host) -> bool {
         let (started, counters) = start;
         let now = &host.counters;
-        let bytes = |pages: u64| pages * PAGE_BYTES;
+        let bytes = |pages: u64| pages * PAGE_BYTES as u64;
         self.swap_out_bytes.is_some_and(|limit| bytes(now.swap_out_writes - counters.swap_out_writes) >= limit)
             || self.swap_in_bytes.is_some_and(|limit| bytes(now.swap_ins - counters.swap_ins) >= limit)
             || self.requests.is_some_and(|limit| now.requests - counters.requests >= limit)
@@ -330,7 +329,7 @@ pub fn zns_device_for(swap_pages: u64, over_provisioning: f64, zones: u32) -> Zn
     let data_pages = (swap_pages as f64 * (1.0 + over_provisioning)).ceil() as u64;
     let stripe = 256;
     let capacity_pages = data_pages.div_ceil(zones as u64).div_ceil(stripe) * stripe;
-    ZnsConfig::scaled(zones, capacity_pages * PAGE_BYTES)
+    ZnsConfig::scaled(zones, capacity_pages * PAGE_BYTES as u64)
 }
 
 /// Runs the warm-up, then the measured window. Deterministic: a function of `config`.

@@ -16,8 +16,9 @@ use super::fig_waf::run_json;
 use super::output::{f0, f1, f2, ratio, Comparison, FigureOutput, Table};
 use super::scale::{base_config, safety_ns, Scale};
 use super::PaperOptions;
-use crate::run::{BackendKind, DiscardMode, Phase, RunConfig, RunResult, TenantConfig, PAGE_BYTES};
+use crate::run::{BackendKind, DiscardMode, Phase, RunConfig, RunResult, TenantConfig};
 use crate::workloads::WorkSpec;
+use znswap_core::PAGE_BYTES;
 
 const SERVER_THREADS: u32 = 32;
 const SERVER_CORES: u32 = 16;
@@ -31,7 +32,7 @@ fn kv_config(
     measure_swaps: f64,
 ) -> RunConfig {
     let scale = &options.scale;
-    let bytes = |swaps: f64| (scale.kv_swap_pages as f64 * swaps) as u64 * PAGE_BYTES;
+    let bytes = |swaps: f64| (scale.kv_swap_pages as f64 * swaps) as u64 * PAGE_BYTES as u64;
     let mut config = base_config(
         scale,
         options.seed,

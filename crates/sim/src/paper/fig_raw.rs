@@ -4,7 +4,7 @@
 
 use serde_json::json;
 use znswap_chart::LineChart;
-use znswap_core::PolicyKind;
+use znswap_core::{PolicyKind, PAGE_BYTES};
 use znswap_workload::Workload;
 
 use super::exec::{run_all, Progress, RunCache};
@@ -27,7 +27,7 @@ pub fn figure_raw(options: &PaperOptions, cache: &mut RunCache, progress: &Progr
         .map(|(count, backend)| {
             let mut tenant = page_tenant("vm-scalability", Workload::AnonWSeq, pages, memory, count);
             tenant.accesses_per_thread = Some(pages / count as u64);
-            let bytes = pages * 4096;
+            let bytes = pages * PAGE_BYTES as u64;
             let mut config = base_config(
                 scale,
                 options.seed,
