@@ -8,9 +8,9 @@ use std::collections::BinaryHeap;
 use rand_core::{RngCore, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use serde::{Deserialize, Serialize};
+use znswap_core::PAGE_BYTES;
 
 use crate::{BlockSsd, Ns, ZnsSsd};
-use znswap_core::PAGE_BYTES;
 
 /// Bytes moved over a span of virtual time.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]

@@ -11,7 +11,7 @@ use znswap_sim::run::{run, BackendKind, DiscardMode, Phase, RunConfig};
 use znswap_sim::{events::SECOND_NS, CpuCosts};
 use znswap_workload::Workload;
 
-fn main() -> Result<(), String> {
+fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let usage = "usage: one_run <swap MiB> <utilization 0..1> <zns|linux|trim8> [zones]";
     let swap_mib: u64 = args.first().and_then(|s| s.parse().ok()).ok_or(usage)?;
@@ -46,7 +46,7 @@ fn main() -> Result<(), String> {
     let started = Instant::now();
     let mut result = run(&config)?;
     result.series.clear();
-    println!("{}", serde_json::to_string_pretty(&result).map_err(|error| error.to_string())?);
+    println!("{}", serde_json::to_string_pretty(&result)?);
     eprintln!("{:.1} s of wall time for {:.1} s of virtual time", started.elapsed().as_secs_f64(), result.window_s);
     Ok(())
 }

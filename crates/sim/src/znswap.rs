@@ -14,10 +14,10 @@
 use znswap_core::policy::TenantPolicy;
 use znswap_core::record::{encode_page_record, PageRecord, PAGE_RECORD_BYTES};
 use znswap_core::{
-    Buf, Config, Engine, Event, Geometry, IoError, IoId, IoRequest, PolicyKind, ReadOutcome, SwapCacheMode, SwapIn,
-    SwapOutError, SwapOutOutcome,
+    Buf, Config, ConfigError, Engine, Event, Geometry, IoError, IoId, IoRequest, OwnerError, PolicyKind, ReadOutcome,
+    SwapCacheMode, SwapIn, SwapOutError, SwapOutOutcome,
 };
-use znswap_flash::{ZnsConfig, ZnsSsd};
+use znswap_flash::{ZnsConfig, ZnsConfigError, ZnsSsd};
 
 use crate::backend::{Backend, BackendCounters, Io, KernelThread, Notice, PageId, SwapOutStart};
 use crate::calib::CpuCosts;
@@ -42,6 +42,22 @@ pub struct ZnsSetup {
     /// The nominal swap size (utilization = data on swap / this).
     pub swap_pages: u64,
     pub costs: CpuCosts,
+}
+
+/// Why the ZNSwap back end cannot be built.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ZnsBackendError {
+    #[error("the ZNS SSD model's configuration")]
+    Device(#[from] ZnsConfigError),
+    #[error("the znswap engine's configuration")]
+    Engine(#[from] ConfigError),
+    #[error("the znswap engine refused region {owner} as an owner")]
+    Region {
+        owner: u32,
+        #[source]
+        source: OwnerError,
+    },
 }
 
 enum Pending {
@@ -78,7 +94,7 @@ pub struct ZnsBackend {
 }
 
 impl ZnsBackend {
-    pub fn new(setup: ZnsSetup) -> Result<ZnsBackend, String> {
+    pub fn new(setup: ZnsSetup) -> Result<ZnsBackend, ZnsBackendError> {
         let device = ZnsSsd::new(setup.device)?;
         let zoned = device.geometry();
         let geometry = Geometry {
@@ -99,7 +115,7 @@ impl ZnsBackend {
         config.gc_read_gap_pages_max = 0;
         config.owners_max = setup.regions.len() as u32;
         config.tenants_max = setup.tenants.max(1);
-        let derived = config.derive().map_err(|error| format!("znswap engine: {error}"))?;
+        let derived = config.derive()?;
         let policy: Box<dyn znswap_core::Policy> = match (setup.policy, &setup.tenant_slot_limits) {
             (PolicyKind::Tenant, Some(limits)) => {
                 let mut policy = TenantPolicy::new(setup.tenants);
@@ -108,11 +124,11 @@ impl ZnsBackend {
             }
             (kind, _) => kind.build(setup.tenants),
         };
-        let mut engine = Engine::new(config, policy).map_err(|error| format!("znswap engine: {error}"))?;
+        let mut engine = Engine::new(config, policy)?;
         for (owner, &(_, pages, tenant)) in setup.regions.iter().enumerate() {
             engine
                 .register_owner(owner as u32, pages as u64, tenant as u32)
-                .map_err(|error| format!("znswap engine: {error}"))?;
+                .map_err(|source| ZnsBackendError::Region { owner: owner as u32, source })?;
         }
         let slots = derived.total_slots as usize;
         let gc_pages = engine.gc_buffer_pages() as usize;

@@ -19,11 +19,11 @@
 //! evictions, items over 512 KiB (values are capped to fit the largest chunk).
 
 use std::sync::Arc;
+use znswap_core::PAGE_BYTES;
 
 use crate::dist::{gev_quantile, gp_quantile, Rng};
 use crate::kv::{bucket_of, push_span, KvConfigError, KvOp, KvStream, OpKind, Popularity, RecordChooser};
 use crate::Access;
-use znswap_core::PAGE_BYTES;
 
 /// ETC key sizes: generalized extreme value.
 pub const ETC_KEY_GEV: (f64, f64, f64) = (30.7984, 8.20449, 0.078688);

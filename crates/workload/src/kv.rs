@@ -2,10 +2,10 @@
 //! popularity, and mapping a record's bytes onto memory pages.
 
 use thiserror::Error;
+use znswap_core::PAGE_BYTES;
 
 use crate::dist::{Rng, Scatter};
 use crate::Access;
-use znswap_core::PAGE_BYTES;
 
 /// What a key-value operation does to its record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -12,10 +12,11 @@
 //! A read looks up the bucket, the entry and reads every field (`readallfields`); an
 //! update looks up the same way and writes one field (`writeallfields` is false).
 
+use znswap_core::PAGE_BYTES;
+
 use crate::dist::Rng;
 use crate::kv::{bucket_of, push_span, KvConfigError, KvOp, KvStream, OpKind, Popularity, RecordChooser};
 use crate::Access;
-use znswap_core::PAGE_BYTES;
 
 /// Bytes per record for its `dictEntry` (24) and key sds (~26), in jemalloc classes.
 pub const ENTRY_BYTES: u64 = 64;

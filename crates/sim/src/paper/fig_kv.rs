@@ -10,15 +10,16 @@
 use serde_json::json;
 use znswap_chart::LineChart;
 use znswap_core::PolicyKind;
+use znswap_core::PAGE_BYTES;
 
 use super::exec::{run_all, Progress, RunCache};
 use super::fig_waf::run_json;
 use super::output::{f0, f1, f2, ratio, Comparison, FigureOutput, Table};
 use super::scale::{base_config, safety_ns, Scale};
+use super::PaperError;
 use super::PaperOptions;
 use crate::run::{BackendKind, DiscardMode, Phase, RunConfig, RunResult, TenantConfig};
 use crate::workloads::WorkSpec;
-use znswap_core::PAGE_BYTES;
 
 const SERVER_THREADS: u32 = 32;
 const SERVER_CORES: u32 = 16;
@@ -82,7 +83,7 @@ fn kv_table(results: &[RunResult], x_name: &str, xs: &[String]) -> Table {
     table
 }
 
-fn memcached(options: &PaperOptions, cache: &mut RunCache, progress: &Progress) -> Result<Vec<RunResult>, String> {
+fn memcached(options: &PaperOptions, cache: &mut RunCache, progress: &Progress) -> Result<Vec<RunResult>, PaperError> {
     let scale = &options.scale;
     let costs = crate::calib::CpuCosts::default();
     let mut configs = Vec::new();
@@ -120,7 +121,7 @@ fn fig13_points(scale: &Scale) -> Vec<u32> {
     }
 }
 
-fn redis(options: &PaperOptions, cache: &mut RunCache, progress: &Progress) -> Result<Vec<RunResult>, String> {
+fn redis(options: &PaperOptions, cache: &mut RunCache, progress: &Progress) -> Result<Vec<RunResult>, PaperError> {
     let scale = &options.scale;
     let costs = crate::calib::CpuCosts::default();
     // A 320 GiB data set on 512 GiB of swap, scaled.
@@ -141,7 +142,11 @@ fn redis(options: &PaperOptions, cache: &mut RunCache, progress: &Progress) -> R
     run_all("kv (13)", &configs, options.jobs, cache, progress)
 }
 
-pub fn figure_kv(options: &PaperOptions, cache: &mut RunCache, progress: &Progress) -> Result<FigureOutput, String> {
+pub fn figure_kv(
+    options: &PaperOptions,
+    cache: &mut RunCache,
+    progress: &Progress,
+) -> Result<FigureOutput, PaperError> {
     let scale = &options.scale;
     let etc = memcached(options, cache, progress)?;
     let ycsb = redis(options, cache, progress)?;
@@ -257,8 +262,8 @@ pub fn figure_kv(options: &PaperOptions, cache: &mut RunCache, progress: &Progre
         title: "Fig. 12 and Fig. 13: key-value stores".into(),
         table,
         json: json!({ "figure": "kv", "scale": options.scale, "seed": options.seed, "runs": runs }),
-        png: chart12.render_png(900, 560).map_err(|error| format!("chart: {error}"))?,
-        extra_png: vec![("kv-13.png".into(), chart13.render_png(900, 560).map_err(|error| format!("chart: {error}"))?)],
+        png: chart12.render_png(900, 560)?,
+        extra_png: vec![("kv-13.png".into(), chart13.render_png(900, 560)?)],
         comparisons,
         notes: vec![format!(
             "kv: {SERVER_THREADS} server threads on {SERVER_CORES} cores, closed loop (latency = service time at maximum \

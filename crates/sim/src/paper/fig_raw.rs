@@ -11,10 +11,15 @@ use super::exec::{run_all, Progress, RunCache};
 use super::fig_waf::run_json;
 use super::output::{f1, Comparison, FigureOutput, Table};
 use super::scale::{base_config, page_tenant, safety_ns};
+use super::PaperError;
 use super::PaperOptions;
 use crate::run::{BackendKind, DiscardMode, Phase, RunConfig};
 
-pub fn figure_raw(options: &PaperOptions, cache: &mut RunCache, progress: &Progress) -> Result<FigureOutput, String> {
+pub fn figure_raw(
+    options: &PaperOptions,
+    cache: &mut RunCache,
+    progress: &Progress,
+) -> Result<FigureOutput, PaperError> {
     let scale = &options.scale;
     let cores: Vec<u32> = if scale.quick { vec![1, 4] } else { vec![1, 2, 4, 8] };
     let backends = [BackendKind::znswap(PolicyKind::PerCore), BackendKind::linux(DiscardMode::None)];
@@ -97,7 +102,7 @@ pub fn figure_raw(options: &PaperOptions, cache: &mut RunCache, progress: &Progr
         title: title.into(),
         table,
         json: json!({ "figure": "raw", "title": title, "scale": options.scale, "seed": options.seed, "runs": runs }),
-        png: chart.render_png(900, 560).map_err(|error| format!("chart: {error}"))?,
+        png: chart.render_png(900, 560)?,
         extra_png: Vec::new(),
         comparisons,
         notes: vec!["raw: the set is half the swap (the paper: 500 GiB on a 512 GiB swap), one thread per core.".into()],

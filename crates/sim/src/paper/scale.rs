@@ -8,13 +8,13 @@
 //! timing is unchanged, so bandwidths and latencies keep their units.
 
 use serde::Serialize;
+use znswap_core::PAGE_BYTES;
 use znswap_workload::Workload;
 
 use crate::calib::CpuCosts;
 use crate::events::{Ns, SECOND_NS};
 use crate::run::{BackendKind, DiscardMode, Phase, RunConfig, TenantConfig};
 use crate::workloads::WorkSpec;
-use znswap_core::PAGE_BYTES;
 
 pub const GIB_PAGES: u64 = (1 << 30) / PAGE_BYTES as u64;
 /// The paper's swap partition, in pages.
