@@ -69,6 +69,26 @@ pub enum IoRequest {
     Finish { io: IoId, zone: u32 },
 }
 
+impl IoRequest {
+    pub fn io(&self) -> IoId {
+        match *self {
+            IoRequest::Append { io, .. }
+            | IoRequest::Read { io, .. }
+            | IoRequest::Reset { io, .. }
+            | IoRequest::Finish { io, .. } => io,
+        }
+    }
+
+    pub fn zone(&self) -> u32 {
+        match *self {
+            IoRequest::Append { zone, .. }
+            | IoRequest::Read { zone, .. }
+            | IoRequest::Reset { zone, .. }
+            | IoRequest::Finish { zone, .. } => zone,
+        }
+    }
+}
+
 /// A device error as the driver reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error, Serialize)]
 #[non_exhaustive]

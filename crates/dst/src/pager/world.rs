@@ -9,14 +9,14 @@
 
 use std::collections::VecDeque;
 
-use znswap_core::{Buf, IoError, IoRequest, PageState as EnginePage};
+use znswap_core::driver::{Captured, Completion, ContractBreach, DeviceHooks, Driver, Stage};
+use znswap_core::{AppendPage, Buf, IoError, IoRequest, PageState as EnginePage};
 use znswap_pager_core::{
     Action, Actions, CopyFrom, DiscardBatch, EvictRound, EvictorWork, Fault, FaultKind, FaultStep, IoCompletion,
     IoPlan, PageSource, PageState, PagerCore, Pause, PAGE_BYTES,
 };
 
-use super::scenario::{Access, PagerFaultMode, PagerScenario};
-use crate::device::{Device, FOOTER_VERSION, UNWRITTEN};
+use super::scenario::{Access, PagerFaultMode, PagerFaults, PagerScenario};
 use crate::scenario::{below, chance, Rng};
 
 /// Regions live at `(k + 1) << 32` for an address slot `k`: a freed region's slot (so
@@ -187,15 +187,42 @@ struct IoThread {
     woken: bool,
 }
 
+/// The scenario's device errors, drawn from the world's random stream (none during the
+/// final sweep); contract breaches become violations.
+struct ErrorInjector<'a> {
+    rng: &'a mut Rng,
+    sweeping: bool,
+    faults: &'a PagerFaults,
+    injected: &'a mut u64,
+    breaches: Vec<ContractBreach>,
+}
+
+impl DeviceHooks for ErrorInjector<'_> {
+    fn inject_error(&mut self, stage: Stage, _zone: u32) -> bool {
+        let probability = match stage {
+            Stage::SwapOutAppend | Stage::GcAppend => self.faults.append_error,
+            Stage::SwapInRead | Stage::GcDataRead | Stage::GcFooterRead => self.faults.read_error,
+            Stage::Reset | Stage::Finish => self.faults.reset_error,
+        };
+        let hit = !self.sweeping && probability > 0.0 && chance(self.rng, probability);
+        *self.injected += hit as u64;
+        hit
+    }
+
+    fn contract_breached(&mut self, breach: ContractBreach) {
+        self.breaches.push(breach);
+    }
+}
+
 pub struct World {
     pub core: PagerCore,
-    pub device: Device,
+    /// The model device and the GC move buffer.
+    pub driver: Driver,
     pub scenario: PagerScenario,
     rng: Rng,
     pub step: u64,
     now_ns: u64,
     pub regions: Vec<Option<ModelRegion>>,
-    gc_buffers: Vec<u64>,
     /// userfaultfd events not yet read by a handler: (address, kind).
     events: VecDeque<(u64, FaultKind)>,
     /// Readers of `mappings`: a region is freed only when there are none.
@@ -226,16 +253,9 @@ const VIOLATIONS_MAX: usize = 32;
 
 impl World {
     pub fn new(scenario: PagerScenario, mut core: PagerCore, rng: Rng, steps: u64) -> World {
-        let geometry = core.engine().config().geometry;
-        let mut device = Device::new(
-            geometry.zone_count,
-            geometry.zone_capacity_pages,
-            geometry.metadata_bytes,
-            geometry.write_granularity_pages,
-        );
+        let mut driver = Driver::new(core.engine());
         // The device's own limit (the engine may keep fewer zones open).
-        device.active_zones_max = scenario.geometry.max_active_zones.max(scenario.geometry.max_open_zones);
-        let gc_buffers = vec![UNWRITTEN; core.engine().gc_buffer_pages() as usize];
+        driver.device.active_zones_max = scenario.geometry.max_active_zones.max(scenario.geometry.max_open_zones);
         let mut rng = rng;
         let offline_at_steps =
             (0..scenario.faults.offline_zones).map(|_| steps / 4 + below(&mut rng, steps / 2 + 1)).collect();
@@ -272,12 +292,11 @@ impl World {
             fault_discard: Some(core.discard_batch()),
             actions: Actions::with_capacity(Actions::FAULT_MAX.max(core.hand_over_actions_max())),
             core,
-            device,
+            driver,
             rng,
             step: 0,
             now_ns: 0,
             regions: (0..ADDRESS_SLOTS).map(|_| None).collect(),
-            gc_buffers,
             events: VecDeque::new(),
             mappings_readers: 0,
             readahead_free: true,
@@ -505,141 +524,96 @@ impl World {
 
     // ------------------------------------------------------------------- device
 
-    fn inject(&mut self, probability: f64) -> bool {
-        let hit = !self.sweeping && probability > 0.0 && chance(&mut self.rng, probability);
-        self.coverage.injected_errors += hit as u64;
-        hit
+    /// Runs a request on the model device with the scenario's errors.
+    fn run_on_device(&mut self, captured: &Captured) -> Completion {
+        let mut injector = ErrorInjector {
+            rng: &mut self.rng,
+            sweeping: self.sweeping,
+            faults: &self.scenario.faults,
+            injected: &mut self.coverage.injected_errors,
+            breaches: Vec::new(),
+        };
+        let completion = self.driver.run(captured, &mut injector);
+        for breach in injector.breaches {
+            self.violation(breach.0);
+        }
+        completion
     }
 
     /// A swap-in read for a fault: the versions of `pages` slots from `slot`.
     fn device_read(&mut self, zone: u32, slot: u32, pages: u32) -> (Result<(), IoError>, Vec<u64>) {
-        if self.device.zones[zone as usize].offline {
-            return (Err(IoError::Offline), Vec::new());
-        }
-        if self.inject(self.scenario.faults.read_error) {
-            return (Err(IoError::Device), Vec::new());
-        }
-        if let Err(breach) = self.device.check_read(zone, slot, pages) {
+        let mut injector = ErrorInjector {
+            rng: &mut self.rng,
+            sweeping: self.sweeping,
+            faults: &self.scenario.faults,
+            injected: &mut self.coverage.injected_errors,
+            breaches: Vec::new(),
+        };
+        let read = self.driver.read_pages(zone, slot, pages, &mut injector);
+        for breach in injector.breaches {
             self.violation(breach.0);
-            return (Err(IoError::Device), Vec::new());
         }
-        let data = &self.device.zones[zone as usize].data;
-        (Ok(()), (slot..slot + pages).map(|index| data[index as usize]).collect())
+        match read {
+            Ok(versions) => (Ok(()), versions),
+            Err(error) => (Err(error), Vec::new()),
+        }
     }
 
     /// Runs the I/O thread's request on the model device; the records a read returns.
-    fn device_command(&mut self, plan: &IoPlan, records: &[u8]) -> (IoCompletion, Vec<u8>) {
-        match plan.request() {
-            IoRequest::Append { zone, .. } => {
-                self.coverage.appends += 1;
-                let mut versions = Vec::with_capacity(plan.sources().len());
-                for source in plan.sources() {
-                    versions.push(match *source {
-                        PageSource::Region { address } => match self.locate(address) {
-                            Some((slot, page)) if self.trace == Some((slot, page)) => {
-                                let pte = self.regions[slot].as_ref().expect("live").ptes[page as usize];
+    fn device_command(&mut self, plan: &IoPlan, records: Vec<u8>) -> (IoCompletion, Vec<u8>) {
+        let request = plan.request();
+        let mut pages = Vec::new();
+        if let IoRequest::Append { zone, .. } = request {
+            self.coverage.appends += 1;
+            pages.reserve(plan.sources().len());
+            for source in plan.sources() {
+                // The device reads each page's content: a region page's is its PTE's
+                // version, which the captured copy carries as its buffer handle.
+                let (owner, page, buf) = match *source {
+                    PageSource::Region { address } => match self.locate(address) {
+                        Some((slot, page)) => {
+                            let region = self.regions[slot].as_ref().expect("live");
+                            let (owner, pte) = (region.owner, region.ptes[page as usize]);
+                            if self.trace == Some((slot, page)) {
                                 self.trace(address, 1, &|| format!("append to zone {zone} reads v{}", pte.version));
-                                pte.version
+                            } else if !pte.mapped {
+                                self.violation(format!("an append read the unmapped page {slot}:{page}"));
                             }
-                            Some((slot, page)) => {
-                                let pte = self.regions[slot].as_ref().expect("live").ptes[page as usize];
-                                if !pte.mapped {
-                                    self.violation(format!("an append read the unmapped page {slot}:{page}"));
-                                }
-                                pte.version
-                            }
-                            None => {
-                                self.violation(format!("an append read {address:#x}, outside any region"));
-                                0
-                            }
-                        },
-                        PageSource::Gc { page } => self.gc_buffers[page as usize],
-                        PageSource::Footer => FOOTER_VERSION,
-                        PageSource::Zero => 0,
-                    });
-                }
-                let result = if self.device.zones[zone as usize].offline {
-                    Err(IoError::Offline)
-                } else if self.inject(self.scenario.faults.append_error) {
-                    Err(IoError::Device)
-                } else {
-                    let footer = self.core.engine().derived().encoding == znswap_core::RecordEncoding::ChunkFooter;
-                    let (page_records, footer_bytes) =
-                        if footer { (None, Some(records)) } else { (Some(records), None) };
-                    match self.device.append(zone, &versions, page_records, footer_bytes) {
-                        Ok(first) => Ok(first),
-                        Err(breach) => {
-                            self.violation(breach.0);
-                            Err(IoError::Device)
+                            (owner, page, Buf::Page(pte.version))
                         }
-                    }
-                };
-                (IoCompletion::Append(result), Vec::new())
-            }
-            IoRequest::Read { zone, slot, pages, buf, with_metadata, .. } => {
-                let result = if self.device.zones[zone as usize].offline {
-                    Err(IoError::Offline)
-                } else if self.inject(self.scenario.faults.read_error) {
-                    Err(IoError::Device)
-                } else if let Err(breach) = self.device.check_read(zone, slot, pages) {
-                    self.violation(breach.0);
-                    Err(IoError::Device)
-                } else {
-                    Ok(())
-                };
-                let mut out = Vec::new();
-                if result.is_ok() {
-                    match buf {
-                        Buf::Gc(first) => {
-                            for index in 0..pages {
-                                self.gc_buffers[(first + index) as usize] =
-                                    self.device.zones[zone as usize].data[(slot + index) as usize];
-                                if with_metadata {
-                                    out.extend_from_slice(self.device.metadata(zone, slot + index));
-                                }
-                            }
+                        None => {
+                            self.violation(format!("an append read {address:#x}, outside any region"));
+                            (0, 0, Buf::Page(0))
                         }
-                        Buf::Footer => match self.device.footer(zone, slot) {
-                            Some(footer) => out.extend_from_slice(footer),
-                            None => out.resize(PAGE_BYTES, 0),
-                        },
-                        Buf::Page(_) | Buf::Zero => self.violation(format!("a GC read into {buf:?}")),
-                    }
+                    },
+                    PageSource::Gc { page } => (0, 0, Buf::Gc(page)),
+                    PageSource::Footer => (0, 0, Buf::Footer),
+                    PageSource::Zero => (0, 0, Buf::Zero),
+                };
+                pages.push(AppendPage { owner, page, buf });
+            }
+        }
+        let completion = self.run_on_device(&Captured { request, pages, records });
+        match completion {
+            Completion::Append(result) => (IoCompletion::Append(result), Vec::new()),
+            Completion::Read { result, records, .. } => {
+                if let (Ok(()), IoRequest::Read { buf: buf @ (Buf::Page(_) | Buf::Zero), .. }) = (result, request) {
+                    self.violation(format!("a GC read into {buf:?}"));
                 }
-                (IoCompletion::Read(result), out)
+                (IoCompletion::Read(result), records)
             }
-            IoRequest::Reset { zone, .. } => {
-                let result = if self.device.zones[zone as usize].offline {
-                    Err(IoError::Offline)
-                } else if self.inject(self.scenario.faults.reset_error) {
-                    Err(IoError::Device)
-                } else {
-                    self.device.reset(zone);
-                    Ok(())
-                };
-                (IoCompletion::Reset(result), Vec::new())
-            }
-            IoRequest::Finish { zone, .. } => {
-                let result = if self.device.zones[zone as usize].offline {
-                    Err(IoError::Offline)
-                } else if self.inject(self.scenario.faults.reset_error) {
-                    Err(IoError::Device)
-                } else {
-                    self.device.finish(zone);
-                    Ok(())
-                };
-                (IoCompletion::Finish(result), Vec::new())
-            }
+            Completion::Reset(result) => (IoCompletion::Reset(result), Vec::new()),
+            Completion::Finish(result) => (IoCompletion::Finish(result), Vec::new()),
         }
     }
 
     fn take_zone_offline(&mut self) {
-        let zones = self.device.zones.len() as u64;
+        let zones = self.driver.device.zones.len() as u64;
         for _ in 0..zones {
             let zone = below(&mut self.rng, zones) as usize;
-            let model = &self.device.zones[zone];
+            let model = &self.driver.device.zones[zone];
             if model.write_pointer > 0 && !model.offline {
-                self.device.take_offline(zone as u32);
+                self.driver.device.take_offline(zone as u32);
                 self.coverage.zones_taken_offline += 1;
                 return;
             }
@@ -923,7 +897,7 @@ impl World {
         }
         let expected = region.oracle[page as usize];
         let engine = self.core.engine().page_state(region.owner, page);
-        let in_offline_zone = self.device.zones.iter().any(|zone| zone.offline && zone.data.contains(&expected));
+        let in_offline_zone = self.driver.device.zones.iter().any(|zone| zone.offline && zone.data.contains(&expected));
         if engine != Ok(EnginePage::Lost) || !in_offline_zone {
             self.violation(format!(
                 "page {slot}:{page} poisoned (engine: {engine:?}), but v{expected} was not lost with an offline zone"
@@ -1237,7 +1211,7 @@ impl World {
                 }
             }
             IoPhase::Device { records } => {
-                let (completion, records) = self.device_command(&io.plan, &records);
+                let (completion, records) = self.device_command(&io.plan, records);
                 IoPhase::Complete { completion, records }
             }
             IoPhase::Complete { completion, records } => {
