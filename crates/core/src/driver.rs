@@ -171,10 +171,17 @@ pub trait DeviceHooks {
     }
 }
 
-/// No faults; a contract breach panics.
-pub struct NoFaults;
+/// No faults; contract breaches are kept for the caller to report.
+#[derive(Debug, Default)]
+pub struct NoFaults {
+    pub breaches: Vec<ContractBreach>,
+}
 
-impl DeviceHooks for NoFaults {}
+impl DeviceHooks for NoFaults {
+    fn contract_breached(&mut self, breach: ContractBreach) {
+        self.breaches.push(breach);
+    }
+}
 
 /// The model device with the GC move buffer the engine reads into and appends from.
 pub struct Driver {
