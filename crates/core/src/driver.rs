@@ -369,31 +369,6 @@ pub fn complete(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{Config, Geometry};
-    use crate::policy::PolicyKind;
-
-    fn engine(metadata_bytes: u32) -> Engine {
-        let geometry = Geometry {
-            zone_count: 16,
-            zone_capacity_pages: 32,
-            metadata_bytes,
-            write_granularity_pages: 1,
-            max_open_zones: 3,
-            max_active_zones: 3,
-            zone_append_pages_max: 8,
-        };
-        Engine::new(Config::new(geometry), PolicyKind::PerCore.build(1)).unwrap()
-    }
-
-    /// Fails every request it is asked about.
-    struct FailAll(Vec<Stage>);
-
-    impl DeviceHooks for FailAll {
-        fn inject_error(&mut self, stage: Stage, _zone: u32) -> bool {
-            self.0.push(stage);
-            true
-        }
-    }
 
     #[test]
     fn the_model_device_reports_contract_breaches() {
@@ -406,56 +381,5 @@ mod tests {
         assert!(device.check_read(0, 1, 2).is_err(), "beyond the write pointer");
         device.finish(0);
         assert_eq!(device.append(1, &[2; 2], None, None), Ok(0), "finishing freed the active zone");
-    }
-
-    #[test]
-    fn an_append_and_its_gc_read_return_the_records_written() {
-        let mut engine = engine(64);
-        engine.register_owner(0, 8, 0).unwrap();
-        let mut driver = Driver::new(&engine);
-        engine.swap_out(0, 3, 77, 0).unwrap();
-        let append = poll(&mut engine).expect("an append");
-        let Completion::Append(Ok(first)) = driver.run(&append, &mut NoFaults::default()) else { panic!("appended") };
-        assert_eq!(complete(&mut engine, &append.request, &Completion::Append(Ok(first)), &[], 1), Ok(None));
-        assert_eq!(driver.device.version(append.request.zone(), first), 77);
-        let mut metadata = Vec::new();
-        driver.device.read_metadata(append.request.zone(), first, &mut metadata);
-        assert_eq!(metadata.len(), 64, "the record, then zeros to the metadata size");
-        assert_eq!(&metadata[..16], &append.records[..]);
-        assert!(metadata[16..].iter().all(|&byte| byte == 0));
-        let read = Captured {
-            request: IoRequest::Read {
-                io: IoId(0),
-                zone: append.request.zone(),
-                slot: first,
-                pages: 1,
-                buf: Buf::Gc(2),
-                with_metadata: true,
-            },
-            pages: Vec::new(),
-            records: Vec::new(),
-        };
-        let Completion::Read { result: Ok(()), records, versions } = driver.run(&read, &mut NoFaults::default()) else {
-            panic!("read")
-        };
-        assert_eq!((records, versions, driver.gc_buffers[2]), (metadata, Vec::new(), 77));
-    }
-
-    #[test]
-    fn offline_zones_and_injected_errors_fail_without_touching_the_device() {
-        let mut engine = engine(16);
-        engine.register_owner(0, 8, 0).unwrap();
-        let mut driver = Driver::new(&engine);
-        engine.swap_out(0, 1, 5, 0).unwrap();
-        let append = poll(&mut engine).expect("an append");
-        let zone = append.request.zone();
-        let mut hooks = FailAll(Vec::new());
-        assert_eq!(driver.run(&append, &mut hooks), Completion::Append(Err(IoError::Device)));
-        assert_eq!(hooks.0, [Stage::SwapOutAppend]);
-        driver.device.take_offline(zone);
-        assert_eq!(driver.run(&append, &mut hooks), Completion::Append(Err(IoError::Offline)));
-        assert_eq!(hooks.0.len(), 1, "an offline zone fails before any fault is drawn");
-        assert_eq!(driver.device.zones[zone as usize].write_pointer, 0);
-        assert_eq!(driver.read_pages(zone, 0, 1, &mut hooks), Err(IoError::Offline));
     }
 }

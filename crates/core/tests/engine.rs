@@ -2,7 +2,7 @@
 //! the design, driven through the reference driver (`znswap_core::driver`), completing
 //! I/O when asked.
 
-use znswap_core::driver::{self, Captured, DeviceHooks, Driver, Stage};
+use znswap_core::driver::{self, Captured, Completion, DeviceHooks, Driver, NoFaults, Stage};
 use znswap_core::{
     Buf, Config, Engine, Event, Geometry, IoError, IoId, IoRequest, PageState, PolicyKind, ReadOutcome, SlotAddress,
     SwapCacheMode, SwapIn, SwapOutError, SwapOutOutcome,
@@ -610,4 +610,58 @@ fn gc_drops_zones_of_swap_cached_slots_where_padding_fills_a_zone() {
     let stats = h.engine.stats();
     assert!(stats.swap_cache_dropped > 0 && stats.gc_runs > 0, "{stats:?}");
     h.engine.check_invariants();
+}
+
+/// The reference driver itself: an append's records come back with a GC read of its
+/// slot, padded to the metadata size.
+/// A harness holding the Append of one swap-out, not run yet.
+fn one_append(metadata_bytes: u32, page: u64, version: u64) -> (Harness, Captured) {
+    let mut h = harness(metadata_bytes, 8);
+    h.swap_out(0, page, version);
+    h.collect();
+    let append = h.held.remove(0);
+    (h, append)
+}
+
+#[test]
+fn the_driver_reads_back_the_records_an_append_wrote() {
+    let (mut h, append) = one_append(64, 3, 77);
+    let zone = append.request.zone();
+    let Completion::Append(Ok(first)) = h.driver.run(&append, &mut NoFaults::default()) else { panic!("appended") };
+    driver::complete(&mut h.engine, &append.request, &Completion::Append(Ok(first)), &[], 1).unwrap();
+    assert_eq!(h.driver.device.version(zone, first), 77);
+    let mut metadata = Vec::new();
+    h.driver.device.read_metadata(zone, first, &mut metadata);
+    assert_eq!((metadata.len(), &metadata[..16]), (64, &append.records[..]), "the record, then zeros");
+    assert!(metadata[16..].iter().all(|&byte| byte == 0));
+    let request = IoRequest::Read { io: IoId(0), zone, slot: first, pages: 1, buf: Buf::Gc(2), with_metadata: true };
+    let read = Captured { request, pages: Vec::new(), records: Vec::new() };
+    let Completion::Read { result: Ok(()), records, versions } = h.driver.run(&read, &mut NoFaults::default()) else {
+        panic!("read")
+    };
+    assert_eq!((records, versions, h.driver.gc_buffers[2]), (metadata, Vec::new(), 77));
+}
+
+/// Fails every request it is asked about.
+struct FailAll(Vec<Stage>);
+
+impl DeviceHooks for FailAll {
+    fn inject_error(&mut self, stage: Stage, _zone: u32) -> bool {
+        self.0.push(stage);
+        true
+    }
+}
+
+#[test]
+fn the_driver_fails_offline_zones_and_injected_errors_without_touching_the_device() {
+    let (mut h, append) = one_append(16, 1, 5);
+    let zone = append.request.zone();
+    let mut hooks = FailAll(Vec::new());
+    assert_eq!(h.driver.run(&append, &mut hooks), Completion::Append(Err(IoError::Device)));
+    assert_eq!(hooks.0, [Stage::SwapOutAppend]);
+    h.driver.device.take_offline(zone);
+    assert_eq!(h.driver.run(&append, &mut hooks), Completion::Append(Err(IoError::Offline)));
+    assert_eq!(hooks.0.len(), 1, "an offline zone fails before any fault is drawn");
+    assert_eq!(h.driver.device.zones[zone as usize].write_pointer, 0);
+    assert_eq!(h.driver.read_pages(zone, 0, 1, &mut hooks), Err(IoError::Offline));
 }

@@ -13,7 +13,7 @@ use znswap_core::{
     SwapOutOutcome,
 };
 
-use crate::scenario::{below, chance, Faults, Rng, Scenario, Workload};
+use crate::scenario::{below, chance, error_probability, Faults, Rng, Scenario, Workload};
 
 #[derive(Clone, Copy, Default)]
 struct PageModel {
@@ -137,11 +137,8 @@ struct FaultInjector<'a> {
 
 impl DeviceHooks for FaultInjector<'_> {
     fn inject_error(&mut self, stage: Stage, zone: u32) -> bool {
-        let probability = match stage {
-            Stage::SwapOutAppend | Stage::GcAppend => self.faults.append_error,
-            Stage::SwapInRead | Stage::GcDataRead | Stage::GcFooterRead => self.faults.read_error,
-            Stage::Reset | Stage::Finish => self.faults.reset_error,
-        };
+        let faults = self.faults;
+        let probability = error_probability(stage, faults.append_error, faults.read_error, faults.reset_error);
         if !(self.on && chance(self.rng, probability)) {
             return false;
         }

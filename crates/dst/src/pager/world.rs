@@ -17,7 +17,7 @@ use znswap_pager_core::{
 };
 
 use super::scenario::{Access, PagerFaultMode, PagerFaults, PagerScenario};
-use crate::scenario::{below, chance, Rng};
+use crate::scenario::{below, chance, error_probability, Rng};
 
 /// Regions live at `(k + 1) << 32` for an address slot `k`: a freed region's slot (so
 /// its addresses) may be taken by the next one, as `mmap` reuses addresses.
@@ -199,11 +199,8 @@ struct ErrorInjector<'a> {
 
 impl DeviceHooks for ErrorInjector<'_> {
     fn inject_error(&mut self, stage: Stage, _zone: u32) -> bool {
-        let probability = match stage {
-            Stage::SwapOutAppend | Stage::GcAppend => self.faults.append_error,
-            Stage::SwapInRead | Stage::GcDataRead | Stage::GcFooterRead => self.faults.read_error,
-            Stage::Reset | Stage::Finish => self.faults.reset_error,
-        };
+        let faults = self.faults;
+        let probability = error_probability(stage, faults.append_error, faults.read_error, faults.reset_error);
         let hit = !self.sweeping && probability > 0.0 && chance(self.rng, probability);
         *self.injected += hit as u64;
         hit
@@ -524,8 +521,9 @@ impl World {
 
     // ------------------------------------------------------------------- device
 
-    /// Runs a request on the model device with the scenario's errors.
-    fn run_on_device(&mut self, captured: &Captured) -> Completion {
+    /// Runs `operation` on the model device with the scenario's errors; contract
+    /// breaches become violations.
+    fn on_device<T>(&mut self, operation: impl FnOnce(&mut Driver, &mut ErrorInjector<'_>) -> T) -> T {
         let mut injector = ErrorInjector {
             rng: &mut self.rng,
             sweeping: self.sweeping,
@@ -533,27 +531,16 @@ impl World {
             injected: &mut self.coverage.injected_errors,
             breaches: Vec::new(),
         };
-        let completion = self.driver.run(captured, &mut injector);
+        let result = operation(&mut self.driver, &mut injector);
         for breach in injector.breaches {
             self.violation(breach.0);
         }
-        completion
+        result
     }
 
     /// A swap-in read for a fault: the versions of `pages` slots from `slot`.
     fn device_read(&mut self, zone: u32, slot: u32, pages: u32) -> (Result<(), IoError>, Vec<u64>) {
-        let mut injector = ErrorInjector {
-            rng: &mut self.rng,
-            sweeping: self.sweeping,
-            faults: &self.scenario.faults,
-            injected: &mut self.coverage.injected_errors,
-            breaches: Vec::new(),
-        };
-        let read = self.driver.read_pages(zone, slot, pages, &mut injector);
-        for breach in injector.breaches {
-            self.violation(breach.0);
-        }
-        match read {
+        match self.on_device(|driver, injector| driver.read_pages(zone, slot, pages, injector)) {
             Ok(versions) => (Ok(()), versions),
             Err(error) => (Err(error), Vec::new()),
         }
@@ -593,7 +580,8 @@ impl World {
                 pages.push(AppendPage { owner, page, buf });
             }
         }
-        let completion = self.run_on_device(&Captured { request, pages, records });
+        let captured = Captured { request, pages, records };
+        let completion = self.on_device(|driver, injector| driver.run(&captured, injector));
         match completion {
             Completion::Append(result) => (IoCompletion::Append(result), Vec::new()),
             Completion::Read { result, records, .. } => {
