@@ -74,15 +74,15 @@ fn paper(args: PaperArgs) -> Result<bool> {
     let options = PaperOptions { scale, seed: args.seed, jobs };
     let progress = Progress::new(!args.json);
     let figures = if args.all {
-        let outputs = paper::run_all(&options, &args.out, &progress).map_err(anyhow::Error::msg)?;
+        let outputs = paper::run_all(&options, &args.out, &progress)?;
         progress.clear();
         outputs
     } else {
         let figure = args.figure.expect("clap requires --figure without --all");
         let mut cache = RunCache::default();
-        let output = paper::run_figure(&figure, &options, &mut cache, &progress).map_err(anyhow::Error::msg)?;
+        let output = paper::run_figure(&figure, &options, &mut cache, &progress)?;
         progress.clear();
-        output.write(&args.out).map_err(anyhow::Error::msg)?;
+        output.write(&args.out)?;
         vec![output]
     };
     let mut clean = true;
@@ -149,7 +149,6 @@ fn waf(args: WafArgs) -> Result<bool> {
         "zns" => waf_zns(args.util, args.pages_per_block, args.seed),
         other => bail!("unknown --model {other:?}: use block or zns"),
     }
-    .map_err(anyhow::Error::msg)
     .context("the WAF run failed")?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&answer)?);

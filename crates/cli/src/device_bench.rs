@@ -13,12 +13,12 @@ use anyhow::{Context, Result};
 use rand_core::{RngCore, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use serde::Serialize;
+use znswap_pager::PAGE_BYTES;
 use znswap_zoned::conformance::pattern;
 use znswap_zoned::{format_size, AlignedBuf, AppendMerger, Geometry, ZoneCondition, ZoneError, ZonedDevice};
 
 use crate::stats::{Latency, Table};
 
-const PAGE_BYTES: u64 = 4096;
 const MIB: f64 = (1 << 20) as f64;
 
 pub struct BenchOptions {
@@ -162,10 +162,10 @@ fn random_reads(
         .report_zones()?
         .into_iter()
         .map(|z| (z.start_lba, z.written_lbas()))
-        .filter(|&(_, written)| written * geometry.lba_bytes as u64 >= PAGE_BYTES)
+        .filter(|&(_, written)| written * geometry.lba_bytes as u64 >= PAGE_BYTES as u64)
         .collect();
     anyhow::ensure!(!extents.is_empty(), "nothing was written to read back");
-    let page_lbas = PAGE_BYTES / geometry.lba_bytes as u64;
+    let page_lbas = PAGE_BYTES as u64 / geometry.lba_bytes as u64;
     let started = Instant::now();
     let samples: Vec<Vec<u64>> = std::thread::scope(|scope| -> Result<Vec<Vec<u64>>> {
         let handles: Vec<_> = (0..threads)
@@ -173,7 +173,7 @@ fn random_reads(
                 let extents = &extents;
                 scope.spawn(move || -> Result<Vec<u64>> {
                     let mut rng = Xoshiro256PlusPlus::seed_from_u64(0x5EED + thread as u64);
-                    let mut buffer = AlignedBuf::zeroed(PAGE_BYTES as usize);
+                    let mut buffer = AlignedBuf::zeroed(PAGE_BYTES);
                     let mut samples = Vec::with_capacity(limit_per_thread);
                     while samples.len() < limit_per_thread && Instant::now() < deadline {
                         let (start, written) = extents[(rng.next_u64() % extents.len() as u64) as usize];
@@ -236,7 +236,7 @@ pub fn run(device: &dyn ZonedDevice, options: &BenchOptions) -> Result<DeviceBen
     let merged = phase(phase_bytes / 4);
     let current = Mutex::new(supply.claim());
     let merged_4k_append_mib_s = run_append_phase(merged_append_threads, |written| {
-        append_shared_zone(&merged, &merger, PAGE_BYTES.max(granule), &current, written)
+        append_shared_zone(&merged, &merger, (PAGE_BYTES as u64).max(granule), &current, written)
     })?;
     if let Some(zone) = *current.lock().unwrap() {
         finish_if_open(device, zone)?;

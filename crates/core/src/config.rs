@@ -6,8 +6,10 @@
 
 use serde::{Deserialize, Serialize};
 
-/// Bytes in one page, which is also one swap slot.
-pub const PAGE_BYTES: u32 = 4096;
+/// Bytes in one page, which is also one swap slot: the workspace's one definition (the
+/// pager, the device models, the workloads and the simulator import it). A `usize`, as
+/// a page is first of all a buffer in memory.
+pub const PAGE_BYTES: usize = 4096;
 
 /// The shape of the zoned device, in pages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

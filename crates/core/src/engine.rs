@@ -20,7 +20,7 @@ use crate::io::{IoId, IoKind, IoRequest, IoTable};
 use crate::owner_table::{OwnerError, OwnerTable, PageState};
 use crate::policy::{PageInfo, Policy, PolicyView, SwapInfo, SwapZoneId, VmInfo, ZoneInfo};
 use crate::record::{self, PageRecord, RecordError};
-use crate::slot_map::{SlotMaps, SlotState, ZoneState};
+use crate::slot_map::{SlotAddress, SlotMaps, SlotState, ZoneState};
 use crate::stats::Stats;
 use crate::victim_index::VictimIndex;
 
@@ -321,12 +321,13 @@ impl Engine {
         swap_zone >= self.derived.user_swap_zones
     }
 
-    pub(crate) fn address(&self, zone: u32, slot: u32) -> u64 {
-        zone as u64 * self.capacity as u64 + slot as u64
+    pub(crate) fn address(&self, zone: u32, slot: u32) -> SlotAddress {
+        SlotAddress::new(zone, slot, self.capacity)
     }
 
-    pub(crate) fn split(&self, address: u64) -> (u32, u32) {
-        ((address / self.capacity as u64) as u32, (address % self.capacity as u64) as u32)
+    /// The zone and the slot within it of a slot address.
+    pub(crate) fn split(&self, address: SlotAddress) -> (u32, u32) {
+        (address.zone(self.capacity), address.slot(self.capacity))
     }
 
     // ---------------------------------------------------------------- slot changes
@@ -361,7 +362,7 @@ impl Engine {
         }
         let counters = *self.slots.zone(zone);
         if counters.state == ZoneState::Full && !counters.in_gc {
-            if counters.occupied + counters.swap_cache == 0 {
+            if counters.valid + counters.swap_cache == 0 {
                 // Fully invalid and full: its write pointer is at the end, so FAR
                 // resets it at any free-space level.
                 self.victims.remove(zone);
@@ -474,7 +475,7 @@ impl Engine {
         ZoneInfo {
             zone_id: zone,
             capacity: self.capacity,
-            occupied_slots: counters.occupied,
+            valid_slots: counters.valid,
             invalid_slots: counters.invalid,
             swap_cache_slots: counters.swap_cache,
             written_slots: counters.written,
@@ -529,11 +530,11 @@ impl Engine {
                 _ => {}
             }
             if counters.state != ZoneState::Offline {
-                valid += counters.occupied as u64;
+                valid += counters.valid as u64;
                 cached += counters.swap_cache as u64;
             }
             let candidate =
-                counters.state == ZoneState::Full && !counters.in_gc && counters.occupied + counters.swap_cache > 0;
+                counters.state == ZoneState::Full && !counters.in_gc && counters.valid + counters.swap_cache > 0;
             assert_eq!(self.victims.contains(zone), candidate, "zone {zone} victim index membership");
         }
         assert_eq!((open_user, open_gc), (self.open_user_zones, self.open_gc_zones));
@@ -543,9 +544,9 @@ impl Engine {
         let mut pointed = std::collections::HashSet::new();
         let mut tenant_slots = vec![0u64; self.tenant_slots.len()];
         self.owners.for_each(|owner, page, state| {
-            let Some(slot) = state.slot() else { return };
-            let (zone, zone_slot) = self.split(slot);
-            assert!(pointed.insert(slot), "slot {slot} pointed at twice");
+            let Some(address) = state.address() else { return };
+            let (zone, zone_slot) = self.split(address);
+            assert!(pointed.insert(address), "slot {address} pointed at twice");
             tenant_slots[self.owners.tenant(owner) as usize] += 1;
             let expected = match state {
                 PageState::SwapCached { .. } => SlotState::SwapCached,

@@ -38,7 +38,7 @@ use crate::engine::{Engine, Event};
 use crate::io::{AppendPage, Buf, IoError, IoId, IoKind, IoRequest};
 use crate::owner_table::PageState;
 use crate::record::{self, PageRecord, RecordError};
-use crate::slot_map::{SlotState, ZoneState};
+use crate::slot_map::{SlotAddress, SlotState, ZoneState};
 
 /// Largest GC read, in pages.
 const GC_READ_PAGES_MAX: u32 = 64;
@@ -272,7 +272,7 @@ impl Engine {
                 self.gc.victims.swap_remove(index);
                 continue;
             }
-            if counters.occupied + counters.swap_cache == 0 {
+            if counters.valid + counters.swap_cache == 0 {
                 self.gc.victims.swap_remove(index);
                 self.slots.zone_mut(victim.zone).in_gc = false;
                 self.stats.gc_runs += 1;
@@ -333,8 +333,7 @@ impl Engine {
                 break;
             }
         }
-        let mut valid_sum: u64 =
-            self.gc.victims.iter().map(|victim| self.slots.zone(victim.zone).occupied as u64).sum();
+        let mut valid_sum: u64 = self.gc.victims.iter().map(|victim| self.slots.zone(victim.zone).valid as u64).sum();
         let mut garbage_sum: u64 =
             self.gc.victims.iter().map(|victim| self.slots.zone(victim.zone).garbage() as u64).sum();
         while (self.gc.victims.len() as u32) < self.gc.victims_max {
@@ -343,10 +342,10 @@ impl Engine {
             if counters.garbage() == 0 {
                 break;
             }
-            if !self.gc.victims.is_empty() && valid_sum + counters.occupied as u64 > self.capacity as u64 {
+            if !self.gc.victims.is_empty() && valid_sum + counters.valid as u64 > self.capacity as u64 {
                 break;
             }
-            valid_sum += counters.occupied as u64;
+            valid_sum += counters.valid as u64;
             garbage_sum += counters.garbage() as u64;
             self.gc_take_victim(zone);
         }
@@ -384,7 +383,7 @@ impl Engine {
                 let best = candidates[..count].iter().copied().max_by(|&a, &b| {
                     let score = |zone: u32| {
                         let counters = self.slots.zone(zone);
-                        let utilization = counters.occupied as f64 / capacity;
+                        let utilization = counters.valid as f64 / capacity;
                         let age = (now.saturating_sub(counters.last_write_ns) + 1) as f64;
                         (1.0 - utilization) * age / (1.0 + utilization)
                     };
@@ -520,9 +519,9 @@ impl Engine {
             let Some(io) = self.ios.allocate(kind, entry.zone, generation) else {
                 return;
             };
-            let slot = self.ios.get_mut(io).expect("io");
-            slot.slot = entry.slot;
-            slot.pages_count = pages;
+            let descriptor = self.ios.get_mut(io).expect("io");
+            descriptor.slot = entry.slot;
+            descriptor.pages_count = pages;
             self.slots.zone_mut(entry.zone).reads_in_flight += 1;
             self.gc.reads_outstanding += 1;
             self.stats.gc_pages_read += pages as u64;
@@ -559,11 +558,11 @@ impl Engine {
             }
             let generation = self.slots.zone(entry.zone).resets;
             let Some(io) = self.ios.allocate(IoKind::FooterRead, entry.zone, generation) else { return };
-            let slot = self.ios.get_mut(io).expect("io");
-            slot.slot = entry.footer_slot;
-            slot.pages_count = 1;
-            slot.tags.push(first as u64);
-            slot.tags.push(last as u64);
+            let descriptor = self.ios.get_mut(io).expect("io");
+            descriptor.slot = entry.footer_slot;
+            descriptor.pages_count = 1;
+            descriptor.tags.push(first as u64);
+            descriptor.tags.push(last as u64);
             self.slots.zone_mut(entry.zone).reads_in_flight += 1;
             self.gc.reads_outstanding += 1;
             self.stats.gc_pages_read += 1;
@@ -585,12 +584,12 @@ impl Engine {
         result: Result<(), IoError>,
         records: &[u8],
     ) -> Result<(), crate::engine::EngineError> {
-        let slot = self.ios.get(io).expect("checked by read_done");
+        let descriptor = self.ios.get(io).expect("checked by read_done");
         let (kind, zone, first_slot, pages, generation) =
-            (slot.kind, slot.zone, slot.slot, slot.pages_count, slot.generation);
+            (descriptor.kind, descriptor.zone, descriptor.slot, descriptor.pages_count, descriptor.generation);
         let range = match kind {
             IoKind::GcRead { first, end } => first as usize..end as usize,
-            _ => slot.tags[0] as usize..slot.tags[1] as usize,
+            _ => descriptor.tags[0] as usize..descriptor.tags[1] as usize,
         };
         self.ios.release(io);
         self.slots.zone_mut(zone).reads_in_flight -= 1;
@@ -671,18 +670,20 @@ impl Engine {
             };
             let tenant = self.owners.tenant(owner);
             match self.owners.get(owner, page) {
-                PageState::SwapCached { slot } if slot == address => {
+                PageState::SwapCached { address: current } if current == address => {
                     self.set_slot(entry.zone, entry.slot, SlotState::Invalid, Some(tenant));
                     self.owners.set(owner, page, PageState::Resident);
                     self.stats.swap_cache_dropped += 1;
                 }
-                PageState::Swapped { slot } | PageState::SwapInFlight { slot } if slot == address => {
+                PageState::Swapped { address: current } | PageState::SwapInFlight { address: current }
+                    if current == address =>
+                {
                     if !entry.data_read {
                         continue; // became valid after gather: next pass
                     }
                     let page_out = AppendPage { owner, page, buf: Buf::Gc(entry.buf) };
                     let gc_swap_zone = self.policy_gc_swap_zone(owner, page);
-                    if !self.queue_page(gc_swap_zone, page_out, address, tenant) {
+                    if !self.queue_page(gc_swap_zone, page_out, address.0, tenant) {
                         self.gc.next_write = index;
                         return false;
                     }
@@ -699,11 +700,11 @@ impl Engine {
     /// The owner page of a victim slot: from its record when the record checks out and
     /// the owner still points here; otherwise (corrupt or lying record) by a scan of the
     /// owner table, reported as a rejected record.
-    fn gc_owner_of(&mut self, entry: &Entry, address: u64) -> Option<(u32, u64)> {
+    fn gc_owner_of(&mut self, entry: &Entry, address: SlotAddress) -> Option<(u32, u64)> {
         let error = match (entry.record, &entry.record_error) {
             (Some(record), _) => {
                 let points_here = self.owners.check(record.owner, record.page).is_ok()
-                    && self.owners.get(record.owner, record.page).slot() == Some(address);
+                    && self.owners.get(record.owner, record.page).address() == Some(address);
                 if points_here {
                     return Some((record.owner, record.page));
                 }
@@ -714,7 +715,7 @@ impl Engine {
         };
         self.stats.records_rejected += 1;
         self.events.push_back(Event::RecordRejected { zone: entry.zone, slot: entry.slot, error });
-        self.owners.find_slot(address)
+        self.owners.owner_of(address)
     }
 
     pub(crate) fn gc_seal_counted(&mut self) {
@@ -722,7 +723,7 @@ impl Engine {
     }
 
     /// Activate: remap the owner only if it still points at the victim slot.
-    pub(crate) fn activate(&mut self, owner: u32, page: u64, old: u64, zone: u32, zone_slot: u32) {
+    pub(crate) fn activate(&mut self, owner: u32, page: u64, old: SlotAddress, zone: u32, zone_slot: u32) {
         self.stats.gc_pages_written += 1;
         self.note_gc_write();
         let tenant = self.owners.tenant(owner);
@@ -730,12 +731,12 @@ impl Engine {
         let new = self.address(zone, zone_slot);
         let (old_zone, old_slot) = self.split(old);
         let (new_state, slot_state) = match self.owners.get(owner, page) {
-            PageState::Swapped { slot } if slot == old => (PageState::Swapped { slot: new }, SlotState::Valid),
-            PageState::SwapInFlight { slot } if slot == old => {
-                (PageState::SwapInFlight { slot: new }, SlotState::Valid)
+            PageState::Swapped { address } if address == old => (PageState::Swapped { address: new }, SlotState::Valid),
+            PageState::SwapInFlight { address } if address == old => {
+                (PageState::SwapInFlight { address: new }, SlotState::Valid)
             }
-            PageState::SwapCached { slot } if slot == old => {
-                (PageState::SwapCached { slot: new }, SlotState::SwapCached)
+            PageState::SwapCached { address } if address == old => {
+                (PageState::SwapCached { address: new }, SlotState::SwapCached)
             }
             _ => {
                 self.set_slot(zone, zone_slot, SlotState::Invalid, None);

@@ -69,6 +69,26 @@ pub enum IoRequest {
     Finish { io: IoId, zone: u32 },
 }
 
+impl IoRequest {
+    pub fn io(&self) -> IoId {
+        match *self {
+            IoRequest::Append { io, .. }
+            | IoRequest::Read { io, .. }
+            | IoRequest::Reset { io, .. }
+            | IoRequest::Finish { io, .. } => io,
+        }
+    }
+
+    pub fn zone(&self) -> u32 {
+        match *self {
+            IoRequest::Append { zone, .. }
+            | IoRequest::Read { zone, .. }
+            | IoRequest::Reset { zone, .. }
+            | IoRequest::Finish { zone, .. } => zone,
+        }
+    }
+}
+
 /// A device error as the driver reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error, Serialize)]
 #[non_exhaustive]
@@ -106,10 +126,13 @@ pub(crate) enum IoKind {
     Finish,
 }
 
-pub(crate) struct IoSlot {
+/// One entry of the I/O table: a request in flight (or an append still gathering pages)
+/// and what its completion needs.
+pub(crate) struct IoDescriptor {
     pub sequence: u32,
     pub kind: IoKind,
     pub zone: u32,
+    /// A read's first slot in `zone`.
     pub slot: u32,
     pub pages_count: u32,
     /// Zone generation the request was made in.
@@ -121,14 +144,14 @@ pub(crate) struct IoSlot {
 }
 
 pub(crate) struct IoTable {
-    slots: Vec<IoSlot>,
+    descriptors: Vec<IoDescriptor>,
     free: Vec<u32>,
 }
 
 impl IoTable {
     pub fn new(count: u32, pages_max: u32, record_bytes_max: usize) -> IoTable {
-        let slots = (0..count)
-            .map(|_| IoSlot {
+        let descriptors = (0..count)
+            .map(|_| IoDescriptor {
                 sequence: 0,
                 kind: IoKind::Free,
                 zone: 0,
@@ -140,11 +163,11 @@ impl IoTable {
                 records: Vec::with_capacity(record_bytes_max),
             })
             .collect();
-        IoTable { slots, free: (0..count).rev().collect() }
+        IoTable { descriptors, free: (0..count).rev().collect() }
     }
 
     pub fn in_flight(&self) -> u32 {
-        (self.slots.len() - self.free.len()) as u32
+        (self.descriptors.len() - self.free.len()) as u32
     }
 
     pub fn is_full(&self) -> bool {
@@ -153,35 +176,35 @@ impl IoTable {
 
     pub fn allocate(&mut self, kind: IoKind, zone: u32, generation: u32) -> Option<IoId> {
         let index = self.free.pop()?;
-        let slot = &mut self.slots[index as usize];
-        assert_eq!(slot.kind, IoKind::Free);
-        slot.sequence = slot.sequence.wrapping_add(1);
-        slot.kind = kind;
-        slot.zone = zone;
-        slot.slot = 0;
-        slot.pages_count = 0;
-        slot.generation = generation;
-        slot.pages.clear();
-        slot.tags.clear();
-        slot.records.clear();
-        Some(IoId::new(index, slot.sequence))
+        let descriptor = &mut self.descriptors[index as usize];
+        assert_eq!(descriptor.kind, IoKind::Free);
+        descriptor.sequence = descriptor.sequence.wrapping_add(1);
+        descriptor.kind = kind;
+        descriptor.zone = zone;
+        descriptor.slot = 0;
+        descriptor.pages_count = 0;
+        descriptor.generation = generation;
+        descriptor.pages.clear();
+        descriptor.tags.clear();
+        descriptor.records.clear();
+        Some(IoId::new(index, descriptor.sequence))
     }
 
-    pub fn get(&self, io: IoId) -> Option<&IoSlot> {
-        let slot = self.slots.get(io.index() as usize)?;
-        (slot.kind != IoKind::Free && slot.sequence == io.sequence()).then_some(slot)
+    pub fn get(&self, io: IoId) -> Option<&IoDescriptor> {
+        let descriptor = self.descriptors.get(io.index() as usize)?;
+        (descriptor.kind != IoKind::Free && descriptor.sequence == io.sequence()).then_some(descriptor)
     }
 
-    pub fn get_mut(&mut self, io: IoId) -> Option<&mut IoSlot> {
-        let slot = self.slots.get_mut(io.index() as usize)?;
-        (slot.kind != IoKind::Free && slot.sequence == io.sequence()).then_some(slot)
+    pub fn get_mut(&mut self, io: IoId) -> Option<&mut IoDescriptor> {
+        let descriptor = self.descriptors.get_mut(io.index() as usize)?;
+        (descriptor.kind != IoKind::Free && descriptor.sequence == io.sequence()).then_some(descriptor)
     }
 
     /// Whether an I/O in flight (or an append still gathering pages) names `owner`: a
     /// swap-out or GC move in an append, or a swap-in read.
     pub fn names_owner(&self, owner: u32) -> bool {
-        self.slots.iter().any(|slot| match slot.kind {
-            IoKind::Append { .. } => slot.pages.iter().any(|page| page.owner == owner),
+        self.descriptors.iter().any(|descriptor| match descriptor.kind {
+            IoKind::Append { .. } => descriptor.pages.iter().any(|page| page.owner == owner),
             IoKind::SwapInRead { owner: reading, orphaned: false, .. } => reading == owner,
             _ => false,
         })
@@ -190,8 +213,8 @@ impl IoTable {
     /// Marks the swap-in read of `owner`'s `page` orphaned (see `IoKind::SwapInRead`).
     /// A scan: only for the rare ways a page leaves SwapInFlight without its read.
     pub fn orphan_swap_in(&mut self, owner: u32, page: u64) {
-        for slot in &mut self.slots {
-            if let IoKind::SwapInRead { owner: o, page: p, orphaned } = &mut slot.kind {
+        for descriptor in &mut self.descriptors {
+            if let IoKind::SwapInRead { owner: o, page: p, orphaned } = &mut descriptor.kind {
                 if *o == owner && *p == page {
                     *orphaned = true;
                 }
@@ -200,10 +223,10 @@ impl IoTable {
     }
 
     pub fn release(&mut self, io: IoId) {
-        let slot = &mut self.slots[io.index() as usize];
-        assert_ne!(slot.kind, IoKind::Free);
-        assert_eq!(slot.sequence, io.sequence());
-        slot.kind = IoKind::Free;
+        let descriptor = &mut self.descriptors[io.index() as usize];
+        assert_ne!(descriptor.kind, IoKind::Free);
+        assert_eq!(descriptor.sequence, io.sequence());
+        descriptor.kind = IoKind::Free;
         self.free.push(io.index());
     }
 }

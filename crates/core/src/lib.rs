@@ -9,12 +9,14 @@
 //! (Table 1 API and the sample policies), `engine` (the state, slot changes, outputs,
 //! policy API, invariants), `swap_out` (Appendix A, append merging, chunk aggregator),
 //! `swap_in` (swap-in, swap cache, dirtying, freeing), `zones` (swap-zone backing, open
-//! and reserve limits, FAR reset, finish, offline zones), `gc` (ZNGC stages), [`stats`].
+//! and reserve limits, FAR reset, finish, offline zones), `gc` (ZNGC stages), [`stats`];
+//! [`driver`] (a reference driver over a model device, for tests and simulations).
 
 // `is_multiple_of` and `is_none_or` are newer than the workspace's rust-version (1.80).
 #![allow(clippy::manual_is_multiple_of, clippy::unnecessary_map_or)]
 
 pub mod config;
+pub mod driver;
 mod engine;
 mod gc;
 pub mod io;
@@ -28,10 +30,13 @@ mod swap_out;
 pub mod victim_index;
 mod zones;
 
-pub use config::{Config, ConfigError, Derived, Geometry, RecordEncoding, ResetMode, SwapCacheMode, VictimSelection};
+pub use config::{
+    Config, ConfigError, Derived, Geometry, RecordEncoding, ResetMode, SwapCacheMode, VictimSelection, PAGE_BYTES,
+};
 pub use engine::{Engine, EngineError, Event, HostMemory, ReadOutcome, SwapIn, SwapOutError, SwapOutOutcome, Ticket};
 pub use io::{AppendPage, Buf, IoError, IoId, IoRequest};
 pub use owner_table::{OwnerError, PageState};
 pub use policy::{PageInfo, Policy, PolicyKind, PolicyView, SwapInfo, SwapZoneId, VmInfo, ZoneInfo};
+pub use slot_map::SlotAddress;
 pub use stats::Stats;
 pub use zones::far_threshold_pages;

@@ -12,6 +12,8 @@
 
 use serde::Serialize;
 
+use crate::slot_map::SlotAddress;
+
 pub const ADDRESS_BITS: u32 = 40;
 const ADDRESS_MASK: u64 = (1 << ADDRESS_BITS) - 1;
 const EPOCH_SHIFT: u32 = 40;
@@ -29,11 +31,11 @@ pub enum PageState {
     /// In memory, an append carrying it is queued or in flight (the ticket).
     SwapOutInFlight { ticket: u64, dirtied: bool },
     /// Only copy at this slot.
-    Swapped { slot: u64 },
+    Swapped { address: SlotAddress },
     /// In memory and clean; the slot keeps an identical copy (swap cache).
-    SwapCached { slot: u64 },
+    SwapCached { address: SlotAddress },
     /// A swap-in read of this slot is in flight.
-    SwapInFlight { slot: u64 },
+    SwapInFlight { address: SlotAddress },
     /// The device destroyed the only copy.
     Lost,
 }
@@ -45,9 +47,9 @@ impl PageState {
             PageState::Resident => (1, 0),
             PageState::SwapOutInFlight { ticket, dirtied: false } => (2, ticket),
             PageState::SwapOutInFlight { ticket, dirtied: true } => (3, ticket),
-            PageState::Swapped { slot } => (4, slot),
-            PageState::SwapCached { slot } => (5, slot),
-            PageState::SwapInFlight { slot } => (6, slot),
+            PageState::Swapped { address } => (4, address.0),
+            PageState::SwapCached { address } => (5, address.0),
+            PageState::SwapInFlight { address } => (6, address.0),
             PageState::Lost => (7, 0),
         }
     }
@@ -58,19 +60,19 @@ impl PageState {
             1 => PageState::Resident,
             2 => PageState::SwapOutInFlight { ticket: address, dirtied: false },
             3 => PageState::SwapOutInFlight { ticket: address, dirtied: true },
-            4 => PageState::Swapped { slot: address },
-            5 => PageState::SwapCached { slot: address },
-            6 => PageState::SwapInFlight { slot: address },
+            4 => PageState::Swapped { address: SlotAddress(address) },
+            5 => PageState::SwapCached { address: SlotAddress(address) },
+            6 => PageState::SwapInFlight { address: SlotAddress(address) },
             _ => PageState::Lost,
         }
     }
 
-    /// The slot this state points at, if any.
-    pub fn slot(self) -> Option<u64> {
+    /// The address of the slot this state points at, if any.
+    pub fn address(self) -> Option<SlotAddress> {
         match self {
-            PageState::Swapped { slot } | PageState::SwapCached { slot } | PageState::SwapInFlight { slot } => {
-                Some(slot)
-            }
+            PageState::Swapped { address }
+            | PageState::SwapCached { address }
+            | PageState::SwapInFlight { address } => Some(address),
             _ => None,
         }
     }
@@ -112,8 +114,8 @@ impl OwnerTable {
     /// its entries: registration is not on the fault path.
     pub fn register(&mut self, owner: u32, pages: u64, tenant: u32) -> Result<(), OwnerError> {
         let owners_max = self.owners.len() as u32;
-        let slot = self.owners.get_mut(owner as usize).ok_or(OwnerError::OutOfRange { owner, owners_max })?;
-        if slot.is_some() {
+        let entry = self.owners.get_mut(owner as usize).ok_or(OwnerError::OutOfRange { owner, owners_max })?;
+        if entry.is_some() {
             return Err(OwnerError::Registered { owner });
         }
         if tenant >= self.tenants_max {
@@ -122,7 +124,7 @@ impl OwnerTable {
         if pages > crate::record::PAGE_INDEX_MAX + 1 {
             return Err(OwnerError::Page { owner, page: pages, pages: crate::record::PAGE_INDEX_MAX + 1 });
         }
-        *slot = Some(Owner { tenant: tenant as u16, entries: vec![0; pages as usize] });
+        *entry = Some(Owner { tenant: tenant as u16, entries: vec![0; pages as usize] });
         self.pages_registered += pages;
         Ok(())
     }
@@ -231,13 +233,14 @@ impl OwnerTable {
         self.owner(owner).is_ok()
     }
 
-    /// Every (owner, page) whose entry points at `slot`: the slow recovery path when a
-    /// record cannot be trusted. Linear in registered pages; never on the hot path.
-    pub fn find_slot(&self, slot: u64) -> Option<(u32, u64)> {
+    /// The (owner, page) whose entry points at the slot at `address`: the slow recovery
+    /// path when a record cannot be trusted. Linear in registered pages; never on the
+    /// hot path.
+    pub fn owner_of(&self, address: SlotAddress) -> Option<(u32, u64)> {
         for (owner, entry) in self.owners.iter().enumerate() {
             let Some(entry) = entry else { continue };
             for (page, raw) in entry.entries.iter().enumerate() {
-                if PageState::decode(raw >> TAG_SHIFT, raw & ADDRESS_MASK).slot() == Some(slot) {
+                if PageState::decode(raw >> TAG_SHIFT, raw & ADDRESS_MASK).address() == Some(address) {
                     return Some((owner as u32, page as u64));
                 }
             }
@@ -273,9 +276,9 @@ mod tests {
             PageState::Resident,
             PageState::SwapOutInFlight { ticket: ADDRESS_MASK, dirtied: true },
             PageState::SwapOutInFlight { ticket: 7, dirtied: false },
-            PageState::Swapped { slot: 123_456_789 },
-            PageState::SwapCached { slot: 1 },
-            PageState::SwapInFlight { slot: 0 },
+            PageState::Swapped { address: SlotAddress(123_456_789) },
+            PageState::SwapCached { address: SlotAddress(1) },
+            PageState::SwapInFlight { address: SlotAddress(0) },
             PageState::Lost,
             PageState::Zero,
         ];
@@ -285,8 +288,8 @@ mod tests {
         }
         assert_eq!(table.touch_history(1, 3, 7, true), 0b101);
         assert!(!table.compare_and_set(1, 3, PageState::Resident, PageState::Lost));
-        assert!(table.compare_and_set(1, 3, PageState::Zero, PageState::Swapped { slot: 9 }));
-        assert_eq!(table.find_slot(9), Some((1, 3)));
+        assert!(table.compare_and_set(1, 3, PageState::Zero, PageState::Swapped { address: SlotAddress(9) }));
+        assert_eq!(table.owner_of(SlotAddress(9)), Some((1, 3)));
         assert_eq!(table.touch_history(1, 3, 30, false), 0);
     }
 }

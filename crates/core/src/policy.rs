@@ -29,7 +29,7 @@ pub struct PageInfo {
 pub struct ZoneInfo {
     pub zone_id: u32,
     pub capacity: u32,
-    pub occupied_slots: u32,
+    pub valid_slots: u32,
     pub invalid_slots: u32,
     pub swap_cache_slots: u32,
     pub written_slots: u32,
@@ -208,14 +208,14 @@ impl Policy for TenantPolicy {
             let (worst_index, worst_valid) = chosen
                 .iter()
                 .enumerate()
-                .map(|(index, &id)| (index, view.zn_inf(id).occupied_slots))
+                .map(|(index, &id)| (index, view.zn_inf(id).valid_slots))
                 .max_by_key(|&(_, valid)| valid)
                 .expect("non-empty");
-            if zone.occupied_slots < worst_valid {
+            if zone.valid_slots < worst_valid {
                 chosen[worst_index] = zone.zone_id;
             }
         }
-        reclaim[first..].sort_by_key(|&id| view.zn_inf(id).occupied_slots);
+        reclaim[first..].sort_by_key(|&id| view.zn_inf(id).valid_slots);
     }
 }
 
@@ -271,12 +271,12 @@ mod tests {
         }
     }
 
-    fn zone(zone_id: u32, tenant: u16, occupied_slots: u32) -> ZoneInfo {
+    fn zone(zone_id: u32, tenant: u16, valid_slots: u32) -> ZoneInfo {
         ZoneInfo {
             zone_id,
             capacity: 10,
-            occupied_slots,
-            invalid_slots: 10 - occupied_slots,
+            valid_slots,
+            invalid_slots: 10 - valid_slots,
             swap_cache_slots: 0,
             written_slots: 10,
             swap_zone_id: None,

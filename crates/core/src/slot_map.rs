@@ -7,6 +7,36 @@
 
 use serde::Serialize;
 
+/// A slot's address on the whole device, Linux's `swp_entry_t` offset: the zone times
+/// the zone capacity plus the slot's index in its zone. The owner table keeps it (40
+/// bits); within a zone a slot is named by its index alone (`slot: u32`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub struct SlotAddress(pub u64);
+
+impl SlotAddress {
+    pub fn new(zone: u32, slot: u32, zone_capacity_pages: u32) -> SlotAddress {
+        debug_assert!(slot < zone_capacity_pages, "slot {slot} beyond the zone capacity {zone_capacity_pages}");
+        SlotAddress(zone as u64 * zone_capacity_pages as u64 + slot as u64)
+    }
+
+    pub fn zone(self, zone_capacity_pages: u32) -> u32 {
+        (self.0 / zone_capacity_pages as u64) as u32
+    }
+
+    /// The slot's index within its zone.
+    pub fn slot(self, zone_capacity_pages: u32) -> u32 {
+        (self.0 % zone_capacity_pages as u64) as u32
+    }
+}
+
+impl std::fmt::Display for SlotAddress {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(formatter)
+    }
+}
+
+/// A slot's state. A slot is *occupied* while Valid or SwapCached: it holds a copy a
+/// page still needs, which the GC must move or drop before resetting its zone.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[repr(u8)]
 pub enum SlotState {
@@ -49,7 +79,7 @@ pub enum ZoneState {
 pub struct ZoneCounters {
     pub state: ZoneState,
     /// Valid slots.
-    pub occupied: u32,
+    pub valid: u32,
     pub swap_cache: u32,
     pub invalid: u32,
     /// Slots written (valid + swap-cached + invalid): the write pointer's offset.
@@ -81,7 +111,7 @@ impl ZoneCounters {
     fn new() -> ZoneCounters {
         ZoneCounters {
             state: ZoneState::Empty,
-            occupied: 0,
+            valid: 0,
             swap_cache: 0,
             invalid: 0,
             written: 0,
@@ -174,12 +204,12 @@ impl SlotMaps {
         let counters = &mut self.zones[zone as usize];
         match from {
             SlotState::Free => counters.written += 1,
-            SlotState::Valid => counters.occupied -= 1,
+            SlotState::Valid => counters.valid -= 1,
             SlotState::SwapCached => counters.swap_cache -= 1,
             SlotState::Invalid => unreachable!(),
         }
         match to {
-            SlotState::Valid => counters.occupied += 1,
+            SlotState::Valid => counters.valid += 1,
             SlotState::SwapCached => counters.swap_cache += 1,
             SlotState::Invalid => counters.invalid += 1,
             SlotState::Free => unreachable!(),
@@ -191,7 +221,7 @@ impl SlotMaps {
     /// empty, the reset count (generation) goes up.
     pub fn reset(&mut self, zone: u32) {
         let counters = &mut self.zones[zone as usize];
-        assert_eq!(counters.occupied, 0, "zone {zone} reset with valid slots");
+        assert_eq!(counters.valid, 0, "zone {zone} reset with valid slots");
         assert_eq!(counters.swap_cache, 0, "zone {zone} reset with swap-cached slots");
         assert_eq!(counters.appends_in_flight, 0);
         assert_eq!(counters.reads_in_flight, 0);
@@ -228,7 +258,7 @@ impl SlotMaps {
             counts[self.get(zone, slot) as usize] += 1;
         }
         let counters = &self.zones[zone as usize];
-        assert_eq!(counts[1], counters.occupied, "zone {zone} occupied");
+        assert_eq!(counts[1], counters.valid, "zone {zone} valid");
         assert_eq!(counts[2], counters.swap_cache, "zone {zone} swap_cache");
         assert_eq!(counts[3], counters.invalid, "zone {zone} invalid");
         assert_eq!(counts[1] + counts[2] + counts[3], counters.written, "zone {zone} written");
@@ -255,7 +285,7 @@ mod tests {
         maps.zone_mut(1).state = ZoneState::Open;
         maps.check_zone(1);
         let counters = maps.zone(1);
-        assert_eq!((counters.occupied, counters.swap_cache, counters.invalid, counters.written), (1, 1, 2, 4));
+        assert_eq!((counters.valid, counters.swap_cache, counters.invalid, counters.written), (1, 1, 2, 4));
         assert_eq!(maps.get(0, 69), SlotState::Free);
         assert_eq!(maps.next_occupied(1, 0), Some(33));
         assert_eq!(maps.next_occupied(1, 34), Some(69));
@@ -268,6 +298,13 @@ mod tests {
         let mut maps = SlotMaps::new(1, 8);
         maps.set(0, 1, SlotState::Invalid);
         maps.set(0, 1, SlotState::Valid);
+    }
+
+    #[test]
+    fn slot_address_names_zone_and_slot() {
+        let address = SlotAddress::new(5, 69, 70);
+        assert_eq!(address, SlotAddress(5 * 70 + 69));
+        assert_eq!((address.zone(70), address.slot(70)), (5, 69));
     }
 
     #[test]

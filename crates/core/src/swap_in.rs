@@ -22,8 +22,8 @@ impl Engine {
             PageState::Resident | PageState::SwapOutInFlight { .. } | PageState::SwapCached { .. } => SwapIn::Resident,
             PageState::SwapInFlight { .. } => SwapIn::InFlight,
             PageState::Lost => SwapIn::Lost,
-            PageState::Swapped { slot } => {
-                let (zone, zone_slot) = self.split(slot);
+            PageState::Swapped { address } => {
+                let (zone, zone_slot) = self.split(address);
                 let generation = self.slots.zone(zone).resets;
                 let Some(io) = self.ios.allocate(IoKind::SwapInRead { owner, page, orphaned: false }, zone, generation)
                 else {
@@ -32,7 +32,7 @@ impl Engine {
                 };
                 self.ios.get_mut(io).expect("io").slot = zone_slot;
                 self.slots.zone_mut(zone).reads_in_flight += 1;
-                self.owners.set(owner, page, PageState::SwapInFlight { slot });
+                self.owners.set(owner, page, PageState::SwapInFlight { address });
                 self.stats.swap_in_reads += 1;
                 SwapIn::Read { io, zone, slot: zone_slot }
             }
@@ -51,8 +51,8 @@ impl Engine {
         now: u64,
     ) -> Result<ReadOutcome, EngineError> {
         self.advance(now);
-        let slot = self.ios.get(io).ok_or(EngineError::UnknownIo { io })?;
-        let (kind, zone) = (slot.kind, slot.zone);
+        let descriptor = self.ios.get(io).ok_or(EngineError::UnknownIo { io })?;
+        let (kind, zone) = (descriptor.kind, descriptor.zone);
         match kind {
             IoKind::SwapInRead { owner, page, orphaned } => {
                 self.ios.release(io);
@@ -83,23 +83,23 @@ impl Engine {
     }
 
     pub(crate) fn swap_in_done(&mut self, owner: u32, page: u64, ok: bool) -> ReadOutcome {
-        let PageState::SwapInFlight { slot } = self.owners.get(owner, page) else {
+        let PageState::SwapInFlight { address } = self.owners.get(owner, page) else {
             return match self.owners.get(owner, page) {
                 PageState::Lost => ReadOutcome::Lost,
                 _ => ReadOutcome::Freed,
             };
         };
-        let (zone, zone_slot) = self.split(slot);
+        let (zone, zone_slot) = self.split(address);
         if !ok {
             self.stats.read_errors += 1;
-            self.owners.set(owner, page, PageState::Swapped { slot });
+            self.owners.set(owner, page, PageState::Swapped { address });
             return ReadOutcome::Failed;
         }
         let tenant = self.owners.tenant(owner);
         let cached = self.swap_cache_admits() && !self.slots.zone(zone).in_gc;
         if cached {
             self.set_slot(zone, zone_slot, SlotState::SwapCached, Some(tenant));
-            self.owners.set(owner, page, PageState::SwapCached { slot });
+            self.owners.set(owner, page, PageState::SwapCached { address });
         } else {
             self.set_slot(zone, zone_slot, SlotState::Invalid, Some(tenant));
             self.owners.set(owner, page, PageState::Resident);
@@ -113,10 +113,10 @@ impl Engine {
     pub fn give_up_swapped_page(&mut self, owner: u32, page: u64, now: u64) -> Result<bool, EngineError> {
         self.advance(now);
         self.owners.check(owner, page)?;
-        let PageState::Swapped { slot } = self.owners.get(owner, page) else {
+        let PageState::Swapped { address } = self.owners.get(owner, page) else {
             return Ok(false);
         };
-        let (zone, zone_slot) = self.split(slot);
+        let (zone, zone_slot) = self.split(address);
         let tenant = self.owners.tenant(owner);
         self.set_slot(zone, zone_slot, SlotState::Invalid, Some(tenant));
         self.owners.set(owner, page, PageState::Lost);
@@ -176,8 +176,8 @@ impl Engine {
         self.owners.check(owner, page)?;
         self.owners.touch_history(owner, page, self.epoch, true);
         match self.owners.get(owner, page) {
-            PageState::SwapCached { slot } => {
-                let (zone, zone_slot) = self.split(slot);
+            PageState::SwapCached { address } => {
+                let (zone, zone_slot) = self.split(address);
                 let tenant = self.owners.tenant(owner);
                 self.set_slot(zone, zone_slot, SlotState::Invalid, Some(tenant));
                 self.owners.set(owner, page, PageState::Resident);
@@ -205,8 +205,8 @@ impl Engine {
             if matches!(state, PageState::SwapInFlight { .. }) {
                 self.ios.orphan_swap_in(owner, page);
             }
-            if let Some(slot) = state.slot() {
-                let (zone, zone_slot) = self.split(slot);
+            if let Some(address) = state.address() {
+                let (zone, zone_slot) = self.split(address);
                 if self.slots.zone(zone).state != ZoneState::Offline {
                     self.set_slot(zone, zone_slot, SlotState::Invalid, Some(tenant));
                 }

@@ -7,7 +7,7 @@ use crate::io::{AppendPage, Buf, IoError, IoId, IoKind, IoRequest};
 use crate::owner_table::PageState;
 use crate::policy::PageInfo;
 use crate::record::{self, PageRecord};
-use crate::slot_map::{SlotState, ZoneState};
+use crate::slot_map::{SlotAddress, SlotState, ZoneState};
 
 impl Engine {
     // --------------------------------------------------------------- swap-out
@@ -31,12 +31,12 @@ impl Engine {
         let tenant = self.owners.tenant(owner);
         match state {
             PageState::Resident | PageState::Zero => {}
-            PageState::SwapCached { slot } => {
-                let (zone, zone_slot) = self.split(slot);
+            PageState::SwapCached { address } => {
+                let (zone, zone_slot) = self.split(address);
                 if !self.slots.zone(zone).in_gc {
                     // The slot still holds this clean page: no write at all.
                     self.set_slot(zone, zone_slot, SlotState::Valid, Some(tenant));
-                    self.owners.set(owner, page, PageState::Swapped { slot });
+                    self.owners.set(owner, page, PageState::Swapped { address });
                     let ticket = self.ticket();
                     self.stats.swap_outs += 1;
                     self.stats.swap_cache_hits += 1;
@@ -69,8 +69,8 @@ impl Engine {
             return Err(SwapOutError::Backpressure);
         }
         self.next_ticket += 1;
-        if let PageState::SwapCached { slot } = state {
-            let (zone, zone_slot) = self.split(slot);
+        if let PageState::SwapCached { address } = state {
+            let (zone, zone_slot) = self.split(address);
             self.set_slot(zone, zone_slot, SlotState::Invalid, Some(tenant));
         }
         self.owners.set(owner, page, PageState::SwapOutInFlight { ticket: ticket.0, dirtied: false });
@@ -100,21 +100,21 @@ impl Engine {
         let zone = sz.zone;
         let generation = self.slots.zone(zone).resets;
         let per_page = self.derived.encoding == RecordEncoding::PerPageMetadata;
-        let slot = self.ios.get_mut(io).expect("pending io");
-        slot.pages.push(page);
-        slot.tags.push(tag);
+        let descriptor = self.ios.get_mut(io).expect("pending io");
+        descriptor.pages.push(page);
+        descriptor.tags.push(tag);
         if per_page {
-            let at = slot.records.len();
-            slot.records.resize(at + record::PAGE_RECORD_BYTES, 0);
+            let at = descriptor.records.len();
+            descriptor.records.resize(at + record::PAGE_RECORD_BYTES, 0);
             record::encode_page_record(
                 PageRecord { owner: page.owner, page: page.page },
                 zone,
                 generation,
-                &mut slot.records[at..],
+                &mut descriptor.records[at..],
             );
             self.slots.zone_mut(zone).reserved += 1;
         }
-        let count = slot.pages.len() as u32;
+        let count = descriptor.pages.len() as u32;
         let full = if per_page {
             count == self.derived.append_pages_max || self.slots.zone(zone).reserved == self.capacity
         } else {
@@ -165,24 +165,24 @@ impl Engine {
         let chunk_data_pages = sz.chunk_data_pages;
         let generation = self.slots.zone(zone).resets;
         let footer = self.derived.encoding == RecordEncoding::ChunkFooter;
-        let slot = self.ios.get_mut(io).expect("pending io");
+        let descriptor = self.ios.get_mut(io).expect("pending io");
         if footer {
-            let count = slot.pages.len();
-            for (index, page) in slot.pages.iter().enumerate() {
+            let count = descriptor.pages.len();
+            for (index, page) in descriptor.pages.iter().enumerate() {
                 self.scratch_records[index] = PageRecord { owner: page.owner, page: page.page };
             }
-            while (slot.pages.len() as u32) < chunk_data_pages {
-                slot.pages.push(AppendPage { owner: 0, page: 0, buf: Buf::Zero });
-                slot.tags.push(0);
+            while (descriptor.pages.len() as u32) < chunk_data_pages {
+                descriptor.pages.push(AppendPage { owner: 0, page: 0, buf: Buf::Zero });
+                descriptor.tags.push(0);
             }
-            slot.pages.push(AppendPage { owner: 0, page: 0, buf: Buf::Footer });
-            slot.tags.push(0);
-            slot.records.resize(record::FOOTER_BYTES, 0);
-            let identity = record::ChunkIdentity { zone, generation, chunk_pages: slot.pages.len() as u32 };
-            record::encode_footer(identity, &self.scratch_records[..count], &mut slot.records);
+            descriptor.pages.push(AppendPage { owner: 0, page: 0, buf: Buf::Footer });
+            descriptor.tags.push(0);
+            descriptor.records.resize(record::FOOTER_BYTES, 0);
+            let identity = record::ChunkIdentity { zone, generation, chunk_pages: descriptor.pages.len() as u32 };
+            record::encode_footer(identity, &self.scratch_records[..count], &mut descriptor.records);
         }
-        let pages = slot.pages.len() as u32;
-        slot.pages_count = pages;
+        let pages = descriptor.pages.len() as u32;
+        descriptor.pages_count = pages;
         assert!(pages >= 1 && pages <= self.derived.append_pages_max);
         self.slots.zone_mut(zone).appends_in_flight += 1;
         if self.is_gc_swap_zone(swap_zone) {
@@ -196,12 +196,12 @@ impl Engine {
 
     /// The pages of an Append, in slot order.
     pub fn append_pages(&self, io: IoId) -> &[AppendPage] {
-        self.ios.get(io).map(|slot| &slot.pages[..]).unwrap_or(&[])
+        self.ios.get(io).map(|descriptor| &descriptor.pages[..]).unwrap_or(&[])
     }
 
     /// The records of an Append: 16 bytes per page (per-page mode) or the footer page.
     pub fn append_records(&self, io: IoId) -> &[u8] {
-        self.ios.get(io).map(|slot| &slot.records[..]).unwrap_or(&[])
+        self.ios.get(io).map(|descriptor| &descriptor.records[..]).unwrap_or(&[])
     }
 
     pub fn append_done(
@@ -212,14 +212,14 @@ impl Engine {
         now: u64,
     ) -> Result<(), EngineError> {
         self.advance(now);
-        let slot = self.ios.get_mut(io).ok_or(EngineError::UnknownIo { io })?;
-        let IoKind::Append { swap_zone: _, gc } = slot.kind else {
+        let descriptor = self.ios.get_mut(io).ok_or(EngineError::UnknownIo { io })?;
+        let IoKind::Append { swap_zone: _, gc } = descriptor.kind else {
             return Err(EngineError::WrongKind { io });
         };
-        let zone = slot.zone;
-        let pages_count = slot.pages_count;
-        let pages = std::mem::take(&mut slot.pages);
-        let tags = std::mem::take(&mut slot.tags);
+        let zone = descriptor.zone;
+        let pages_count = descriptor.pages_count;
+        let pages = std::mem::take(&mut descriptor.pages);
+        let tags = std::mem::take(&mut descriptor.tags);
         self.slots.zone_mut(zone).appends_in_flight -= 1;
         let offline = self.slots.zone(zone).state == ZoneState::Offline;
         // Whatever the device says, nothing written to an offline zone can be read back.
@@ -229,9 +229,9 @@ impl Engine {
                 && (first..first + pages_count).all(|slot| self.slots.get(zone, slot) == SlotState::Free);
             if !legal {
                 // Never trust an impossible completion: handle it as a failure.
-                let slot = self.ios.get_mut(io).expect("io");
-                slot.pages = pages;
-                slot.tags = tags;
+                let descriptor = self.ios.get_mut(io).expect("io");
+                descriptor.pages = pages;
+                descriptor.tags = tags;
                 self.append_failed(io, zone, gc);
                 return Err(EngineError::BadCompletion { io, zone, first_slot: first, pages: pages_count });
             }
@@ -249,7 +249,7 @@ impl Engine {
                                 self.footer_bits[bit / 64] |= 1 << (bit % 64);
                             }
                         }
-                        _ if gc => self.activate(page.owner, page.page, *tag, zone, zone_slot),
+                        _ if gc => self.activate(page.owner, page.page, SlotAddress(*tag), zone, zone_slot),
                         Buf::Page(buf) => {
                             let dirty = dirtied.get(index).copied().unwrap_or(false);
                             self.swap_out_done((page.owner, page.page, buf), Ticket(*tag), zone, zone_slot, dirty);
@@ -264,9 +264,9 @@ impl Engine {
                 }
             }
             Err(error) => {
-                let slot = self.ios.get_mut(io).expect("io");
-                slot.pages = pages;
-                slot.tags = tags;
+                let descriptor = self.ios.get_mut(io).expect("io");
+                descriptor.pages = pages;
+                descriptor.tags = tags;
                 if error == IoError::Offline {
                     self.zone_offline(zone, now);
                 }
@@ -274,9 +274,9 @@ impl Engine {
                 return Ok(());
             }
         }
-        let slot = self.ios.get_mut(io).expect("io");
-        slot.pages = pages;
-        slot.tags = tags;
+        let descriptor = self.ios.get_mut(io).expect("io");
+        descriptor.pages = pages;
+        descriptor.tags = tags;
         self.ios.release(io);
         if gc {
             self.gc_append_done();
@@ -307,8 +307,8 @@ impl Engine {
                     SwapOutOutcome::AbortedDirty
                 } else {
                     self.set_slot(zone, zone_slot, SlotState::Valid, Some(tenant));
-                    let slot = self.address(zone, zone_slot);
-                    self.owners.set(owner, page, PageState::Swapped { slot });
+                    let address = self.address(zone, zone_slot);
+                    self.owners.set(owner, page, PageState::Swapped { address });
                     SwapOutOutcome::Swapped { zone, slot: zone_slot }
                 }
             }
@@ -324,9 +324,9 @@ impl Engine {
     /// the zone's write pointer is unknown, so it gets no more appends and is finished.
     pub(crate) fn append_failed(&mut self, io: IoId, zone: u32, gc: bool) {
         self.stats.append_errors += 1;
-        let slot = self.ios.get_mut(io).expect("io");
-        let pages = std::mem::take(&mut slot.pages);
-        let tags = std::mem::take(&mut slot.tags);
+        let descriptor = self.ios.get_mut(io).expect("io");
+        let pages = std::mem::take(&mut descriptor.pages);
+        let tags = std::mem::take(&mut descriptor.tags);
         if !gc {
             for (page, tag) in pages.iter().zip(&tags) {
                 let Buf::Page(buf) = page.buf else {
@@ -349,9 +349,9 @@ impl Engine {
         } else {
             self.gc.batch_failed = true;
         }
-        let slot = self.ios.get_mut(io).expect("io");
-        slot.pages = pages;
-        slot.tags = tags;
+        let descriptor = self.ios.get_mut(io).expect("io");
+        descriptor.pages = pages;
+        descriptor.tags = tags;
         self.ios.release(io);
         if gc {
             self.gc_append_done();
@@ -372,11 +372,11 @@ impl Engine {
 
     pub fn finish_done(&mut self, io: IoId, result: Result<(), IoError>, now: u64) -> Result<(), EngineError> {
         self.advance(now);
-        let slot = self.ios.get(io).ok_or(EngineError::UnknownIo { io })?;
-        if slot.kind != IoKind::Finish {
+        let descriptor = self.ios.get(io).ok_or(EngineError::UnknownIo { io })?;
+        if descriptor.kind != IoKind::Finish {
             return Err(EngineError::WrongKind { io });
         }
-        let zone = slot.zone;
+        let zone = descriptor.zone;
         self.ios.release(io);
         if self.slots.zone(zone).state != ZoneState::Open {
             return Ok(());

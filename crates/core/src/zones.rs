@@ -67,7 +67,7 @@ impl Engine {
             self.detach_zone(swap_zone);
         }
         let counters = *self.slots.zone(zone);
-        if counters.occupied + counters.swap_cache == 0 {
+        if counters.valid + counters.swap_cache == 0 {
             self.try_reset(zone);
         } else {
             self.victims.update(zone, counters.garbage());
@@ -77,7 +77,7 @@ impl Engine {
     /// Resets a zone once nothing valid, cached or in flight is left in it.
     pub(crate) fn try_reset(&mut self, zone: u32) {
         let counters = *self.slots.zone(zone);
-        let quiet = counters.occupied == 0
+        let quiet = counters.valid == 0
             && counters.swap_cache == 0
             && counters.appends_in_flight == 0
             && counters.reads_in_flight == 0
@@ -175,14 +175,14 @@ impl Engine {
         self.retire_zone(zone);
         self.gc_zone_offline(zone);
         // No reverse table: find the owners by a scan. Rare, and never on a hot path.
-        let capacity = self.capacity as u64;
+        let capacity = self.capacity;
         let mut lost = Vec::new();
         let mut cached = Vec::new();
         self.owners.for_each(|owner, page, state| match state {
-            PageState::Swapped { slot } | PageState::SwapInFlight { slot } if slot / capacity == zone as u64 => {
+            PageState::Swapped { address } | PageState::SwapInFlight { address } if address.zone(capacity) == zone => {
                 lost.push((owner, page))
             }
-            PageState::SwapCached { slot } if slot / capacity == zone as u64 => cached.push((owner, page)),
+            PageState::SwapCached { address } if address.zone(capacity) == zone => cached.push((owner, page)),
             _ => {}
         });
         for (owner, page) in lost {
@@ -201,17 +201,17 @@ impl Engine {
             self.owners.set(owner, page, PageState::Resident);
         }
         let counters = self.slots.zone(zone);
-        self.valid_total -= counters.occupied as u64;
+        self.valid_total -= counters.valid as u64;
         self.cached_total -= counters.swap_cache as u64;
     }
 
     pub fn reset_done(&mut self, io: IoId, result: Result<(), IoError>, now: u64) -> Result<(), EngineError> {
         self.advance(now);
-        let slot = self.ios.get(io).ok_or(EngineError::UnknownIo { io })?;
-        if slot.kind != IoKind::Reset {
+        let descriptor = self.ios.get(io).ok_or(EngineError::UnknownIo { io })?;
+        if descriptor.kind != IoKind::Reset {
             return Err(EngineError::WrongKind { io });
         }
-        let zone = slot.zone;
+        let zone = descriptor.zone;
         self.ios.release(io);
         if self.slots.zone(zone).state != ZoneState::Resetting {
             return Ok(());
@@ -303,7 +303,7 @@ impl Engine {
         let counters = *self.slots.zone(zone);
         if counters.state != ZoneState::Open
             || counters.written == 0
-            || counters.occupied + counters.swap_cache > 0
+            || counters.valid + counters.swap_cache > 0
             || counters.appends_in_flight > 0
             || counters.reserved != counters.written
         {

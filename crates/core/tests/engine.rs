@@ -1,11 +1,11 @@
 //! Engine scenarios, each pinned to one behaviour of the paper (§4, §5, Appendix A) or of
-//! the design, driven through a tiny in-test device that completes I/O when asked.
+//! the design, driven through the reference driver (`znswap_core::driver`), completing
+//! I/O when asked.
 
-use std::collections::HashMap;
-
+use znswap_core::driver::{self, Captured, Completion, DeviceHooks, Driver, NoFaults, Stage};
 use znswap_core::{
-    Buf, Config, Engine, Event, Geometry, IoError, IoId, IoRequest, PageState, PolicyKind, ReadOutcome, SwapCacheMode,
-    SwapIn, SwapOutError, SwapOutOutcome,
+    Buf, Config, Engine, Event, Geometry, IoError, IoId, IoRequest, PageState, PolicyKind, ReadOutcome, SlotAddress,
+    SwapCacheMode, SwapIn, SwapOutError, SwapOutOutcome,
 };
 
 fn geometry(metadata_bytes: u32) -> Geometry {
@@ -20,47 +20,48 @@ fn geometry(metadata_bytes: u32) -> Geometry {
     }
 }
 
-/// A device that keeps versions (page content stand-ins), metadata and footers.
+/// The engine over the reference driver's model device, completing I/O when asked.
 struct Harness {
     engine: Engine,
-    write_pointer: Vec<u32>,
-    data: HashMap<(u32, u32), u64>,
-    metadata: HashMap<(u32, u32), Vec<u8>>,
-    footers: HashMap<(u32, u32), Vec<u8>>,
-    gc_buffers: Vec<u64>,
-    held: Vec<IoRequest>,
+    driver: Driver,
+    held: Vec<Captured>,
     events: Vec<Event>,
     now: u64,
-    corrupt_next_gc_record: bool,
+    hooks: CorruptNextRecord,
     /// GC data reads and the slots they covered.
     gc_reads: u64,
     gc_read_pages: u64,
 }
 
+/// Flips a bit of the next records a read returns, when armed.
+struct CorruptNextRecord(bool);
+
+impl DeviceHooks for CorruptNextRecord {
+    fn records_read(&mut self, _stage: Stage, records: &mut [u8]) {
+        if std::mem::take(&mut self.0) {
+            records[1] ^= 0x10;
+        }
+    }
+}
+
 impl Harness {
     fn new(config: Config) -> Harness {
-        let zones = config.geometry.zone_count as usize;
         let engine = Engine::new(config, PolicyKind::PerCore.build(1)).unwrap();
-        let gc_buffers = vec![0; engine.gc_buffer_pages() as usize];
         Harness {
+            driver: Driver::new(&engine),
             engine,
-            write_pointer: vec![0; zones],
-            data: HashMap::new(),
-            metadata: HashMap::new(),
-            footers: HashMap::new(),
-            gc_buffers,
             held: Vec::new(),
             events: Vec::new(),
             now: 0,
-            corrupt_next_gc_record: false,
+            hooks: CorruptNextRecord(false),
             gc_reads: 0,
             gc_read_pages: 0,
         }
     }
 
     fn collect(&mut self) {
-        while let Some(request) = self.engine.poll_io() {
-            self.held.push(request);
+        while let Some(captured) = driver::poll(&mut self.engine) {
+            self.held.push(captured);
         }
         while let Some(event) = self.engine.poll_event() {
             self.events.push(event);
@@ -74,77 +75,31 @@ impl Harness {
             if self.held.is_empty() {
                 return;
             }
-            let request = self.held.remove(0);
-            self.complete(request, &[]);
+            let captured = self.held.remove(0);
+            self.complete(captured, &[]);
         }
         panic!("did not settle");
     }
 
-    fn complete(&mut self, request: IoRequest, dirtied: &[bool]) {
+    fn complete(&mut self, captured: Captured, dirtied: &[bool]) {
         self.now += 1000;
-        match request {
-            IoRequest::Append { io, zone, pages } => {
-                let first = self.write_pointer[zone as usize];
-                let list = self.engine.append_pages(io).to_vec();
-                let records = self.engine.append_records(io).to_vec();
-                for (index, page) in list.iter().enumerate() {
-                    let slot = first + index as u32;
-                    let version = match page.buf {
-                        Buf::Page(version) => version,
-                        Buf::Gc(buffer) => self.gc_buffers[buffer as usize],
-                        _ => 0,
-                    };
-                    self.data.insert((zone, slot), version);
-                    if page.buf == Buf::Footer {
-                        self.footers.insert((zone, slot), records.clone());
-                    } else if records.len() == list.len() * 16 {
-                        self.metadata.insert((zone, slot), records[index * 16..index * 16 + 16].to_vec());
-                    }
-                }
-                self.write_pointer[zone as usize] += pages;
-                self.engine.append_done(io, Ok(first), dirtied, self.now).unwrap();
-            }
-            IoRequest::Read { io, zone, slot, pages, buf, with_metadata } => {
-                let mut records = Vec::new();
-                match buf {
-                    Buf::Gc(first) => {
-                        self.gc_reads += 1;
-                        self.gc_read_pages += pages as u64;
-                        for index in 0..pages {
-                            self.gc_buffers[(first + index) as usize] = self.data[&(zone, slot + index)];
-                            if with_metadata {
-                                records.extend_from_slice(&self.metadata[&(zone, slot + index)]);
-                            }
-                        }
-                    }
-                    Buf::Footer => records = self.footers[&(zone, slot)].clone(),
-                    _ => unreachable!("swap-in reads are done by the test"),
-                }
-                if self.corrupt_next_gc_record && !records.is_empty() {
-                    records[1] ^= 0x10;
-                    self.corrupt_next_gc_record = false;
-                }
-                self.engine.read_done(io, Ok(()), &records, self.now).unwrap();
-            }
-            IoRequest::Reset { io, zone } => {
-                self.write_pointer[zone as usize] = 0;
-                self.engine.reset_done(io, Ok(()), self.now).unwrap();
-            }
-            IoRequest::Finish { io, zone } => {
-                self.write_pointer[zone as usize] = 32;
-                self.engine.finish_done(io, Ok(()), self.now).unwrap();
-            }
+        if let IoRequest::Read { buf: Buf::Gc(_), pages, .. } = captured.request {
+            self.gc_reads += 1;
+            self.gc_read_pages += pages as u64;
         }
+        let completion = self.driver.run(&captured, &mut self.hooks);
+        driver::complete(&mut self.engine, &captured.request, &completion, dirtied, self.now).unwrap();
     }
 
     /// Swaps a page in completely; returns the version read.
     fn swap_in(&mut self, owner: u32, page: u64) -> Option<u64> {
         match self.engine.swap_in(owner, page, self.now).unwrap() {
             SwapIn::Read { io, zone, slot } => {
-                let version = self.data[&(zone, slot)];
-                let outcome = self.engine.read_done(io, Ok(()), &[], self.now).unwrap();
-                assert!(matches!(outcome, ReadOutcome::SwappedIn { .. }));
-                Some(version)
+                let captured = Captured::swap_in(io, zone, slot);
+                let completion = self.driver.run(&captured, &mut self.hooks);
+                let outcome = driver::complete(&mut self.engine, &captured.request, &completion, &[], self.now);
+                assert!(matches!(outcome, Ok(Some(ReadOutcome::SwappedIn { .. }))));
+                Some(completion.versions()[0])
             }
             _ => None,
         }
@@ -169,7 +124,7 @@ fn queued_swap_outs_merge_into_one_append() {
     }
     h.collect();
     assert_eq!(h.held.len(), 1);
-    assert!(matches!(h.held[0], IoRequest::Append { pages: 5, .. }));
+    assert!(matches!(h.held[0].request, IoRequest::Append { pages: 5, .. }));
     h.settle();
     for page in 0..5 {
         assert!(matches!(h.engine.page_state(0, page).unwrap(), PageState::Swapped { .. }));
@@ -347,7 +302,7 @@ fn gc_with_chunk_footers() {
 #[test]
 fn corrupt_record_is_rejected_and_the_page_still_moves_right() {
     let mut h = harness(16, 240);
-    h.corrupt_next_gc_record = true;
+    h.hooks.0 = true;
     let versions = overwrite_until_gc(&mut h, 240, 12);
     assert!(h.engine.stats().records_rejected >= 1);
     assert!(h.events.iter().any(|event| matches!(event, Event::RecordRejected { .. })));
@@ -364,30 +319,30 @@ fn swap_in_during_migration_reads_the_old_slot() {
     overwrite_until_gc(&mut h, 240, 4);
     // Start GC by hand on the zone with most garbage and stop at the read stage.
     let victim = (0..16)
-        .filter(|&zone| h.engine.zn_inf(zone).reclaimable && h.engine.zn_inf(zone).occupied_slots > 0)
+        .filter(|&zone| h.engine.zn_inf(zone).reclaimable && h.engine.zn_inf(zone).valid_slots > 0)
         .max_by_key(|&zone| h.engine.zn_inf(zone).invalid_slots)
         .unwrap();
     h.engine.rec_zn(victim).unwrap();
     h.collect();
-    let reads: Vec<IoRequest> = h.held.drain(..).collect();
-    assert!(reads.iter().any(|request| matches!(request, IoRequest::Read { zone, .. } if *zone == victim)));
+    let reads: Vec<Captured> = h.held.drain(..).collect();
+    assert!(reads.iter().any(|captured| matches!(captured.request, IoRequest::Read { zone, .. } if zone == victim)));
     // A page of the victim, swapped in while the GC holds its data.
-    let (page, slot) = (0..240)
+    let (page, address) = (0..240)
         .find_map(|page| match h.engine.page_state(0, page).unwrap() {
-            PageState::Swapped { slot } if slot / 32 == victim as u64 => Some((page, slot)),
+            PageState::Swapped { address } if address.zone(32) == victim => Some((page, address)),
             _ => None,
         })
         .unwrap();
     let SwapIn::Read { io, zone, slot: read_slot } = h.engine.swap_in(0, page, h.now).unwrap() else {
         panic!("expected a read");
     };
-    assert_eq!((zone as u64) * 32 + read_slot as u64, slot, "reads the old slot");
-    for request in reads {
-        h.complete(request, &[]);
+    assert_eq!(SlotAddress::new(zone, read_slot, 32), address, "reads the old slot");
+    for captured in reads {
+        h.complete(captured, &[]);
     }
     h.settle();
     // The victim cannot be reset under the swap-in's read.
-    let version = h.data[&(zone, read_slot)];
+    let version = h.driver.device.version(zone, read_slot);
     let outcome: ReadOutcome = h.engine.read_done(io, Ok(()), &[], h.now).unwrap();
     assert!(matches!(outcome, ReadOutcome::SwappedIn { .. }));
     assert!(version > 0);
@@ -400,14 +355,14 @@ fn failed_append_keeps_pages_resident() {
     let mut h = harness(16, 8);
     h.swap_out(0, 0, 1);
     h.collect();
-    let IoRequest::Append { io, .. } = h.held.remove(0) else { panic!() };
+    let IoRequest::Append { io, .. } = h.held.remove(0).request else { panic!() };
     let io: IoId = io;
     h.engine.append_done(io, Err(IoError::Device), &[], 0).unwrap();
     h.collect();
     assert_eq!(h.engine.page_state(0, 0).unwrap(), PageState::Resident);
     assert!(h.events.iter().any(|event| matches!(event, Event::SwapOutDone { outcome: SwapOutOutcome::Failed, .. })));
     // The zone's write pointer is unknown: it is finished, and later swap-outs go elsewhere.
-    assert!(h.held.iter().any(|request| matches!(request, IoRequest::Finish { .. })));
+    assert!(h.held.iter().any(|captured| matches!(captured.request, IoRequest::Finish { .. })));
     h.settle();
     h.swap_out(0, 0, 1);
     h.settle();
@@ -537,30 +492,30 @@ fn activate_skips_pages_freed_or_dirtied_during_the_move() {
     let mut h = harness(16, 240);
     overwrite_until_gc(&mut h, 240, 4);
     let victim = (0..16)
-        .filter(|&zone| h.engine.zn_inf(zone).reclaimable && h.engine.zn_inf(zone).occupied_slots > 1)
+        .filter(|&zone| h.engine.zn_inf(zone).reclaimable && h.engine.zn_inf(zone).valid_slots > 1)
         .max_by_key(|&zone| h.engine.zn_inf(zone).invalid_slots)
         .unwrap();
     h.engine.rec_zn(victim).unwrap();
     // Gather and read.
     h.collect();
-    let reads: Vec<IoRequest> = h.held.drain(..).collect();
-    for request in reads {
-        h.complete(request, &[]);
+    let reads: Vec<Captured> = h.held.drain(..).collect();
+    for captured in reads {
+        h.complete(captured, &[]);
     }
     // Write: hold the GC appends.
     h.collect();
-    let appends: Vec<IoRequest> = h.held.drain(..).collect();
-    assert!(appends.iter().any(|request| matches!(request, IoRequest::Append { .. })));
+    let appends: Vec<Captured> = h.held.drain(..).collect();
+    assert!(appends.iter().any(|captured| matches!(captured.request, IoRequest::Append { .. })));
     let moving: Vec<u64> = (0..240)
-        .filter(|&page| matches!(h.engine.page_state(0, page).unwrap(), PageState::Swapped { slot } if slot / 32 == victim as u64))
+        .filter(|&page| matches!(h.engine.page_state(0, page).unwrap(), PageState::Swapped { address } if address.zone(32) == victim))
         .collect();
     assert!(moving.len() >= 2);
     // Meanwhile one page is freed, another swapped in and written.
     h.engine.free(0, moving[0]..moving[0] + 1, h.now).unwrap();
     assert!(h.swap_in(0, moving[1]).is_some());
     h.engine.dirtied(0, moving[1], h.now).unwrap();
-    for request in appends {
-        h.complete(request, &[]);
+    for captured in appends {
+        h.complete(captured, &[]);
     }
     h.settle();
     assert!(h.engine.stats().pages_skipped_race >= 2, "{:?}", h.engine.stats());
@@ -568,7 +523,7 @@ fn activate_skips_pages_freed_or_dirtied_during_the_move() {
     assert_eq!(h.engine.page_state(0, moving[1]).unwrap(), PageState::Resident);
     for &page in &moving[2..] {
         assert!(
-            matches!(h.engine.page_state(0, page).unwrap(), PageState::Swapped { slot } if slot / 32 != victim as u64)
+            matches!(h.engine.page_state(0, page).unwrap(), PageState::Swapped { address } if address.zone(32) != victim)
         );
     }
     h.engine.check_invariants();
@@ -589,7 +544,7 @@ fn a_read_left_behind_by_a_free_never_completes_the_pages_next_read() {
     // The old read lands first: it must not complete the new one.
     assert_eq!(h.engine.read_done(old_read, Ok(()), &[], h.now).unwrap(), ReadOutcome::Freed);
     assert!(matches!(h.engine.page_state(0, 1).unwrap(), PageState::SwapInFlight { .. }));
-    assert_eq!(h.data[&(zone, slot)], 9);
+    assert_eq!(h.driver.device.version(zone, slot), 9);
     assert!(matches!(h.engine.read_done(new_read, Ok(()), &[], h.now).unwrap(), ReadOutcome::SwappedIn { .. }));
     h.engine.check_invariants();
 }
@@ -655,4 +610,58 @@ fn gc_drops_zones_of_swap_cached_slots_where_padding_fills_a_zone() {
     let stats = h.engine.stats();
     assert!(stats.swap_cache_dropped > 0 && stats.gc_runs > 0, "{stats:?}");
     h.engine.check_invariants();
+}
+
+/// The reference driver itself: an append's records come back with a GC read of its
+/// slot, padded to the metadata size.
+/// A harness holding the Append of one swap-out, not run yet.
+fn one_append(metadata_bytes: u32, page: u64, version: u64) -> (Harness, Captured) {
+    let mut h = harness(metadata_bytes, 8);
+    h.swap_out(0, page, version);
+    h.collect();
+    let append = h.held.remove(0);
+    (h, append)
+}
+
+#[test]
+fn the_driver_reads_back_the_records_an_append_wrote() {
+    let (mut h, append) = one_append(64, 3, 77);
+    let zone = append.request.zone();
+    let Completion::Append(Ok(first)) = h.driver.run(&append, &mut NoFaults::default()) else { panic!("appended") };
+    driver::complete(&mut h.engine, &append.request, &Completion::Append(Ok(first)), &[], 1).unwrap();
+    assert_eq!(h.driver.device.version(zone, first), 77);
+    let mut metadata = Vec::new();
+    h.driver.device.read_metadata(zone, first, &mut metadata);
+    assert_eq!((metadata.len(), &metadata[..16]), (64, &append.records[..]), "the record, then zeros");
+    assert!(metadata[16..].iter().all(|&byte| byte == 0));
+    let request = IoRequest::Read { io: IoId(0), zone, slot: first, pages: 1, buf: Buf::Gc(2), with_metadata: true };
+    let read = Captured { request, pages: Vec::new(), records: Vec::new() };
+    let Completion::Read { result: Ok(()), records, versions } = h.driver.run(&read, &mut NoFaults::default()) else {
+        panic!("read")
+    };
+    assert_eq!((records, versions, h.driver.gc_buffers[2]), (metadata, Vec::new(), 77));
+}
+
+/// Fails every request it is asked about.
+struct FailAll(Vec<Stage>);
+
+impl DeviceHooks for FailAll {
+    fn inject_error(&mut self, stage: Stage, _zone: u32) -> bool {
+        self.0.push(stage);
+        true
+    }
+}
+
+#[test]
+fn the_driver_fails_offline_zones_and_injected_errors_without_touching_the_device() {
+    let (mut h, append) = one_append(16, 1, 5);
+    let zone = append.request.zone();
+    let mut hooks = FailAll(Vec::new());
+    assert_eq!(h.driver.run(&append, &mut hooks), Completion::Append(Err(IoError::Device)));
+    assert_eq!(hooks.0, [Stage::SwapOutAppend]);
+    h.driver.device.take_offline(zone);
+    assert_eq!(h.driver.run(&append, &mut hooks), Completion::Append(Err(IoError::Offline)));
+    assert_eq!(hooks.0.len(), 1, "an offline zone fails before any fault is drawn");
+    assert_eq!(h.driver.device.zones[zone as usize].write_pointer, 0);
+    assert_eq!(h.driver.read_pages(zone, 0, 1, &mut hooks), Err(IoError::Offline));
 }

@@ -2,15 +2,15 @@
 //!
 //! One seed picks a scenario (geometry incl. non-power-of-two zones, record encoding,
 //! policy, victim selection, swap cache and reset modes, faults, utilization) and drives
-//! the engine through `ops` random operations against a fault-injecting model device
-//! (`device`), with an oracle of every page's last written version (`sim`). The same
-//! seed reproduces the same run; the report names the seed on any violation.
+//! the engine through `ops` random operations against the reference driver's model device
+//! (`znswap_core::driver`) with seeded faults, and an oracle of every page's last written
+//! version (`sim`). The same seed reproduces the same run; the report names the seed on
+//! any violation.
 
 // `is_multiple_of` and `is_none_or` are newer than the workspace's rust-version (1.80).
 #![allow(clippy::manual_is_multiple_of, clippy::unnecessary_map_or)]
 
 pub mod coverage;
-pub mod device;
 pub mod pager;
 pub mod scenario;
 pub mod sim;

@@ -3,6 +3,7 @@
 use rand_core::{RngCore, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use serde::Serialize;
+use znswap_core::driver::Stage;
 use znswap_core::{Geometry, PolicyKind, ResetMode, SwapCacheMode, VictimSelection};
 
 pub type Rng = Xoshiro256PlusPlus;
@@ -18,6 +19,16 @@ pub fn below(rng: &mut Rng, bound: u64) -> u64 {
 
 pub fn chance(rng: &mut Rng, probability: f64) -> bool {
     (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 <= probability && probability > 0.0
+}
+
+/// A scenario's chance of a device error for a request at `stage`: appends, reads, and
+/// zone commands (resets and finishes) each have their own.
+pub fn error_probability(stage: Stage, append_error: f64, read_error: f64, reset_error: f64) -> f64 {
+    match stage {
+        Stage::SwapOutAppend | Stage::GcAppend => append_error,
+        Stage::SwapInRead | Stage::GcDataRead | Stage::GcFooterRead => read_error,
+        Stage::Reset | Stage::Finish => reset_error,
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]

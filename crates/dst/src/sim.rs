@@ -5,15 +5,15 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
 
+use znswap_core::driver::{self, Captured, ContractBreach, DeviceHooks, Driver, Stage, UNWRITTEN_VERSION};
 use znswap_core::policy::TenantPolicy;
 use znswap_core::slot_map::ZoneState;
 use znswap_core::{
-    Buf, Config, Engine, Event, IoError, IoId, IoRequest, PolicyKind, ReadOutcome, RecordEncoding, SwapIn,
-    SwapOutError, SwapOutOutcome,
+    Buf, Config, Engine, Event, IoId, IoRequest, PolicyKind, ReadOutcome, RecordEncoding, SwapIn, SwapOutError,
+    SwapOutOutcome,
 };
 
-use crate::device::{Device, FOOTER_VERSION, UNWRITTEN};
-use crate::scenario::{below, chance, Rng, Scenario, Workload};
+use crate::scenario::{below, chance, error_probability, Faults, Rng, Scenario, Workload};
 
 #[derive(Clone, Copy, Default)]
 struct PageModel {
@@ -107,27 +107,78 @@ const RELEASE_RETRY_OPS: u64 = 8;
 /// Ops the swap may stay full with the GC idle (see `Sim::check_progress`).
 const STUCK_OPS_MAX: u64 = 50_000;
 
-enum Pending {
-    Append { io: IoId, zone: u32, bufs: Vec<Buf>, pages: Vec<(u32, u64)>, records: Vec<u8> },
-    Read { io: IoId, zone: u32, slot: u32, pages: u32, buf: Buf, with_metadata: bool, swap_in: Option<(u32, u64)> },
-    Reset { io: IoId, zone: u32 },
-    Finish { io: IoId, zone: u32 },
+/// A request on the model device, waiting for its completion.
+struct Pending {
+    captured: Captured,
+    /// A swap-in read's page.
+    swap_in: Option<(u32, u64)>,
 }
 
 impl Pending {
     /// The zone of a GC read (data or footer) or of a GC append.
     fn gc_zone(&self) -> Option<u32> {
-        match self {
-            Pending::Read { zone, swap_in: None, .. } => Some(*zone),
-            Pending::Append { zone, bufs, .. } if bufs.iter().any(|buf| matches!(buf, Buf::Gc(_))) => Some(*zone),
-            _ => None,
+        self.captured.stage().is_gc().then(|| self.captured.request.zone())
+    }
+}
+
+/// The DST's faults on the model device, drawn from its one random stream: device
+/// errors by stage, bit flips in the records the GC reads; contract breaches become
+/// violations.
+struct FaultInjector<'a> {
+    rng: &'a mut Rng,
+    on: bool,
+    faults: &'a Faults,
+    hits: &'a mut FaultHits,
+    /// The GC read from the zone since its last reset (`Sim::gc_read_from`).
+    gc_read_from: &'a [bool],
+    records_corrupted: &'a mut u64,
+    breaches: Vec<ContractBreach>,
+}
+
+impl DeviceHooks for FaultInjector<'_> {
+    fn inject_error(&mut self, stage: Stage, zone: u32) -> bool {
+        let faults = self.faults;
+        let probability = error_probability(stage, faults.append_error, faults.read_error, faults.reset_error);
+        if !(self.on && chance(self.rng, probability)) {
+            return false;
         }
+        let hits = match stage {
+            Stage::SwapOutAppend => &mut self.hits.swap_out_append,
+            Stage::GcAppend => &mut self.hits.gc_append,
+            Stage::SwapInRead => &mut self.hits.swap_in_read,
+            Stage::GcDataRead => &mut self.hits.gc_data_read,
+            Stage::GcFooterRead => &mut self.hits.gc_footer_read,
+            Stage::Reset if self.gc_read_from[zone as usize] => &mut self.hits.gc_victim_reset,
+            Stage::Reset => &mut self.hits.other_reset,
+            Stage::Finish => &mut self.hits.finish,
+        };
+        *hits += 1;
+        true
+    }
+
+    fn records_read(&mut self, stage: Stage, records: &mut [u8]) {
+        if !(self.on && chance(self.rng, self.faults.record_corruption)) {
+            return;
+        }
+        let bit = below(self.rng, records.len() as u64 * 8) as usize;
+        records[bit / 8] ^= 1 << (bit % 8);
+        *self.records_corrupted += 1;
+        if stage == Stage::GcFooterRead {
+            self.hits.footer_record_flipped += 1;
+        } else {
+            self.hits.metadata_record_flipped += 1;
+        }
+    }
+
+    fn contract_breached(&mut self, breach: ContractBreach) {
+        self.breaches.push(breach);
     }
 }
 
 pub struct Sim {
     pub engine: Engine,
-    pub device: Device,
+    /// The model device and the GC move buffer.
+    pub driver: Driver,
     scenario: Scenario,
     rng: Rng,
     now_ns: u64,
@@ -135,7 +186,6 @@ pub struct Sim {
     /// (ready at, submission sequence, request).
     pending: Vec<(u64, u64, Pending)>,
     submitted: u64,
-    gc_buffers: Vec<u64>,
     /// Swap-outs the engine took and has not reported done: ticket -> the buffer handle
     /// passed (the version), which its `SwapOutDone` must give back, exactly once.
     swap_outs_open: BTreeMap<u64, u64>,
@@ -156,7 +206,6 @@ pub struct Sim {
     offline_due: Vec<(u64, bool)>,
     /// How long an offline fault waits for GC I/O before it takes any zone.
     offline_wait_ops: u64,
-    footer: bool,
     page_count: u64,
     /// Churn workload: the block written last.
     last_block: (u32, u64),
@@ -218,13 +267,7 @@ impl Sim {
             other => other.build(scenario.tenants),
         };
         let engine = Engine::new(config, policy).expect("valid config");
-        let mut device = Device::new(
-            geometry.zone_count,
-            geometry.zone_capacity_pages,
-            geometry.metadata_bytes,
-            geometry.write_granularity_pages,
-        );
-        device.active_zones_max = derived.open_zones_max;
+        let driver = Driver::new(&engine);
         // Owner pages: the utilization of the slots swap may fill (outside the GC reserve
         // and the open zones), less the footer pages.
         let usable_zones =
@@ -287,15 +330,13 @@ impl Sim {
         // pages is touched some 16 times in between and the device refills: releasing
         // one every 800 ops (as before) kept most seeds' devices nearly empty.
         let release_chance = (100.0 * scenario.owners as f64 / (16.0 * page_count as f64)).min(1.0);
-        let gc_buffers = vec![UNWRITTEN; engine.gc_buffer_pages() as usize];
         Sim {
             engine,
-            device,
+            driver,
             rng,
             now_ns: 0,
             pages,
             pending: Vec::new(),
-            gc_buffers,
             swap_outs_open: BTreeMap::new(),
             releasing: Vec::new(),
             owners_reused: 0,
@@ -309,7 +350,6 @@ impl Sim {
             zones_taken_offline: 0,
             offline_due,
             offline_wait_ops: ops / 16,
-            footer,
             page_count,
             last_block: (0, 0),
             hot_owners: scenario.owners,
@@ -429,17 +469,17 @@ impl Sim {
     }
 
     fn sample_fill(&mut self) {
-        let zones = self.device.zones.len() as u32;
+        let zones = self.driver.device.zones.len() as u32;
         self.valid_pages = 0;
         self.full_zones_without_valid_pages = 0;
         for zone in 0..zones {
             let counters = self.engine.zone_counters(zone);
-            self.valid_pages += counters.occupied as u64;
-            if counters.state == ZoneState::Full && counters.occupied == 0 && !counters.in_gc {
+            self.valid_pages += counters.valid as u64;
+            if counters.state == ZoneState::Full && counters.valid == 0 && !counters.in_gc {
                 self.full_zones_without_valid_pages += 1;
             }
         }
-        let share = self.valid_pages as f64 / (zones as f64 * self.device.capacity as f64);
+        let share = self.valid_pages as f64 / (zones as f64 * self.driver.device.capacity as f64);
         self.valid_share_peak = self.valid_share_peak.max(share);
     }
 
@@ -587,15 +627,7 @@ impl Sim {
             }
             SwapIn::Read { io, zone, slot } => {
                 self.pages[owner as usize][page as usize].reading = Some(io);
-                self.submit(Pending::Read {
-                    io,
-                    zone,
-                    slot,
-                    pages: 1,
-                    buf: Buf::Page(0),
-                    with_metadata: false,
-                    swap_in: Some((owner, page)),
-                });
+                self.submit(Pending { captured: Captured::swap_in(io, zone, slot), swap_in: Some((owner, page)) });
                 return;
             }
             SwapIn::InFlight => return,
@@ -723,21 +755,21 @@ impl Sim {
         self.pending
             .iter()
             .filter_map(|(_, _, request)| request.gc_zone())
-            .find(|&zone| !self.device.zones[zone as usize].offline)
+            .find(|&zone| !self.driver.device.zones[zone as usize].offline)
     }
 
     /// Takes `zone`, or a random zone holding valid pages, offline.
     fn take_zone_offline(&mut self, zone: Option<u32>) {
-        let zones = self.device.zones.len() as u64;
+        let zones = self.driver.device.zones.len() as u64;
         let zone = zone.or_else(|| {
-            (0..zones)
-                .map(|_| below(&mut self.rng, zones) as u32)
-                .find(|&zone| self.engine.zone_counters(zone).occupied > 0 && !self.device.zones[zone as usize].offline)
+            (0..zones).map(|_| below(&mut self.rng, zones) as u32).find(|&zone| {
+                self.engine.zone_counters(zone).valid > 0 && !self.driver.device.zones[zone as usize].offline
+            })
         });
         let Some(zone) = zone else { return };
         let under_gc = self.pending.iter().any(|(_, _, request)| request.gc_zone() == Some(zone));
         self.faults.zone_offline_under_gc += u64::from(under_gc);
-        self.device.take_offline(zone);
+        self.driver.device.take_offline(zone);
         self.zones_taken_offline += 1;
         self.engine.zone_offline(zone, self.now_ns);
         self.collect();
@@ -772,176 +804,58 @@ impl Sim {
     }
 
     fn collect(&mut self) {
-        while let Some(request) = self.engine.poll_io() {
-            let pending = match request {
-                IoRequest::Append { io, zone, pages } => {
-                    let list = self.engine.append_pages(io);
-                    assert_eq!(list.len() as u32, pages);
-                    Pending::Append {
-                        io,
-                        zone,
-                        bufs: list.iter().map(|page| page.buf).collect(),
-                        pages: list.iter().map(|page| (page.owner, page.page)).collect(),
-                        records: self.engine.append_records(io).to_vec(),
-                    }
-                }
-                IoRequest::Read { io, zone, slot, pages, buf, with_metadata } => {
-                    Pending::Read { io, zone, slot, pages, buf, with_metadata, swap_in: None }
-                }
-                IoRequest::Reset { io, zone } => Pending::Reset { io, zone },
-                IoRequest::Finish { io, zone } => Pending::Finish { io, zone },
-            };
-            self.submit(pending);
+        while let Some(captured) = driver::poll(&mut self.engine) {
+            self.submit(Pending { captured, swap_in: None });
         }
         while let Some(event) = self.engine.poll_event() {
             self.event(event);
         }
     }
 
-    fn fault(&mut self, probability: f64) -> bool {
-        self.faults_on && chance(&mut self.rng, probability)
-    }
-
-    fn complete(&mut self, request: Pending) {
+    /// Runs a request on the model device, with the scenario's faults, and hands the
+    /// engine its end.
+    fn complete(&mut self, pending: Pending) {
         let now = self.now_ns;
-        match request {
-            Pending::Append { io, zone, bufs, pages, records } => {
-                let offline = self.device.zones[zone as usize].offline;
-                let result = if offline {
-                    Err(IoError::Offline)
-                } else if self.fault(self.scenario.faults.append_error) {
-                    if bufs.iter().any(|buf| matches!(buf, Buf::Gc(_))) {
-                        self.faults.gc_append += 1;
-                    } else {
-                        self.faults.swap_out_append += 1;
-                    }
-                    Err(IoError::Device)
-                } else {
-                    let versions: Vec<u64> = bufs
-                        .iter()
-                        .map(|buf| match buf {
-                            Buf::Page(version) => *version,
-                            Buf::Gc(index) => self.gc_buffers[*index as usize],
-                            Buf::Footer => FOOTER_VERSION,
-                            Buf::Zero => 0,
-                        })
-                        .collect();
-                    let (page_records, footer) =
-                        if self.footer { (None, Some(&records[..])) } else { (Some(&records[..]), None) };
-                    match self.device.append(zone, &versions, page_records, footer) {
-                        Ok(first) => Ok(first),
-                        Err(breach) => {
-                            self.violation(breach.0);
-                            Err(IoError::Device)
-                        }
-                    }
-                };
-                let dirtied: Vec<bool> = pages
-                    .iter()
-                    .zip(&bufs)
-                    .map(|(&(owner, page), buf)| {
-                        matches!(buf, Buf::Page(_)) && {
-                            let model = self.pages[owner as usize][page as usize];
-                            model.swap_out.is_some() && model.dirty
-                        }
-                    })
-                    .collect();
-                if let Err(error) = self.engine.append_done(io, result, &dirtied, now) {
-                    self.violation(format!("append_done refused: {error}"));
+        let Pending { captured, swap_in } = pending;
+        let zone = captured.request.zone();
+        if matches!(captured.request, IoRequest::Read { .. }) && swap_in.is_none() {
+            self.gc_read_from[zone as usize] = true;
+        }
+        let mut injector = FaultInjector {
+            rng: &mut self.rng,
+            on: self.faults_on,
+            faults: &self.scenario.faults,
+            hits: &mut self.faults,
+            gc_read_from: &self.gc_read_from,
+            records_corrupted: &mut self.records_corrupted,
+            breaches: Vec::new(),
+        };
+        let completion = self.driver.run(&captured, &mut injector);
+        for breach in injector.breaches {
+            self.violation(breach.0);
+        }
+        if matches!(captured.request, IoRequest::Reset { .. }) && completion.is_ok() {
+            self.gc_read_from[zone as usize] = false;
+        }
+        // The PTE dirty bits of Appendix A, read when the append completes.
+        let dirtied: Vec<bool> = captured
+            .pages
+            .iter()
+            .map(|page| {
+                matches!(page.buf, Buf::Page(_)) && {
+                    let model = self.pages[page.owner as usize][page.page as usize];
+                    model.swap_out.is_some() && model.dirty
+                }
+            })
+            .collect();
+        match driver::complete(&mut self.engine, &captured.request, &completion, &dirtied, now) {
+            Ok(outcome) => {
+                if let (Some((owner, page)), Some(outcome)) = (swap_in, outcome) {
+                    let data = completion.versions().first().copied().unwrap_or(UNWRITTEN_VERSION);
+                    self.swap_in_done(captured.request.io(), owner, page, outcome, data);
                 }
             }
-            Pending::Read { io, zone, slot, pages, buf, with_metadata, swap_in } => {
-                let offline = self.device.zones[zone as usize].offline;
-                if swap_in.is_none() {
-                    self.gc_read_from[zone as usize] = true;
-                }
-                let result = if offline {
-                    Err(IoError::Offline)
-                } else if self.fault(self.scenario.faults.read_error) {
-                    match (swap_in, buf) {
-                        (Some(_), _) => self.faults.swap_in_read += 1,
-                        (None, Buf::Footer) => self.faults.gc_footer_read += 1,
-                        (None, _) => self.faults.gc_data_read += 1,
-                    }
-                    Err(IoError::Device)
-                } else if let Err(breach) = self.device.check_read(zone, slot, pages) {
-                    self.violation(breach.0);
-                    Err(IoError::Device)
-                } else {
-                    Ok(())
-                };
-                let mut records = Vec::new();
-                let mut data = UNWRITTEN;
-                if result.is_ok() {
-                    match buf {
-                        Buf::Gc(first) => {
-                            for index in 0..pages {
-                                self.gc_buffers[(first + index) as usize] =
-                                    self.device.zones[zone as usize].data[(slot + index) as usize];
-                                if with_metadata {
-                                    records.extend_from_slice(self.device.metadata(zone, slot + index));
-                                }
-                            }
-                        }
-                        Buf::Footer => match self.device.footer(zone, slot) {
-                            Some(footer) => records.extend_from_slice(footer),
-                            None => records.resize(4096, 0),
-                        },
-                        _ => data = self.device.zones[zone as usize].data[slot as usize],
-                    }
-                    if !records.is_empty() && self.fault(self.scenario.faults.record_corruption) {
-                        let bit = below(&mut self.rng, records.len() as u64 * 8) as usize;
-                        records[bit / 8] ^= 1 << (bit % 8);
-                        self.records_corrupted += 1;
-                        if buf == Buf::Footer {
-                            self.faults.footer_record_flipped += 1;
-                        } else {
-                            self.faults.metadata_record_flipped += 1;
-                        }
-                    }
-                }
-                match self.engine.read_done(io, result, &records, now) {
-                    Ok(outcome) => {
-                        if let Some((owner, page)) = swap_in {
-                            self.swap_in_done(io, owner, page, outcome, data);
-                        }
-                    }
-                    Err(error) => self.violation(format!("read_done refused: {error}")),
-                }
-            }
-            Pending::Reset { io, zone } => {
-                let result = if self.device.zones[zone as usize].offline {
-                    Err(IoError::Offline)
-                } else if self.fault(self.scenario.faults.reset_error) {
-                    if self.gc_read_from[zone as usize] {
-                        self.faults.gc_victim_reset += 1;
-                    } else {
-                        self.faults.other_reset += 1;
-                    }
-                    Err(IoError::Device)
-                } else {
-                    self.device.reset(zone);
-                    self.gc_read_from[zone as usize] = false;
-                    Ok(())
-                };
-                if let Err(error) = self.engine.reset_done(io, result, now) {
-                    self.violation(format!("reset_done refused: {error}"));
-                }
-            }
-            Pending::Finish { io, zone } => {
-                let result = if self.device.zones[zone as usize].offline {
-                    Err(IoError::Offline)
-                } else if self.fault(self.scenario.faults.reset_error) {
-                    self.faults.finish += 1;
-                    Err(IoError::Device)
-                } else {
-                    self.device.finish(zone);
-                    Ok(())
-                };
-                if let Err(error) = self.engine.finish_done(io, result, now) {
-                    self.violation(format!("finish_done refused: {error}"));
-                }
-            }
+            Err(refused) => self.violation(refused.to_string()),
         }
     }
 
@@ -1015,7 +929,7 @@ impl Sim {
                 }
                 // Truly destroyed: its last version must sit in an offline zone.
                 let in_offline_zone =
-                    self.device.zones.iter().any(|zone| zone.offline && zone.data.contains(&entry.oracle));
+                    self.driver.device.zones.iter().any(|zone| zone.offline && zone.data.contains(&entry.oracle));
                 if !in_offline_zone {
                     self.violation(format!(
                         "{owner}:{page} reported lost but v{} was not in an offline zone",

@@ -8,8 +8,9 @@ use std::collections::BinaryHeap;
 use rand_core::{RngCore, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use serde::{Deserialize, Serialize};
+use znswap_core::PAGE_BYTES;
 
-use crate::{BlockSsd, Ns, ZnsSsd, PAGE_BYTES};
+use crate::{BlockSsd, Ns, ZnsSsd};
 
 /// Bytes moved over a span of virtual time.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]

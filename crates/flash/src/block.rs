@@ -19,12 +19,13 @@
 //!   controller for a fixed time per command, which every later command waits behind.
 
 use serde::{Deserialize, Serialize};
+use znswap_core::PAGE_BYTES;
 
 use crate::buffer::WriteBuffer;
 use crate::counters::MediaCounters;
 pub use crate::ftl::Victim;
 use crate::ftl::{Ftl, GcStep, Stream};
-use crate::nand::{Nand, NandConfig, PAGE_BYTES};
+use crate::nand::{Nand, NandConfig, NandConfigError};
 use crate::Ns;
 
 /// The fewest superblocks a block SSD may have: greedy cleaning needs many candidates.
@@ -81,23 +82,22 @@ impl BlockConfig {
     }
 
     /// Superblock count and pages per superblock; the error names the problem and the fix.
-    pub fn layout(&self) -> Result<(u32, u32), String> {
+    pub fn layout(&self) -> Result<(u32, u32), BlockConfigError> {
         self.nand.validate()?;
         if self.logical_pages == 0 {
-            return Err("block: logical_pages must be at least 1".into());
+            return Err(BlockConfigError::NoLogicalPages);
         }
         let stripe = self.nand.stripe_pages();
         if self.superblock_pages % stripe != 0 {
-            return Err(format!(
-                "block: superblock_pages = {} must be a multiple of the stripe ({stripe} pages: {} pages per \
-                 program unit × {} dies), since a superblock is one block on every die",
-                self.superblock_pages,
-                self.nand.program_unit_pages(),
-                self.nand.dies()
-            ));
+            return Err(BlockConfigError::SuperblockNotStripe {
+                superblock_pages: self.superblock_pages,
+                stripe_pages: stripe,
+                program_unit_pages: self.nand.program_unit_pages(),
+                dies: self.nand.dies(),
+            });
         }
         if self.superblocks == 0 && !(self.over_provisioning.is_finite() && self.over_provisioning > 0.0) {
-            return Err(format!("block: over_provisioning = {} must be a positive fraction", self.over_provisioning));
+            return Err(BlockConfigError::OverProvisioning { over_provisioning: self.over_provisioning });
         }
         let physical_wanted = (self.logical_pages as f64 * (1.0 + self.over_provisioning)).ceil() as u64;
         let pages_per_superblock = if self.superblock_pages != 0 {
@@ -112,38 +112,69 @@ impl BlockConfig {
             physical_wanted.div_ceil(pages_per_superblock)
         };
         if superblocks < SUPERBLOCKS_MIN as u64 {
-            return Err(format!(
-                "block: {superblocks} superblocks of {pages_per_superblock} pages; at least {SUPERBLOCKS_MIN} are \
-                 needed: raise logical_pages, lower superblock_pages, or use fewer dies / smaller program units"
-            ));
+            return Err(BlockConfigError::TooFewSuperblocks { superblocks, pages_per_superblock });
         }
         if superblocks * pages_per_superblock >= u32::MAX as u64 {
-            return Err("block: more than 2^32 physical pages; the maps use u32 page numbers".into());
+            return Err(BlockConfigError::TooManyPages);
         }
         let foreground = self.gc_foreground_free_superblocks;
         if foreground < 2 {
-            return Err(format!(
-                "block: gc_foreground_free_superblocks = {foreground} must be at least 2 (host and GC write points)"
-            ));
+            return Err(BlockConfigError::ForegroundReserve { foreground });
         }
         if self.gc_background_free_superblocks < foreground {
-            return Err(format!(
-                "block: gc_background_free_superblocks = {} must be at least gc_foreground_free_superblocks ({foreground})",
-                self.gc_background_free_superblocks
-            ));
+            return Err(BlockConfigError::BackgroundReserve {
+                background: self.gc_background_free_superblocks,
+                foreground,
+            });
         }
         // Free reserve + two open write points + the victim must still leave room for
         // every logical page, or cleaning could find nothing to reclaim.
         let usable = (superblocks - foreground as u64 - 3) * pages_per_superblock;
         if usable <= self.logical_pages {
-            return Err(format!(
-                "block: {} logical pages do not fit the {usable} pages left after the GC reserve; raise \
-                 over_provisioning (or superblocks)",
-                self.logical_pages
-            ));
+            return Err(BlockConfigError::LogicalDoesNotFit {
+                logical_pages: self.logical_pages,
+                usable_pages: usable,
+            });
         }
         Ok((superblocks as u32, pages_per_superblock as u32))
     }
+}
+
+/// A block SSD configuration that cannot work: each names the problem and the fix.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum BlockConfigError {
+    #[error(transparent)]
+    Nand(#[from] NandConfigError),
+    #[error("block: logical_pages must be at least 1")]
+    NoLogicalPages,
+    #[error(
+        "block: superblock_pages = {superblock_pages} must be a multiple of the stripe ({stripe_pages} pages: \
+         {program_unit_pages} pages per program unit × {dies} dies), since a superblock is one block on every die"
+    )]
+    SuperblockNotStripe { superblock_pages: u32, stripe_pages: u32, program_unit_pages: u32, dies: u32 },
+    #[error("block: over_provisioning = {over_provisioning} must be a positive fraction")]
+    OverProvisioning { over_provisioning: f64 },
+    #[error(
+        "block: {superblocks} superblocks of {pages_per_superblock} pages; at least {minimum} are needed: raise \
+         logical_pages, lower superblock_pages, or use fewer dies / smaller program units",
+        minimum = SUPERBLOCKS_MIN
+    )]
+    TooFewSuperblocks { superblocks: u64, pages_per_superblock: u64 },
+    #[error("block: more than 2^32 physical pages; the maps use u32 page numbers")]
+    TooManyPages,
+    #[error("block: gc_foreground_free_superblocks = {foreground} must be at least 2 (host and GC write points)")]
+    ForegroundReserve { foreground: u32 },
+    #[error(
+        "block: gc_background_free_superblocks = {background} must be at least gc_foreground_free_superblocks \
+         ({foreground})"
+    )]
+    BackgroundReserve { background: u32, foreground: u32 },
+    #[error(
+        "block: {logical_pages} logical pages do not fit the {usable_pages} pages left after the GC reserve; raise \
+         over_provisioning (or superblocks)"
+    )]
+    LogicalDoesNotFit { logical_pages: u64, usable_pages: u64 },
 }
 
 /// A GC read not yet issued: consecutive copies out of one program unit share one array read.
@@ -185,7 +216,7 @@ pub struct BlockSsd {
 }
 
 impl BlockSsd {
-    pub fn new(config: BlockConfig) -> Result<BlockSsd, String> {
+    pub fn new(config: BlockConfig) -> Result<BlockSsd, BlockConfigError> {
         let (superblocks, pages_per_superblock) = config.layout()?;
         let nand = config.nand;
         let unit_pages = nand.program_unit_pages();

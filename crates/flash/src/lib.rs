@@ -26,10 +26,10 @@ mod timeline;
 pub mod waf;
 mod zns;
 
-pub use block::{BlockConfig, BlockSsd, Victim};
+pub use block::{BlockConfig, BlockConfigError, BlockSsd, Victim};
 pub use counters::MediaCounters;
-pub use nand::{NandConfig, PAGE_BYTES};
-pub use zns::{ZnsConfig, ZnsSsd};
+pub use nand::{NandConfig, NandConfigError};
+pub use zns::{ZnsConfig, ZnsConfigError, ZnsSsd};
 
 /// Virtual time in nanoseconds.
 pub type Ns = u64;

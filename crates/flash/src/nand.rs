@@ -12,12 +12,26 @@
 //! queue behind everything reserved on their die, so nothing reads an erased block.
 
 use serde::{Deserialize, Serialize};
+use znswap_core::PAGE_BYTES;
 
 use crate::timeline::Timeline;
 use crate::Ns;
 
-/// Bytes of one host page: the LBA of the ZNS model and the mapping unit of the FTL.
-pub const PAGE_BYTES: u32 = 4096;
+/// A NAND configuration that cannot work: each names the field and the fix.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum NandConfigError {
+    #[error("nand: {channels} channels × {dies_per_channel} dies per channel; both must be at least 1")]
+    NoDies { channels: u32, dies_per_channel: u32 },
+    #[error("nand: program_unit_bytes = {program_unit_bytes} must be a non-zero multiple of {page_bytes} B", page_bytes = PAGE_BYTES)]
+    ProgramUnit { program_unit_bytes: u32 },
+    #[error("nand: t_read_ns, t_prog_ns and t_erase_ns must all be non-zero")]
+    ZeroLatency,
+    #[error("nand: channel_mib_s must be non-zero")]
+    ZeroChannelBandwidth,
+    #[error("nand: write_buffer_bytes = {write_buffer_bytes} must hold at least two program units ({needed_bytes} B)")]
+    WriteBuffer { write_buffer_bytes: u64, needed_bytes: u64 },
+}
 
 /// NAND geometry and timing. `Default` is the drive class of the WD ZN540 / SN540:
 /// 8 channels × 4 dies, 16 KiB pages programmed two planes at a time (32 KiB), tR 75 µs,
@@ -71,7 +85,7 @@ impl NandConfig {
     }
 
     pub fn program_unit_pages(&self) -> u32 {
-        self.program_unit_bytes / PAGE_BYTES
+        self.program_unit_bytes / PAGE_BYTES as u32
     }
 
     /// Pages of one program unit on every die: the smallest fully striped extent.
@@ -95,31 +109,24 @@ impl NandConfig {
     }
 
     /// Checks every field; the error names the field and the fix.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), NandConfigError> {
         if self.channels == 0 || self.dies_per_channel == 0 {
-            return Err(format!(
-                "nand: {} channels × {} dies per channel; both must be at least 1",
-                self.channels, self.dies_per_channel
-            ));
+            return Err(NandConfigError::NoDies { channels: self.channels, dies_per_channel: self.dies_per_channel });
         }
-        if self.program_unit_bytes == 0 || self.program_unit_bytes % PAGE_BYTES != 0 {
-            return Err(format!(
-                "nand: program_unit_bytes = {} must be a non-zero multiple of {PAGE_BYTES} B",
-                self.program_unit_bytes
-            ));
+        if self.program_unit_bytes == 0 || self.program_unit_bytes % PAGE_BYTES as u32 != 0 {
+            return Err(NandConfigError::ProgramUnit { program_unit_bytes: self.program_unit_bytes });
         }
         if self.t_read_ns == 0 || self.t_prog_ns == 0 || self.t_erase_ns == 0 {
-            return Err("nand: t_read_ns, t_prog_ns and t_erase_ns must all be non-zero".into());
+            return Err(NandConfigError::ZeroLatency);
         }
         if self.channel_mib_s == 0 {
-            return Err("nand: channel_mib_s must be non-zero".into());
+            return Err(NandConfigError::ZeroChannelBandwidth);
         }
         if self.write_buffer_bytes < 2 * self.program_unit_bytes as u64 {
-            return Err(format!(
-                "nand: write_buffer_bytes = {} must hold at least two program units ({} B)",
-                self.write_buffer_bytes,
-                2 * self.program_unit_bytes
-            ));
+            return Err(NandConfigError::WriteBuffer {
+                write_buffer_bytes: self.write_buffer_bytes,
+                needed_bytes: 2 * self.program_unit_bytes as u64,
+            });
         }
         Ok(())
     }
@@ -261,6 +268,6 @@ mod tests {
     #[test]
     fn bad_config_names_the_field() {
         let config = NandConfig { program_unit_bytes: 5000, ..NandConfig::default() };
-        assert!(config.validate().unwrap_err().contains("program_unit_bytes"));
+        assert!(matches!(config.validate(), Err(NandConfigError::ProgramUnit { program_unit_bytes: 5000 })));
     }
 }

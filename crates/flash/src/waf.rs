@@ -11,10 +11,11 @@
 use rand_core::{RngCore, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use serde::{Deserialize, Serialize};
+use znswap_core::PAGE_BYTES;
 
 use crate::analytic::{fifo_waf, greedy_waf};
-use crate::block::{BlockConfig, BlockSsd, Victim};
-use crate::nand::{NandConfig, PAGE_BYTES};
+use crate::block::{BlockConfig, BlockConfigError, BlockSsd, Victim};
+use crate::nand::NandConfig;
 use crate::{MediaCounters, Ns};
 
 /// Knobs of a WAF run besides utilization, block size and seed.
@@ -81,6 +82,22 @@ pub struct WafReport {
     pub model_fifo_waf: f64,
 }
 
+/// Why a WAF run could not run.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum WafError {
+    #[error("waf: utilization {utilization} must be in (0, 1)")]
+    Utilization { utilization: f64 },
+    #[error("waf: trim_fraction {trim_fraction} must be in [0, 1)")]
+    TrimFraction { trim_fraction: f64 },
+    #[error("waf: pages_per_block and measure_rounds must be at least 1")]
+    NothingToMeasure,
+    #[error("waf: the block SSD cannot be built")]
+    Device(#[from] BlockConfigError),
+    #[error("waf: nothing live after the trim")]
+    NothingLive,
+}
+
 /// Runs uniform random overwrites at `utilization` (live / physical pages) on a block SSD
 /// with `pages_per_block` pages per superblock. Deterministic in `seed`.
 pub fn block_uniform_overwrite(
@@ -88,15 +105,15 @@ pub fn block_uniform_overwrite(
     pages_per_block: u32,
     seed: u64,
     run: &WafRun,
-) -> Result<WafReport, String> {
+) -> Result<WafReport, WafError> {
     if !(utilization > 0.0 && utilization < 1.0) {
-        return Err(format!("waf: utilization {utilization} must be in (0, 1)"));
+        return Err(WafError::Utilization { utilization });
     }
     if !(0.0..1.0).contains(&run.trim_fraction) {
-        return Err(format!("waf: trim_fraction {} must be in [0, 1)", run.trim_fraction));
+        return Err(WafError::TrimFraction { trim_fraction: run.trim_fraction });
     }
     if pages_per_block == 0 || run.measure_rounds == 0 {
-        return Err("waf: pages_per_block and measure_rounds must be at least 1".into());
+        return Err(WafError::NothingToMeasure);
     }
     let physical = run.superblocks as u64 * pages_per_block as u64;
     let logical_pages = (utilization * physical as f64).round() as u64;
@@ -105,7 +122,7 @@ pub fn block_uniform_overwrite(
     let nand = NandConfig {
         channels: 1,
         dies_per_channel: 1,
-        program_unit_bytes: PAGE_BYTES,
+        program_unit_bytes: PAGE_BYTES as u32,
         write_buffer_bytes: 64 * PAGE_BYTES as u64,
         ..NandConfig::default()
     };
@@ -119,7 +136,7 @@ pub fn block_uniform_overwrite(
         nand,
         ..BlockConfig::default()
     };
-    let mut ssd = BlockSsd::new(config).map_err(|error| format!("waf: {error}"))?;
+    let mut ssd = BlockSsd::new(config)?;
     let mut driver = Driver { ssd: &mut ssd, now: 0, rng: Xoshiro256PlusPlus::seed_from_u64(seed) };
 
     const FILL_CHUNK_PAGES: u64 = 64;
@@ -138,7 +155,7 @@ pub fn block_uniform_overwrite(
     }
     let live = trimmed..logical_pages;
     if live.is_empty() {
-        return Err("waf: nothing live after the trim".into());
+        return Err(WafError::NothingLive);
     }
 
     let round_pages = physical;

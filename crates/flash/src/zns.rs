@@ -11,11 +11,12 @@
 //! host pages written.
 
 use serde::{Deserialize, Serialize};
-use znswap_zoned::{Geometry, ZoneError, ZoneInfo, ZoneOp, ZoneTable};
+use znswap_core::PAGE_BYTES;
+use znswap_zoned::{Geometry, GeometryError, ZoneError, ZoneInfo, ZoneOp, ZoneTable};
 
 use crate::buffer::WriteBuffer;
 use crate::counters::MediaCounters;
-use crate::nand::{Nand, NandConfig, PAGE_BYTES};
+use crate::nand::{Nand, NandConfig, NandConfigError};
 use crate::Ns;
 
 /// Zone capacity / zone size of the ZN540 (1077 MiB of 2 GiB).
@@ -63,39 +64,51 @@ impl ZnsConfig {
     }
 
     /// The zoned geometry the device reports; the error names the bad field and the fix.
-    pub fn geometry(&self) -> Result<Geometry, String> {
+    pub fn geometry(&self) -> Result<Geometry, ZnsConfigError> {
         self.nand.validate()?;
         let mut geometry = Geometry::from_bytes(
-            PAGE_BYTES,
+            PAGE_BYTES as u32,
             self.metadata_bytes,
             self.zone_count,
             self.zone_size_bytes,
             self.zone_capacity_bytes,
             self.max_open_zones,
             self.max_active_zones,
-            PAGE_BYTES,
+            PAGE_BYTES as u32,
         )
-        .map_err(|error| format!("zns: {error}"))?;
-        if self.zone_append_max_bytes < PAGE_BYTES || self.zone_append_max_bytes % PAGE_BYTES != 0 {
-            return Err(format!(
-                "zns: zone_append_max_bytes = {} must be a non-zero multiple of {PAGE_BYTES} B",
-                self.zone_append_max_bytes
-            ));
+        .map_err(ZnsConfigError::Geometry)?;
+        if self.zone_append_max_bytes < PAGE_BYTES as u32 || self.zone_append_max_bytes % PAGE_BYTES as u32 != 0 {
+            return Err(ZnsConfigError::AppendLimit { zone_append_max_bytes: self.zone_append_max_bytes });
         }
         geometry.zone_append_max_bytes = self.zone_append_max_bytes;
-        geometry.validate().map_err(|error| format!("zns: {error}"))?;
+        geometry.validate().map_err(ZnsConfigError::Geometry)?;
         let partial_units = geometry.open_limit().min(self.zone_count) as u64 + 2;
         if self.nand.write_buffer_bytes < partial_units * self.nand.program_unit_bytes as u64 {
-            return Err(format!(
-                "zns: write_buffer_bytes = {} cannot hold a partial program unit for each of {} open zones; \
-                 make it at least {} B or lower max_open_zones",
-                self.nand.write_buffer_bytes,
-                geometry.open_limit(),
-                partial_units * self.nand.program_unit_bytes as u64
-            ));
+            return Err(ZnsConfigError::WriteBuffer {
+                write_buffer_bytes: self.nand.write_buffer_bytes,
+                open_zones: geometry.open_limit(),
+                needed_bytes: partial_units * self.nand.program_unit_bytes as u64,
+            });
         }
         Ok(geometry)
     }
+}
+
+/// A ZNS SSD configuration that cannot work: each names the problem and the fix.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ZnsConfigError {
+    #[error(transparent)]
+    Nand(#[from] NandConfigError),
+    #[error("zns: the zoned geometry is invalid")]
+    Geometry(#[source] GeometryError),
+    #[error("zns: zone_append_max_bytes = {zone_append_max_bytes} must be a non-zero multiple of {page_bytes} B", page_bytes = PAGE_BYTES)]
+    AppendLimit { zone_append_max_bytes: u32 },
+    #[error(
+        "zns: write_buffer_bytes = {write_buffer_bytes} cannot hold a partial program unit for each of {open_zones} \
+         open zones; make it at least {needed_bytes} B or lower max_open_zones"
+    )]
+    WriteBuffer { write_buffer_bytes: u64, open_zones: u32, needed_bytes: u64 },
 }
 
 /// What the media holds for one zone since its last reset.
@@ -126,7 +139,7 @@ pub struct ZnsSsd {
 }
 
 impl ZnsSsd {
-    pub fn new(config: ZnsConfig) -> Result<ZnsSsd, String> {
+    pub fn new(config: ZnsConfig) -> Result<ZnsSsd, ZnsConfigError> {
         let geometry = config.geometry()?;
         Ok(ZnsSsd {
             geometry,

@@ -56,8 +56,8 @@ fn greedy_tends_to_the_fifo_limit_and_beats_it_for_small_blocks() {
     assert_eq!(greedy_waf(20.0, 64), 1.0, "plenty of spare: greedy always finds an empty block");
 }
 
-use znswap_flash::waf::{block_uniform_overwrite, WafReport, WafRun};
-use znswap_flash::Victim;
+use znswap_flash::waf::{block_uniform_overwrite, WafError, WafReport, WafRun};
+use znswap_flash::{BlockConfigError, Victim};
 
 /// 1024 superblocks of 64 pages: 64 Ki physical pages, quick even in debug builds.
 const PAGES_PER_BLOCK: u32 = 64;
@@ -144,7 +144,10 @@ fn waf_runs_are_deterministic_in_the_seed() {
 #[test]
 fn bad_waf_arguments_are_refused_with_a_reason() {
     let run = WafRun::default();
-    assert!(block_uniform_overwrite(1.2, 64, 1, &run).unwrap_err().contains("utilization"));
+    assert_eq!(block_uniform_overwrite(1.2, 64, 1, &run).unwrap_err(), WafError::Utilization { utilization: 1.2 });
     let tiny = WafRun { superblocks: 10, ..WafRun::default() };
-    assert!(block_uniform_overwrite(0.5, 64, 1, &tiny).unwrap_err().contains("256"));
+    assert!(matches!(
+        block_uniform_overwrite(0.5, 64, 1, &tiny),
+        Err(WafError::Device(BlockConfigError::TooFewSuperblocks { superblocks: 10, .. }))
+    ));
 }

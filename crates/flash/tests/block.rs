@@ -4,7 +4,7 @@
 use rand_core::{RngCore, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use znswap_flash::bench::block_write;
-use znswap_flash::{BlockConfig, BlockSsd, NandConfig, Ns};
+use znswap_flash::{BlockConfig, BlockConfigError, BlockSsd, NandConfig, NandConfigError, Ns};
 
 const MS: Ns = 1_000_000;
 /// 256 MiB logical: 274 superblocks of 256 pages (one 32 KiB unit on each of 32 dies).
@@ -43,13 +43,21 @@ fn layout_follows_over_provisioning_and_superblock_rules() {
 #[test]
 fn bad_configs_name_the_problem() {
     let odd = BlockConfig { superblock_pages: 100, ..config() };
-    assert!(BlockSsd::new(odd).unwrap_err().contains("stripe"));
+    assert!(matches!(
+        BlockSsd::new(odd),
+        Err(BlockConfigError::SuperblockNotStripe { superblock_pages: 100, stripe_pages: 256, .. })
+    ));
     let small = BlockConfig { logical_pages: 10_000, ..config() };
-    assert!(BlockSsd::new(small).unwrap_err().contains("at least 256"));
+    assert!(matches!(BlockSsd::new(small), Err(BlockConfigError::TooFewSuperblocks { .. })));
     let no_spare = BlockConfig { superblocks: 256, superblock_pages: 256, logical_pages: 255 * 256, ..config() };
-    assert!(BlockSsd::new(no_spare).unwrap_err().contains("over_provisioning"));
+    let error = BlockSsd::new(no_spare).unwrap_err();
+    assert!(matches!(error, BlockConfigError::LogicalDoesNotFit { .. }));
+    assert!(error.to_string().contains("over_provisioning"), "the fix is named: {error}");
     let nand = NandConfig { channels: 0, ..NandConfig::default() };
-    assert!(BlockSsd::new(BlockConfig { nand, ..config() }).unwrap_err().contains("channels"));
+    assert!(matches!(
+        BlockSsd::new(BlockConfig { nand, ..config() }),
+        Err(BlockConfigError::Nand(NandConfigError::NoDies { channels: 0, .. }))
+    ));
 }
 
 #[test]

@@ -1,5 +1,7 @@
 //! The allocator's rules, each pinned by a scenario small enough to reason about.
 
+use rand_core::{RngCore, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
 use znswap_linux_swap::{
     ConfigError, Discard, SlotState, SwapConfig, SwapDevice, SwapIn, FINE_DISCARD_SLOTS, SWAPFILE_CLUSTER,
     SWAP_CLUSTER_COLS,
@@ -471,10 +473,9 @@ fn the_same_seed_gives_the_same_allocation() {
         let config = SwapConfig { seed, ..SwapConfig::new(64 * C, 4, Discard::None) };
         let mut swap = SwapDevice::with_config(config).unwrap();
         let mut taken: Vec<u64> = Vec::new();
-        let mut state = 1u64;
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(1);
         for _ in 0..100_000 {
-            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            let pick = state >> 33;
+            let pick = rng.next_u64() >> 33;
             if pick % 3 != 0 || taken.is_empty() {
                 if let Some(slot) = swap.alloc((pick % 4) as u32) {
                     taken.push(slot);

@@ -1,7 +1,7 @@
 //! Faults: a missing page swapped in or zero-filled, a write to a write-protected page
 //! (the swap cache, a victim on its way out, or reference sampling).
 
-use znswap_core::{EngineError, IoError, IoId, PageState as EnginePage, ReadOutcome, SwapIn};
+use znswap_core::{EngineError, IoError, IoId, PageState as EnginePage, ReadOutcome, SlotAddress, SwapIn};
 
 use crate::action::{Action, Actions, CopyFrom};
 use crate::{Notice, PageState, PagerCore, PAGE_BYTES, READAHEAD_PAGES_MAX};
@@ -496,23 +496,23 @@ impl PagerCore {
     /// slot in `zone`, so one device read brings them all; returns how many.
     fn plan_readahead(&mut self, reading: &mut Reading, zone: u32, slot: u32, room: u32, now: u64) -> u32 {
         let Reading { owner, page, .. } = *reading;
-        let capacity = self.engine.config().geometry.zone_capacity_pages as u64;
-        let first = zone as u64 * capacity + slot as u64;
+        let capacity = self.engine.config().geometry.zone_capacity_pages;
         let region_pages = self.regions[owner as usize].pages;
         let mut count = 0u32;
-        for k in 1..=(self.config.readahead_pages.min(room) as u64) {
-            let next = page + k;
+        for k in 1..=self.config.readahead_pages.min(room) {
+            let next = page + k as u64;
             if next >= region_pages
-                || slot as u64 + k >= capacity
+                || slot + k >= capacity
                 || self.state(owner, next) != PageState::Unmapped
-                || self.engine.page_state(owner, next) != Ok(EnginePage::Swapped { slot: first + k })
+                || self.engine.page_state(owner, next)
+                    != Ok(EnginePage::Swapped { address: SlotAddress::new(zone, slot + k, capacity) })
             {
                 break;
             }
             match self.engine.swap_in(owner, next, now) {
                 Ok(SwapIn::Read { io, zone: next_zone, slot: next_slot }) => {
                     assert!(
-                        next_zone == zone && next_slot as u64 == slot as u64 + k,
+                        next_zone == zone && next_slot == slot + k,
                         "the engine reads a swapped page from its own slot"
                     );
                     reading.ahead_pages[count as usize] = (next, io);

@@ -67,8 +67,7 @@ use znswap_core::{Config, ConfigError, Engine, Geometry, OwnerError, PolicyKind,
 
 use region::Region;
 
-/// Bytes in a page, and in a swap slot: the one definition the pager and its core use.
-pub const PAGE_BYTES: usize = znswap_core::config::PAGE_BYTES as usize;
+pub use znswap_core::PAGE_BYTES;
 /// Largest read-ahead window, in pages.
 pub const READAHEAD_PAGES_MAX: u32 = 32;
 

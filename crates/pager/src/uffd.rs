@@ -376,7 +376,7 @@ mod tests {
     use super::*;
     use std::sync::atomic::{AtomicBool, Ordering};
 
-    const PAGE: usize = 4096;
+    use crate::PAGE_BYTES;
 
     #[test]
     fn structures_match_the_kernel_abi() {
@@ -407,7 +407,7 @@ mod tests {
 
     impl Mapping {
         fn new(pages: usize) -> Mapping {
-            let len = pages * PAGE;
+            let len = pages * PAGE_BYTES;
             // SAFETY: a fresh anonymous private mapping, checked below.
             let base = unsafe {
                 libc::mmap(
@@ -423,7 +423,7 @@ mod tests {
             Mapping { base: base.cast(), len }
         }
         fn address(&self, page: usize) -> u64 {
-            self.base as u64 + (page * PAGE) as u64
+            self.base as u64 + (page * PAGE_BYTES) as u64
         }
     }
 
@@ -437,7 +437,7 @@ mod tests {
     /// Serves faults on `uffd` from another thread until `done`; missing pages get a page
     /// of `fill`, write-protect faults are resolved by clearing the protection.
     fn serve(uffd: &Userfaultfd, done: &AtomicBool, fill: u8, seen: &std::sync::Mutex<Vec<Event>>) {
-        let page = vec![fill; PAGE];
+        let page = vec![fill; PAGE_BYTES];
         while !done.load(Ordering::Acquire) {
             if !uffd.poll(10).unwrap() {
                 continue;
@@ -445,9 +445,9 @@ mod tests {
             while let Some(event) = uffd.read_event().unwrap() {
                 seen.lock().unwrap().push(event);
                 if let Event::PageFault { address, write_protect, .. } = event {
-                    let page_start = address & !(PAGE as u64 - 1);
+                    let page_start = address & !(PAGE_BYTES as u64 - 1);
                     if write_protect {
-                        uffd.write_protect(page_start, PAGE as u64, false, true).unwrap();
+                        uffd.write_protect(page_start, PAGE_BYTES as u64, false, true).unwrap();
                     } else {
                         uffd.copy(page_start, &page, false, true).unwrap();
                     }
@@ -460,15 +460,15 @@ mod tests {
     fn a_multi_page_copy_stops_before_a_mapped_page() {
         let uffd = Userfaultfd::new(0, 0).expect("userfaultfd works on this machine");
         let mapping = Mapping::new(4);
-        uffd.register(mapping.address(0), (4 * PAGE) as u64, register_mode::MISSING).unwrap();
-        assert!(uffd.copy(mapping.address(2), &[7u8; PAGE], false, true).unwrap());
-        let source = vec![9u8; 4 * PAGE];
-        assert_eq!(uffd.copy_pages(mapping.address(0), &source, false, true).unwrap(), 2 * PAGE as u64);
+        uffd.register(mapping.address(0), (4 * PAGE_BYTES) as u64, register_mode::MISSING).unwrap();
+        assert!(uffd.copy(mapping.address(2), &[7u8; PAGE_BYTES], false, true).unwrap());
+        let source = vec![9u8; 4 * PAGE_BYTES];
+        assert_eq!(uffd.copy_pages(mapping.address(0), &source, false, true).unwrap(), 2 * PAGE_BYTES as u64);
         // SAFETY: pages 0..3 are mapped now; page 2 kept its first contents.
-        let bytes = unsafe { std::slice::from_raw_parts(mapping.base, 3 * PAGE) };
-        assert!(bytes[..2 * PAGE].iter().all(|&b| b == 9));
-        assert!(bytes[2 * PAGE..].iter().all(|&b| b == 7));
-        assert_eq!(uffd.copy_pages(mapping.address(3), &source[..PAGE], false, true).unwrap(), PAGE as u64);
+        let bytes = unsafe { std::slice::from_raw_parts(mapping.base, 3 * PAGE_BYTES) };
+        assert!(bytes[..2 * PAGE_BYTES].iter().all(|&b| b == 9));
+        assert!(bytes[2 * PAGE_BYTES..].iter().all(|&b| b == 7));
+        assert_eq!(uffd.copy_pages(mapping.address(3), &source[..PAGE_BYTES], false, true).unwrap(), PAGE_BYTES as u64);
     }
 
     #[test]
@@ -481,19 +481,19 @@ mod tests {
         std::thread::scope(|scope| {
             scope.spawn(|| serve(&uffd, &done, 0x5A, &seen));
             // SAFETY: reading our own mapping; the handler fills the page first.
-            let value = unsafe { std::ptr::read_volatile(mapping.base.add(2 * PAGE + 7)) };
+            let value = unsafe { std::ptr::read_volatile(mapping.base.add(2 * PAGE_BYTES + 7)) };
             assert_eq!(value, 0x5A);
             done.store(true, Ordering::Release);
         });
         let events = seen.lock().unwrap();
         assert!(
-            matches!(events[0], Event::PageFault { address, write: false, write_protect: false, .. } if address & !(PAGE as u64 - 1) == mapping.address(2))
+            matches!(events[0], Event::PageFault { address, write: false, write_protect: false, .. } if address & !(PAGE_BYTES as u64 - 1) == mapping.address(2))
         );
         // A page already present: copy reports it instead of failing.
-        assert!(!uffd.copy(mapping.address(2), &[1; PAGE], false, true).unwrap());
-        assert!(uffd.zeropage(mapping.address(3), PAGE as u64, true).unwrap());
+        assert!(!uffd.copy(mapping.address(2), &[1; PAGE_BYTES], false, true).unwrap());
+        assert!(uffd.zeropage(mapping.address(3), PAGE_BYTES as u64, true).unwrap());
         // SAFETY: reading a page we just zero-filled.
-        assert_eq!(unsafe { std::ptr::read_volatile(mapping.base.add(3 * PAGE)) }, 0);
+        assert_eq!(unsafe { std::ptr::read_volatile(mapping.base.add(3 * PAGE_BYTES)) }, 0);
     }
 
     #[test]
@@ -502,10 +502,10 @@ mod tests {
         let mapping = Mapping::new(2);
         uffd.register(mapping.address(0), mapping.len as u64, register_mode::MISSING | register_mode::WP).unwrap();
         // Install page 0 write-protected, as the pager does for a swapped-in clean page.
-        assert!(uffd.copy(mapping.address(0), &[9; PAGE], true, true).unwrap());
+        assert!(uffd.copy(mapping.address(0), &[9; PAGE_BYTES], true, true).unwrap());
         // Protecting an already mapped page, as the evictor does, with either wake flag.
-        uffd.write_protect(mapping.address(0), PAGE as u64, true, false).unwrap();
-        uffd.write_protect(mapping.address(0), PAGE as u64, true, true).unwrap();
+        uffd.write_protect(mapping.address(0), PAGE_BYTES as u64, true, false).unwrap();
+        uffd.write_protect(mapping.address(0), PAGE_BYTES as u64, true, true).unwrap();
         let done = AtomicBool::new(false);
         let seen = std::sync::Mutex::new(Vec::new());
         std::thread::scope(|scope| {
@@ -533,10 +533,10 @@ mod tests {
         };
         let mapping = Mapping::new(4);
         uffd.register(mapping.address(0), mapping.len as u64, register_mode::MISSING).unwrap();
-        assert!(uffd.copy(mapping.address(0), &[3; PAGE], false, true).unwrap());
-        let moved = uffd.move_pages(mapping.address(2), mapping.address(0), PAGE as u64, true).unwrap();
-        assert_eq!(moved, PAGE as u64);
+        assert!(uffd.copy(mapping.address(0), &[3; PAGE_BYTES], false, true).unwrap());
+        let moved = uffd.move_pages(mapping.address(2), mapping.address(0), PAGE_BYTES as u64, true).unwrap();
+        assert_eq!(moved, PAGE_BYTES as u64);
         // SAFETY: page 2 now holds the moved page.
-        assert_eq!(unsafe { std::ptr::read_volatile(mapping.base.add(2 * PAGE)) }, 3);
+        assert_eq!(unsafe { std::ptr::read_volatile(mapping.base.add(2 * PAGE_BYTES)) }, 3);
     }
 }

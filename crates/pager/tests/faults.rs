@@ -13,6 +13,8 @@ use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::Duration;
 
+use rand_core::{RngCore, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
 use znswap_pager::{lost_pages, FaultMode, Pager, PagerConfig, PagerStats, PAGE_BYTES};
 use znswap_zoned::{
     CreateOptions, FaultSpec, FaultyDevice, FileDevice, Geometry, InjectedFaults, MemDevice, ZoneCondition, ZonedDevice,
@@ -60,16 +62,6 @@ fn fill(page_bytes: &mut [u8], page: u64, version: u64) {
         state ^= state >> 7;
         state ^= state << 17;
         chunk.copy_from_slice(&state.to_le_bytes()[..chunk.len()]);
-    }
-}
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
     }
 }
 
@@ -147,14 +139,14 @@ fn run(name: &str, fault_mode: FaultMode, spec: &str, file_device: bool, zones: 
                         versions[index as usize] = version;
                         fill(bytes(page_of(index)), page_of(index), version);
                     }
-                    let mut rng = Rng(seed * 7919 + thread + 1);
+                    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed * 7919 + thread + 1);
                     for _ in 0..OPS_PER_THREAD {
-                        let index = rng.next() % pages;
+                        let index = rng.next_u64() % pages;
                         let page = page_of(index);
                         if watch.is_lost(page) {
                             continue;
                         }
-                        if rng.next() % 3 == 0 {
+                        if rng.next_u64() % 3 == 0 {
                             versions[index as usize] += 1;
                             fill(bytes(page), page, versions[index as usize]);
                         } else {

@@ -4,6 +4,8 @@
 
 use std::sync::Arc;
 
+use rand_core::{RngCore, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
 use znswap_pager::{FaultMode, Pager, PagerConfig, Region, PAGE_BYTES};
 use znswap_zoned::{CreateOptions, FileDevice, Geometry, MemDevice, ZonedDevice};
 
@@ -26,16 +28,6 @@ fn check(page_bytes: &[u8], page: u64, version: u64) {
     let mut expected = vec![0u8; PAGE_BYTES];
     fill(&mut expected, page, version);
     assert!(page_bytes == expected.as_slice(), "page {page} does not hold version {version}");
-}
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
 }
 
 /// The page `page` of a region mapped at `base`.
@@ -80,7 +72,7 @@ fn exercise_in(
     let pager = Pager::new(device, config).unwrap();
     let mut region: Region = pager.alloc(region_pages * PAGE_BYTES as u64, 0).unwrap();
     let mut versions = vec![0u64; region_pages as usize];
-    let mut rng = Rng(seed | 1);
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
     {
         let memory = region.as_mut_slice();
         for page in 0..region_pages {
@@ -90,9 +82,9 @@ fn exercise_in(
             versions[page as usize] = version;
         }
         for _ in 0..ops {
-            let page = rng.next() % region_pages;
+            let page = rng.next_u64() % region_pages;
             let bytes = &mut memory[page as usize * PAGE_BYTES..][..PAGE_BYTES];
-            if rng.next() % 3 == 0 {
+            if rng.next_u64() % 3 == 0 {
                 versions[page as usize] += 1;
                 fill(bytes, page, versions[page as usize]);
             } else {
@@ -176,11 +168,11 @@ fn racing_writes(fault_mode: FaultMode) {
     std::thread::scope(|scope| {
         for thread in 0..2u64 {
             scope.spawn(move || {
-                let mut rng = Rng(thread + 11);
+                let mut rng = Xoshiro256PlusPlus::seed_from_u64(thread + 11);
                 // Each thread owns every other page, so writes never race each other.
                 let mut versions = vec![0u64; 1024];
                 for _ in 0..30_000 {
-                    let index = rng.next() % 1024;
+                    let index = rng.next_u64() % 1024;
                     let page = index * 2 + thread;
                     // SAFETY: this thread alone touches its pages of the region.
                     let bytes = unsafe { page_at(base, page) };
@@ -269,8 +261,12 @@ fn a_sigbus_that_is_not_ours_still_kills() {
 fn tenants_with_their_own_regions_page_independently() {
     for policy in [znswap_core::PolicyKind::Tenant, znswap_core::PolicyKind::HotCold] {
         let device: Arc<dyn ZonedDevice> = Arc::new(MemDevice::new(geometry(24, 1, 16)).unwrap());
-        let pager_config =
-            PagerConfig { policy, tenants: 2, fault_mode: FaultMode::SelfPaging, ..PagerConfig::new(512 * 4096) };
+        let pager_config = PagerConfig {
+            policy,
+            tenants: 2,
+            fault_mode: FaultMode::SelfPaging,
+            ..PagerConfig::new(512 * PAGE_BYTES as u64)
+        };
         let pager = Pager::new(device, pager_config).unwrap();
         let regions: Vec<Region> =
             (0..2).map(|tenant| pager.alloc(2048 * PAGE_BYTES as u64, tenant).unwrap()).collect();
@@ -278,10 +274,10 @@ fn tenants_with_their_own_regions_page_independently() {
             for (tenant, region) in regions.iter().enumerate() {
                 let base = region.as_ptr() as usize;
                 scope.spawn(move || {
-                    let mut rng = Rng(tenant as u64 + 21);
+                    let mut rng = Xoshiro256PlusPlus::seed_from_u64(tenant as u64 + 21);
                     let mut versions = vec![0u64; 2048];
                     for _ in 0..25_000 {
-                        let page = rng.next() % 2048;
+                        let page = rng.next_u64() % 2048;
                         // SAFETY: this thread alone touches its tenant's region.
                         let bytes = unsafe { page_at(base, page) };
                         check(bytes, page, versions[page as usize]);

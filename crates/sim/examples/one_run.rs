@@ -5,13 +5,13 @@
 
 use std::time::Instant;
 
-use znswap_core::PolicyKind;
+use znswap_core::{PolicyKind, PAGE_BYTES};
 use znswap_sim::paper::scale::{page_tenant, safety_ns};
-use znswap_sim::run::{run, BackendKind, DiscardMode, Phase, RunConfig, PAGE_BYTES};
+use znswap_sim::run::{run, BackendKind, DiscardMode, Phase, RunConfig};
 use znswap_sim::{events::SECOND_NS, CpuCosts};
 use znswap_workload::Workload;
 
-fn main() -> Result<(), String> {
+fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let usage = "usage: one_run <swap MiB> <utilization 0..1> <zns|linux|trim8> [zones]";
     let swap_mib: u64 = args.first().and_then(|s| s.parse().ok()).ok_or(usage)?;
@@ -27,7 +27,7 @@ fn main() -> Result<(), String> {
     // The paper's 2 GiB cgroup for its 512 GiB swap, at least 4096 pages.
     let memory = (swap_pages / 256).max(4096) as u32;
     let pages = (swap_pages as f64 * utilization) as u64 + memory as u64;
-    let bytes = |swaps: f64| (swap_pages as f64 * swaps) as u64 * PAGE_BYTES;
+    let bytes = |swaps: f64| (swap_pages as f64 * swaps) as u64 * PAGE_BYTES as u64;
     let config = RunConfig {
         name: format!("one-run-{swap_mib}MiB-u{utilization}"),
         seed: 1,
@@ -46,7 +46,7 @@ fn main() -> Result<(), String> {
     let started = Instant::now();
     let mut result = run(&config)?;
     result.series.clear();
-    println!("{}", serde_json::to_string_pretty(&result).map_err(|error| error.to_string())?);
+    println!("{}", serde_json::to_string_pretty(&result)?);
     eprintln!("{:.1} s of wall time for {:.1} s of virtual time", started.elapsed().as_secs_f64(), result.window_s);
     Ok(())
 }

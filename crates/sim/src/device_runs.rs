@@ -4,14 +4,52 @@
 use rand_core::{RngCore, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use serde::Serialize;
-use znswap_core::{PolicyKind, SwapCacheMode};
-use znswap_flash::{BlockConfig, BlockSsd, ZnsSsd};
+use znswap_core::{PolicyKind, SwapCacheMode, PAGE_BYTES};
+use znswap_flash::waf::WafError;
+use znswap_flash::{BlockConfig, BlockConfigError, BlockSsd, ZnsConfigError, ZnsSsd};
+use znswap_zoned::ZoneError;
 
 use crate::backend::{Backend, Io};
 use crate::calib::CpuCosts;
 use crate::events::{EventQueue, Ns};
-use crate::run::PAGE_BYTES;
-use crate::znswap::{ZnsBackend, ZnsSetup};
+use crate::znswap::{ZnsBackend, ZnsBackendError, ZnsSetup};
+
+/// Why a Fig. 6 device run could not run.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SequentialError {
+    #[error("fig 6: the block SSD model's configuration")]
+    Block(#[from] BlockConfigError),
+    #[error("fig 6: the ZNS SSD model's configuration")]
+    Zns(#[from] ZnsConfigError),
+    #[error("fig 6: {threads} regions of {region_pages} pages exceed the device")]
+    RegionsExceedDevice { threads: u32, region_pages: u64 },
+    #[error("fig 6: {threads} writers of {zones_per_thread} zones exceed the device")]
+    ZonesExceedDevice { threads: u32, zones_per_thread: u64 },
+    #[error("fig 6 on ZNS: {command} of zone {zone}")]
+    Zone {
+        command: &'static str,
+        zone: u32,
+        #[source]
+        source: ZoneError,
+    },
+}
+
+/// Why a `znswap sim waf` run could not run.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum WafRunError {
+    #[error(transparent)]
+    Block(#[from] WafError),
+    #[error("waf: utilization {utilization} must be in (0, 1)")]
+    Utilization { utilization: f64 },
+    #[error("waf --model zns: pages per zone {pages_per_zone} must be a multiple of {stripe_pages}")]
+    ZonePages { pages_per_zone: u32, stripe_pages: u32 },
+    #[error("waf --model zns: the ZNSwap back end cannot be built")]
+    Znswap(#[from] ZnsBackendError),
+    #[error("waf --model zns: {}", violations.join("; "))]
+    Violations { violations: Vec<String> },
+}
 
 /// Fig. 6: what `threads` sequential writers saw.
 #[derive(Clone, Debug, Serialize)]
@@ -42,13 +80,13 @@ pub fn block_sequential_trim(
     threads: u32,
     warmup_pages: u64,
     measure_pages: u64,
-) -> Result<SequentialResult, String> {
+) -> Result<SequentialResult, SequentialError> {
     let mut ssd = BlockSsd::new(config)?;
     let chunk = ssd.superblock_pages() as u64;
     let chunks_per_thread = ((ssd.logical_pages() as f64 * utilization / threads as f64) as u64 / chunk).max(2);
     let region = chunks_per_thread * chunk;
     if region * threads as u64 > ssd.logical_pages() {
-        return Err(format!("fig 6: {threads} regions of {region} pages exceed the device"));
+        return Err(SequentialError::RegionsExceedDevice { threads, region_pages: region });
     }
     let mut cursor: Vec<u64> = vec![0; threads as usize];
     let mut write = |ssd: &mut BlockSsd, now: Ns, thread: usize| -> Ns {
@@ -81,13 +119,13 @@ pub fn zns_sequential_reset(
     threads: u32,
     warmup_pages: u64,
     measure_pages: u64,
-) -> Result<SequentialResult, String> {
+) -> Result<SequentialResult, SequentialError> {
     let mut ssd = ZnsSsd::new(config)?;
     let geometry = ssd.geometry();
     let capacity = geometry.zone_capacity_lbas;
     let zones_per_thread = ((geometry.zone_count as f64 * utilization / threads as f64) as u64).max(2);
     if zones_per_thread * threads as u64 > geometry.zone_count as u64 {
-        return Err(format!("fig 6: {threads} writers of {zones_per_thread} zones exceed the device"));
+        return Err(SequentialError::ZonesExceedDevice { threads, zones_per_thread });
     }
     let mut cursor: Vec<u64> = vec![0; threads as usize];
     let mut failure = None;
@@ -99,7 +137,7 @@ pub fn zns_sequential_reset(
         if offset == 0 && cursor[thread] > 0 {
             match ssd.reset(now, zone) {
                 Ok(done) => ready = done,
-                Err(error) => failure = Some(format!("reset of zone {zone}: {error}")),
+                Err(source) => failure = Some(SequentialError::Zone { command: "reset", zone, source }),
             }
         }
         let pages = (WRITE_PAGES as u64).min(capacity - offset) as u32;
@@ -107,8 +145,8 @@ pub fn zns_sequential_reset(
         let lba = zone as u64 * geometry.zone_size_lbas + offset;
         match ssd.write(ready, lba, pages) {
             Ok(done) => done,
-            Err(error) => {
-                failure = Some(format!("write of zone {zone}: {error}"));
+            Err(source) => {
+                failure = Some(SequentialError::Zone { command: "write", zone, source });
                 ready
             }
         }
@@ -118,7 +156,7 @@ pub fn zns_sequential_reset(
         (counters.host_pages_written, counters.media_pages_written)
     });
     if let Some(error) = failure {
-        return Err(format!("fig 6 on ZNS: {error}"));
+        return Err(error);
     }
     Ok(SequentialResult {
         device: "ZNS SSD".into(),
@@ -184,7 +222,7 @@ pub struct WafAnswer {
     pub block: Option<znswap_flash::waf::WafReport>,
 }
 
-pub fn waf_block(utilization: f64, pages_per_block: u32, seed: u64) -> Result<WafAnswer, String> {
+pub fn waf_block(utilization: f64, pages_per_block: u32, seed: u64) -> Result<WafAnswer, WafRunError> {
     let report = znswap_flash::waf::block_uniform_overwrite(utilization, pages_per_block, seed, &Default::default())?;
     Ok(WafAnswer {
         model: "block".into(),
@@ -203,19 +241,19 @@ pub fn waf_block(utilization: f64, pages_per_block: u32, seed: u64) -> Result<Wa
 /// zones of `pages_per_block` pages, `utilization` of all slots live. Each overwrite
 /// frees the page's slot and swaps the new version out; completions are served in
 /// time order. Two device turnovers of warm-up, two measured.
-pub fn waf_zns(utilization: f64, pages_per_block: u32, seed: u64) -> Result<WafAnswer, String> {
+pub fn waf_zns(utilization: f64, pages_per_block: u32, seed: u64) -> Result<WafAnswer, WafRunError> {
     if !(utilization > 0.0 && utilization < 1.0) {
-        return Err(format!("waf: utilization {utilization} must be in (0, 1)"));
+        return Err(WafRunError::Utilization { utilization });
     }
     const ZONES: u32 = 256;
     let stripe = 256;
     if pages_per_block < stripe || pages_per_block % stripe != 0 {
-        return Err(format!("waf --model zns: pages per zone {pages_per_block} must be a multiple of {stripe}"));
+        return Err(WafRunError::ZonePages { pages_per_zone: pages_per_block, stripe_pages: stripe });
     }
     let slots = ZONES as u64 * pages_per_block as u64;
     let live = ((slots as f64 * utilization) as u64).max(1);
     let setup = ZnsSetup {
-        device: znswap_flash::ZnsConfig::scaled(ZONES, pages_per_block as u64 * PAGE_BYTES),
+        device: znswap_flash::ZnsConfig::scaled(ZONES, pages_per_block as u64 * PAGE_BYTES as u64),
         policy: PolicyKind::PerCore,
         gc_streams: 1,
         swap_cache: SwapCacheMode::Off,
@@ -266,7 +304,7 @@ pub fn waf_zns(utilization: f64, pages_per_block: u32, seed: u64) -> Result<WafA
     let after = backend.counters();
     let violations = backend.check();
     if !violations.is_empty() {
-        return Err(format!("waf --model zns: {}", violations.join("; ")));
+        return Err(WafRunError::Violations { violations });
     }
     let host = after.swap_out_pages_written - before.swap_out_pages_written;
     let media = after.media_pages_written - before.media_pages_written;

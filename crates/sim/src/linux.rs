@@ -8,8 +8,10 @@
 //! swap cache keeps a swapped-in page's slot until the utilization cutoff
 //! (`vm_swap_full`, 50 % unless an experiment moves it, Fig. 4).
 
-use znswap_flash::{BlockConfig, BlockSsd};
-use znswap_linux_swap::{Discard, SlotState, SwapConfig, SwapDevice, SwapIn, SwapinReadahead};
+use znswap_flash::{BlockConfig, BlockConfigError, BlockSsd};
+use znswap_linux_swap::{
+    ConfigError as SwapConfigError, Discard, SlotState, SwapConfig, SwapDevice, SwapIn, SwapinReadahead,
+};
 
 use crate::backend::{Backend, BackendCounters, Io, KernelThread, Notice, PageId, SwapOutStart};
 use crate::calib::CpuCosts;
@@ -43,6 +45,18 @@ pub struct LinuxSetup {
     pub precondition: bool,
 }
 
+/// Why the Linux back end cannot be built.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LinuxBackendError {
+    #[error("the block SSD model's configuration")]
+    Device(#[from] BlockConfigError),
+    #[error("the Linux swap model's configuration")]
+    Swap(#[from] SwapConfigError),
+    #[error("swap cache cutoff {cutoff} must be within 0..=1")]
+    SwapFullCutoff { cutoff: f64 },
+}
+
 enum Pending {
     Write { first_slot: u64, slots: u32 },
     Read { page: PageId, slot: u64 },
@@ -72,7 +86,7 @@ pub struct LinuxBackend {
 }
 
 impl LinuxBackend {
-    pub fn new(setup: LinuxSetup) -> Result<LinuxBackend, String> {
+    pub fn new(setup: LinuxSetup) -> Result<LinuxBackend, LinuxBackendError> {
         let slots = setup.swap_pages + 1;
         let mut device = setup.device;
         device.logical_pages = slots;
@@ -80,9 +94,9 @@ impl LinuxBackend {
         let mut config = SwapConfig::new(slots, setup.cpus, setup.discard);
         config.page_cluster = setup.page_cluster;
         config.seed = setup.seed;
-        let swap = SwapDevice::with_config(config).map_err(|error| format!("linux swap: {error}"))?;
+        let swap = SwapDevice::with_config(config)?;
         if !(0.0..=1.0).contains(&setup.swap_full_cutoff) {
-            return Err(format!("swap cache cutoff {} must be within 0..=1", setup.swap_full_cutoff));
+            return Err(LinuxBackendError::SwapFullCutoff { cutoff: setup.swap_full_cutoff });
         }
         let mut start_ns = 0;
         if setup.precondition {

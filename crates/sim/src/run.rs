@@ -2,7 +2,7 @@
 //! measured window, and the numbers of that window.
 
 use serde::Serialize;
-use znswap_core::{PolicyKind, SwapCacheMode};
+use znswap_core::{PolicyKind, SwapCacheMode, PAGE_BYTES};
 use znswap_flash::{BlockConfig, ZnsConfig};
 use znswap_linux_swap::Discard;
 
@@ -10,15 +10,36 @@ use crate::backend::{Backend, BackendCounters, PageId};
 use crate::calib::CpuCosts;
 use crate::events::{Ns, MILLISECOND_NS, SECOND_NS};
 use crate::host::{Host, HostCounters, HostSetup, TenantSetup};
-use crate::linux::{LinuxBackend, LinuxSetup};
+use crate::linux::{LinuxBackend, LinuxBackendError, LinuxSetup};
 use crate::metrics::Sample;
 use crate::source::Source;
 use crate::throttle::Throttle;
 use crate::workloads::WorkSpec;
-use crate::znswap::{ZnsBackend, ZnsSetup};
+use crate::znswap::{ZnsBackend, ZnsBackendError, ZnsSetup};
 
-pub const PAGE_BYTES: u64 = 4096;
 const MIB: f64 = (1u64 << 20) as f64;
+
+/// Why a run could not run; the run's name is the caller's to add.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RunError {
+    #[error("a run needs at least one tenant")]
+    NoTenant,
+    #[error("cpus must be at least 1")]
+    NoCpus,
+    #[error("over-provisioning {over_provisioning} must be within 0..=1")]
+    OverProvisioning { over_provisioning: f64 },
+    #[error("{pages} pages is too many for the host's page ids")]
+    TooManyPages { pages: u64 },
+    #[error("tenant {tenant}: needs threads >= 1 and a page per thread")]
+    TenantThreads { tenant: String },
+    #[error("tenant {tenant}: memory must be at least 64 pages")]
+    TenantMemory { tenant: String },
+    #[error("the ZNSwap back end cannot be built")]
+    Znswap(#[from] ZnsBackendError),
+    #[error("the Linux back end cannot be built")]
+    Linux(#[from] LinuxBackendError),
+}
 
 /// Which swap system, with its knobs.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
@@ -120,7 +141,7 @@ impl Phase {
     fn reached(&self, start: &(Ns, HostCounters), host: &Host) -> bool {
         let (started, counters) = start;
         let now = &host.counters;
-        let bytes = |pages: u64| pages * PAGE_BYTES;
+        let bytes = |pages: u64| pages * PAGE_BYTES as u64;
         self.swap_out_bytes.is_some_and(|limit| bytes(now.swap_out_writes - counters.swap_out_writes) >= limit)
             || self.swap_in_bytes.is_some_and(|limit| bytes(now.swap_ins - counters.swap_ins) >= limit)
             || self.requests.is_some_and(|limit| now.requests - counters.requests >= limit)
@@ -198,25 +219,25 @@ impl RunConfig {
     }
 
     /// Checks the config; the error says what to change.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), RunError> {
         if self.tenants.is_empty() {
-            return Err(format!("{}: a run needs at least one tenant", self.name));
+            return Err(RunError::NoTenant);
         }
         if self.cpus == 0 {
-            return Err(format!("{}: cpus must be at least 1", self.name));
+            return Err(RunError::NoCpus);
         }
         if !(0.0..=1.0).contains(&self.over_provisioning) {
-            return Err(format!("{}: over-provisioning {} must be within 0..=1", self.name, self.over_provisioning));
+            return Err(RunError::OverProvisioning { over_provisioning: self.over_provisioning });
         }
         if self.total_pages() >= PageId::MAX as u64 / 2 {
-            return Err(format!("{}: {} pages is too many for the host's page ids", self.name, self.total_pages()));
+            return Err(RunError::TooManyPages { pages: self.total_pages() });
         }
         for tenant in &self.tenants {
             if tenant.threads == 0 || tenant.pages < tenant.threads as u64 {
-                return Err(format!("{}/{}: needs threads >= 1 and a page per thread", self.name, tenant.name));
+                return Err(RunError::TenantThreads { tenant: tenant.name.clone() });
             }
             if tenant.memory_pages < 64 {
-                return Err(format!("{}/{}: memory must be at least 64 pages", self.name, tenant.name));
+                return Err(RunError::TenantMemory { tenant: tenant.name.clone() });
             }
         }
         Ok(())
@@ -226,7 +247,7 @@ impl RunConfig {
         zns_device_for(self.swap_pages, self.over_provisioning, self.zones)
     }
 
-    fn build_backend(&self) -> Result<(Box<dyn Backend>, Ns), String> {
+    fn build_backend(&self) -> Result<(Box<dyn Backend>, Ns), RunError> {
         let regions = self.regions();
         match self.backend {
             BackendKind::Znswap { policy, gc_streams, swap_cache } => {
@@ -330,11 +351,11 @@ pub fn zns_device_for(swap_pages: u64, over_provisioning: f64, zones: u32) -> Zn
     let data_pages = (swap_pages as f64 * (1.0 + over_provisioning)).ceil() as u64;
     let stripe = 256;
     let capacity_pages = data_pages.div_ceil(zones as u64).div_ceil(stripe) * stripe;
-    ZnsConfig::scaled(zones, capacity_pages * PAGE_BYTES)
+    ZnsConfig::scaled(zones, capacity_pages * PAGE_BYTES as u64)
 }
 
 /// Runs the warm-up, then the measured window. Deterministic: a function of `config`.
-pub fn run(config: &RunConfig) -> Result<RunResult, String> {
+pub fn run(config: &RunConfig) -> Result<RunResult, RunError> {
     config.validate()?;
     let (backend, start_ns) = config.build_backend()?;
     let mut host = Host::new(config.host_setup(start_ns), backend);

@@ -5,7 +5,9 @@
 use std::sync::Arc;
 
 use serde::Serialize;
-use znswap_workload::{Access, EtcConfig, EtcLayout, EtcStream, KvStream, Workload, YcsbConfig, YcsbStream};
+use znswap_workload::{
+    Access, EtcConfig, EtcLayout, EtcStream, KvConfigError, KvStream, Workload, YcsbConfig, YcsbStream,
+};
 
 use crate::source::{GeneratorSource, Source, Step};
 
@@ -35,10 +37,10 @@ impl WorkSpec {
     /// memcached-ETC filling about `pages` pages, keys uniform over the records (the
     /// paper's 90/10 skew scatters popular keys over memory so that page accesses are
     /// "mostly uniformly random", §6.2.1; `skewed` keeps the 90/10 key skew instead).
-    pub fn etc(pages: u64, seed: u64, skewed: bool) -> Result<WorkSpec, String> {
+    pub fn etc(pages: u64, seed: u64, skewed: bool) -> Result<WorkSpec, KvConfigError> {
         let records = EtcConfig::records_for_pages(pages);
         let config = if skewed { EtcConfig::paper(records, seed) } else { EtcConfig::uniform(records, seed) };
-        let layout = EtcLayout::new(&config).map_err(|error| format!("etc: {error}"))?;
+        let layout = EtcLayout::new(&config)?;
         Ok(WorkSpec::Etc { layout: Arc::new(layout), records })
     }
 

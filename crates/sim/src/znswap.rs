@@ -3,27 +3,30 @@
 //! Swap-outs become engine appends (merged per swap-zone until `flush`), faults become
 //! engine swap-ins, and every request the engine emits (appends, swap-in and ZNGC reads
 //! with their per-LBA metadata, resets, finishes) goes to `ZnsSsd`, whose completion
-//! time schedules the engine's completion. The device's data is a shadow per slot: the
-//! page it holds and the version written, so every swap-in is checked against the
-//! host's oracle and ZNGC's metadata reads return real records (16-byte reverse-map
-//! records in the 64-byte per-LBA metadata, encoded as `docs/format.md` says).
+//! time schedules the engine's completion. The device's data is the reference driver's
+//! model (`znswap_core::driver`): the version written to each slot and the records
+//! written with it, so every swap-in is checked against the host's oracle and ZNGC's
+//! metadata reads return the engine's own records (16 bytes in the 64-byte per-LBA
+//! metadata, as `docs/format.md` says). An append lands in the model when `ZnsSsd`
+//! takes it (it reports the slot at once); reads, resets and finishes when they
+//! complete.
 //! ZNGC's CPU time is derived from the engine's counters (`CpuCosts::gc_*`) and charged
 //! to the `kznsd` kernel thread and, for accounting, to the tenants whose data it
 //! moved.
 
+use znswap_core::driver::{self, Captured, Completion, Driver, NoFaults};
 use znswap_core::policy::TenantPolicy;
-use znswap_core::record::{encode_page_record, PageRecord, PAGE_RECORD_BYTES};
 use znswap_core::{
-    Buf, Config, Engine, Event, Geometry, IoError, IoId, IoRequest, PolicyKind, ReadOutcome, SwapCacheMode, SwapIn,
-    SwapOutError, SwapOutOutcome,
+    Config, ConfigError, Engine, Event, Geometry, IoError, IoRequest, OwnerError, PolicyKind, ReadOutcome,
+    SwapCacheMode, SwapIn, SwapOutError, SwapOutOutcome,
 };
-use znswap_flash::{ZnsConfig, ZnsSsd};
+use znswap_flash::{ZnsConfig, ZnsConfigError, ZnsSsd};
 
 use crate::backend::{Backend, BackendCounters, Io, KernelThread, Notice, PageId, SwapOutStart};
 use crate::calib::CpuCosts;
 use crate::slab::Slab;
 
-/// Version of a slot never written since its zone's reset.
+/// The version a swap-in reports when it read nothing.
 const UNWRITTEN: u32 = u32::MAX;
 
 /// How to build the ZNSwap back end.
@@ -44,11 +47,29 @@ pub struct ZnsSetup {
     pub costs: CpuCosts,
 }
 
-enum Pending {
-    Append { io: IoId, first_slot: u32 },
-    Read { io: IoId, zone: u32, slot: u32, pages: u32, buf: Buf, with_metadata: bool, swap_in: Option<PageId> },
-    Reset { io: IoId, zone: u32 },
-    Finish { io: IoId },
+/// Why the ZNSwap back end cannot be built.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ZnsBackendError {
+    #[error("the ZNS SSD model's configuration")]
+    Device(#[from] ZnsConfigError),
+    #[error("the znswap engine's configuration")]
+    Engine(#[from] ConfigError),
+    #[error("the znswap engine refused region {owner} as an owner")]
+    Region {
+        owner: u32,
+        #[source]
+        source: OwnerError,
+    },
+}
+
+/// A request `ZnsSsd` is carrying out.
+struct Pending {
+    captured: Captured,
+    /// An append's end, known when the device took it.
+    appended: Option<Completion>,
+    /// A swap-in read's page.
+    swap_in: Option<PageId>,
 }
 
 pub struct ZnsBackend {
@@ -57,16 +78,9 @@ pub struct ZnsBackend {
     zone_size_lbas: u64,
     capacity: u32,
     regions: Vec<(PageId, PageId, u16)>,
-    /// Per slot (zone * capacity + slot): the host page and the version it holds.
-    slot_page: Vec<PageId>,
-    slot_version: Vec<u32>,
-    /// Resets per zone: the record generation.
-    zone_resets: Vec<u32>,
-    /// ZNGC move buffer: (page, version) per buffer page.
-    gc_buffers: Vec<(PageId, u32)>,
+    /// What the device holds, and the ZNGC move buffer.
+    driver: Driver,
     pending: Slab<Pending>,
-    records: Vec<u8>,
-    metadata_bytes: usize,
     swap_pages: u64,
     costs: CpuCosts,
     /// Swap-ins refused for lack of an I/O descriptor, retried after completions.
@@ -78,7 +92,7 @@ pub struct ZnsBackend {
 }
 
 impl ZnsBackend {
-    pub fn new(setup: ZnsSetup) -> Result<ZnsBackend, String> {
+    pub fn new(setup: ZnsSetup) -> Result<ZnsBackend, ZnsBackendError> {
         let device = ZnsSsd::new(setup.device)?;
         let zoned = device.geometry();
         let geometry = Geometry {
@@ -99,7 +113,6 @@ impl ZnsBackend {
         config.gc_read_gap_pages_max = 0;
         config.owners_max = setup.regions.len() as u32;
         config.tenants_max = setup.tenants.max(1);
-        let derived = config.derive().map_err(|error| format!("znswap engine: {error}"))?;
         let policy: Box<dyn znswap_core::Policy> = match (setup.policy, &setup.tenant_slot_limits) {
             (PolicyKind::Tenant, Some(limits)) => {
                 let mut policy = TenantPolicy::new(setup.tenants);
@@ -108,26 +121,19 @@ impl ZnsBackend {
             }
             (kind, _) => kind.build(setup.tenants),
         };
-        let mut engine = Engine::new(config, policy).map_err(|error| format!("znswap engine: {error}"))?;
+        let mut engine = Engine::new(config, policy)?;
         for (owner, &(_, pages, tenant)) in setup.regions.iter().enumerate() {
             engine
                 .register_owner(owner as u32, pages as u64, tenant as u32)
-                .map_err(|error| format!("znswap engine: {error}"))?;
+                .map_err(|source| ZnsBackendError::Region { owner: owner as u32, source })?;
         }
-        let slots = derived.total_slots as usize;
-        let gc_pages = engine.gc_buffer_pages() as usize;
         Ok(ZnsBackend {
+            driver: Driver::new(&engine),
             engine,
             zone_size_lbas: zoned.zone_size_lbas,
             capacity: geometry.zone_capacity_pages,
             regions: setup.regions,
-            slot_page: vec![PageId::MAX; slots],
-            slot_version: vec![UNWRITTEN; slots],
-            zone_resets: vec![0; geometry.zone_count as usize],
-            gc_buffers: vec![(PageId::MAX, UNWRITTEN); gc_pages],
             pending: Slab::default(),
-            records: Vec::with_capacity(64 * zoned.metadata_bytes as usize),
-            metadata_bytes: zoned.metadata_bytes as usize,
             swap_pages: setup.swap_pages,
             costs: setup.costs,
             deferred_swap_ins: Vec::new(),
@@ -156,10 +162,6 @@ impl ZnsBackend {
         self.regions[owner as usize].0 + index as PageId
     }
 
-    fn address(&self, zone: u32, slot: u32) -> usize {
-        zone as usize * self.capacity as usize + slot as usize
-    }
-
     fn lba(&self, zone: u32, slot: u32) -> u64 {
         zone as u64 * self.zone_size_lbas + slot as u64
     }
@@ -172,8 +174,8 @@ impl ZnsBackend {
 
     /// Submits everything the engine wants done and turns its events into notices.
     fn drain(&mut self, io: &mut Io) {
-        while let Some(request) = self.engine.poll_io() {
-            self.submit(io, request);
+        while let Some(captured) = driver::poll(&mut self.engine) {
+            self.submit(io, captured);
         }
         self.events(io);
     }
@@ -210,104 +212,79 @@ impl ZnsBackend {
         }
     }
 
-    fn submit(&mut self, io: &mut Io, request: IoRequest) {
+    fn submit(&mut self, io: &mut Io, captured: Captured) {
         let now = io.now;
-        match request {
-            IoRequest::Append { io: id, zone, pages } => match self.device.append(now, zone, pages) {
+        let request = captured.request;
+        let timing = match request {
+            IoRequest::Append { zone, pages, .. } => match self.device.append(now, zone, pages) {
                 Ok((first_lba, done)) => {
+                    // Zone append: the data is in place, at the slot the device says.
                     let first_slot = (first_lba - zone as u64 * self.zone_size_lbas) as u32;
-                    for (index, page) in self.engine.append_pages(id).iter().enumerate() {
-                        let data = match page.buf {
-                            Buf::Page(version) => (self.page_of(page.owner, page.page), version as u32),
-                            Buf::Gc(buffer) => self.gc_buffers[buffer as usize],
-                            Buf::Zero | Buf::Footer => (PageId::MAX, UNWRITTEN),
-                        };
-                        let address = self.address(zone, first_slot + index as u32);
-                        self.slot_page[address] = data.0;
-                        self.slot_version[address] = data.1;
+                    let placed = self.run_on_model(&captured);
+                    if placed != Completion::Append(Ok(first_slot)) {
+                        self.violation(format!(
+                            "append to zone {zone}: the ZNS SSD placed it at slot {first_slot}, the model {placed:?}"
+                        ));
                     }
-                    let token = self.pending.insert(Pending::Append { io: id, first_slot });
+                    let appended = Some(Completion::Append(Ok(first_slot)));
+                    let token = self.pending.insert(Pending { captured, appended, swap_in: None });
                     io.complete_at(done, token);
+                    return;
                 }
-                Err(error) => {
-                    self.violation(format!("append of {pages} pages to zone {zone} refused by the device: {error}"));
-                    let result = self.engine.append_done(id, Err(IoError::Device), &[], now);
-                    if let Err(error) = result {
-                        self.violation(format!("append_done refused: {error}"));
-                    }
-                }
+                Err(error) => Err(format!("append of {pages} pages to zone {zone} refused by the device: {error}")),
             },
-            IoRequest::Read { io: id, zone, slot, pages, buf, with_metadata } => {
-                match self.device.read(now, self.lba(zone, slot), pages) {
-                    Ok(done) => {
-                        let pending = Pending::Read { io: id, zone, slot, pages, buf, with_metadata, swap_in: None };
-                        let token = self.pending.insert(pending);
-                        io.complete_at(done, token);
-                    }
-                    Err(error) => {
-                        self.violation(format!("read of {pages} pages at {zone}:{slot} refused: {error}"));
-                        let _ = self.engine.read_done(id, Err(IoError::Device), &[], now);
-                    }
+            IoRequest::Read { zone, slot, pages, .. } => self
+                .device
+                .read(now, self.lba(zone, slot), pages)
+                .map_err(|error| format!("read of {pages} pages at {zone}:{slot} refused: {error}")),
+            IoRequest::Reset { zone, .. } => {
+                self.device.reset(now, zone).map_err(|error| format!("reset of zone {zone} refused: {error}"))
+            }
+            IoRequest::Finish { zone, .. } => {
+                self.device.finish(now, zone).map_err(|error| format!("finish of zone {zone} refused: {error}"))
+            }
+        };
+        match timing {
+            Ok(done) => {
+                let token = self.pending.insert(Pending { captured, appended: None, swap_in: None });
+                io.complete_at(done, token);
+            }
+            Err(refusal) => {
+                self.violation(refusal);
+                let failed = Completion::failed(&request, IoError::Device);
+                let result = driver::complete(&mut self.engine, &request, &failed, &[], now);
+                if let (IoRequest::Append { .. }, Err(refused)) = (request, result) {
+                    self.violation(refused.to_string());
                 }
             }
-            IoRequest::Reset { io: id, zone } => match self.device.reset(now, zone) {
-                Ok(done) => {
-                    let token = self.pending.insert(Pending::Reset { io: id, zone });
-                    io.complete_at(done, token);
-                }
-                Err(error) => {
-                    self.violation(format!("reset of zone {zone} refused: {error}"));
-                    let _ = self.engine.reset_done(id, Err(IoError::Device), now);
-                }
-            },
-            IoRequest::Finish { io: id, zone } => match self.device.finish(now, zone) {
-                Ok(done) => {
-                    let token = self.pending.insert(Pending::Finish { io: id });
-                    io.complete_at(done, token);
-                }
-                Err(error) => {
-                    self.violation(format!("finish of zone {zone} refused: {error}"));
-                    let _ = self.engine.finish_done(id, Err(IoError::Device), now);
-                }
-            },
         }
     }
 
-    fn read_completed(&mut self, io: &mut Io, read: Pending) {
-        let Pending::Read { io: id, zone, slot, pages, buf, with_metadata, swap_in } = read else {
-            unreachable!("only reads come here")
-        };
-        let now = io.now;
-        self.records.clear();
-        if let Buf::Gc(first) = buf {
-            let generation = self.zone_resets[zone as usize];
-            for index in 0..pages {
-                let address = self.address(zone, slot + index);
-                let data = (self.slot_page[address], self.slot_version[address]);
-                self.gc_buffers[(first + index) as usize] = data;
-                if with_metadata {
-                    let at = self.records.len();
-                    self.records.resize(at + self.metadata_bytes, 0);
-                    if data.0 != PageId::MAX {
-                        let (owner, page) = self.owner_of(data.0);
-                        let record = PageRecord { owner, page };
-                        let area = &mut self.records[at..at + PAGE_RECORD_BYTES];
-                        encode_page_record(record, zone, generation, area);
-                    }
-                }
-            }
+    /// Carries a request out on the model device; a breach of its contract is a
+    /// violation.
+    fn run_on_model(&mut self, captured: &Captured) -> Completion {
+        let mut hooks = NoFaults::default();
+        let completion = self.driver.run(captured, &mut hooks);
+        for breach in hooks.breaches {
+            self.violation(breach.0);
         }
-        let records = std::mem::take(&mut self.records);
-        let outcome = self.engine.read_done(id, Ok(()), &records, now);
-        self.records = records;
+        completion
+    }
+
+    fn read_completed(&mut self, io: &mut Io, captured: &Captured, completion: &Completion, swap_in: Option<PageId>) {
+        let IoRequest::Read { zone, slot, .. } = captured.request else { unreachable!("only reads come here") };
+        let outcome = driver::complete(&mut self.engine, &captured.request, completion, &[], io.now);
         match (outcome, swap_in) {
-            (Ok(ReadOutcome::SwappedIn { cached }), Some(page)) => {
-                let version = self.slot_version[self.address(zone, slot)];
+            (Ok(Some(ReadOutcome::SwappedIn { cached })), Some(page)) => {
+                let version = completion.versions()[0] as u32;
                 io.notify(Notice::SwapInDone { page, version, cached });
             }
-            (Ok(ReadOutcome::Gc), None) => {}
-            (Ok(outcome), page) => self.violation(format!("read of {zone}:{slot} for {page:?} ended {outcome:?}")),
-            (Err(error), _) => self.violation(format!("read_done refused: {error}")),
+            (Ok(Some(ReadOutcome::Gc)), None) => {}
+            (Ok(outcome), page) => {
+                let outcome = outcome.expect("a read's outcome");
+                self.violation(format!("read of {zone}:{slot} for {page:?} ended {outcome:?}"));
+            }
+            (Err(refused), _) => self.violation(refused.to_string()),
         }
     }
 
@@ -377,25 +354,20 @@ impl Backend for ZnsBackend {
     fn swap_in(&mut self, io: &mut Io, _cpu: u32, page: PageId, _readahead: &mut Vec<PageId>) {
         let (owner, index) = self.owner_of(page);
         match self.engine.swap_in(owner, index, io.now) {
-            Ok(SwapIn::Read { io: id, zone, slot }) => match self.device.read(io.now, self.lba(zone, slot), 1) {
-                Ok(done) => {
-                    let pending = Pending::Read {
-                        io: id,
-                        zone,
-                        slot,
-                        pages: 1,
-                        buf: Buf::Page(0),
-                        with_metadata: false,
-                        swap_in: Some(page),
-                    };
-                    let token = self.pending.insert(pending);
-                    io.complete_at(done, token);
+            Ok(SwapIn::Read { io: id, zone, slot }) => {
+                let captured = Captured::swap_in(id, zone, slot);
+                match self.device.read(io.now, self.lba(zone, slot), 1) {
+                    Ok(done) => {
+                        let token = self.pending.insert(Pending { captured, appended: None, swap_in: Some(page) });
+                        io.complete_at(done, token);
+                    }
+                    Err(error) => {
+                        self.violation(format!("swap-in read of {zone}:{slot} refused: {error}"));
+                        let failed = Completion::failed(&captured.request, IoError::Device);
+                        let _ = driver::complete(&mut self.engine, &captured.request, &failed, &[], io.now);
+                    }
                 }
-                Err(error) => {
-                    self.violation(format!("swap-in read of {zone}:{slot} refused: {error}"));
-                    let _ = self.engine.read_done(id, Err(IoError::Device), &[], io.now);
-                }
-            },
+            }
             Ok(other) => {
                 // The host reads only pages it swapped out; anything else loses data.
                 self.violation(format!("page {page}: swap-in answered {other:?}"));
@@ -435,32 +407,18 @@ impl Backend for ZnsBackend {
     }
 
     fn complete(&mut self, io: &mut Io, token: u64) {
-        let Some(pending) = self.pending.take(token) else {
+        let Some(Pending { captured, appended, swap_in }) = self.pending.take(token) else {
             self.violation(format!("unknown completion token {token}"));
             return;
         };
-        let now = io.now;
-        match pending {
-            Pending::Append { io: id, first_slot } => {
-                if let Err(error) = self.engine.append_done(id, Ok(first_slot), &[], now) {
-                    self.violation(format!("append_done refused: {error}"));
-                }
-            }
-            read @ Pending::Read { .. } => self.read_completed(io, read),
-            Pending::Reset { io: id, zone } => {
-                self.zone_resets[zone as usize] += 1;
-                let start = self.address(zone, 0);
-                self.slot_version[start..start + self.capacity as usize].fill(UNWRITTEN);
-                self.slot_page[start..start + self.capacity as usize].fill(PageId::MAX);
-                if let Err(error) = self.engine.reset_done(id, Ok(()), now) {
-                    self.violation(format!("reset_done refused: {error}"));
-                }
-            }
-            Pending::Finish { io: id } => {
-                if let Err(error) = self.engine.finish_done(id, Ok(()), now) {
-                    self.violation(format!("finish_done refused: {error}"));
-                }
-            }
+        let completion = match appended {
+            Some(completion) => completion,
+            None => self.run_on_model(&captured),
+        };
+        if let IoRequest::Read { .. } = captured.request {
+            self.read_completed(io, &captured, &completion, swap_in);
+        } else if let Err(refused) = driver::complete(&mut self.engine, &captured.request, &completion, &[], io.now) {
+            self.violation(refused.to_string());
         }
         self.drain(io);
         self.retry_deferred(io);
@@ -480,7 +438,7 @@ impl Backend for ZnsBackend {
         let slots_used = (0..zones)
             .map(|zone| {
                 let counters = self.engine.zone_counters(zone);
-                (counters.occupied + counters.swap_cache) as u64
+                (counters.valid + counters.swap_cache) as u64
             })
             .sum();
         BackendCounters {

@@ -37,5 +37,5 @@ fn figure_6_shows_zns_flat() {
 #[test]
 fn unknown_figures_are_refused() {
     let error = paper::run_figure("5", &options(), &mut RunCache::default(), &Progress::quiet()).err().unwrap();
-    assert!(error.contains("unknown figure"), "{error}");
+    assert!(matches!(&error, paper::PaperError::UnknownFigure { figure } if figure == "5"), "{error}");
 }

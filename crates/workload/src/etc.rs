@@ -19,9 +19,10 @@
 //! evictions, items over 512 KiB (values are capped to fit the largest chunk).
 
 use std::sync::Arc;
+use znswap_core::PAGE_BYTES;
 
 use crate::dist::{gev_quantile, gp_quantile, Rng};
-use crate::kv::{bucket_of, push_span, KvConfigError, KvOp, KvStream, OpKind, Popularity, RecordChooser, PAGE_BYTES};
+use crate::kv::{bucket_of, push_span, KvConfigError, KvOp, KvStream, OpKind, Popularity, RecordChooser};
 use crate::Access;
 
 /// ETC key sizes: generalized extreme value.
@@ -163,9 +164,9 @@ impl EtcConfig {
                 .sum();
             slab_pages * SLAB_PAGE_BYTES as f64 + (hash_buckets(records) * 8) as f64
         };
-        let budget = (pages * PAGE_BYTES) as f64;
+        let budget = (pages * PAGE_BYTES as u64) as f64;
         // The most records that fit: bisection (the byte count grows with the records).
-        let (mut fits, mut too_many) = (0u64, pages * PAGE_BYTES / 64 + 2);
+        let (mut fits, mut too_many) = (0u64, pages * PAGE_BYTES as u64 / 64 + 2);
         while too_many - fits > 1 {
             let middle = fits + (too_many - fits) / 2;
             if bytes_for(middle) <= budget {
@@ -207,11 +208,11 @@ impl EtcLayout {
         config.validate()?;
         let records = config.records;
         let hash_buckets = hash_buckets(records);
-        let hash_pages = (hash_buckets * 8).div_ceil(PAGE_BYTES);
+        let hash_pages = (hash_buckets * 8).div_ceil(PAGE_BYTES as u64);
         let classes = slab_class_sizes();
         // Per class: base of its current slab page and chunks used in it.
         let mut current: Vec<Option<(u64, u64)>> = vec![None; classes.len()];
-        let mut arena_end = hash_pages * PAGE_BYTES;
+        let mut arena_end = hash_pages * PAGE_BYTES as u64;
         let mut rng = Rng::new(config.seed);
         let mut layout = EtcLayout {
             config: *config,
@@ -248,7 +249,7 @@ impl EtcLayout {
             layout.item_bytes.push(item);
             layout.key_bytes.push(key as u8);
         }
-        layout.pages = arena_end.div_ceil(PAGE_BYTES);
+        layout.pages = arena_end.div_ceil(PAGE_BYTES as u64);
         Ok(layout)
     }
 
@@ -305,7 +306,7 @@ impl KvStream for EtcStream {
         let set = self.rng.below(self.layout.config.gets_per_set as u64 + 1) == 0;
         let record = self.chooser.pick(&mut self.rng);
         let bucket = bucket_of(record, self.layout.hash_buckets);
-        out.push(Access { page: bucket * 8 / PAGE_BYTES, write: false });
+        out.push(Access { page: bucket * 8 / PAGE_BYTES as u64, write: false });
         let (first, bytes) = self.layout.item(record);
         push_span(out, first, bytes as u64, set);
         let kind = if set { OpKind::Set } else { OpKind::Get };
@@ -390,13 +391,13 @@ mod tests {
         for pair in items.windows(2) {
             assert!(pair[0].0 + pair[0].1 as u64 <= pair[1].0, "items overlap: {pair:?}");
         }
-        let hash_end = layout.hash_pages() * PAGE_BYTES;
+        let hash_end = layout.hash_pages() * PAGE_BYTES as u64;
         for &(first, bytes) in &items {
             assert!(first >= hash_end, "an item inside the hash table");
             let slab = (first - hash_end) / SLAB_PAGE_BYTES;
             let slab_end = hash_end + (slab + 1) * SLAB_PAGE_BYTES;
             assert!(first + bytes as u64 <= slab_end, "an item crosses its slab page");
-            assert!((first + bytes as u64).div_ceil(PAGE_BYTES) <= layout.pages());
+            assert!((first + bytes as u64).div_ceil(PAGE_BYTES as u64) <= layout.pages());
         }
         // Value bytes come back from the stored sizes.
         assert_eq!(item_bytes(layout.key_bytes(7), layout.value_bytes(7)), layout.item(7).1);
@@ -411,7 +412,8 @@ mod tests {
             let op = stream.next_op(&mut out);
             assert!(out[0].page < layout.hash_pages() && !out[0].write, "first the bucket");
             let (first, bytes) = layout.item(op.record);
-            let pages: Vec<u64> = (first / PAGE_BYTES..=(first + bytes as u64 - 1) / PAGE_BYTES).collect();
+            let pages: Vec<u64> =
+                (first / PAGE_BYTES as u64..=(first + bytes as u64 - 1) / PAGE_BYTES as u64).collect();
             assert_eq!(out[1..].iter().map(|a| a.page).collect::<Vec<_>>(), pages);
             assert!(out[1..].iter().all(|a| a.write == (op.kind == OpKind::Set)));
             assert_eq!(op.value_bytes, layout.value_bytes(op.record));

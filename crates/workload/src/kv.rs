@@ -2,12 +2,10 @@
 //! popularity, and mapping a record's bytes onto memory pages.
 
 use thiserror::Error;
+use znswap_core::PAGE_BYTES;
 
 use crate::dist::{Rng, Scatter};
 use crate::Access;
-
-/// Bytes per memory page.
-pub const PAGE_BYTES: u64 = 4096;
 
 /// What a key-value operation does to its record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -120,8 +118,8 @@ impl RecordChooser {
 /// Appends the pages that bytes `first..first + bytes` of the arena touch.
 pub(crate) fn push_span(out: &mut Vec<Access>, first_byte: u64, bytes: u64, write: bool) {
     debug_assert!(bytes > 0);
-    let first_page = first_byte / PAGE_BYTES;
-    let last_page = (first_byte + bytes - 1) / PAGE_BYTES;
+    let first_page = first_byte / PAGE_BYTES as u64;
+    let last_page = (first_byte + bytes - 1) / PAGE_BYTES as u64;
     out.extend((first_page..=last_page).map(|page| Access { page, write }));
 }
 

@@ -18,7 +18,7 @@ pub mod tenant;
 pub mod ycsb;
 
 pub use etc::{EtcConfig, EtcLayout, EtcStream};
-pub use kv::{KvConfigError, KvOp, KvStream, OpKind, Popularity, PAGE_BYTES};
+pub use kv::{KvConfigError, KvOp, KvStream, OpKind, Popularity};
 pub use tenant::{Tenant, TokenBucket};
 pub use ycsb::{YcsbConfig, YcsbStream};
 

@@ -12,8 +12,10 @@
 //! A read looks up the bucket, the entry and reads every field (`readallfields`); an
 //! update looks up the same way and writes one field (`writeallfields` is false).
 
+use znswap_core::PAGE_BYTES;
+
 use crate::dist::Rng;
-use crate::kv::{bucket_of, push_span, KvConfigError, KvOp, KvStream, OpKind, Popularity, RecordChooser, PAGE_BYTES};
+use crate::kv::{bucket_of, push_span, KvConfigError, KvOp, KvStream, OpKind, Popularity, RecordChooser};
 use crate::Access;
 
 /// Bytes per record for its `dictEntry` (24) and key sds (~26), in jemalloc classes.
@@ -91,7 +93,7 @@ impl YcsbConfig {
     pub fn records_for_pages(pages: u64, config: YcsbConfig) -> u64 {
         // Buckets: between 8 and 16 bytes a record; take 12.
         let per_record = config.value_stride_bytes() + ENTRY_BYTES + 12;
-        (pages * PAGE_BYTES / per_record).max(1)
+        (pages * PAGE_BYTES as u64 / per_record).max(1)
     }
 }
 
@@ -116,9 +118,9 @@ impl YcsbStream {
         config.validate()?;
         let records = config.records;
         let layout = YcsbLayout {
-            bucket_pages: (config.buckets() * 8).div_ceil(PAGE_BYTES),
-            entry_pages: (records * ENTRY_BYTES).div_ceil(PAGE_BYTES),
-            value_pages: (records * config.value_stride_bytes()).div_ceil(PAGE_BYTES),
+            bucket_pages: (config.buckets() * 8).div_ceil(PAGE_BYTES as u64),
+            entry_pages: (records * ENTRY_BYTES).div_ceil(PAGE_BYTES as u64),
+            value_pages: (records * config.value_stride_bytes()).div_ceil(PAGE_BYTES as u64),
         };
         let chooser = RecordChooser::new(config.popularity, records, None);
         Ok(YcsbStream { config, layout, chooser, rng: Rng::new(seed) })
@@ -130,7 +132,8 @@ impl YcsbStream {
 
     /// The first byte of the record's value in the arena.
     pub fn value_offset(&self, record: u64) -> u64 {
-        (self.layout.bucket_pages + self.layout.entry_pages) * PAGE_BYTES + record * self.config.value_stride_bytes()
+        (self.layout.bucket_pages + self.layout.entry_pages) * PAGE_BYTES as u64
+            + record * self.config.value_stride_bytes()
     }
 }
 
@@ -140,8 +143,8 @@ impl KvStream for YcsbStream {
         let read = self.rng.percent(self.config.read_percent);
         let record = self.chooser.pick(&mut self.rng);
         let bucket = bucket_of(record, self.config.buckets());
-        out.push(Access { page: bucket * 8 / PAGE_BYTES, write: false });
-        let entry = self.layout.bucket_pages * PAGE_BYTES + record * ENTRY_BYTES;
+        out.push(Access { page: bucket * 8 / PAGE_BYTES as u64, write: false });
+        let entry = self.layout.bucket_pages * PAGE_BYTES as u64 + record * ENTRY_BYTES;
         push_span(out, entry, ENTRY_BYTES, false);
         let value = self.value_offset(record);
         if read {
@@ -209,7 +212,7 @@ mod tests {
         for (op, accesses) in &ops {
             assert!(!accesses[0].write && accesses[0].page < stream.layout().bucket_pages);
             assert!(!accesses[1].write);
-            let value_page = stream.value_offset(op.record) / PAGE_BYTES;
+            let value_page = stream.value_offset(op.record) / PAGE_BYTES as u64;
             match op.kind {
                 OpKind::Get => {
                     assert_eq!(accesses.len(), 3, "1 KiB values are page-aligned: one page");
@@ -228,7 +231,10 @@ mod tests {
         let (stream, ops) = run(big, 100);
         let (op, accesses) = ops.iter().find(|(op, _)| op.kind == OpKind::Get).unwrap();
         let first = stream.value_offset(op.record);
-        assert_eq!(accesses.len() - 2, ((first + 10_024 - 1) / PAGE_BYTES - first / PAGE_BYTES + 1) as usize);
+        assert_eq!(
+            accesses.len() - 2,
+            ((first + 10_024 - 1) / PAGE_BYTES as u64 - first / PAGE_BYTES as u64 + 1) as usize
+        );
     }
 
     #[test]

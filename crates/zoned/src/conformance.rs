@@ -13,6 +13,9 @@
 use std::collections::BTreeSet;
 use std::fmt::Debug;
 
+use rand_core::{RngCore, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
+
 use crate::device::{FaultKind, ZonedDevice};
 use crate::error::{Result, ZoneError};
 use crate::geometry::Geometry;
@@ -151,15 +154,8 @@ fn ok<T>(result: Result<T>, what: &str) -> std::result::Result<T, String> {
 
 /// Deterministic bytes, different for every seed.
 pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
-    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    let mut bytes = Vec::with_capacity(len + 8);
-    while bytes.len() < len {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        bytes.extend_from_slice(&state.to_le_bytes());
-    }
-    bytes.truncate(len);
+    let mut bytes = vec![0; len];
+    Xoshiro256PlusPlus::seed_from_u64(seed).fill_bytes(&mut bytes);
     bytes
 }
 

@@ -9,20 +9,20 @@
 
 use std::collections::VecDeque;
 
-use znswap_core::{Buf, IoError, IoRequest, PageState as EnginePage};
+use znswap_core::driver::{Captured, Completion, ContractBreach, DeviceHooks, Driver, Stage};
+use znswap_core::{AppendPage, Buf, IoError, IoRequest, PageState as EnginePage};
 use znswap_pager_core::{
     Action, Actions, CopyFrom, DiscardBatch, EvictRound, EvictorWork, Fault, FaultKind, FaultStep, IoCompletion,
     IoPlan, PageSource, PageState, PagerCore, Pause, PAGE_BYTES,
 };
 
-use super::scenario::{Access, PagerFaultMode, PagerScenario};
-use crate::device::{Device, FOOTER_VERSION, UNWRITTEN};
-use crate::scenario::{below, chance, Rng};
+use super::scenario::{Access, PagerFaultMode, PagerFaults, PagerScenario};
+use crate::scenario::{below, chance, error_probability, Rng};
 
-/// Regions live at `(k + 1) << 32` for an address slot `k`: a freed region's slot (so
+/// Regions live at `(k + 1) << 32` for a place `k`: a freed region's place (so
 /// its addresses) may be taken by the next one, as `mmap` reuses addresses.
-const ADDRESS_SLOTS: usize = 6;
-const SLOT_SHIFT: u32 = 32;
+const REGION_PLACES: usize = 6;
+const PLACE_SHIFT: u32 = 32;
 /// A condvar wait's timeout, in steps (the shell waits 5-10 ms).
 const WAIT_TIMEOUT_STEPS: u64 = 4_000;
 /// Attempts of one access before it counts as a livelock.
@@ -121,19 +121,19 @@ enum DiscardPhase {
 enum AppPhase {
     Idle,
     Access {
-        slot: usize,
+        place: usize,
         page: u64,
         write: bool,
     },
     Faulting {
-        slot: usize,
+        place: usize,
         page: u64,
         write: bool,
         task: Box<FaultTask>,
     },
     /// Handler mode: asleep in the kernel until a wake-up covers the page.
     Blocked {
-        slot: usize,
+        place: usize,
         page: u64,
         write: bool,
     },
@@ -146,7 +146,7 @@ struct App {
     started_step: u64,
     /// Sequential access: the next page.
     cursor: (usize, u64),
-    /// The final sweep: (address slot, page) to read next.
+    /// The final sweep: (place, page) to read next.
     sweep: Option<(usize, u64)>,
     woken: bool,
 }
@@ -187,15 +187,39 @@ struct IoThread {
     woken: bool,
 }
 
+/// The scenario's device errors, drawn from the world's random stream (none during the
+/// final sweep); contract breaches become violations.
+struct ErrorInjector<'a> {
+    rng: &'a mut Rng,
+    sweeping: bool,
+    faults: &'a PagerFaults,
+    injected: &'a mut u64,
+    breaches: Vec<ContractBreach>,
+}
+
+impl DeviceHooks for ErrorInjector<'_> {
+    fn inject_error(&mut self, stage: Stage, _zone: u32) -> bool {
+        let faults = self.faults;
+        let probability = error_probability(stage, faults.append_error, faults.read_error, faults.reset_error);
+        let hit = !self.sweeping && probability > 0.0 && chance(self.rng, probability);
+        *self.injected += hit as u64;
+        hit
+    }
+
+    fn contract_breached(&mut self, breach: ContractBreach) {
+        self.breaches.push(breach);
+    }
+}
+
 pub struct World {
     pub core: PagerCore,
-    pub device: Device,
+    /// The model device and the GC move buffer.
+    pub driver: Driver,
     pub scenario: PagerScenario,
     rng: Rng,
     pub step: u64,
     now_ns: u64,
     pub regions: Vec<Option<ModelRegion>>,
-    gc_buffers: Vec<u64>,
     /// userfaultfd events not yet read by a handler: (address, kind).
     events: VecDeque<(u64, FaultKind)>,
     /// Readers of `mappings`: a region is freed only when there are none.
@@ -218,7 +242,7 @@ pub struct World {
     pub corrupted: u64,
     /// The final sweep is on: application threads read every page once and stop.
     sweeping: bool,
-    /// `ZNSWAP_PAGER_TRACE=slot:page`: print what happens to that page.
+    /// `ZNSWAP_PAGER_TRACE=place:page`: print what happens to that page.
     trace: Option<(usize, u64)>,
 }
 
@@ -226,16 +250,9 @@ const VIOLATIONS_MAX: usize = 32;
 
 impl World {
     pub fn new(scenario: PagerScenario, mut core: PagerCore, rng: Rng, steps: u64) -> World {
-        let geometry = core.engine().config().geometry;
-        let mut device = Device::new(
-            geometry.zone_count,
-            geometry.zone_capacity_pages,
-            geometry.metadata_bytes,
-            geometry.write_granularity_pages,
-        );
+        let mut driver = Driver::new(core.engine());
         // The device's own limit (the engine may keep fewer zones open).
-        device.active_zones_max = scenario.geometry.max_active_zones.max(scenario.geometry.max_open_zones);
-        let gc_buffers = vec![UNWRITTEN; core.engine().gc_buffer_pages() as usize];
+        driver.device.active_zones_max = scenario.geometry.max_active_zones.max(scenario.geometry.max_open_zones);
         let mut rng = rng;
         let offline_at_steps =
             (0..scenario.faults.offline_zones).map(|_| steps / 4 + below(&mut rng, steps / 2 + 1)).collect();
@@ -272,12 +289,11 @@ impl World {
             fault_discard: Some(core.discard_batch()),
             actions: Actions::with_capacity(Actions::FAULT_MAX.max(core.hand_over_actions_max())),
             core,
-            device,
+            driver,
             rng,
             step: 0,
             now_ns: 0,
-            regions: (0..ADDRESS_SLOTS).map(|_| None).collect(),
-            gc_buffers,
+            regions: (0..REGION_PLACES).map(|_| None).collect(),
             events: VecDeque::new(),
             mappings_readers: 0,
             readahead_free: true,
@@ -294,8 +310,8 @@ impl World {
             corrupted: 0,
             sweeping: false,
             trace: std::env::var("ZNSWAP_PAGER_TRACE").ok().and_then(|text| {
-                let (slot, page) = text.split_once(':')?;
-                Some((slot.parse().ok()?, page.parse().ok()?))
+                let (place, page) = text.split_once(':')?;
+                Some((place.parse().ok()?, page.parse().ok()?))
             }),
             scenario,
         }
@@ -307,25 +323,25 @@ impl World {
         }
     }
 
-    /// Maps a new region of `pages` pages in a free address slot; false if none is free
+    /// Maps a new region of `pages` pages in a free place; false if none is free
     /// or the core refuses it (no owner id yet).
     pub fn add_region(&mut self, pages: u64, reuse: Option<usize>) -> bool {
-        let free: Vec<usize> = (0..ADDRESS_SLOTS).filter(|&slot| self.regions[slot].is_none()).collect();
+        let free: Vec<usize> = (0..REGION_PLACES).filter(|&place| self.regions[place].is_none()).collect();
         if free.is_empty() {
             return false;
         }
-        let slot = match reuse {
-            Some(slot) if self.regions[slot].is_none() && chance(&mut self.rng, 0.5) => {
+        let place = match reuse {
+            Some(place) if self.regions[place].is_none() && chance(&mut self.rng, 0.5) => {
                 self.coverage.addresses_reused += 1;
-                slot
+                place
             }
             _ => free[below(&mut self.rng, free.len() as u64) as usize],
         };
-        let base = ((slot as u64) + 1) << SLOT_SHIFT;
+        let base = ((place as u64) + 1) << PLACE_SHIFT;
         let tenant = below(&mut self.rng, self.scenario.tenants as u64) as u32;
         match self.core.region_add(base, pages, tenant) {
             Ok(owner) => {
-                self.regions[slot] = Some(ModelRegion {
+                self.regions[place] = Some(ModelRegion {
                     owner,
                     base,
                     ptes: vec![Pte::default(); pages as usize],
@@ -345,8 +361,8 @@ impl World {
 
     /// Prints `what` if `address..+pages` covers the traced page.
     fn trace(&self, address: u64, pages: u64, what: &dyn Fn() -> String) {
-        let Some((slot, page)) = self.trace else { return };
-        let Some(region) = self.regions.get(slot).and_then(Option::as_ref) else { return };
+        let Some((place, page)) = self.trace else { return };
+        let Some(region) = self.regions.get(place).and_then(Option::as_ref) else { return };
         let at = region.base + page * PAGE_BYTES as u64;
         if at >= address && at < address + pages * PAGE_BYTES as u64 {
             let state = self.core.page_state(region.owner, page);
@@ -357,14 +373,14 @@ impl World {
     }
 
     fn locate(&self, address: u64) -> Option<(usize, u64)> {
-        let slot = (address >> SLOT_SHIFT).checked_sub(1)? as usize;
-        let region = self.regions.get(slot)?.as_ref()?;
+        let place = (address >> PLACE_SHIFT).checked_sub(1)? as usize;
+        let region = self.regions.get(place)?.as_ref()?;
         let page = (address - region.base) / PAGE_BYTES as u64;
-        (page < region.ptes.len() as u64).then_some((slot, page))
+        (page < region.ptes.len() as u64).then_some((place, page))
     }
 
-    fn address(&self, slot: usize, page: u64) -> u64 {
-        self.regions[slot].as_ref().expect("live").base + page * PAGE_BYTES as u64
+    fn address(&self, place: usize, page: u64) -> u64 {
+        self.regions[place].as_ref().expect("live").base + page * PAGE_BYTES as u64
     }
 
     // ------------------------------------------------------------ the kernel's part
@@ -397,8 +413,8 @@ impl World {
                 }
                 Action::Unprotect { address, pages } => {
                     for index in 0..pages {
-                        if let Some((slot, page)) = self.locate(address + index * PAGE_BYTES as u64) {
-                            let pte = &mut self.regions[slot].as_mut().expect("live").ptes[page as usize];
+                        if let Some((place, page)) = self.locate(address + index * PAGE_BYTES as u64) {
+                            let pte = &mut self.regions[place].as_mut().expect("live").ptes[page as usize];
                             if pte.mapped {
                                 pte.write_protected = false;
                             }
@@ -408,8 +424,8 @@ impl World {
                 }
                 Action::Poison { address } => {
                     match self.locate(address) {
-                        Some((slot, page)) => {
-                            let pte = &mut self.regions[slot].as_mut().expect("live").ptes[page as usize];
+                        Some((place, page)) => {
+                            let pte = &mut self.regions[place].as_mut().expect("live").ptes[page as usize];
                             if pte.mapped || pte.poisoned {
                                 self.violation(format!("UFFDIO_POISON over a mapped page at {address:#x}"));
                             } else {
@@ -426,11 +442,11 @@ impl World {
     }
 
     fn install(&mut self, address: u64, version: u64, write_protected: bool, from_device: bool, what: &str) {
-        let Some((slot, page)) = self.locate(address) else {
+        let Some((place, page)) = self.locate(address) else {
             self.violation(format!("{what} outside any region at {address:#x}"));
             return;
         };
-        let region = self.regions[slot].as_mut().expect("live");
+        let region = self.regions[place].as_mut().expect("live");
         let pte = &mut region.ptes[page as usize];
         if pte.mapped || pte.poisoned {
             // EEXIST: the shell aborts on it.
@@ -441,7 +457,7 @@ impl World {
         let expected = region.oracle[page as usize];
         if version != expected && !region.lost[page as usize] {
             self.corrupted += 1;
-            let message = format!("page {slot}:{page} installed with v{version}, last written v{expected}");
+            let message = format!("page {place}:{page} installed with v{version}, last written v{expected}");
             self.violation(message);
         }
     }
@@ -450,11 +466,11 @@ impl World {
     fn wake(&mut self, address: u64, pages: u64) {
         let end = address + pages * PAGE_BYTES as u64;
         for index in 0..self.apps.len() {
-            if let AppPhase::Blocked { slot, page, .. } = self.apps[index].phase {
-                if self.regions[slot].is_none() {
+            if let AppPhase::Blocked { place, page, .. } = self.apps[index].phase {
+                if self.regions[place].is_none() {
                     continue;
                 }
-                let at = self.address(slot, page);
+                let at = self.address(place, page);
                 if at >= address && at < end {
                     self.apps[index].woken = true;
                 }
@@ -505,141 +521,87 @@ impl World {
 
     // ------------------------------------------------------------------- device
 
-    fn inject(&mut self, probability: f64) -> bool {
-        let hit = !self.sweeping && probability > 0.0 && chance(&mut self.rng, probability);
-        self.coverage.injected_errors += hit as u64;
-        hit
+    /// Runs `operation` on the model device with the scenario's errors; contract
+    /// breaches become violations.
+    fn on_device<T>(&mut self, operation: impl FnOnce(&mut Driver, &mut ErrorInjector<'_>) -> T) -> T {
+        let mut injector = ErrorInjector {
+            rng: &mut self.rng,
+            sweeping: self.sweeping,
+            faults: &self.scenario.faults,
+            injected: &mut self.coverage.injected_errors,
+            breaches: Vec::new(),
+        };
+        let result = operation(&mut self.driver, &mut injector);
+        for breach in injector.breaches {
+            self.violation(breach.0);
+        }
+        result
     }
 
     /// A swap-in read for a fault: the versions of `pages` slots from `slot`.
     fn device_read(&mut self, zone: u32, slot: u32, pages: u32) -> (Result<(), IoError>, Vec<u64>) {
-        if self.device.zones[zone as usize].offline {
-            return (Err(IoError::Offline), Vec::new());
+        match self.on_device(|driver, injector| driver.read_pages(zone, slot, pages, injector)) {
+            Ok(versions) => (Ok(()), versions),
+            Err(error) => (Err(error), Vec::new()),
         }
-        if self.inject(self.scenario.faults.read_error) {
-            return (Err(IoError::Device), Vec::new());
-        }
-        if let Err(breach) = self.device.check_read(zone, slot, pages) {
-            self.violation(breach.0);
-            return (Err(IoError::Device), Vec::new());
-        }
-        let data = &self.device.zones[zone as usize].data;
-        (Ok(()), (slot..slot + pages).map(|index| data[index as usize]).collect())
     }
 
     /// Runs the I/O thread's request on the model device; the records a read returns.
-    fn device_command(&mut self, plan: &IoPlan, records: &[u8]) -> (IoCompletion, Vec<u8>) {
-        match plan.request() {
-            IoRequest::Append { zone, .. } => {
-                self.coverage.appends += 1;
-                let mut versions = Vec::with_capacity(plan.sources().len());
-                for source in plan.sources() {
-                    versions.push(match *source {
-                        PageSource::Region { address } => match self.locate(address) {
-                            Some((slot, page)) if self.trace == Some((slot, page)) => {
-                                let pte = self.regions[slot].as_ref().expect("live").ptes[page as usize];
+    fn device_command(&mut self, plan: &IoPlan, records: Vec<u8>) -> (IoCompletion, Vec<u8>) {
+        let request = plan.request();
+        let mut pages = Vec::new();
+        if let IoRequest::Append { zone, .. } = request {
+            self.coverage.appends += 1;
+            pages.reserve(plan.sources().len());
+            for source in plan.sources() {
+                // The device reads each page's content: a region page's is its PTE's
+                // version, which the captured copy carries as its buffer handle.
+                let (owner, page, buf) = match *source {
+                    PageSource::Region { address } => match self.locate(address) {
+                        Some((place, page)) => {
+                            let region = self.regions[place].as_ref().expect("live");
+                            let (owner, pte) = (region.owner, region.ptes[page as usize]);
+                            if self.trace == Some((place, page)) {
                                 self.trace(address, 1, &|| format!("append to zone {zone} reads v{}", pte.version));
-                                pte.version
+                            } else if !pte.mapped {
+                                self.violation(format!("an append read the unmapped page {place}:{page}"));
                             }
-                            Some((slot, page)) => {
-                                let pte = self.regions[slot].as_ref().expect("live").ptes[page as usize];
-                                if !pte.mapped {
-                                    self.violation(format!("an append read the unmapped page {slot}:{page}"));
-                                }
-                                pte.version
-                            }
-                            None => {
-                                self.violation(format!("an append read {address:#x}, outside any region"));
-                                0
-                            }
-                        },
-                        PageSource::Gc { page } => self.gc_buffers[page as usize],
-                        PageSource::Footer => FOOTER_VERSION,
-                        PageSource::Zero => 0,
-                    });
-                }
-                let result = if self.device.zones[zone as usize].offline {
-                    Err(IoError::Offline)
-                } else if self.inject(self.scenario.faults.append_error) {
-                    Err(IoError::Device)
-                } else {
-                    let footer = self.core.engine().derived().encoding == znswap_core::RecordEncoding::ChunkFooter;
-                    let (page_records, footer_bytes) =
-                        if footer { (None, Some(records)) } else { (Some(records), None) };
-                    match self.device.append(zone, &versions, page_records, footer_bytes) {
-                        Ok(first) => Ok(first),
-                        Err(breach) => {
-                            self.violation(breach.0);
-                            Err(IoError::Device)
+                            (owner, page, Buf::Page(pte.version))
                         }
-                    }
-                };
-                (IoCompletion::Append(result), Vec::new())
-            }
-            IoRequest::Read { zone, slot, pages, buf, with_metadata, .. } => {
-                let result = if self.device.zones[zone as usize].offline {
-                    Err(IoError::Offline)
-                } else if self.inject(self.scenario.faults.read_error) {
-                    Err(IoError::Device)
-                } else if let Err(breach) = self.device.check_read(zone, slot, pages) {
-                    self.violation(breach.0);
-                    Err(IoError::Device)
-                } else {
-                    Ok(())
-                };
-                let mut out = Vec::new();
-                if result.is_ok() {
-                    match buf {
-                        Buf::Gc(first) => {
-                            for index in 0..pages {
-                                self.gc_buffers[(first + index) as usize] =
-                                    self.device.zones[zone as usize].data[(slot + index) as usize];
-                                if with_metadata {
-                                    out.extend_from_slice(self.device.metadata(zone, slot + index));
-                                }
-                            }
+                        None => {
+                            self.violation(format!("an append read {address:#x}, outside any region"));
+                            (0, 0, Buf::Page(0))
                         }
-                        Buf::Footer => match self.device.footer(zone, slot) {
-                            Some(footer) => out.extend_from_slice(footer),
-                            None => out.resize(PAGE_BYTES, 0),
-                        },
-                        Buf::Page(_) | Buf::Zero => self.violation(format!("a GC read into {buf:?}")),
-                    }
+                    },
+                    PageSource::Gc { page } => (0, 0, Buf::Gc(page)),
+                    PageSource::Footer => (0, 0, Buf::Footer),
+                    PageSource::Zero => (0, 0, Buf::Zero),
+                };
+                pages.push(AppendPage { owner, page, buf });
+            }
+        }
+        let captured = Captured { request, pages, records };
+        let completion = self.on_device(|driver, injector| driver.run(&captured, injector));
+        match completion {
+            Completion::Append(result) => (IoCompletion::Append(result), Vec::new()),
+            Completion::Read { result, records, .. } => {
+                if let (Ok(()), IoRequest::Read { buf: buf @ (Buf::Page(_) | Buf::Zero), .. }) = (result, request) {
+                    self.violation(format!("a GC read into {buf:?}"));
                 }
-                (IoCompletion::Read(result), out)
+                (IoCompletion::Read(result), records)
             }
-            IoRequest::Reset { zone, .. } => {
-                let result = if self.device.zones[zone as usize].offline {
-                    Err(IoError::Offline)
-                } else if self.inject(self.scenario.faults.reset_error) {
-                    Err(IoError::Device)
-                } else {
-                    self.device.reset(zone);
-                    Ok(())
-                };
-                (IoCompletion::Reset(result), Vec::new())
-            }
-            IoRequest::Finish { zone, .. } => {
-                let result = if self.device.zones[zone as usize].offline {
-                    Err(IoError::Offline)
-                } else if self.inject(self.scenario.faults.reset_error) {
-                    Err(IoError::Device)
-                } else {
-                    self.device.finish(zone);
-                    Ok(())
-                };
-                (IoCompletion::Finish(result), Vec::new())
-            }
+            Completion::Reset(result) => (IoCompletion::Reset(result), Vec::new()),
+            Completion::Finish(result) => (IoCompletion::Finish(result), Vec::new()),
         }
     }
 
     fn take_zone_offline(&mut self) {
-        let zones = self.device.zones.len() as u64;
+        let zones = self.driver.device.zones.len() as u64;
         for _ in 0..zones {
             let zone = below(&mut self.rng, zones) as usize;
-            let model = &self.device.zones[zone];
+            let model = &self.driver.device.zones[zone];
             if model.write_pointer > 0 && !model.offline {
-                self.device.take_offline(zone as u32);
+                self.driver.device.take_offline(zone as u32);
                 self.coverage.zones_taken_offline += 1;
                 return;
             }
@@ -765,12 +727,12 @@ impl World {
     // ------------------------------------------------------------- application
 
     fn pick_access(&mut self, index: usize) -> Option<(usize, u64, bool)> {
-        if let Some((slot, page)) = self.apps[index].sweep {
+        if let Some((place, page)) = self.apps[index].sweep {
             // The final sweep: read every page of the regions this thread covers.
             let threads = self.apps.len();
-            let mut at = (slot, page);
+            let mut at = (place, page);
             loop {
-                if at.0 >= ADDRESS_SLOTS {
+                if at.0 >= REGION_PLACES {
                     self.apps[index].sweep = None;
                     return None;
                 }
@@ -783,60 +745,60 @@ impl World {
                 return Some((at.0, at.1, false));
             }
         }
-        let live: Vec<usize> = (0..ADDRESS_SLOTS).filter(|&slot| self.regions[slot].is_some()).collect();
+        let live: Vec<usize> = (0..REGION_PLACES).filter(|&place| self.regions[place].is_some()).collect();
         if live.is_empty() {
             return None;
         }
         let write = chance(&mut self.rng, self.scenario.write_share);
-        let (slot, page) = match self.scenario.access {
+        let (place, page) = match self.scenario.access {
             Access::Sequential if chance(&mut self.rng, 0.9) => {
-                let (slot, page) = self.apps[index].cursor;
-                match self.regions.get(slot).and_then(Option::as_ref) {
-                    Some(region) if page < region.ptes.len() as u64 => (slot, page),
+                let (place, page) = self.apps[index].cursor;
+                match self.regions.get(place).and_then(Option::as_ref) {
+                    Some(region) if page < region.ptes.len() as u64 => (place, page),
                     _ => {
-                        let slot = live[below(&mut self.rng, live.len() as u64) as usize];
-                        (slot, 0)
+                        let place = live[below(&mut self.rng, live.len() as u64) as usize];
+                        (place, 0)
                     }
                 }
             }
             access => {
-                let slot = live[below(&mut self.rng, live.len() as u64) as usize];
-                let pages = self.regions[slot].as_ref().expect("live").ptes.len() as u64;
+                let place = live[below(&mut self.rng, live.len() as u64) as usize];
+                let pages = self.regions[place].as_ref().expect("live").ptes.len() as u64;
                 let page = if access == Access::Hot && chance(&mut self.rng, 0.8) {
                     below(&mut self.rng, (pages / 5).max(1))
                 } else {
                     below(&mut self.rng, pages)
                 };
-                (slot, page)
+                (place, page)
             }
         };
-        self.apps[index].cursor = (slot, page + 1);
-        Some((slot, page, write))
+        self.apps[index].cursor = (place, page + 1);
+        Some((place, page, write))
     }
 
     fn step_app(&mut self, index: usize) {
         let phase = std::mem::replace(&mut self.apps[index].phase, AppPhase::Finished);
         let next = match phase {
             AppPhase::Idle => match self.pick_access(index) {
-                Some((slot, page, write)) => {
-                    self.regions[slot].as_mut().expect("live").busy += 1;
+                Some((place, page, write)) => {
+                    self.regions[place].as_mut().expect("live").busy += 1;
                     self.apps[index].attempts = 0;
                     self.apps[index].started_step = self.step;
-                    AppPhase::Access { slot, page, write }
+                    AppPhase::Access { place, page, write }
                 }
                 None if self.sweeping => AppPhase::Finished,
                 None => AppPhase::Idle,
             },
-            AppPhase::Blocked { slot, page, write } => {
+            AppPhase::Blocked { place, page, write } => {
                 self.apps[index].woken = false;
-                AppPhase::Access { slot, page, write }
+                AppPhase::Access { place, page, write }
             }
-            AppPhase::Access { slot, page, write } => self.access(index, slot, page, write),
-            AppPhase::Faulting { slot, page, write, mut task } => {
+            AppPhase::Access { place, page, write } => self.access(index, place, page, write),
+            AppPhase::Faulting { place, page, write, mut task } => {
                 if self.step_task(&mut task) {
-                    AppPhase::Access { slot, page, write }
+                    AppPhase::Access { place, page, write }
                 } else {
-                    AppPhase::Faulting { slot, page, write, task }
+                    AppPhase::Faulting { place, page, write, task }
                 }
             }
             AppPhase::Finished => AppPhase::Finished,
@@ -845,21 +807,21 @@ impl World {
     }
 
     /// One try of an access: it completes, or faults.
-    fn access(&mut self, index: usize, slot: usize, page: u64, write: bool) -> AppPhase {
+    fn access(&mut self, index: usize, place: usize, page: u64, write: bool) -> AppPhase {
         let app = &mut self.apps[index];
         app.attempts += 1;
         if app.attempts > ACCESS_ATTEMPTS_MAX || self.step - app.started_step > ACCESS_STEPS_MAX {
             let (attempts, steps) = (app.attempts, self.step - app.started_step);
-            let state = self.core.page_state(self.regions[slot].as_ref().expect("live").owner, page);
+            let state = self.core.page_state(self.regions[place].as_ref().expect("live").owner, page);
             self.violation(format!(
-                "an access to {slot}:{page} (write {write}) never completes: {attempts} tries in {steps} steps, page {state:?}"
+                "an access to {place}:{page} (write {write}) never completes: {attempts} tries in {steps} steps, page {state:?}"
             ));
-            self.regions[slot].as_mut().expect("live").busy -= 1;
+            self.regions[place].as_mut().expect("live").busy -= 1;
             return AppPhase::Finished;
         }
-        let address = self.address(slot, page);
+        let address = self.address(place, page);
         self.trace(address, 1, &|| format!("thread {index} access (write {write})"));
-        let region = self.regions[slot].as_mut().expect("live");
+        let region = self.regions[place].as_mut().expect("live");
         let pte = region.ptes[page as usize];
         let fault_kind = if pte.poisoned {
             None
@@ -879,57 +841,57 @@ impl World {
                 PagerFaultMode::SelfPaging => {
                     let fault = Fault::new(address, FaultKind::Sigbus { write });
                     let task = Box::new(FaultTask { fault, phase: FaultPhase::Call, readahead: false, discard: None });
-                    AppPhase::Faulting { slot, page, write, task }
+                    AppPhase::Faulting { place, page, write, task }
                 }
                 PagerFaultMode::HandlerThreads(_) => {
                     self.events.push_back((address, kind));
                     self.apps[index].woken = false;
-                    AppPhase::Blocked { slot, page, write }
+                    AppPhase::Blocked { place, page, write }
                 }
             };
         }
         self.coverage.accesses += 1;
         if pte.poisoned {
-            self.observe_lost(slot, page);
+            self.observe_lost(place, page);
         } else if write {
             let zero = chance(&mut self.rng, self.scenario.zero_write_share);
             self.version += 1;
             let version = if zero { 0 } else { self.version };
-            let region = self.regions[slot].as_mut().expect("live");
+            let region = self.regions[place].as_mut().expect("live");
             region.ptes[page as usize].version = version;
             region.ptes[page as usize].from_device = false;
             region.oracle[page as usize] = version;
             self.coverage.writes += 1;
         } else {
-            let region = self.regions[slot].as_ref().expect("live");
+            let region = self.regions[place].as_ref().expect("live");
             let expected = region.oracle[page as usize];
             if pte.version == expected {
                 self.coverage.reads_verified += 1;
                 self.coverage.swap_ins_verified += pte.from_device as u64;
             } else {
                 self.corrupted += 1;
-                self.violation(format!("page {slot}:{page} read v{}, last written v{expected}", pte.version));
+                self.violation(format!("page {place}:{page} read v{}, last written v{expected}", pte.version));
             }
         }
-        self.regions[slot].as_mut().expect("live").busy -= 1;
+        self.regions[place].as_mut().expect("live").busy -= 1;
         AppPhase::Idle
     }
 
     /// A touch of a poisoned page: the device must really have lost its last version.
-    fn observe_lost(&mut self, slot: usize, page: u64) {
-        let region = self.regions[slot].as_ref().expect("live");
+    fn observe_lost(&mut self, place: usize, page: u64) {
+        let region = self.regions[place].as_ref().expect("live");
         if region.lost[page as usize] {
             return;
         }
         let expected = region.oracle[page as usize];
         let engine = self.core.engine().page_state(region.owner, page);
-        let in_offline_zone = self.device.zones.iter().any(|zone| zone.offline && zone.data.contains(&expected));
+        let in_offline_zone = self.driver.device.zones.iter().any(|zone| zone.offline && zone.data.contains(&expected));
         if engine != Ok(EnginePage::Lost) || !in_offline_zone {
             self.violation(format!(
-                "page {slot}:{page} poisoned (engine: {engine:?}), but v{expected} was not lost with an offline zone"
+                "page {place}:{page} poisoned (engine: {engine:?}), but v{expected} was not lost with an offline zone"
             ));
         }
-        self.regions[slot].as_mut().expect("live").lost[page as usize] = true;
+        self.regions[place].as_mut().expect("live").lost[page as usize] = true;
         self.coverage.lost_observed += 1;
     }
 
@@ -938,8 +900,8 @@ impl World {
             Some(task) => task,
             None => {
                 let (address, kind) = self.events.pop_front().expect("runnable with an event");
-                let stale = self.locate(address).is_none_or(|(slot, page)| {
-                    let pte = self.regions[slot].as_ref().expect("live").ptes[page as usize];
+                let stale = self.locate(address).is_none_or(|(place, page)| {
+                    let pte = self.regions[place].as_ref().expect("live").ptes[page as usize];
                     pte.mapped && !(pte.write_protected && kind == FaultKind::WriteProtect)
                 });
                 self.coverage.stale_events += stale as u64;
@@ -1068,8 +1030,8 @@ impl World {
                     for index in 0..(range.len / PAGE_BYTES) as u64 {
                         let address = range.start as u64 + index * PAGE_BYTES as u64;
                         match self.locate(address) {
-                            Some((slot, page)) => {
-                                self.regions[slot].as_mut().expect("live").ptes[page as usize] = Pte::default();
+                            Some((place, page)) => {
+                                self.regions[place].as_mut().expect("live").ptes[page as usize] = Pte::default();
                             }
                             None => self.violation(format!("a discard of {address:#x}, outside any region")),
                         }
@@ -1150,11 +1112,11 @@ impl World {
                     if let Some(address) = evictor.round.victim_to_check(victim) {
                         self.trace(address, 1, &|| format!("evictor {index} zero check"));
                         let zero = match self.locate(address) {
-                            Some((slot, page)) => {
-                                let pte = self.regions[slot].as_ref().expect("live").ptes[page as usize];
+                            Some((place, page)) => {
+                                let pte = self.regions[place].as_ref().expect("live").ptes[page as usize];
                                 if !pte.mapped {
                                     // The shell would fault inside the evictor here.
-                                    self.violation(format!("the evictor read the unmapped victim {slot}:{page}"));
+                                    self.violation(format!("the evictor read the unmapped victim {place}:{page}"));
                                 }
                                 pte.mapped && pte.version == 0
                             }
@@ -1169,9 +1131,9 @@ impl World {
                 EvictorPhase::HandOver { pause }
             }
             EvictorPhase::HandOver { pause } => {
-                if let Some((slot, page)) = self.trace {
-                    if self.regions.get(slot).is_some_and(Option::is_some) {
-                        let address = self.address(slot, page);
+                if let Some((place, page)) = self.trace {
+                    if self.regions.get(place).is_some_and(Option::is_some) {
+                        let address = self.address(place, page);
                         self.trace(address, 1, &|| format!("evictor {index} hands over (before)"));
                     }
                 }
@@ -1193,8 +1155,8 @@ impl World {
     /// `UFFDIO_WRITEPROTECT` of `start..end`: mapped entries get the bit; fails outside
     /// a registered region.
     fn write_protect(&mut self, start: u64, end: u64) -> bool {
-        let Some((slot, first)) = self.locate(start) else { return false };
-        let region = self.regions[slot].as_mut().expect("live");
+        let Some((place, first)) = self.locate(start) else { return false };
+        let region = self.regions[place].as_mut().expect("live");
         let last = (end - region.base) / PAGE_BYTES as u64;
         if last > region.ptes.len() as u64 {
             return false;
@@ -1237,7 +1199,7 @@ impl World {
                 }
             }
             IoPhase::Device { records } => {
-                let (completion, records) = self.device_command(&io.plan, &records);
+                let (completion, records) = self.device_command(&io.plan, records);
                 IoPhase::Complete { completion, records }
             }
             IoPhase::Complete { completion, records } => {
@@ -1260,22 +1222,22 @@ impl World {
     fn step_churn(&mut self) {
         let churn = self.scenario.region_churn_steps;
         self.next_churn_step = self.step + churn / 2 + below(&mut self.rng, churn.max(1));
-        let idle: Vec<usize> = (0..ADDRESS_SLOTS)
-            .filter(|&slot| self.regions[slot].as_ref().is_some_and(|region| region.busy == 0))
+        let idle: Vec<usize> = (0..REGION_PLACES)
+            .filter(|&place| self.regions[place].as_ref().is_some_and(|region| region.busy == 0))
             .collect();
         let live = self.regions.iter().filter(|region| region.is_some()).count();
         let mut freed = None;
         // The next region is about the size of the one freed: the working set stays
         // about as the scenario sized it against the device.
         let mut pages = 32 + below(&mut self.rng, 600);
-        if !idle.is_empty() && live > 1 || live == ADDRESS_SLOTS {
-            if let Some(&slot) = idle.get(below(&mut self.rng, idle.len().max(1) as u64) as usize) {
-                let region = self.regions[slot].take().expect("live");
+        if !idle.is_empty() && live > 1 || live == REGION_PLACES {
+            if let Some(&place) = idle.get(below(&mut self.rng, idle.len().max(1) as u64) as usize) {
+                let region = self.regions[place].take().expect("live");
                 pages = (region.ptes.len() as u64 / 2 + below(&mut self.rng, region.ptes.len() as u64)).max(16);
                 self.core.region_remove(region.owner, self.now_ns);
                 self.after_lock_step();
                 self.coverage.regions_freed += 1;
-                freed = Some(slot);
+                freed = Some(place);
             }
         }
         self.add_region(pages, freed);
@@ -1301,8 +1263,8 @@ impl World {
     pub fn check(&mut self) {
         self.core.check_invariants();
         self.core.engine().check_invariants();
-        for slot in 0..ADDRESS_SLOTS {
-            let Some(region) = self.regions[slot].as_ref() else { continue };
+        for place in 0..REGION_PLACES {
+            let Some(region) = self.regions[place].as_ref() else { continue };
             let mut problems = Vec::new();
             for (page, pte) in region.ptes.iter().enumerate() {
                 let state = self.core.page_state(region.owner, page as u64).expect("a live region's page");
@@ -1323,11 +1285,11 @@ impl World {
                 // A clean page whose slot is its swap cache must fault on its first write.
                 let cache_guarded = !(writable && matches!(engine, EnginePage::SwapCached { .. }));
                 if !agrees || !cache_guarded {
-                    problems.push(format!("page {slot}:{page} is {state:?} / {engine:?} with {pte:?}"));
+                    problems.push(format!("page {place}:{page} is {state:?} / {engine:?} with {pte:?}"));
                 }
                 if pte.mapped && pte.version != region.oracle[page] && !region.lost[page] {
                     problems.push(format!(
-                        "page {slot}:{page} holds v{}, last written v{}",
+                        "page {place}:{page} holds v{}, last written v{}",
                         pte.version, region.oracle[page]
                     ));
                 }
@@ -1343,13 +1305,13 @@ impl World {
     pub fn check_hangs(&mut self) {
         for index in 0..self.apps.len() {
             let app = &self.apps[index];
-            if let AppPhase::Blocked { slot, page, write } = app.phase {
+            if let AppPhase::Blocked { place, page, write } = app.phase {
                 if self.step - app.started_step > ACCESS_STEPS_MAX {
                     if std::env::var_os("ZNSWAP_PAGER_TRACE").is_some() {
                         eprintln!("{}", self.describe());
                     }
-                    self.violation(format!("thread {index} asleep on {slot}:{page} (write {write}) and never woken"));
-                    self.regions[slot].as_mut().expect("busy regions stay").busy -= 1;
+                    self.violation(format!("thread {index} asleep on {place}:{page} (write {write}) and never woken"));
+                    self.regions[place].as_mut().expect("busy regions stay").busy -= 1;
                     self.apps[index].phase = AppPhase::Finished;
                 }
             }
@@ -1423,7 +1385,7 @@ impl World {
         for (index, app) in self.apps.iter().enumerate() {
             match &app.phase {
                 AppPhase::Finished => {}
-                AppPhase::Blocked { slot, page, .. } => stuck.push(format!("thread {index} asleep on {slot}:{page}")),
+                AppPhase::Blocked { place, page, .. } => stuck.push(format!("thread {index} asleep on {place}:{page}")),
                 _ => stuck.push(format!("thread {index} not finished")),
             }
         }

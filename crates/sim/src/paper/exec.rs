@@ -8,7 +8,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
 
-use crate::run::{run, RunConfig, RunResult};
+use super::PaperError;
+use crate::run::{run, RunConfig, RunError, RunResult};
 
 /// Progress on stderr, only when it is a terminal (wall clock for display only).
 pub struct Progress {
@@ -60,11 +61,11 @@ pub fn run_all(
     jobs: usize,
     cache: &mut RunCache,
     progress: &Progress,
-) -> Result<Vec<RunResult>, String> {
+) -> Result<Vec<RunResult>, PaperError> {
     let todo: Vec<usize> = (0..configs.len()).filter(|&index| cache.get(&configs[index].name).is_none()).collect();
     let next = AtomicUsize::new(0);
     let finished = AtomicUsize::new(0);
-    let results: Mutex<Vec<(usize, Result<RunResult, String>)>> = Mutex::new(Vec::new());
+    let results: Mutex<Vec<(usize, Result<RunResult, RunError>)>> = Mutex::new(Vec::new());
     let total = todo.len();
     progress.line(&format!("fig {figure}: 0/{total} runs"));
     std::thread::scope(|scope| {
@@ -80,7 +81,7 @@ pub fn run_all(
         }
     });
     for (index, result) in results.into_inner().expect("workers done") {
-        let result = result.map_err(|error| format!("run {}: {error}", configs[index].name))?;
+        let result = result.map_err(|source| PaperError::Run { run: configs[index].name.clone(), source })?;
         cache.done.insert(configs[index].name.clone(), result);
     }
     Ok(configs.iter().map(|config| cache.done[&config.name].clone()).collect())

@@ -10,17 +10,14 @@ use super::exec::{run_all, Progress, RunCache};
 use super::fig_waf::run_json;
 use super::output::{f1, f2, ratio, Comparison, FigureOutput, Table};
 use super::scale::{base_config, page_tenant, swap_in_phase, swap_out_phase};
+use super::PaperError;
 use super::PaperOptions;
 use crate::run::{BackendKind, DiscardMode, RunConfig, RunResult};
 
 /// Uniform reads and writes half and half (the paper's "mixed" workload).
 const MIXED: Workload = Workload::Hotspot { hot_percent: 100, hot_access_percent: 100, read_percent: 50 };
 
-fn png(chart: &LineChart) -> Result<Vec<u8>, String> {
-    chart.render_png(900, 560).map_err(|error| format!("chart: {error}"))
-}
-
-pub fn figure_3(options: &PaperOptions, cache: &mut RunCache, progress: &Progress) -> Result<FigureOutput, String> {
+pub fn figure_3(options: &PaperOptions, cache: &mut RunCache, progress: &Progress) -> Result<FigureOutput, PaperError> {
     let scale = &options.scale;
     let points: Vec<u32> = if scale.quick { vec![30, 70] } else { vec![10, 30, 50, 60, 70, 90] };
     let backends = [BackendKind::linux(DiscardMode::None), BackendKind::znswap(PolicyKind::PerCore)];
@@ -105,7 +102,7 @@ pub fn figure_3(options: &PaperOptions, cache: &mut RunCache, progress: &Progres
         title: title.into(),
         table,
         json: json!({ "figure": "3", "title": title, "scale": options.scale, "seed": options.seed, "runs": runs }),
-        png: png(&chart)?,
+        png: chart.render_png(900, 560)?,
         extra_png: Vec::new(),
         comparisons,
         notes: vec![],
@@ -117,7 +114,7 @@ fn writes_per_swap_in(result: &RunResult) -> f64 {
     ratio(result.device.media_pages_written as f64, result.host.swap_ins.max(1) as f64)
 }
 
-pub fn figure_4(options: &PaperOptions, cache: &mut RunCache, progress: &Progress) -> Result<FigureOutput, String> {
+pub fn figure_4(options: &PaperOptions, cache: &mut RunCache, progress: &Progress) -> Result<FigureOutput, PaperError> {
     let scale = &options.scale;
     let cutoffs: Vec<u32> = if scale.quick { vec![50, 90] } else { vec![30, 50, 70, 90] };
     // The working set is 80 % of the swap and half of it fits in memory: with every
@@ -236,7 +233,7 @@ pub fn figure_4(options: &PaperOptions, cache: &mut RunCache, progress: &Progres
         title: title.into(),
         table,
         json: json!({ "figure": "4", "title": title, "scale": options.scale, "seed": options.seed, "runs": runs }),
-        png: png(&chart)?,
+        png: chart.render_png(900, 560)?,
         extra_png: Vec::new(),
         comparisons,
         notes: vec![

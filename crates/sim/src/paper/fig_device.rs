@@ -8,6 +8,7 @@ use znswap_flash::BlockConfig;
 
 use super::exec::Progress;
 use super::output::{f1, f2, ratio, Comparison, FigureOutput, Table};
+use super::PaperError;
 use super::PaperOptions;
 use crate::device_runs::{block_sequential_trim, zns_sequential_reset, SequentialResult};
 use crate::run::zns_device_for;
@@ -15,7 +16,7 @@ use crate::run::zns_device_for;
 /// Writers ("multiple threads are used to emulate typical swap behavior").
 const WRITERS: u32 = 8;
 
-pub fn figure_6(options: &PaperOptions, progress: &Progress) -> Result<FigureOutput, String> {
+pub fn figure_6(options: &PaperOptions, progress: &Progress) -> Result<FigureOutput, PaperError> {
     let scale = &options.scale;
     let points: Vec<u32> = if scale.quick { vec![30, 80] } else { vec![10, 20, 30, 40, 50, 60, 70, 80, 90] };
     // The same devices as the swap runs: logical = swap size, 12 % spare.
@@ -82,7 +83,7 @@ pub fn figure_6(options: &PaperOptions, progress: &Progress) -> Result<FigureOut
         title: title.into(),
         table,
         json: json!({ "figure": "6", "title": title, "scale": options.scale, "writers": WRITERS, "points": points, "results": rows }),
-        png: chart.render_png(900, 560).map_err(|error| format!("chart: {error}"))?,
+        png: chart.render_png(900, 560)?,
         extra_png: Vec::new(),
         comparisons,
         notes: vec![format!(

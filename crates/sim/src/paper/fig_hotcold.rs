@@ -12,6 +12,7 @@ use super::exec::{run_all, Progress, RunCache};
 use super::fig_waf::run_json;
 use super::output::{f1, f2, ratio, Comparison, FigureOutput, Table};
 use super::scale::{base_config, page_tenant, swap_out_phase};
+use super::PaperError;
 use super::PaperOptions;
 use crate::run::{BackendKind, DiscardMode, RunConfig, RunResult};
 
@@ -19,7 +20,7 @@ pub fn figure_hotcold(
     options: &PaperOptions,
     cache: &mut RunCache,
     progress: &Progress,
-) -> Result<FigureOutput, String> {
+) -> Result<FigureOutput, PaperError> {
     let scale = &options.scale;
     // The paper sweeps 50-90 %. The more of the set fits in memory, the more accesses
     // hit it per swap-out (threads whose hot pages stay resident run on, global CLOCK
@@ -115,7 +116,7 @@ pub fn figure_hotcold(
         title: title.into(),
         table,
         json: json!({ "figure": "hotcold", "title": title, "scale": options.scale, "seed": options.seed, "runs": runs }),
-        png: chart.render_png(900, 560).map_err(|error| format!("chart: {error}"))?,
+        png: chart.render_png(900, 560)?,
         extra_png: Vec::new(),
         comparisons,
         notes: vec![format!(

@@ -10,13 +10,15 @@
 use serde_json::json;
 use znswap_chart::LineChart;
 use znswap_core::PolicyKind;
+use znswap_core::PAGE_BYTES;
 
 use super::exec::{run_all, Progress, RunCache};
 use super::fig_waf::run_json;
 use super::output::{f0, f1, f2, ratio, Comparison, FigureOutput, Table};
 use super::scale::{base_config, safety_ns, Scale};
+use super::PaperError;
 use super::PaperOptions;
-use crate::run::{BackendKind, DiscardMode, Phase, RunConfig, RunResult, TenantConfig, PAGE_BYTES};
+use crate::run::{BackendKind, DiscardMode, Phase, RunConfig, RunResult, TenantConfig};
 use crate::workloads::WorkSpec;
 
 const SERVER_THREADS: u32 = 32;
@@ -31,7 +33,7 @@ fn kv_config(
     measure_swaps: f64,
 ) -> RunConfig {
     let scale = &options.scale;
-    let bytes = |swaps: f64| (scale.kv_swap_pages as f64 * swaps) as u64 * PAGE_BYTES;
+    let bytes = |swaps: f64| (scale.kv_swap_pages as f64 * swaps) as u64 * PAGE_BYTES as u64;
     let mut config = base_config(
         scale,
         options.seed,
@@ -81,7 +83,7 @@ fn kv_table(results: &[RunResult], x_name: &str, xs: &[String]) -> Table {
     table
 }
 
-fn memcached(options: &PaperOptions, cache: &mut RunCache, progress: &Progress) -> Result<Vec<RunResult>, String> {
+fn memcached(options: &PaperOptions, cache: &mut RunCache, progress: &Progress) -> Result<Vec<RunResult>, PaperError> {
     let scale = &options.scale;
     let costs = crate::calib::CpuCosts::default();
     let mut configs = Vec::new();
@@ -119,7 +121,7 @@ fn fig13_points(scale: &Scale) -> Vec<u32> {
     }
 }
 
-fn redis(options: &PaperOptions, cache: &mut RunCache, progress: &Progress) -> Result<Vec<RunResult>, String> {
+fn redis(options: &PaperOptions, cache: &mut RunCache, progress: &Progress) -> Result<Vec<RunResult>, PaperError> {
     let scale = &options.scale;
     let costs = crate::calib::CpuCosts::default();
     // A 320 GiB data set on 512 GiB of swap, scaled.
@@ -140,7 +142,11 @@ fn redis(options: &PaperOptions, cache: &mut RunCache, progress: &Progress) -> R
     run_all("kv (13)", &configs, options.jobs, cache, progress)
 }
 
-pub fn figure_kv(options: &PaperOptions, cache: &mut RunCache, progress: &Progress) -> Result<FigureOutput, String> {
+pub fn figure_kv(
+    options: &PaperOptions,
+    cache: &mut RunCache,
+    progress: &Progress,
+) -> Result<FigureOutput, PaperError> {
     let scale = &options.scale;
     let etc = memcached(options, cache, progress)?;
     let ycsb = redis(options, cache, progress)?;
@@ -256,8 +262,8 @@ pub fn figure_kv(options: &PaperOptions, cache: &mut RunCache, progress: &Progre
         title: "Fig. 12 and Fig. 13: key-value stores".into(),
         table,
         json: json!({ "figure": "kv", "scale": options.scale, "seed": options.seed, "runs": runs }),
-        png: chart12.render_png(900, 560).map_err(|error| format!("chart: {error}"))?,
-        extra_png: vec![("kv-13.png".into(), chart13.render_png(900, 560).map_err(|error| format!("chart: {error}"))?)],
+        png: chart12.render_png(900, 560)?,
+        extra_png: vec![("kv-13.png".into(), chart13.render_png(900, 560)?)],
         comparisons,
         notes: vec![format!(
             "kv: {SERVER_THREADS} server threads on {SERVER_CORES} cores, closed loop (latency = service time at maximum \

@@ -4,17 +4,22 @@
 
 use serde_json::json;
 use znswap_chart::LineChart;
-use znswap_core::PolicyKind;
+use znswap_core::{PolicyKind, PAGE_BYTES};
 use znswap_workload::Workload;
 
 use super::exec::{run_all, Progress, RunCache};
 use super::fig_waf::run_json;
 use super::output::{f1, Comparison, FigureOutput, Table};
 use super::scale::{base_config, page_tenant, safety_ns};
+use super::PaperError;
 use super::PaperOptions;
 use crate::run::{BackendKind, DiscardMode, Phase, RunConfig};
 
-pub fn figure_raw(options: &PaperOptions, cache: &mut RunCache, progress: &Progress) -> Result<FigureOutput, String> {
+pub fn figure_raw(
+    options: &PaperOptions,
+    cache: &mut RunCache,
+    progress: &Progress,
+) -> Result<FigureOutput, PaperError> {
     let scale = &options.scale;
     let cores: Vec<u32> = if scale.quick { vec![1, 4] } else { vec![1, 2, 4, 8] };
     let backends = [BackendKind::znswap(PolicyKind::PerCore), BackendKind::linux(DiscardMode::None)];
@@ -27,7 +32,7 @@ pub fn figure_raw(options: &PaperOptions, cache: &mut RunCache, progress: &Progr
         .map(|(count, backend)| {
             let mut tenant = page_tenant("vm-scalability", Workload::AnonWSeq, pages, memory, count);
             tenant.accesses_per_thread = Some(pages / count as u64);
-            let bytes = pages * 4096;
+            let bytes = pages * PAGE_BYTES as u64;
             let mut config = base_config(
                 scale,
                 options.seed,
@@ -97,7 +102,7 @@ pub fn figure_raw(options: &PaperOptions, cache: &mut RunCache, progress: &Progr
         title: title.into(),
         table,
         json: json!({ "figure": "raw", "title": title, "scale": options.scale, "seed": options.seed, "runs": runs }),
-        png: chart.render_png(900, 560).map_err(|error| format!("chart: {error}"))?,
+        png: chart.render_png(900, 560)?,
         extra_png: Vec::new(),
         comparisons,
         notes: vec!["raw: the set is half the swap (the paper: 500 GiB on a 512 GiB swap), one thread per core.".into()],

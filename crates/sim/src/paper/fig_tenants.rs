@@ -12,12 +12,17 @@ use znswap_workload::Workload;
 use super::exec::{run_all, Progress, RunCache};
 use super::output::{f1, Comparison, FigureOutput, Table};
 use super::scale::{base_config, page_tenant, swap_out_phase};
+use super::PaperError;
 use super::PaperOptions;
 use crate::run::{BackendKind, DiscardMode, RunConfig};
 
 const LIMIT_MIB_S: u64 = 300;
 
-pub fn figure_11(options: &PaperOptions, cache: &mut RunCache, progress: &Progress) -> Result<FigureOutput, String> {
+pub fn figure_11(
+    options: &PaperOptions,
+    cache: &mut RunCache,
+    progress: &Progress,
+) -> Result<FigureOutput, PaperError> {
     let scale = &options.scale;
     let backends = [
         BackendKind::linux(DiscardMode::None),
@@ -127,7 +132,7 @@ pub fn figure_11(options: &PaperOptions, cache: &mut RunCache, progress: &Progre
         title: title.into(),
         table,
         json: json!({ "figure": "11", "title": title, "scale": options.scale, "seed": options.seed, "runs": runs }),
-        png: chart.render_png(900, 560).map_err(|error| format!("chart: {error}"))?,
+        png: chart.render_png(900, 560)?,
         extra_png: Vec::new(),
         comparisons,
         notes: vec![format!(

@@ -10,6 +10,7 @@ use znswap_workload::Workload;
 use super::exec::{run_all, Progress, RunCache};
 use super::output::{f1, f2, ratio, Comparison, FigureOutput, Table};
 use super::scale::{base_config, page_tenant, swap_out_phase, Scale};
+use super::PaperError;
 use super::PaperOptions;
 use crate::events::SECOND_NS;
 use crate::run::{BackendKind, DiscardMode, Phase, RunConfig, RunResult};
@@ -53,7 +54,7 @@ impl Sweep {
         backends: Vec<BackendKind>,
         cache: &mut RunCache,
         progress: &Progress,
-    ) -> Result<Sweep, String> {
+    ) -> Result<Sweep, PaperError> {
         let points = utilizations(&options.scale);
         let configs: Vec<RunConfig> = points
             .iter()
@@ -119,11 +120,11 @@ pub(super) fn run_json(result: &RunResult) -> serde_json::Value {
     value
 }
 
-fn png(chart: &LineChart) -> Result<Vec<u8>, String> {
-    chart.render_png(900, 560).map_err(|error| format!("chart: {error}"))
-}
-
-pub fn figure_10(options: &PaperOptions, cache: &mut RunCache, progress: &Progress) -> Result<FigureOutput, String> {
+pub fn figure_10(
+    options: &PaperOptions,
+    cache: &mut RunCache,
+    progress: &Progress,
+) -> Result<FigureOutput, PaperError> {
     let backends = vec![
         BackendKind::linux(DiscardMode::None),
         BackendKind::linux(DiscardMode::Fine8),
@@ -198,14 +199,14 @@ pub fn figure_10(options: &PaperOptions, cache: &mut RunCache, progress: &Progre
         title: title.into(),
         table: sweep.table(),
         json: sweep.json("10", title, options),
-        png: png(&chart)?,
+        png: chart.render_png(900, 560)?,
         extra_png: Vec::new(),
         comparisons,
         notes: vec![],
     })
 }
 
-pub fn figure_1(options: &PaperOptions, cache: &mut RunCache, progress: &Progress) -> Result<FigureOutput, String> {
+pub fn figure_1(options: &PaperOptions, cache: &mut RunCache, progress: &Progress) -> Result<FigureOutput, PaperError> {
     let backends = vec![BackendKind::linux(DiscardMode::None), BackendKind::znswap(PolicyKind::PerCore)];
     let sweep = Sweep::run("1", options, backends, cache, progress)?;
     let title = "Fig. 1: swap-out bandwidth and WAF, random writes";
@@ -241,14 +242,14 @@ pub fn figure_1(options: &PaperOptions, cache: &mut RunCache, progress: &Progres
         title: title.into(),
         table: sweep.table(),
         json: sweep.json("1", title, options),
-        png: png(&chart)?,
+        png: chart.render_png(900, 560)?,
         extra_png: Vec::new(),
         comparisons,
         notes: vec![],
     })
 }
 
-pub fn figure_2(options: &PaperOptions, cache: &mut RunCache, progress: &Progress) -> Result<FigureOutput, String> {
+pub fn figure_2(options: &PaperOptions, cache: &mut RunCache, progress: &Progress) -> Result<FigureOutput, PaperError> {
     let scale = &options.scale;
     let backends = [
         BackendKind::linux(DiscardMode::None),
@@ -328,7 +329,7 @@ pub fn figure_2(options: &PaperOptions, cache: &mut RunCache, progress: &Progres
         title: title.into(),
         table,
         json: json!({ "figure": "2", "title": title, "scale": options.scale, "seed": options.seed, "runs": runs }),
-        png: png(&chart)?,
+        png: chart.render_png(900, 560)?,
         extra_png: Vec::new(),
         comparisons,
         notes: vec![

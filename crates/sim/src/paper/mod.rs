@@ -13,7 +13,13 @@ pub mod output;
 pub mod report;
 pub mod scale;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+use znswap_chart::ChartError;
+use znswap_workload::KvConfigError;
+
+use crate::device_runs::SequentialError;
+use crate::run::RunError;
 
 pub use exec::{Progress, RunCache};
 pub use output::{Comparison, FigureOutput, Table};
@@ -21,6 +27,40 @@ pub use scale::Scale;
 
 /// The figures `znswap sim paper --figure` knows, in report order.
 pub const FIGURES: [&str; 10] = ["1", "2", "3", "4", "6", "10", "11", "hotcold", "raw", "kv"];
+
+/// Why a figure could not be made or written.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PaperError {
+    #[error("unknown figure {figure:?}: use one of {figures}", figures = FIGURES.join(", "))]
+    UnknownFigure { figure: String },
+    #[error("run {run}")]
+    Run {
+        run: String,
+        #[source]
+        source: RunError,
+    },
+    #[error(transparent)]
+    Device(#[from] SequentialError),
+    #[error("the memcached-ETC workload")]
+    Workload(#[from] KvConfigError),
+    #[error("chart")]
+    Chart(#[from] ChartError),
+    #[error("json")]
+    Json(#[from] serde_json::Error),
+    #[error("cannot create {}", path.display())]
+    CreateDirectory {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot write {}", path.display())]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
 
 /// How to run the experiments.
 pub struct PaperOptions {
@@ -37,7 +77,7 @@ pub fn run_figure(
     options: &PaperOptions,
     cache: &mut RunCache,
     progress: &Progress,
-) -> Result<FigureOutput, String> {
+) -> Result<FigureOutput, PaperError> {
     match figure {
         "1" => fig_waf::figure_1(options, cache, progress),
         "2" => fig_waf::figure_2(options, cache, progress),
@@ -49,12 +89,12 @@ pub fn run_figure(
         "hotcold" => fig_hotcold::figure_hotcold(options, cache, progress),
         "raw" => fig_raw::figure_raw(options, cache, progress),
         "kv" => fig_kv::figure_kv(options, cache, progress),
-        other => Err(format!("unknown figure {other:?}: use one of {}", FIGURES.join(", "))),
+        other => Err(PaperError::UnknownFigure { figure: other.to_string() }),
     }
 }
 
 /// Runs every figure, writes each one's files and `report.md` into `dir`.
-pub fn run_all(options: &PaperOptions, dir: &Path, progress: &Progress) -> Result<Vec<FigureOutput>, String> {
+pub fn run_all(options: &PaperOptions, dir: &Path, progress: &Progress) -> Result<Vec<FigureOutput>, PaperError> {
     let mut cache = RunCache::default();
     let mut outputs = Vec::new();
     // Fig. 10 first: Fig. 1 is a subset of its runs.
@@ -67,6 +107,6 @@ pub fn run_all(options: &PaperOptions, dir: &Path, progress: &Progress) -> Resul
     outputs.sort_by_key(|output| FIGURES.iter().position(|&id| id == output.id).unwrap_or(usize::MAX));
     let markdown = report::markdown(options, &outputs);
     let path = dir.join("report.md");
-    std::fs::write(&path, markdown).map_err(|error| format!("cannot write {}: {error}", path.display()))?;
+    std::fs::write(&path, markdown).map_err(|source| PaperError::Write { path: path.clone(), source })?;
     Ok(outputs)
 }

@@ -5,6 +5,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use super::PaperError;
+
 /// A plain table: a header and rows of cells.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Table {
@@ -103,21 +105,18 @@ pub struct FigureOutput {
 
 impl FigureOutput {
     /// Writes `<id>.csv`, `<id>.json` and `<id>.png` into `dir`.
-    pub fn write(&self, dir: &Path) -> Result<Vec<PathBuf>, String> {
-        std::fs::create_dir_all(dir).map_err(|error| format!("cannot create {}: {error}", dir.display()))?;
+    pub fn write(&self, dir: &Path) -> Result<Vec<PathBuf>, PaperError> {
+        std::fs::create_dir_all(dir).map_err(|source| PaperError::CreateDirectory { path: dir.into(), source })?;
         let mut files = vec![
             (format!("{}.csv", self.id), self.table.csv().into_bytes()),
-            (
-                format!("{}.json", self.id),
-                serde_json::to_vec_pretty(&self.json).map_err(|error| format!("json: {error}"))?,
-            ),
+            (format!("{}.json", self.id), serde_json::to_vec_pretty(&self.json)?),
             (format!("{}.png", self.id), self.png.clone()),
         ];
         files.extend(self.extra_png.iter().cloned());
         let mut written = Vec::new();
         for (name, bytes) in files {
             let path = dir.join(name);
-            std::fs::write(&path, bytes).map_err(|error| format!("cannot write {}: {error}", path.display()))?;
+            std::fs::write(&path, bytes).map_err(|source| PaperError::Write { path: path.clone(), source })?;
             written.push(path);
         }
         Ok(written)

@@ -8,14 +8,15 @@
 //! timing is unchanged, so bandwidths and latencies keep their units.
 
 use serde::Serialize;
+use znswap_core::PAGE_BYTES;
 use znswap_workload::Workload;
 
 use crate::calib::CpuCosts;
 use crate::events::{Ns, SECOND_NS};
-use crate::run::{BackendKind, DiscardMode, Phase, RunConfig, TenantConfig, PAGE_BYTES};
+use crate::run::{BackendKind, DiscardMode, Phase, RunConfig, TenantConfig};
 use crate::workloads::WorkSpec;
 
-pub const GIB_PAGES: u64 = (1 << 30) / PAGE_BYTES;
+pub const GIB_PAGES: u64 = (1 << 30) / PAGE_BYTES as u64;
 /// The paper's swap partition, in pages.
 pub const PAPER_SWAP_PAGES: u64 = 512 * GIB_PAGES;
 
@@ -108,7 +109,7 @@ impl Scale {
     }
 
     pub fn swap_bytes(&self, swaps: f64) -> u64 {
-        (self.swap_pages as f64 * swaps) as u64 * PAGE_BYTES
+        (self.swap_pages as f64 * swaps) as u64 * PAGE_BYTES as u64
     }
 
     pub fn describe(&self) -> String {

@@ -1,25 +1,33 @@
-//! The model zoned device: per slot, the page's version number (not its bytes) and its
-//! metadata; chunk footers kept whole. Zone append places data at the write pointer when
-//! the append completes, as a real device does. It checks the engine's side of the
-//! contract (capacity, granularity, reads below the write pointer) and reports breaches.
+//! The model zoned device: per slot, the page's version number (not its bytes) and the
+//! record the engine wrote with it; chunk footers kept whole. Zone append places data at
+//! the write pointer when the caller runs the append, as a real device does when the
+//! command executes. It checks the engine's side of the contract (capacity,
+//! granularity, active zones, reads below the write pointer) and reports breaches.
+
+use crate::record::PAGE_RECORD_BYTES;
 
 /// Version stored in a footer page's data slot.
-pub const FOOTER_VERSION: u64 = u64::MAX - 1;
-/// Version of a slot that was never written (or was reset).
-pub const UNWRITTEN: u64 = u64::MAX;
+pub const FOOTER_PAGE_VERSION: u64 = u64::MAX - 1;
+/// Version of a slot never written (or written before its zone's last reset).
+pub const UNWRITTEN_VERSION: u64 = u64::MAX;
 
 pub struct ZoneModel {
     pub write_pointer: u32,
     pub offline: bool,
     pub resets: u32,
+    /// Per slot: the version written there.
     pub data: Vec<u64>,
-    metadata: Vec<u8>,
+    /// Per slot: the 16-byte record of its per-LBA metadata (per-page mode only; the
+    /// rest of a slot's metadata bytes reads as zeros).
+    records: Vec<u8>,
+    /// Per slot: the footer page written there (footer mode only).
     footers: Vec<Option<Box<[u8]>>>,
 }
 
-pub struct Device {
+pub struct ModelDevice {
     /// Zones written but not full (open or closed): must stay within the limit.
     pub active_zones: u32,
+    /// 0: no limit.
     pub active_zones_max: u32,
     pub capacity: u32,
     pub metadata_bytes: u32,
@@ -28,22 +36,24 @@ pub struct Device {
 }
 
 /// A breach of the device contract by the engine.
-#[derive(Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ContractBreach(pub String);
 
-impl Device {
-    pub fn new(zone_count: u32, capacity: u32, metadata_bytes: u32, granularity: u32) -> Device {
+impl ModelDevice {
+    /// A device of empty zones; `footers`: the engine writes chunk footers (else per-LBA
+    /// metadata records).
+    pub fn new(zone_count: u32, capacity: u32, metadata_bytes: u32, granularity: u32, footers: bool) -> ModelDevice {
         let zones = (0..zone_count)
             .map(|_| ZoneModel {
                 write_pointer: 0,
                 offline: false,
                 resets: 0,
-                data: vec![UNWRITTEN; capacity as usize],
-                metadata: vec![0; (capacity * metadata_bytes) as usize],
-                footers: (0..capacity).map(|_| None).collect(),
+                data: vec![UNWRITTEN_VERSION; capacity as usize],
+                records: if footers { Vec::new() } else { vec![0; capacity as usize * PAGE_RECORD_BYTES] },
+                footers: if footers { (0..capacity).map(|_| None).collect() } else { Vec::new() },
             })
             .collect();
-        Device { active_zones: 0, active_zones_max: 0, capacity, metadata_bytes, granularity, zones }
+        ModelDevice { active_zones: 0, active_zones_max: 0, capacity, metadata_bytes, granularity, zones }
     }
 
     /// Appends pages (versions) with optional per-page records (16 bytes each) and an
@@ -56,7 +66,6 @@ impl Device {
         footer: Option<&[u8]>,
     ) -> Result<u32, ContractBreach> {
         let capacity = self.capacity;
-        let metadata_bytes = self.metadata_bytes as usize;
         let granularity = self.granularity;
         let model = &mut self.zones[zone as usize];
         let count = versions.len() as u32;
@@ -68,6 +77,9 @@ impl Device {
         }
         if count % granularity != 0 || model.write_pointer % granularity != 0 {
             return Err(ContractBreach(format!("append of {count} pages breaks the write granularity {granularity}")));
+        }
+        if page_records.is_some_and(|records| records.len() != versions.len() * PAGE_RECORD_BYTES) {
+            return Err(ContractBreach(format!("append of {count} pages to zone {zone} without a record per page")));
         }
         let first = model.write_pointer;
         if first == 0 && count < capacity {
@@ -82,14 +94,10 @@ impl Device {
             self.active_zones -= 1;
         }
         let model = &mut self.zones[zone as usize];
-        for (index, version) in versions.iter().enumerate() {
-            let slot = first as usize + index;
-            model.data[slot] = *version;
-            if let Some(records) = page_records {
-                let area = &mut model.metadata[slot * metadata_bytes..(slot + 1) * metadata_bytes];
-                area.fill(0);
-                area[..16].copy_from_slice(&records[index * 16..(index + 1) * 16]);
-            }
+        model.data[first as usize..(first + count) as usize].copy_from_slice(versions);
+        if let Some(records) = page_records {
+            let start = first as usize * PAGE_RECORD_BYTES;
+            model.records[start..start + records.len()].copy_from_slice(records);
         }
         if let Some(footer) = footer {
             model.footers[(first + count - 1) as usize] = Some(footer.to_vec().into_boxed_slice());
@@ -109,13 +117,24 @@ impl Device {
         Ok(())
     }
 
-    pub fn metadata(&self, zone: u32, slot: u32) -> &[u8] {
-        let bytes = self.metadata_bytes as usize;
-        &self.zones[zone as usize].metadata[slot as usize * bytes..(slot as usize + 1) * bytes]
+    pub fn version(&self, zone: u32, slot: u32) -> u64 {
+        self.zones[zone as usize].data[slot as usize]
+    }
+
+    /// Appends a slot's per-LBA metadata (`metadata_bytes`: its record, then zeros) to
+    /// `out`.
+    pub fn read_metadata(&self, zone: u32, slot: u32, out: &mut Vec<u8>) {
+        let records = &self.zones[zone as usize].records;
+        let start = out.len();
+        if !records.is_empty() {
+            let at = slot as usize * PAGE_RECORD_BYTES;
+            out.extend_from_slice(&records[at..at + PAGE_RECORD_BYTES]);
+        }
+        out.resize(start + self.metadata_bytes as usize, 0);
     }
 
     pub fn footer(&self, zone: u32, slot: u32) -> Option<&[u8]> {
-        self.zones[zone as usize].footers[slot as usize].as_deref()
+        self.zones[zone as usize].footers.get(slot as usize)?.as_deref()
     }
 
     fn deactivate(&mut self, zone: u32) {
@@ -136,8 +155,8 @@ impl Device {
         let model = &mut self.zones[zone as usize];
         model.write_pointer = 0;
         model.resets += 1;
-        model.data.fill(UNWRITTEN);
-        model.metadata.fill(0);
+        model.data.fill(UNWRITTEN_VERSION);
+        model.records.fill(0);
         for footer in &mut model.footers {
             *footer = None;
         }
