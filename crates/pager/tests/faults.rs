@@ -9,10 +9,13 @@
 //! `znswap bench` does; a page found lost is never checked again. Each test runs under a watchdog that
 //! aborts the process, naming the test, if it takes over a minute: a hang is a failure.
 
+mod common;
+
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::fill;
 use rand_core::{RngCore, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use znswap_pager::{lost_pages, FaultMode, Pager, PagerConfig, PagerStats, PAGE_BYTES};
@@ -47,21 +50,6 @@ impl Drop for Watchdog {
         if let Some(thread) = self.thread.take() {
             thread.join().ok();
         }
-    }
-}
-
-/// Fills a page with bytes derived from (page, version); version 0 means all zeroes.
-fn fill(page_bytes: &mut [u8], page: u64, version: u64) {
-    if version == 0 {
-        page_bytes.fill(0);
-        return;
-    }
-    let mut state = (page << 20 ^ version).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    for chunk in page_bytes.chunks_mut(8) {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        chunk.copy_from_slice(&state.to_le_bytes()[..chunk.len()]);
     }
 }
 

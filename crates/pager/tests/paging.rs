@@ -2,6 +2,8 @@
 //! resident set held to the budget, through eviction, swap-in, the swap cache, zero pages,
 //! GC and writes racing write-outs.
 
+mod common;
+
 use std::sync::Arc;
 
 use rand_core::{RngCore, SeedableRng};
@@ -9,26 +11,7 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 use znswap_pager::{FaultMode, Pager, PagerConfig, Region, PAGE_BYTES};
 use znswap_zoned::{CreateOptions, FileDevice, Geometry, MemDevice, ZonedDevice};
 
-/// Fills a page with bytes derived from (page, version); version 0 means all zeroes.
-fn fill(page_bytes: &mut [u8], page: u64, version: u64) {
-    if version == 0 {
-        page_bytes.fill(0);
-        return;
-    }
-    let mut state = (page << 20 ^ version).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    for chunk in page_bytes.chunks_mut(8) {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        chunk.copy_from_slice(&state.to_le_bytes()[..chunk.len()]);
-    }
-}
-
-fn check(page_bytes: &[u8], page: u64, version: u64) {
-    let mut expected = vec![0u8; PAGE_BYTES];
-    fill(&mut expected, page, version);
-    assert!(page_bytes == expected.as_slice(), "page {page} does not hold version {version}");
-}
+use common::{check, fill};
 
 /// The page `page` of a region mapped at `base`.
 ///
