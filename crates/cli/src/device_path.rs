@@ -6,11 +6,9 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Context, Result};
-use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use anyhow::{Context, Result};
 
-use znswap_zoned::zbd::ZonedBlockDevice;
-use znswap_zoned::{CheckedDevice, FileDevice, Geometry, ZonedDevice};
+use znswap_zoned::{FileDevice, Geometry, ZonedDevice};
 
 /// The embedded default: 64 zones of 64 MiB with 62 MiB capacity (the capacity/size
 /// split of the QEMU ZNS namespace we test against), 4 KiB LBAs with 16 B of metadata
@@ -58,39 +56,7 @@ pub fn open(path: Option<&Path>) -> Result<Box<dyn ZonedDevice>> {
 }
 
 fn open_existing(path: &Path) -> Result<Box<dyn ZonedDevice>> {
-    let metadata = match std::fs::metadata(path) {
-        Ok(metadata) => metadata,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => bail!(
-            "no device at {}; create one with `znswap device create --path {} --zones N --zone-size SIZE --zone-capacity SIZE`",
-            path.display(),
-            path.display()
-        ),
-        Err(error) => return Err(error).with_context(|| format!("cannot stat {}", path.display())),
-    };
-    let file_type = metadata.file_type();
-    if file_type.is_block_device() && is_zoned_block_device(&metadata) {
-        let raw = ZonedBlockDevice::open(path)?;
-        return Ok(Box::new(
-            CheckedDevice::new(raw).with_context(|| format!("reading the zones of {}", path.display()))?,
-        ));
-    }
-    #[cfg(target_os = "linux")]
-    if file_type.is_char_device() {
-        // An NVMe namespace's generic char device (/dev/ngXnY): io_uring passthrough.
-        let raw = znswap_zoned::nvme::NvmeNamespace::open(path)?;
-        return Ok(Box::new(
-            CheckedDevice::new(raw).with_context(|| format!("reading the zones of {}", path.display()))?,
-        ));
-    }
-    // A regular file, or a conventional block device holding an emulated device.
-    Ok(Box::new(FileDevice::open(path)?))
-}
-
-/// A block device whose queue says it is zoned (host-managed or host-aware).
-fn is_zoned_block_device(metadata: &std::fs::Metadata) -> bool {
-    let rdev = metadata.rdev();
-    let zoned = format!("/sys/dev/block/{}:{}/queue/zoned", libc::major(rdev), libc::minor(rdev));
-    std::fs::read_to_string(zoned).is_ok_and(|model| model.trim() != "none")
+    Ok(znswap_zoned::open_path(path)?)
 }
 
 /// A device file is sparse: it takes space only as its zones fill. Say so up front when

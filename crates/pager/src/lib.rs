@@ -4,9 +4,11 @@
 //! - [`uffd`]: the userfaultfd system call and ioctls, defined over `libc` (no bindgen).
 //! - [`Pager`]: regions, the fault handler and the evictor, driving `znswap-core`.
 
+mod latency;
 pub mod lost_pages;
 mod page_buffers;
 mod pager;
+pub mod run_env;
 mod self_paging;
 mod signals;
 pub use self_paging::SelfPagingError;

@@ -99,6 +99,10 @@ pub struct PagerConfig {
     /// operation without, 0.24 with; uniform random writes unchanged at 0.75). Reads of a
     /// resident page still leave no trace.
     pub reference_sampling: bool,
+    /// Called first thing in every pager thread. `znswap run`'s preload library marks
+    /// its threads there, so their allocations stay out of the paged heap (a handler
+    /// faulting on memory only it can bring back would wait forever).
+    pub thread_start: Option<fn()>,
 }
 
 /// Who resolves a page fault.
@@ -127,6 +131,7 @@ impl PagerConfig {
             io_threads: 1,
             reference_sampling: true,
             readahead_pages: 0,
+            thread_start: None,
             fault_mode: FaultMode::HandlerThreads(std::thread::available_parallelism().map_or(1, |n| n.get())),
         }
     }
@@ -297,12 +302,16 @@ impl Pager {
             ("io", "I/O thread", Shared::io_loop, config.io_threads.max(1)),
         ];
         let mut threads = Vec::new();
+        let thread_start = config.thread_start;
         for (name, role, body, count) in roles {
             for index in 0..count {
                 let shared = shared.clone();
                 let thread = std::thread::Builder::new()
                     .name(format!("znswap-{name}-{index}"))
                     .spawn(move || {
+                        if let Some(start) = thread_start {
+                            start();
+                        }
                         let _guard = AbortOnPanic(role);
                         body(&shared)
                     })
@@ -342,6 +351,13 @@ impl Pager {
 
     pub fn stats(&self) -> PagerStats {
         self.shared.stats()
+    }
+
+    /// Fault latency seen by handler threads (from reading the event to waking the
+    /// faulting thread), at quantile `q`, in nanoseconds; and how many were recorded.
+    pub fn fault_latency(&self, q: f64) -> (u64, u64) {
+        let histogram = &self.shared.counters.fault_latency;
+        (histogram.quantile(q), histogram.count())
     }
 
     /// Host memory the engine uses per 4 KiB of swap capacity.

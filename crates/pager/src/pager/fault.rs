@@ -42,8 +42,10 @@ impl Shared {
             }
             while let Some(event) = self.uffd.read_event().expect("reading userfaultfd") {
                 if let UffdEvent::PageFault { address, write, write_protect, .. } = event {
+                    let started = Instant::now();
                     let kind = if write_protect { FaultKind::WriteProtect } else { FaultKind::Missing { write } };
                     self.resolve(Fault::new(address, kind), &mut scratch);
+                    self.counters.fault_latency.record(started.elapsed().as_nanos() as u64);
                 }
             }
         }

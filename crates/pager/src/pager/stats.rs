@@ -112,6 +112,7 @@ pub(super) struct Counters {
     pub(super) evictor_append_ns: AtomicU64,
     pub(super) evictor_idle_ns: AtomicU64,
     pub(super) io_idle_ns: AtomicU64,
+    pub(super) fault_latency: crate::latency::LatencyHistogram,
 }
 
 impl Shared {

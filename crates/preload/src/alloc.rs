@@ -1,0 +1,237 @@
+//! The malloc family, replaced: the program's allocations come from the paged heap (a
+//! mimalloc heap whose only arena is the pager's region), the pager's own from
+//! mimalloc's default heap in ordinary memory.
+//!
+//! glibc's malloc calls its own mmap/brk internally, so wrapping `mmap` would see
+//! almost none of a program's heap; glibc documents replacing the whole malloc family
+//! instead, and then libc's internal allocations use it too. Debian's redis calls
+//! libjemalloc through these same names (and `nallocx`, defined here so its size
+//! predictions match this allocator).
+
+use std::alloc::{GlobalAlloc, Layout};
+use std::cell::Cell;
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering::Relaxed};
+
+use libmimalloc_sys as mi;
+
+/// The paged heap, null until the pager runs (allocations before that, by the loader
+/// and libc's start-up, go to the default heap and are freed there just the same).
+pub(crate) static PAGED_HEAP: AtomicPtr<mi::mi_heap_t> = AtomicPtr::new(std::ptr::null_mut());
+
+/// Bytes allocated outside the arena because it was full (counted, reported as not
+/// covered by the pager).
+pub(crate) static OVERFLOW_BYTES: AtomicU64 = AtomicU64::new(0);
+
+thread_local! {
+    /// Set on the pager's threads (and while the preload itself works): their
+    /// allocations must never land in paged memory, which only they can bring back.
+    static INTERNAL: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Marks the calling thread as one of the pager's for good (`PagerConfig::thread_start`).
+pub(crate) fn mark_internal_thread() {
+    INTERNAL.with(|internal| internal.set(true));
+}
+
+pub(crate) fn is_internal_thread() -> bool {
+    INTERNAL.with(Cell::get)
+}
+
+/// The calling thread counts as internal while this lives.
+pub(crate) struct Internal(bool);
+
+impl Internal {
+    pub(crate) fn enter() -> Internal {
+        Internal(INTERNAL.with(|internal| internal.replace(true)))
+    }
+}
+
+impl Drop for Internal {
+    fn drop(&mut self) {
+        INTERNAL.with(|internal| internal.set(self.0));
+    }
+}
+
+/// The heap for the calling thread's allocations: the paged one for program threads
+/// once the pager runs.
+#[inline]
+fn program_heap() -> Option<*mut mi::mi_heap_t> {
+    let heap = PAGED_HEAP.load(Relaxed);
+    (!heap.is_null() && !is_internal_thread()).then_some(heap)
+}
+
+/// An allocation from the paged heap, or from the default heap when the arena is full
+/// (the program keeps running; the bytes are reported as not covered).
+#[inline]
+unsafe fn paged_or_overflow(
+    size: usize,
+    paged: impl FnOnce(*mut mi::mi_heap_t) -> *mut c_void,
+    default: impl FnOnce() -> *mut c_void,
+) -> *mut c_void {
+    match program_heap() {
+        Some(heap) => {
+            let block = paged(heap);
+            if !block.is_null() || size == 0 {
+                return block;
+            }
+            let block = default();
+            if !block.is_null() {
+                OVERFLOW_BYTES.fetch_add(size as u64, Relaxed);
+            }
+            block
+        }
+        None => default(),
+    }
+}
+
+/// The pager's Rust allocations: the default heap, never the paged one.
+pub struct InternalAllocator;
+
+unsafe impl GlobalAlloc for InternalAllocator {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        mi::mi_malloc_aligned(layout.size(), layout.align()).cast()
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        mi::mi_zalloc_aligned(layout.size(), layout.align()).cast()
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, _layout: Layout) {
+        mi::mi_free(ptr.cast())
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        mi::mi_realloc_aligned(ptr.cast(), new_size, layout.align()).cast()
+    }
+}
+
+fn set_errno(value: i32) {
+    // SAFETY: errno is thread-local.
+    unsafe { *libc::__errno_location() = value };
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
+    paged_or_overflow(size, |heap| mi::mi_heap_malloc(heap, size), || mi::mi_malloc(size))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn calloc(count: usize, size: usize) -> *mut c_void {
+    let Some(bytes) = count.checked_mul(size) else {
+        set_errno(libc::ENOMEM);
+        return std::ptr::null_mut();
+    };
+    paged_or_overflow(bytes, |heap| mi::mi_heap_calloc(heap, count, size), || mi::mi_calloc(count, size))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn free(block: *mut c_void) {
+    mi::mi_free(block)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cfree(block: *mut c_void) {
+    mi::mi_free(block)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn realloc(block: *mut c_void, size: usize) -> *mut c_void {
+    if block.is_null() {
+        return malloc(size);
+    }
+    if size == 0 {
+        // glibc frees and returns null; programs rely on it.
+        mi::mi_free(block);
+        return std::ptr::null_mut();
+    }
+    match program_heap() {
+        Some(heap) => {
+            let moved = mi::mi_heap_realloc(heap, block, size);
+            if !moved.is_null() {
+                return moved;
+            }
+            // The arena is full: move it to the default heap.
+            let moved = mi::mi_realloc(block, size);
+            if !moved.is_null() {
+                OVERFLOW_BYTES.fetch_add(size as u64, Relaxed);
+            }
+            moved
+        }
+        None => mi::mi_realloc(block, size),
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn reallocarray(block: *mut c_void, count: usize, size: usize) -> *mut c_void {
+    match count.checked_mul(size) {
+        Some(bytes) => realloc(block, bytes),
+        None => {
+            set_errno(libc::ENOMEM);
+            std::ptr::null_mut()
+        }
+    }
+}
+
+unsafe fn aligned(alignment: usize, size: usize) -> *mut c_void {
+    paged_or_overflow(
+        size,
+        |heap| mi::mi_heap_malloc_aligned(heap, size, alignment),
+        || mi::mi_malloc_aligned(size, alignment),
+    )
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn posix_memalign(out: *mut *mut c_void, alignment: usize, size: usize) -> i32 {
+    if !alignment.is_power_of_two() || alignment % std::mem::size_of::<*mut c_void>() != 0 {
+        return libc::EINVAL;
+    }
+    let block = aligned(alignment, size);
+    if block.is_null() && size != 0 {
+        return libc::ENOMEM;
+    }
+    *out = block;
+    0
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn aligned_alloc(alignment: usize, size: usize) -> *mut c_void {
+    if !alignment.is_power_of_two() {
+        set_errno(libc::EINVAL);
+        return std::ptr::null_mut();
+    }
+    aligned(alignment, size)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn memalign(alignment: usize, size: usize) -> *mut c_void {
+    // glibc rounds a non-power-of-two alignment up rather than failing.
+    aligned(alignment.max(1).next_power_of_two(), size)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn valloc(size: usize) -> *mut c_void {
+    aligned(page_bytes(), size)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn pvalloc(size: usize) -> *mut c_void {
+    let page = page_bytes();
+    aligned(page, size.div_ceil(page).max(1) * page)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn malloc_usable_size(block: *mut c_void) -> usize {
+    if block.is_null() {
+        0
+    } else {
+        mi::mi_usable_size(block)
+    }
+}
+
+/// jemalloc's "what would `malloc(size)` really give": redis sizes buffers with it.
+#[no_mangle]
+pub unsafe extern "C" fn nallocx(size: usize, _flags: i32) -> usize {
+    mi::mi_good_size(size)
+}
+
+fn page_bytes() -> usize {
+    znswap_pager::PAGE_BYTES
+}

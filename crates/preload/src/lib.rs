@@ -1,0 +1,264 @@
+//! The library `znswap run` preloads into a program (`LD_PRELOAD`): at load, before the
+//! program's `main`, it starts a pager on the device the launcher chose, reserves an
+//! arena of paged memory, and from then on the program's heap (the whole malloc family,
+//! `alloc.rs`) lives there: resident within the budget, the rest on the zoned device.
+//!
+//! - `alloc.rs`: malloc, free, ... over a mimalloc heap whose only arena is the paged
+//!   region; the pager's own allocations in ordinary memory.
+//! - `wrap.rs`: what programs do to their memory beyond malloc (`mlock`, ...).
+//! - this file: start-up from the launcher's environment, and the figures it writes.
+//!
+//! Nothing here may unwind into the program (C frames): start-up failures print a
+//! message and exit with `EXIT_PAGER_FAILED`, which the launcher explains.
+
+mod alloc;
+mod wrap;
+
+use std::ffi::c_void;
+use std::path::PathBuf;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use libmimalloc_sys as mi;
+use znswap_core::PolicyKind;
+use znswap_pager::run_env::{self, RunReport};
+use znswap_pager::{FaultMode, Pager, PagerConfig, Region, PAGE_BYTES};
+
+use alloc::Internal;
+
+#[global_allocator]
+static INTERNAL_ALLOCATOR: alloc::InternalAllocator = alloc::InternalAllocator;
+
+/// Runs `init` when the library is loaded, before the program's `main`.
+#[used]
+#[link_section = ".init_array"]
+static INIT: extern "C" fn() = init;
+
+/// mimalloc arenas start and end on this boundary (its segment size on 64-bit, the
+/// largest alignment any version asks for).
+const ARENA_ALIGN: u64 = 32 << 20;
+
+struct Config {
+    device: PathBuf,
+    budget_bytes: u64,
+    arena_bytes: u64,
+    policy: PolicyKind,
+    handlers: usize,
+    stats: Option<PathBuf>,
+}
+
+impl Config {
+    /// The launcher's configuration; `None` when the library was loaded without it.
+    fn from_env() -> Result<Option<Config>, String> {
+        let Some(device) = std::env::var_os(run_env::DEVICE) else { return Ok(None) };
+        let number = |name: &str| -> Result<u64, String> {
+            let value = std::env::var(name).map_err(|_| format!("{name} is not set"))?;
+            value.parse().map_err(|_| format!("{name}={value} is not a number"))
+        };
+        let policy = match std::env::var(run_env::POLICY).as_deref() {
+            Ok("per-core") | Err(_) => PolicyKind::PerCore,
+            Ok("hot-cold") => PolicyKind::HotCold,
+            Ok("tenant") => PolicyKind::Tenant,
+            Ok(other) => return Err(format!("unknown policy {other:?} (per-core, hot-cold or tenant)")),
+        };
+        Ok(Some(Config {
+            device: device.into(),
+            budget_bytes: number(run_env::MEMORY)?,
+            arena_bytes: number(run_env::ARENA)?,
+            policy,
+            handlers: number(run_env::HANDLERS).unwrap_or(2).max(1) as usize,
+            stats: std::env::var_os(run_env::STATS).map(PathBuf::from),
+        }))
+    }
+}
+
+/// The running pager and its arena, for the life of the process.
+struct Runtime {
+    pager: Pager,
+    /// Never dropped: the program's heap lives in it until the process ends.
+    region: Region,
+    arena_start: u64,
+    arena_bytes: u64,
+    budget_bytes: u64,
+    stats: Option<PathBuf>,
+    /// The process that started the pager (a forked child must not write its figures).
+    pid: u32,
+}
+
+static RUNTIME: OnceLock<Runtime> = OnceLock::new();
+
+extern "C" fn init() {
+    let _internal = Internal::enter();
+    let started = std::panic::catch_unwind(|| -> Result<(), String> {
+        let Some(config) = Config::from_env()? else { return Ok(()) };
+        scrub_environment();
+        start(config)
+    });
+    let error = match started {
+        Ok(Ok(())) => return,
+        Ok(Err(error)) => error,
+        Err(_) => "the pager panicked while starting".to_string(),
+    };
+    eprintln!("znswap run: {error}");
+    // SAFETY: ends the process before `main`; nothing of the program ran yet.
+    unsafe { libc::_exit(run_env::EXIT_PAGER_FAILED) };
+}
+
+/// Removes the launcher's variables and the library itself from the environment, so
+/// programs this one executes run without the pager (forked children keep it: they are
+/// this process).
+fn scrub_environment() {
+    let before = std::env::var_os(run_env::LD_PRELOAD_BEFORE).filter(|value| !value.is_empty());
+    for name in run_env::ALL {
+        std::env::remove_var(name);
+    }
+    match before {
+        Some(value) => std::env::set_var("LD_PRELOAD", value),
+        None => std::env::remove_var("LD_PRELOAD"),
+    }
+}
+
+fn start(config: Config) -> Result<(), String> {
+    let device = znswap_zoned::open_path(&config.device).map_err(|error| error.to_string())?;
+    let pager_config = PagerConfig {
+        policy: config.policy,
+        regions_max: 2,
+        // Handler threads, not self-paging: the kernel itself touches a program's heap
+        // (`read()` into it, `write()` from it), and a SIGBUS handler cannot serve that.
+        fault_mode: FaultMode::HandlerThreads(config.handlers),
+        thread_start: Some(alloc::mark_internal_thread),
+        ..PagerConfig::new(config.budget_bytes)
+    };
+    let pager = Pager::new(device.into(), pager_config).map_err(|error| error.to_string())?;
+    let arena_bytes = config.arena_bytes.div_ceil(ARENA_ALIGN) * ARENA_ALIGN;
+    let region = pager
+        .alloc(arena_bytes + ARENA_ALIGN, 0)
+        .map_err(|error| format!("reserving {arena_bytes} B of paged memory: {error}"))?;
+    let arena_start = (region.as_ptr() as u64).div_ceil(ARENA_ALIGN) * ARENA_ALIGN;
+    let mut arena_id: mi::mi_arena_id_t = std::ptr::null_mut();
+    // SAFETY: the range is ours, mapped (registered with the pager) for the process's
+    // life, aligned as mimalloc asks; it reads as zeros until written.
+    let managed = unsafe {
+        mi::mi_manage_os_memory_ex(
+            arena_start as *const c_void,
+            arena_bytes as usize,
+            true,
+            // Pinned: mimalloc never purges the arena behind the pager's back (a purge
+            // is a discard the pager must be told of; see wrap.rs).
+            true,
+            true,
+            -1,
+            true,
+            &mut arena_id,
+        )
+    };
+    if !managed {
+        return Err(format!("mimalloc refused the paged arena ({arena_bytes} B at {arena_start:#x})"));
+    }
+    // SAFETY: an arena mimalloc just took.
+    let heap = unsafe { mi::mi_heap_new_in_arena(arena_id) };
+    if heap.is_null() {
+        return Err("mimalloc could not make a heap in the paged arena".into());
+    }
+    let runtime = Runtime {
+        pager,
+        region,
+        arena_start,
+        arena_bytes,
+        budget_bytes: config.budget_bytes,
+        stats: config.stats,
+        pid: std::process::id(),
+    };
+    if RUNTIME.set(runtime).is_err() {
+        return Err("the library was started twice".into());
+    }
+    alloc::PAGED_HEAP.store(heap, std::sync::atomic::Ordering::Release);
+    if RUNTIME.get().is_some_and(|runtime| runtime.stats.is_some()) {
+        std::thread::Builder::new()
+            .name("znswap-stats".into())
+            .spawn(|| {
+                alloc::mark_internal_thread();
+                loop {
+                    std::thread::sleep(Duration::from_secs(1));
+                    write_report(false);
+                }
+            })
+            .map_err(|error| format!("starting the stats thread: {error}"))?;
+        // SAFETY: registers a plain function; it runs at exit on the exiting thread.
+        unsafe { libc::atexit(at_exit) };
+    }
+    Ok(())
+}
+
+/// Whether `[start, start + len)` overlaps the paged arena.
+pub(crate) fn overlaps_arena(start: u64, len: u64) -> bool {
+    RUNTIME.get().is_some_and(|runtime| {
+        let region_start = runtime.region.as_ptr() as u64;
+        let region_end = region_start + runtime.region.len() as u64;
+        start < region_end && start.saturating_add(len) > region_start
+    })
+}
+
+extern "C" fn at_exit() {
+    let _internal = Internal::enter();
+    let _ = std::panic::catch_unwind(|| write_report(true));
+}
+
+fn report(runtime: &Runtime, at_exit: bool) -> RunReport {
+    let stats = runtime.pager.stats();
+    let (fault_p50_ns, _) = runtime.pager.fault_latency(0.5);
+    let (fault_p99_ns, _) = runtime.pager.fault_latency(0.99);
+    RunReport {
+        pid: runtime.pid,
+        at_exit,
+        budget_bytes: runtime.budget_bytes,
+        arena_bytes: runtime.arena_bytes,
+        swapped_out_pages: stats.swap_outs_written,
+        swapped_in_pages: stats.swap_in_reads,
+        missing_faults: stats.missing_faults,
+        write_protect_faults: stats.write_protect_faults,
+        fault_p50_ns,
+        fault_p99_ns,
+        resident_pages: stats.resident_pages,
+        resident_pages_max: stats.resident_pages_max,
+        host_bytes_written: stats.host_bytes_written,
+        gc_bytes_written: stats.gc_bytes_written,
+        gc_runs: stats.gc_runs,
+        lost_pages: stats.lost_pages,
+        budget_overruns: stats.budget_overruns,
+        device_errors: stats.device_errors,
+        rss_anon_bytes: rss_anon_bytes().unwrap_or(0),
+        overflow_bytes: alloc::OVERFLOW_BYTES.load(std::sync::atomic::Ordering::Relaxed),
+        mlocks_ignored: wrap::MLOCKS_IGNORED.load(std::sync::atomic::Ordering::Relaxed),
+        forks: 0,
+        uptime_ns: stats.uptime_ns,
+    }
+}
+
+/// Writes the figures to the stats file, whole (a temporary file renamed over it), so
+/// the launcher never reads half a report.
+fn write_report(at_exit: bool) {
+    let Some(runtime) = RUNTIME.get() else { return };
+    let Some(path) = runtime.stats.as_ref() else { return };
+    if std::process::id() != runtime.pid {
+        return;
+    }
+    let Ok(json) = serde_json::to_vec(&report(runtime, at_exit)) else { return };
+    let temporary = path.with_extension(format!("tmp{}", runtime.pid));
+    if std::fs::write(&temporary, json).is_ok() {
+        let _ = std::fs::rename(&temporary, path);
+    }
+}
+
+fn rss_anon_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|line| line.starts_with("RssAnon:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// Pages of the arena (for the tests' arithmetic).
+#[doc(hidden)]
+pub fn arena_pages(bytes: u64) -> u64 {
+    bytes / PAGE_BYTES as u64
+}
