@@ -18,11 +18,12 @@
 #        [--only kernel|znswap]
 # --data is the value bytes `znswap kv` loads (the server takes about twice that with its
 # keys and overheads); --znswap defaults to a release build of this repository; --device
-# is znswap's device file [default: ~/.cache/znswap/kv-compare.zns], created per round.
+# is znswap's device file, created anew each round [default: $ZNSWAP_DEVICE, else
+# ~/.cache/znswap/kv-compare.zns, removed at the end].
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 server=memcached data=1G memory=256M seconds=30 rounds=3 connections=2 znswap="" only=""
-device=${ZNSWAP_DEVICE:-$HOME/.cache/znswap/kv-compare.zns}
+device=${ZNSWAP_DEVICE:-} device_ours=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --server) server=$2; shift ;;
@@ -49,6 +50,10 @@ case "$server" in
     *) die "--server takes memcached or redis, not $server" ;;
 esac
 [ -x "$binary" ] || die "$binary is missing: apt-get install $package"
+if [ -z "$device" ]; then
+    # Ours to remove at the end: it holds the server's swapped-out pages.
+    device=$HOME/.cache/znswap/kv-compare.zns device_ours=1
+fi
 binary_real=$(readlink -f "$binary")
 
 if [ -z "$znswap" ]; then
@@ -75,6 +80,7 @@ cleanup() {
     if [ -n "$server_pid" ]; then stop_server || true; fi
     swapoff "$swapfile" 2>/dev/null || true
     rm -f "$swapfile"
+    if [ -n "$device_ours" ]; then rm -f "$device"; fi
     if [ -n "$cgroup" ] && [ -d "$cgroup" ]; then rmdir "$cgroup" 2>/dev/null || true; fi
     rm -rf "$work"
 }
@@ -161,7 +167,7 @@ run_side() {
     log="$work/$side-$round.log"
     kv_out="$work/$side-$round.kv.json"
     sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null || true
-    echo "== round $round of $rounds: $server on $side swap, $data of values in $memory" >&2
+    echo "== round $round of $rounds: $server on $side, $data of values in $memory" >&2
     if [ "$side" = kernel ]; then
         swapon "$swapfile"
         make_cgroup  # a fresh cgroup per round: its peak is this round's
