@@ -149,6 +149,9 @@ struct Worker {
     run: Verdicts,
     sweep: Verdicts,
     mismatches: Vec<Mismatch>,
+    /// List missing keys among the mismatches (not with --allow-missing: there the
+    /// list is for wrong values).
+    list_missing: bool,
     /// Buffers reused request after request.
     key: Vec<u8>,
     value: Vec<u8>,
@@ -169,6 +172,9 @@ impl Worker {
         verdicts.checked += 1;
         let found = if !found {
             verdicts.missing += 1;
+            if !self.list_missing {
+                return;
+            }
             "nothing (missing)".to_string()
         } else if space.is_value(key, version, &self.value) {
             return;
@@ -402,6 +408,7 @@ pub fn run(args: KvArgs) -> Result<bool> {
             run: Verdicts::default(),
             sweep: Verdicts::default(),
             mismatches: Vec::new(),
+            list_missing: !args.allow_missing,
             key: Vec::new(),
             value: Vec::new(),
             pending: Vec::new(),

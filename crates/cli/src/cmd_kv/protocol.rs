@@ -282,10 +282,18 @@ impl Connection {
 
     /// Says which server and command an error came from; a timeout says so plainly.
     fn explain(&self, error: anyhow::Error, what: &str) -> anyhow::Error {
-        let timed_out = error
-            .downcast_ref::<io::Error>()
-            .is_some_and(|e| matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut));
-        if timed_out {
+        let kind = error.downcast_ref::<io::Error>().map(io::Error::kind);
+        let timed_out = matches!(kind, Some(io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut));
+        let closed = matches!(
+            kind,
+            Some(io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionAborted)
+        );
+        if closed {
+            error.context(format!(
+                "{}: the server dropped the connection during {what} (did it exit or crash?)",
+                self.addr
+            ))
+        } else if timed_out {
             anyhow!(
                 "{}: no progress on {what} for {:.0} s (is the server stuck? raise --timeout if it is only slow)",
                 self.addr,
