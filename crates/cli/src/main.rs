@@ -3,6 +3,7 @@
 mod cmd_device;
 mod cmd_dst;
 mod cmd_dst_pager;
+mod cmd_kv;
 mod cmd_sim;
 mod device_bench;
 mod device_path;
@@ -50,6 +51,9 @@ enum Command {
     /// (`sim paper`) and device write amplification (`sim waf`).
     #[command(subcommand)]
     Sim(cmd_sim::SimCommand),
+    /// A key-value client for memcached or redis that checks every value it reads back:
+    /// load, a timed ETC or YCSB-A mix (ops/s, latency percentiles), a sweep of all keys.
+    Kv(cmd_kv::KvArgs),
 }
 
 #[derive(Args)]
@@ -354,6 +358,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Sim(command) => {
             if !cmd_sim::run(command)? {
+                return Ok(ExitCode::FAILURE);
+            }
+        }
+        Command::Kv(args) => {
+            if !cmd_kv::run(args)? {
                 return Ok(ExitCode::FAILURE);
             }
         }

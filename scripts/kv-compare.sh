@@ -1,0 +1,290 @@
+#!/usr/bin/env bash
+# A real key-value server on the kernel's own swap and on znswap, same memory budget, same
+# disk, every value checked by `znswap kv` (the paper's Fig. 12/13, live).
+#
+# (A) kernel: the server in a child memory cgroup (v1 or v2) limited to --memory, with a
+#     swap file on the file system that holds znswap's device (as
+#     scripts/kernel-swap-compare.sh does).
+# (B) znswap: `znswap run --memory M --device D --stats F -- SERVER ARGS`.
+# A round runs both, the side going first alternating from round to round; each side
+# starts the server, waits until it accepts connections, runs `znswap kv` (load, the mix
+# for --seconds, a sweep of every key) from outside the cgroup, records ops/s, p99 and
+# the server's peak RSS, and stops the server. Prints per-round ratios (znswap/kernel
+# ops/s, kernel/znswap p99: above 1, znswap is better) and their medians, as a table and
+# as JSON. Needs root, python3 and the server. Leaves no swap or cgroup behind.
+#
+# Usage: scripts/kv-compare.sh [--server memcached|redis] [--data 1G] [--memory 256M]
+#        [--seconds 30] [--rounds 3] [--connections 2] [--znswap PATH] [--device PATH]
+#        [--only kernel|znswap]
+# --data is the value bytes `znswap kv` loads (the server takes about twice that with its
+# keys and overheads); --znswap defaults to a release build of this repository; --device
+# is znswap's device file, created anew each round [default: $ZNSWAP_DEVICE, else
+# ~/.cache/znswap/kv-compare.zns, removed at the end].
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+server=memcached data=1G memory=256M seconds=30 rounds=3 connections=2 znswap="" only=""
+device=${ZNSWAP_DEVICE:-} device_ours=""
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --server) server=$2; shift ;;
+        --data) data=$2; shift ;;
+        --memory) memory=$2; shift ;;
+        --seconds) seconds=$2; shift ;;
+        --rounds) rounds=$2; shift ;;
+        --connections) connections=$2; shift ;;
+        --znswap) znswap=$2; shift ;;
+        --device) device=$2; shift ;;
+        --only) only=$2; shift ;;
+        -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+        *) echo "unknown argument $1 (see --help)" >&2; exit 2 ;;
+    esac
+    shift
+done
+die() { echo "error: $*" >&2; exit 1; }
+case "$only" in ""|kernel|znswap) ;; *) die "--only takes kernel or znswap, not $only" ;; esac
+[ "$(id -u)" = 0 ] || die "needs root (swapon, memory cgroups); run it with sudo"
+command -v python3 >/dev/null || die "needs python3 (apt-get install python3)"
+case "$server" in
+    memcached) binary=/usr/bin/memcached protocol=memcache package=memcached ;;
+    redis) binary=/usr/bin/redis-server protocol=redis package=redis-server ;;
+    *) die "--server takes memcached or redis, not $server" ;;
+esac
+[ -x "$binary" ] || die "$binary is missing: apt-get install $package"
+if [ -z "$device" ]; then
+    # Ours to remove at the end: it holds the server's swapped-out pages.
+    device=$HOME/.cache/znswap/kv-compare.zns device_ours=1
+fi
+binary_real=$(readlink -f "$binary")
+
+if [ -z "$znswap" ]; then
+    (cd "$repo" && cargo build --release -q -p znswap)
+    znswap="${CARGO_TARGET_DIR:-$repo/target}/release/znswap"
+fi
+[ -x "$znswap" ] || die "no znswap at $znswap"
+if [ "$only" != kernel ] && ! "$znswap" run --help >/dev/null 2>&1; then
+    die "$znswap has no \`run\` subcommand (it runs a program with its heap paged by znswap): give --znswap a build that has it, or --only kernel"
+fi
+
+bytes() { python3 -c "import sys; u={'K':1<<10,'M':1<<20,'G':1<<30}; s=sys.argv[1].upper().rstrip('B').rstrip('I'); print(int(float(s[:-1])*u[s[-1]]) if s[-1] in u else int(s))" "$1"; }
+budget=$(bytes "$memory")
+data_bytes=$(bytes "$data")
+# Room for what the server holds beyond --data (keys, item headers, slab or allocator
+# rounding: about twice --data for small values) and then some.
+footprint=$(( data_bytes * 4 + (1 << 30) ))
+
+mkdir -p "$(dirname "$device")"
+swapfile="$(dirname "$device")/kv-compare.swap"
+work=$(mktemp -d)
+cgroup="" server_pid=""
+cleanup() {
+    if [ -n "$server_pid" ]; then stop_server || true; fi
+    swapoff "$swapfile" 2>/dev/null || true
+    rm -f "$swapfile"
+    if [ -n "$device_ours" ]; then rm -f "$device"; fi
+    if [ -n "$cgroup" ] && [ -d "$cgroup" ]; then rmdir "$cgroup" 2>/dev/null || true; fi
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+# The server's command line, into the array server_cmd. memcached's -m is a cap, not an
+# allocation: big enough that it never evicts (a miss would fail the check).
+server_command() {
+    local port=$1
+    if [ "$server" = memcached ]; then
+        local cap=$(( footprint >> 20 )); [ "$cap" -ge 4096 ] || cap=4096
+        server_cmd=("$binary" -u root -l 127.0.0.1 -p "$port" -U 0 -t 2 -m "$cap")
+    else
+        server_cmd=("$binary" --bind 127.0.0.1 --port "$port" --save "" --appendonly no --maxmemory 0 --dir "$work")
+    fi
+}
+
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+# Waits until the server accepts connections on $1 (it may start slowly under a pager).
+wait_for_port() {
+    local port=$1 log=$2
+    for _ in $(seq 1 600); do
+        if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then return 0; fi
+        kill -0 "$server_pid" 2>/dev/null || { tail -20 "$log" >&2; die "the server exited before accepting connections (log above)"; }
+        sleep 0.1
+    done
+    tail -20 "$log" >&2
+    die "the server does not accept connections on port $port after 60 s"
+}
+
+# The server's own process: $server_pid itself (kernel side: sh exec'd it), or its child
+# running the server binary (znswap run starts the server as its child).
+server_process() {
+    local pid
+    for pid in "$server_pid" $(cat "/proc/$server_pid/task/"*/children 2>/dev/null); do
+        if [ "$(readlink -f "/proc/$pid/exe" 2>/dev/null)" = "$binary_real" ]; then echo "$pid"; return; fi
+    done
+}
+
+peak_rss_bytes() {
+    local pid=$1
+    [ -n "$pid" ] && awk '/^VmHWM:/ { print $2 * 1024 }' "/proc/$pid/status" 2>/dev/null || true
+}
+
+stop_server() {
+    local pid=$server_pid child
+    child=$(server_process)
+    # The server first: znswap run then ends as its child does.
+    kill -TERM ${child:-} "$pid" 2>/dev/null || true
+    for _ in $(seq 1 200); do
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    kill -KILL ${child:-} "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+    server_pid=""
+}
+
+make_cgroup() {
+    if [ -f /sys/fs/cgroup/cgroup.controllers ]; then
+        local parent=/sys/fs/cgroup$(awk -F: '$1=="0"{print $3}' /proc/self/cgroup)
+        cgroup="$parent/znswap-kv-$$"
+        mkdir "$cgroup"
+        echo "$budget" > "$cgroup/memory.max"
+    else
+        local parent=/sys/fs/cgroup/memory$(awk -F: '$2=="memory"{print $3}' /proc/self/cgroup)
+        cgroup="$parent/znswap-kv-$$"
+        mkdir "$cgroup"
+        echo "$budget" > "$cgroup/memory.limit_in_bytes"
+        echo 60 > "$cgroup/memory.swappiness" 2>/dev/null || true
+    fi
+}
+
+cgroup_peak_bytes() {
+    cat "$cgroup/memory.max_usage_in_bytes" 2>/dev/null || cat "$cgroup/memory.peak" 2>/dev/null || true
+}
+
+# One side of one round: writes $work/<side>-<round>.json.
+run_side() {
+    local side=$1 round=$2 port log kv_out status=0 peak="" cgroup_peak="" stats=""
+    port=$(free_port)
+    server_command "$port"
+    log="$work/$side-$round.log"
+    kv_out="$work/$side-$round.kv.json"
+    sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null || true
+    echo "== round $round of $rounds: $server on $side, $data of values in $memory" >&2
+    if [ "$side" = kernel ]; then
+        swapon "$swapfile"
+        make_cgroup  # a fresh cgroup per round: its peak is this round's
+        sh -c 'echo $$ > "$1/cgroup.procs"; shift; exec "$@"' sh "$cgroup" "${server_cmd[@]}" >"$log" 2>&1 &
+    else
+        "$znswap" device create --path "$device" --zones "$(( (footprint * 2 + (62 << 20) - 1) / (62 << 20) ))" \
+            --zone-size 64M --zone-capacity 62M --force >/dev/null
+        stats="$work/$side-$round.stats.json"
+        "$znswap" run --memory "$memory" --device "$device" --stats "$stats" -- "${server_cmd[@]}" >"$log" 2>&1 &
+    fi
+    server_pid=$!
+    wait_for_port "$port" "$log"
+    "$znswap" kv --protocol "$protocol" --addr "127.0.0.1:$port" --data "$data" --seconds "$seconds" \
+        --connections "$connections" --seed "$round" --json >"$kv_out" || status=$?
+    peak=$(peak_rss_bytes "$(server_process)")
+    [ "$side" = kernel ] && cgroup_peak=$(cgroup_peak_bytes)
+    stop_server
+    if [ "$side" = kernel ]; then
+        swapoff "$swapfile"
+        rmdir "$cgroup"; cgroup=""
+    fi
+    [ "$status" = 0 ] || echo "== $side round $round: znswap kv failed (exit $status); see above" >&2
+    python3 - "$kv_out" "$status" "${peak:-}" "${cgroup_peak:-}" "${stats:-}" >"$work/$side-$round.json" <<'PY'
+import json, os, sys
+kv_path, status, peak, cgroup_peak, stats_path = sys.argv[1:]
+try:
+    kv = json.load(open(kv_path))
+except ValueError:
+    kv = None  # kv ended with an error before its report
+stats = None
+if stats_path and os.path.exists(stats_path):
+    try:
+        stats = json.load(open(stats_path))
+    except ValueError:
+        stats = None
+print(json.dumps({"kv": kv, "kv_exit": int(status),
+                  "server_peak_rss_bytes": int(peak) if peak else None,
+                  "cgroup_peak_bytes": int(cgroup_peak) if cgroup_peak else None,
+                  "znswap_stats": stats}))
+PY
+}
+
+sides=(kernel znswap)
+[ -n "$only" ] && sides=("$only")
+if [ "$only" != znswap ]; then
+    echo "== kernel swap: swap file $swapfile, memory cgroup limit $memory" >&2
+    fallocate -l "$footprint" "$swapfile" 2>/dev/null || dd if=/dev/zero of="$swapfile" bs=1M count=$((footprint >> 20)) status=none
+    chmod 600 "$swapfile"
+    mkswap -q "$swapfile" >/dev/null
+fi
+for round in $(seq 1 "$rounds"); do
+    # Alternate who goes first, so a machine warming up or a disk slowing down does not
+    # favour one side.
+    if [ $((round % 2)) = 1 ]; then order=("${sides[@]}"); else order=($(printf '%s\n' "${sides[@]}" | tac)); fi
+    for side in "${order[@]}"; do run_side "$side" "$round"; done
+done
+
+python3 - "$work" "$rounds" "$server" "$data" "$memory" "$seconds" <<'PY'
+import json, os, statistics, sys
+work, rounds, server, data, memory, seconds = sys.argv[1], int(sys.argv[2]), *sys.argv[3:]
+def load(side, r):
+    path = os.path.join(work, f"{side}-{r}.json")
+    return json.load(open(path)) if os.path.exists(path) else None
+def figure(result, key):
+    run = result and result["kv"] and result["kv"].get("run")
+    return run[key] if run else None
+def median(values):
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+rows, failed = [], False
+for r in range(1, rounds + 1):
+    kernel, znswap = load("kernel", r), load("znswap", r)
+    row = {"round": r, "kernel": kernel, "znswap": znswap}
+    failed |= any(side is not None and side["kv_exit"] != 0 for side in (kernel, znswap))
+    ko, zo = figure(kernel, "ops_per_s"), figure(znswap, "ops_per_s")
+    kp, zp = figure(kernel, "p99_us"), figure(znswap, "p99_us")
+    row["ops_ratio"] = zo / ko if ko and zo else None
+    row["p99_ratio"] = kp / zp if kp and zp else None
+    rows.append(row)
+sides = [side for side in ("kernel", "znswap") if any(row[side] for row in rows)]
+both = len(sides) == 2
+for row in rows:
+    # The side that ran first (the script alternates when both run).
+    row["first"] = ("kernel" if row["round"] % 2 else "znswap") if both else sides[0] if sides else "-"
+def rss_mib(result):
+    peak = result and result["server_peak_rss_bytes"]
+    return peak / (1 << 20) if peak else None
+# Columns: title, the round's value, its format; the ratios only when both sides ran.
+columns = [("round", lambda row: row["round"], "d"), ("first", lambda row: row["first"], "s")]
+for side in sides:
+    columns += [(f"{side} ops/s", lambda row, s=side: figure(row[s], "ops_per_s"), ".0f"),
+                (f"{side} p99 µs", lambda row, s=side: figure(row[s], "p99_us"), ".1f"),
+                (f"{side} RSS MiB", lambda row, s=side: rss_mib(row[s]), ".0f")]
+if both:
+    columns += [("ops z/k", lambda row: row["ops_ratio"], ".2f"), ("p99 k/z", lambda row: row["p99_ratio"], ".2f")]
+def cell(value, spec):
+    return "-" if value is None else format(value, spec)
+summary = {"server": server, "data": data, "memory": memory, "seconds": float(seconds), "rounds": rows,
+           "median_ops_ratio": median(r["ops_ratio"] for r in rows),
+           "median_p99_ratio": median(r["p99_ratio"] for r in rows)}
+table = [[title for title, _, _ in columns]]
+table += [[cell(get(row), spec) for _, get, spec in columns] for row in rows]
+if both:
+    table.append(["median"] + [""] * (len(columns) - 3)
+                 + [cell(summary["median_ops_ratio"], ".2f"), cell(summary["median_p99_ratio"], ".2f")])
+widths = [max(len(line[i]) for line in table) for i in range(len(columns))]
+print(f"{server}, {data} of values, {memory} of memory, {seconds} s per run; RSS: the server's peak"
+      + ("; ops z/k is znswap/kernel and p99 k/z kernel/znswap: above 1, znswap is better" if both else ""))
+for line in table:
+    print("  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(line, widths))).rstrip())
+for row in rows:
+    for side in sides:
+        kv = row[side] and row[side]["kv"]
+        if kv and (kv["wrong"] or kv["missing"]):
+            print(f"round {row['round']} {side}: {kv['wrong']} wrong, {kv['missing']} missing values")
+print(json.dumps(summary))
+if failed:
+    print("error: znswap kv failed in some run (wrong or missing values, or an error): see above", file=sys.stderr)
+sys.exit(1 if failed else 0)
+PY
