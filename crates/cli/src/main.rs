@@ -4,6 +4,7 @@ mod cmd_device;
 mod cmd_dst;
 mod cmd_dst_pager;
 mod cmd_kv;
+mod cmd_run;
 mod cmd_sim;
 mod device_bench;
 mod device_path;
@@ -54,6 +55,10 @@ enum Command {
     /// A key-value client for memcached or redis that checks every value it reads back:
     /// load, a timed ETC or YCSB-A mix (ops/s, latency percentiles), a sweep of all keys.
     Kv(cmd_kv::KvArgs),
+    /// Run an unmodified program with its heap paged: memory beyond --memory is swapped
+    /// to the zoned device, and back on fault. Prints what the pager did at exit and
+    /// returns the program's exit status. `znswap run --memory 256M -- redis-server`
+    Run(cmd_run::RunArgs),
 }
 
 #[derive(Args)]
@@ -361,6 +366,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 return Ok(ExitCode::FAILURE);
             }
         }
+        Command::Run(args) => return Ok(ExitCode::from(cmd_run::run(args)?)),
         Command::Kv(args) => {
             if !cmd_kv::run(args)? {
                 return Ok(ExitCode::FAILURE);

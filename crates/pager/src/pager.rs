@@ -181,6 +181,7 @@ pub(crate) struct Shared {
     io_wanted: Condvar,
     space_freed: Condvar,
     stop: AtomicBool,
+    device_error_shown: AtomicBool,
     lbas_per_page: u64,
     metadata_bytes: usize,
     footer_mode: bool,
@@ -289,6 +290,7 @@ impl Pager {
             io_wanted: Condvar::new(),
             space_freed: Condvar::new(),
             stop: AtomicBool::new(false),
+            device_error_shown: AtomicBool::new(false),
             started: Instant::now(),
             counters: Counters::default(),
         });
@@ -351,6 +353,25 @@ impl Pager {
 
     pub fn stats(&self) -> PagerStats {
         self.shared.stats()
+    }
+
+    /// Gives up `len` bytes of `region` from `offset`: they become plain anonymous
+    /// memory, never swapped (a page-aligned range the pager has never mapped). For
+    /// memory that whoever serves faults must itself read: `znswap run`'s allocator
+    /// keeps its arena's bookkeeping there, which allocations by the pager's own threads
+    /// read too.
+    pub fn unpage(&self, region: &Region, offset: usize, len: usize) -> Result<(), PagerError> {
+        assert!(offset % PAGE_BYTES == 0 && len % PAGE_BYTES == 0 && offset + len <= region.len);
+        let state = self.shared.lock();
+        let first = (offset / PAGE_BYTES) as u64;
+        for page in first..first + (len / PAGE_BYTES) as u64 {
+            let page_state = state.page_state(region.owner, page);
+            assert_eq!(page_state, Some(znswap_pager_core::PageState::Unmapped), "unpaging a page the pager mapped");
+        }
+        // Under the lock, so no fault maps one of them meanwhile; after this, faults on
+        // them are the kernel's (zero pages), not ours.
+        self.shared.uffd.unregister(region.base as u64 + offset as u64, len as u64)?;
+        Ok(())
     }
 
     /// Fault latency seen by handler threads (from reading the event to waking the

@@ -77,7 +77,6 @@ struct Runtime {
     pager: Pager,
     /// Never dropped: the program's heap lives in it until the process ends.
     region: Region,
-    arena_start: u64,
     arena_bytes: u64,
     budget_bytes: u64,
     stats: Option<PathBuf>,
@@ -120,6 +119,9 @@ fn scrub_environment() {
 
 fn start(config: Config) -> Result<(), String> {
     let device = znswap_zoned::open_path(&config.device).map_err(|error| error.to_string())?;
+    // Swap holds nothing across runs (as `swapon` discards a swap area's contents): the
+    // engine starts from empty zones.
+    device.reset_all().map_err(|error| format!("resetting {}: {error}", config.device.display()))?;
     let pager_config = PagerConfig {
         policy: config.policy,
         regions_max: 2,
@@ -135,6 +137,16 @@ fn start(config: Config) -> Result<(), String> {
         .alloc(arena_bytes + ARENA_ALIGN, 0)
         .map_err(|error| format!("reserving {arena_bytes} B of paged memory: {error}"))?;
     let arena_start = (region.as_ptr() as u64).div_ceil(ARENA_ALIGN) * ARENA_ALIGN;
+    // mimalloc keeps an arena's bookkeeping (its descriptor and bitmaps) at the arena's
+    // start, and every allocation, the pager threads' own included, reads the
+    // descriptors of all arenas. Paged, a pager thread would fault on memory only it can
+    // bring back (seen: the I/O thread stuck in mi_arenas_try_find_free). So those pages
+    // stay ordinary memory: far more than the bitmaps need (about 1/20000 of the arena),
+    // checked below.
+    let bookkeeping = (arena_bytes / 4096).max(2 << 20);
+    let offset = (arena_start - region.as_ptr() as u64) as usize;
+    pager.unpage(&region, offset, bookkeeping as usize).map_err(|error| format!("unpaging the arena's bookkeeping: {error}"))?;
+    let touched_before = pager.stats().missing_faults;
     let mut arena_id: mi::mi_arena_id_t = std::ptr::null_mut();
     // SAFETY: the range is ours, mapped (registered with the pager) for the process's
     // life, aligned as mimalloc asks; it reads as zeros until written.
@@ -155,6 +167,9 @@ fn start(config: Config) -> Result<(), String> {
     if !managed {
         return Err(format!("mimalloc refused the paged arena ({arena_bytes} B at {arena_start:#x})"));
     }
+    if pager.stats().missing_faults != touched_before {
+        return Err("mimalloc's arena bookkeeping is larger than the memory kept unpaged for it".into());
+    }
     // SAFETY: an arena mimalloc just took.
     let heap = unsafe { mi::mi_heap_new_in_arena(arena_id) };
     if heap.is_null() {
@@ -163,7 +178,6 @@ fn start(config: Config) -> Result<(), String> {
     let runtime = Runtime {
         pager,
         region,
-        arena_start,
         arena_bytes,
         budget_bytes: config.budget_bytes,
         stats: config.stats,

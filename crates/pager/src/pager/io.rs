@@ -167,7 +167,7 @@ impl Shared {
             .device
             .append_vectored(zone, &pieces, metadata)
             .map(|lba| ((lba - self.device.geometry().zone_start_lba(zone)) / self.lbas_per_page) as u32)
-            .map_err(|e| io_error(&e));
+            .map_err(|e| self.device_error(&e));
         drop(pieces);
         drop(mappings);
         if !plan.is_gc() {
@@ -187,6 +187,15 @@ impl Shared {
         data: &mut [u8],
         metadata: Option<&mut [u8]>,
     ) -> Result<(), IoError> {
-        self.device.read(self.lba(zone, slot), data, metadata).map_err(|error| io_error(&error))
+        self.device.read(self.lba(zone, slot), data, metadata).map_err(|error| self.device_error(&error))
+    }
+
+    /// A failed device command: the first one is shown (later ones are counted), so a
+    /// device that fails for a reason the user can fix says why.
+    fn device_error(&self, error: &ZoneError) -> IoError {
+        if !self.device_error_shown.swap(true, Relaxed) {
+            eprintln!("znswap: warning: device error (further ones are only counted): {error}");
+        }
+        io_error(error)
     }
 }

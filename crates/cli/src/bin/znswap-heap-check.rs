@@ -1,0 +1,207 @@
+//! `znswap-heap-check`: a program that uses its heap the ways real programs do and
+//! checks every byte it reads back; run it under `znswap run` to check the pager with
+//! an unmodified program (the tests of `znswap run` do). Prints `ok ...` and exits 0
+//! when every check passed; a wrong byte ends it with exit status 1 and where it was.
+//!
+//! Its heap is plain `malloc` (Rust's system allocator), so under `znswap run` all of
+//! it is paged.
+
+use std::io::{Read, Write};
+use std::os::unix::io::AsRawFd;
+
+const MIB: usize = 1 << 20;
+
+/// The byte at `offset` of chunk `chunk`, version `version`: every position differs
+/// from its neighbours and from other versions, so a page read back from the wrong
+/// place, the wrong time or as zeros is caught.
+fn expected(chunk: usize, offset: usize, version: u64) -> u8 {
+    let x = (chunk as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (offset as u64 / 8).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    let x = x ^ version.wrapping_mul(0x94D0_49BB_1331_11EB);
+    let x = x ^ (x >> 29);
+    (x >> ((offset % 8) * 8)) as u8 | 1
+}
+
+fn fill(chunk: &mut [u8], index: usize, version: u64) {
+    for (offset, byte) in chunk.iter_mut().enumerate() {
+        *byte = expected(index, offset, version);
+    }
+}
+
+fn check(chunk: &[u8], index: usize, version: u64, what: &str) {
+    if let Some(offset) = (0..chunk.len()).find(|&offset| chunk[offset] != expected(index, offset, version)) {
+        eprintln!(
+            "wrong byte in {what}: chunk {index} offset {offset}: {:#04x}, expected {:#04x} (version {version})",
+            chunk[offset],
+            expected(index, offset, version)
+        );
+        std::process::exit(1);
+    }
+}
+
+/// `mib` MiB in 1 MiB chunks, written twice and checked after each pass.
+fn heap(mib: usize) -> String {
+    let mut chunks: Vec<Vec<u8>> = (0..mib).map(|_| vec![0u8; MIB]).collect();
+    for version in 1..=2 {
+        for (index, chunk) in chunks.iter_mut().enumerate() {
+            fill(chunk, index, version);
+        }
+        for (index, chunk) in chunks.iter().enumerate() {
+            check(chunk, index, version, "the heap");
+        }
+    }
+    format!("heap {mib} MiB")
+}
+
+/// The kernel reads and writes heap pages that are on the device: `write()` from them,
+/// `read()` into them, `send()`/`recv()` through a socket pair.
+fn io(mib: usize) -> String {
+    let mut chunks: Vec<Vec<u8>> = (0..mib).map(|index| {
+        let mut chunk = vec![0u8; MIB];
+        fill(&mut chunk, index, 1);
+        chunk
+    }).collect();
+    let path = std::env::temp_dir().join(format!("znswap-heap-check-{}", std::process::id()));
+    // The first chunks were written longest ago: under a budget of a quarter of the
+    // heap they are on the device now.
+    let mut file = std::fs::File::create(&path).expect("temp file");
+    for chunk in &chunks[..4] {
+        file.write_all(chunk).expect("write() from heap pages");
+    }
+    drop(file);
+    let mut file = std::fs::File::open(&path).expect("temp file");
+    for index in 4..8 {
+        file.read_exact(&mut chunks[index]).expect("read() into heap pages");
+        check(&chunks[index], index - 4, 1, "read() data");
+    }
+    std::fs::remove_file(&path).ok();
+    let (a, b) = std::os::unix::net::UnixStream::pair().expect("socketpair");
+    let sender = std::thread::spawn({
+        let sent: Vec<u8> = chunks[8].clone();
+        move || {
+            let mut a = a;
+            a.write_all(&sent).expect("send");
+        }
+    });
+    let (head, tail) = chunks.split_at_mut(9);
+    let target = &mut tail[0];
+    let mut received = 0;
+    while received < MIB {
+        // SAFETY: recv into our own buffer's unfilled tail.
+        let n = unsafe {
+            libc::recv(b.as_raw_fd(), target[received..].as_mut_ptr().cast(), MIB - received, 0)
+        };
+        assert!(n > 0, "recv: {}", std::io::Error::last_os_error());
+        received += n as usize;
+    }
+    sender.join().unwrap();
+    check(target, 8, 1, "recv() data");
+    check(&head[8], 8, 1, "the sent chunk");
+    for (index, chunk) in chunks.iter().enumerate().skip(10) {
+        check(chunk, index, 1, "the heap after I/O");
+    }
+    format!("io {mib} MiB")
+}
+
+/// Threads, each with its own chunks and all reading the shared ones.
+fn threads(mib: usize, count: usize) -> String {
+    let shared: std::sync::Arc<Vec<Vec<u8>>> = std::sync::Arc::new(
+        (0..mib / 2).map(|index| {
+            let mut chunk = vec![0u8; MIB];
+            fill(&mut chunk, index, 7);
+            chunk
+        }).collect(),
+    );
+    let per_thread = (mib / 2 / count).max(1);
+    let handles: Vec<_> = (0..count)
+        .map(|thread| {
+            let shared = shared.clone();
+            std::thread::spawn(move || {
+                let base = 1000 * (thread + 1);
+                let mut own: Vec<Vec<u8>> = (0..per_thread).map(|_| vec![0u8; MIB]).collect();
+                for round in 1..=3u64 {
+                    for (index, chunk) in own.iter_mut().enumerate() {
+                        fill(chunk, base + index, round);
+                    }
+                    for (index, chunk) in shared.iter().enumerate().skip(thread % 3) .step_by(3) {
+                        check(chunk, index, 7, "shared chunks");
+                    }
+                    for (index, chunk) in own.iter().enumerate() {
+                        check(chunk, base + index, round, "a thread's chunks");
+                    }
+                }
+            })
+        })
+        .collect();
+    for handle in handles {
+        handle.join().expect("a thread failed its checks");
+    }
+    format!("threads {count} x {per_thread} MiB + {} MiB shared", mib / 2)
+}
+
+/// One buffer grown by realloc (Vec's doubling) to `mib` MiB, checked as it moves.
+fn realloc(mib: usize) -> String {
+    let mut buffer: Vec<u8> = Vec::new();
+    let step = 64 << 10;
+    let mut index = 0;
+    while buffer.len() < mib * MIB {
+        let mut piece = vec![0u8; step];
+        fill(&mut piece, index, 3);
+        buffer.extend_from_slice(&piece);
+        index += 1;
+    }
+    for (index, piece) in buffer.chunks(step).enumerate() {
+        check(piece, index, 3, "the grown buffer");
+    }
+    format!("realloc to {mib} MiB")
+}
+
+/// Runs a program with exec and checks it runs without the pager: no library mapped,
+/// no configuration in its environment.
+fn exec() -> String {
+    let output = std::process::Command::new("/bin/sh")
+        .arg("-c")
+        .arg("grep -c libznswap_preload /proc/self/maps; env | grep -c -e ZNSWAP_RUN -e libznswap_preload")
+        .output()
+        .expect("running /bin/sh");
+    let text = String::from_utf8_lossy(&output.stdout);
+    let counts: Vec<&str> = text.lines().collect();
+    if counts != ["0", "0"] {
+        eprintln!("an exec'd child still has the pager: maps/environment matches {counts:?}");
+        std::process::exit(1);
+    }
+    "exec without the pager".into()
+}
+
+/// Forks; the parent exits at once, the child lingers (what a daemon does).
+fn daemonize() -> String {
+    // SAFETY: fork in a single-threaded moment of this program; the child only sleeps.
+    match unsafe { libc::fork() } {
+        0 => {
+            std::thread::sleep(std::time::Duration::from_secs(10));
+            // SAFETY: ends the child without running the parent's exit handlers.
+            unsafe { libc::_exit(0) }
+        }
+        pid if pid > 0 => "forked a daemon".into(),
+        _ => panic!("fork: {}", std::io::Error::last_os_error()),
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let number = |index: usize, default: usize| -> usize {
+        args.get(index).map(|text| text.parse().expect("a number")).unwrap_or(default)
+    };
+    let done = match args.first().map(String::as_str) {
+        Some("heap") => heap(number(1, 64)),
+        Some("io") => io(number(1, 64).max(16)),
+        Some("threads") => threads(number(1, 64), number(2, 4)),
+        Some("realloc") => realloc(number(1, 64)),
+        Some("exec") => exec(),
+        Some("daemonize") => daemonize(),
+        _ => {
+            eprintln!("usage: znswap-heap-check heap|io|threads|realloc|exec|daemonize [MIB] [THREADS]");
+            std::process::exit(2);
+        }
+    };
+    println!("ok {done}");
+}
