@@ -235,6 +235,17 @@ impl PagerCore {
                 self.stats.zero_fills += 1;
                 self.mark_resident(owner, page);
             }
+            // Lost since the program's discard was read, and its marker zapped by it: the
+            // page reads zero now, and the loss no longer matters.
+            PageState::Poisoned => {
+                self.stats.zapped_pages_found += 1;
+                self.engine.free(owner, page..page + 1, now).expect("freeing a registered page");
+                self.set_state(owner, page, PageState::Removed);
+                let answer = self.engine.swap_in(owner, page, now).expect("swap-in of a freed page");
+                assert_eq!(answer, znswap_core::SwapIn::Zero, "{owner}:{page}: a freed page holds nothing");
+                self.stats.zero_fills += 1;
+                self.mark_resident(owner, page);
+            }
             // Mapped since the program's discard was read, and zapped by it since: the
             // page reads zero now, so whatever the engine keeps of it (a swap-cached slot,
             // a swap-out in flight) is stale.
@@ -347,7 +358,11 @@ impl PagerCore {
             PageState::Dropping => return FaultStep::Again(Pause::Yield),
             // Mapped, so a stale event; unless the program's discard zapped it since it
             // was mapped (then it reads zero): the kernel tells which.
-            PageState::Resident | PageState::Referenced | PageState::Evicting { .. } | PageState::Writing
+            PageState::Resident
+            | PageState::Referenced
+            | PageState::Evicting { .. }
+            | PageState::Writing
+            | PageState::Poisoned
                 if self.regions[owner as usize].program_discards =>
             {
                 return self.zero_fill_if_unmapped(fault, owner, page);
