@@ -37,6 +37,24 @@ struct PagerCoverage {
     addresses_reused: u64,
     injected_errors: u64,
     corrupted: u64,
+    seeds_with_program_discards: u64,
+    program_discards: u64,
+    discarded_unmapped: u64,
+    discarded_resident: u64,
+    discarded_evicting: u64,
+    discarded_writing: u64,
+    discarded_dropping: u64,
+    discarded_poisoned: u64,
+    discarded_removed: u64,
+    zapped_under_core: u64,
+    window_accesses: u64,
+    zero_fills_landed: u64,
+    zero_fills_refused: u64,
+    forks: u64,
+    child_reads_slot: u64,
+    child_reads_zero: u64,
+    zones_held_max: u64,
+    resets_deferred: u64,
 }
 
 pub struct PagerDstRequest {
@@ -90,6 +108,25 @@ pub fn dst(request: &PagerDstRequest) -> Result<bool> {
         coverage.addresses_reused += report.coverage.addresses_reused;
         coverage.injected_errors += report.coverage.injected_errors;
         coverage.corrupted += report.corrupted;
+        let c = &report.coverage;
+        coverage.seeds_with_program_discards += (c.program_discards > 0) as u64;
+        coverage.program_discards += c.program_discards;
+        coverage.discarded_unmapped += c.discarded_unmapped;
+        coverage.discarded_resident += c.discarded_resident;
+        coverage.discarded_evicting += c.discarded_evicting;
+        coverage.discarded_writing += c.discarded_writing;
+        coverage.discarded_dropping += c.discarded_dropping;
+        coverage.discarded_poisoned += c.discarded_poisoned;
+        coverage.discarded_removed += c.discarded_removed;
+        coverage.zapped_under_core += c.zapped_under_core;
+        coverage.window_accesses += c.window_accesses;
+        coverage.zero_fills_landed += c.zero_fills_landed;
+        coverage.zero_fills_refused += c.zero_fills_refused;
+        coverage.forks += c.forks;
+        coverage.child_reads_slot += c.child_reads_slot;
+        coverage.child_reads_zero += c.child_reads_zero;
+        coverage.zones_held_max = coverage.zones_held_max.max(report.zones_held_max);
+        coverage.resets_deferred += report.resets_deferred;
         table.row(vec![
             seed.to_string(),
             report.ops.to_string(),
@@ -127,7 +164,7 @@ pub fn dst(request: &PagerDstRequest) -> Result<bool> {
             }
         }
         let mut summary = Table::new(&["coverage", "value"]);
-        let rows: [(&str, u64); 13] = [
+        let rows: [(&str, u64); 32] = [
             ("seeds self-paging", coverage.seeds_self_paging),
             ("seeds with handler threads", coverage.seeds_handler_threads),
             ("seeds that ran the GC", coverage.seeds_with_gc),
@@ -141,6 +178,25 @@ pub fn dst(request: &PagerDstRequest) -> Result<bool> {
             ("discards by faults waiting for room", coverage.fault_discards),
             ("regions mapped at a freed region's addresses", coverage.addresses_reused),
             ("device errors injected", coverage.injected_errors),
+            ("seeds with program discards", coverage.seeds_with_program_discards),
+            ("program discards (REMOVE events)", coverage.program_discards),
+            ("  pages discarded while unmapped", coverage.discarded_unmapped),
+            ("  pages discarded while resident", coverage.discarded_resident),
+            ("  pages discarded while evicting", coverage.discarded_evicting),
+            ("  pages discarded while being written", coverage.discarded_writing),
+            ("  pages discarded while awaiting a discard", coverage.discarded_dropping),
+            ("  pages discarded while poisoned", coverage.discarded_poisoned),
+            ("  pages discarded while Removed (untouched since)", coverage.discarded_removed),
+            ("accesses between a discard's event and zap", coverage.window_accesses),
+            ("pages zapped from under the pager", coverage.zapped_under_core),
+            ("zero fills that landed", coverage.zero_fills_landed),
+            ("zero fills that met a mapped page", coverage.zero_fills_refused),
+            ("forks", coverage.forks),
+            ("child reads from held slots", coverage.child_reads_slot),
+            ("child reads of zero pages", coverage.child_reads_zero),
+            ("zones held at once, most in a seed", coverage.zones_held_max),
+            ("zone resets deferred by a hold", coverage.resets_deferred),
+            ("corrupted reads", coverage.corrupted),
         ];
         for (name, value) in rows {
             summary.row(vec![name.to_string(), value.to_string()]);

@@ -199,6 +199,12 @@ pub struct Engine {
     pub(crate) resets_in_flight: u32,
     /// A swap-out was refused for want of a zone since the last slot was invalidated.
     pub(crate) refused_for_space: bool,
+    /// Reset holds covering each zone (`hold_resets`): a zone is reset only at 0.
+    pub(crate) zone_holds: Vec<u32>,
+    /// A reset of the zone was due while it was held: it goes ahead at the release.
+    pub(crate) reset_deferred: Vec<bool>,
+    /// The zones each live hold covers, by hold id (`None`: released, id free).
+    pub(crate) holds: Vec<Option<Vec<u32>>>,
 }
 
 /// The swap-zone the GC writes into: one past the user swap-zones.
@@ -236,6 +242,9 @@ impl Engine {
             invalidations: 0,
             resets_in_flight: 0,
             refused_for_space: false,
+            zone_holds: vec![0; g.zone_count as usize],
+            reset_deferred: vec![false; g.zone_count as usize],
+            holds: Vec::new(),
             stats: Stats::default(),
             tenant_slots: vec![0; config.tenants_max as usize],
             tenant_gc_bytes: vec![0; config.tenants_max as usize],
@@ -368,7 +377,7 @@ impl Engine {
                 self.victims.remove(zone);
                 self.try_reset(zone);
             } else {
-                self.victims.update(zone, counters.garbage());
+                self.index_victim(zone);
             }
         }
     }
@@ -533,10 +542,28 @@ impl Engine {
                 valid += counters.valid as u64;
                 cached += counters.swap_cache as u64;
             }
-            let candidate =
-                counters.state == ZoneState::Full && !counters.in_gc && counters.valid + counters.swap_cache > 0;
+            let held = self.zone_holds[zone as usize] > 0;
+            let candidate = counters.state == ZoneState::Full
+                && !counters.in_gc
+                && counters.valid + counters.swap_cache > 0
+                && !held;
             assert_eq!(self.victims.contains(zone), candidate, "zone {zone} victim index membership");
+            if held {
+                assert!(
+                    !matches!(counters.state, ZoneState::Empty | ZoneState::Resetting),
+                    "held zone {zone} is {:?}",
+                    counters.state
+                );
+            }
+            assert!(!self.reset_deferred[zone as usize] || held, "zone {zone}'s reset deferred with no hold on it");
         }
+        let mut zone_holds = vec![0u32; zone_count as usize];
+        for zones in self.holds.iter().flatten() {
+            for &zone in zones {
+                zone_holds[zone as usize] += 1;
+            }
+        }
+        assert_eq!(zone_holds, self.zone_holds, "hold counts per zone against the holds' zone lists");
         assert_eq!((open_user, open_gc), (self.open_user_zones, self.open_gc_zones));
         assert!(self.open_user_zones <= self.derived.user_open_zones_max);
         assert!(self.open_gc_zones <= self.derived.gc_streams);

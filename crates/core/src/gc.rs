@@ -284,7 +284,7 @@ impl Engine {
                 // Give it back; a later run may manage.
                 self.gc.victims.swap_remove(index);
                 self.slots.zone_mut(victim.zone).in_gc = false;
-                self.victims.update(victim.zone, counters.garbage());
+                self.index_victim(victim.zone);
                 continue;
             }
             self.gc.victims[index] = Victim { zone: victim.zone, cursor: 0, passes: victim.passes + 1, swept: false };
@@ -328,7 +328,11 @@ impl Engine {
     fn gc_pick_victims(&mut self) -> bool {
         while let Some(zone) = self.gc.requested.pop_front() {
             let counters = self.slots.zone(zone);
-            if counters.state == ZoneState::Full && !counters.in_gc && counters.garbage() > 0 {
+            if counters.state == ZoneState::Full
+                && !counters.in_gc
+                && counters.garbage() > 0
+                && self.zone_holds[zone as usize] == 0
+            {
                 self.gc_take_victim(zone);
                 break;
             }
@@ -364,8 +368,7 @@ impl Engine {
         if garbage_sum <= padding_max {
             for victim in std::mem::take(&mut self.gc.victims) {
                 self.slots.zone_mut(victim.zone).in_gc = false;
-                let garbage = self.slots.zone(victim.zone).garbage();
-                self.victims.update(victim.zone, garbage);
+                self.index_victim(victim.zone);
             }
             return false;
         }

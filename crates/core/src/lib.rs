@@ -39,4 +39,4 @@ pub use owner_table::{OwnerError, PageState};
 pub use policy::{PageInfo, Policy, PolicyKind, PolicyView, SwapInfo, SwapZoneId, VmInfo, ZoneInfo};
 pub use slot_map::SlotAddress;
 pub use stats::Stats;
-pub use zones::far_threshold_pages;
+pub use zones::{far_threshold_pages, HoldsInfo, ResetHold};

@@ -42,6 +42,10 @@ pub struct Stats {
     pub zones_offline: u64,
     pub pages_lost: u64,
     pub backpressure: u64,
+    /// Zone resets held back by a reset hold (`Engine::hold_resets`) until its release.
+    pub resets_deferred: u64,
+    /// Most zones covered by reset holds at once (a high-water mark, not a count).
+    pub zones_held_max: u64,
 }
 
 impl Stats {
@@ -75,6 +79,8 @@ impl Stats {
             zones_offline: self.zones_offline - earlier.zones_offline,
             pages_lost: self.pages_lost - earlier.pages_lost,
             backpressure: self.backpressure - earlier.backpressure,
+            resets_deferred: self.resets_deferred - earlier.resets_deferred,
+            zones_held_max: self.zones_held_max,
         }
     }
 

@@ -332,18 +332,26 @@ impl Engine {
                 let Buf::Page(buf) = page.buf else {
                     continue;
                 };
-                if let PageState::SwapOutInFlight { ticket, .. } = self.owners.get(page.owner, page.page) {
-                    if ticket == *tag {
-                        self.owners.set(page.owner, page.page, PageState::Resident);
-                    }
-                }
-                self.stats.swap_outs_failed += 1;
+                // A page freed meanwhile (its swap-out no longer the owner's current
+                // one) is Dropped, as a successful append would say: the owner may have
+                // swapped the page out again since, and that swap-out is still on.
+                let current = matches!(
+                    self.owners.get(page.owner, page.page),
+                    PageState::SwapOutInFlight { ticket, .. } if ticket == *tag
+                );
+                let outcome = if current {
+                    self.owners.set(page.owner, page.page, PageState::Resident);
+                    self.stats.swap_outs_failed += 1;
+                    SwapOutOutcome::Failed
+                } else {
+                    SwapOutOutcome::Dropped
+                };
                 self.events.push_back(Event::SwapOutDone {
                     ticket: Ticket(*tag),
                     owner: page.owner,
                     page: page.page,
                     buf,
-                    outcome: SwapOutOutcome::Failed,
+                    outcome,
                 });
             }
         } else {

@@ -7,6 +7,23 @@ use crate::io::{IoError, IoId, IoKind, IoRequest};
 use crate::owner_table::PageState;
 use crate::slot_map::{ZoneState, NO_SWAP_ZONE};
 
+/// A hold on the resets of the zones that held occupied slots when it was taken
+/// (`Engine::hold_resets`). Released exactly once, by `Engine::release_resets`.
+#[derive(Debug, PartialEq, Eq)]
+#[must_use = "a hold defers resets until it is released"]
+pub struct ResetHold {
+    id: u32,
+}
+
+/// What the live reset holds keep (`Engine::holds_info`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct HoldsInfo {
+    pub holds: u32,
+    pub zones_held: u32,
+    /// Slots of held zones that hold nothing the owners need: room kept from reuse.
+    pub slots_held: u64,
+}
+
 impl Engine {
     // ------------------------------------------------------------------ zones
 
@@ -70,7 +87,17 @@ impl Engine {
         if counters.valid + counters.swap_cache == 0 {
             self.try_reset(zone);
         } else {
-            self.victims.update(zone, counters.garbage());
+            self.index_victim(zone);
+        }
+    }
+
+    /// Lists a full zone holding occupied slots as a GC candidate, unless a hold covers
+    /// it: collecting a zone that cannot be reset would move its data for no room.
+    pub(crate) fn index_victim(&mut self, zone: u32) {
+        if self.zone_holds[zone as usize] > 0 {
+            self.victims.remove(zone);
+        } else {
+            self.victims.update(zone, self.slots.zone(zone).garbage());
         }
     }
 
@@ -89,6 +116,14 @@ impl Engine {
             _ => false,
         };
         if !quiet || !resettable {
+            return;
+        }
+        if self.zone_holds[zone as usize] > 0 {
+            // A forked child may still read its slots: the reset waits for the release.
+            if !self.reset_deferred[zone as usize] {
+                self.reset_deferred[zone as usize] = true;
+                self.stats.resets_deferred += 1;
+            }
             return;
         }
         let Some(io) = self.ios.allocate(IoKind::Reset, zone, counters.resets) else {
@@ -219,6 +254,8 @@ impl Engine {
         self.resets_in_flight -= 1;
         match result {
             Ok(()) => {
+                // What every hold rests on: zones are immutable until reset.
+                assert_eq!(self.zone_holds[zone as usize], 0, "zone {zone} reset under a hold");
                 self.release_open_slot(zone);
                 self.slots.reset(zone);
                 let start = zone as usize * self.footer_words_per_zone;
@@ -255,6 +292,80 @@ impl Engine {
             }
         }
         Ok(())
+    }
+
+    // ------------------------------------------------------------ reset holds
+
+    /// Holds back the reset of every zone holding an occupied slot (valid or swap-cached)
+    /// now, until `release_resets`: what those slots hold stays readable, as zones are
+    /// immutable until reset, however the owners' pages move on (swapped in, freed,
+    /// moved by the GC). What a forked child needs of its parent's swap: it reads its
+    /// pages at the slots the parent's page table named at the fork (`fork` in Linux
+    /// shares the swap slots with the child instead, counting their users).
+    ///
+    /// A held zone is no GC candidate (its data would move for no room) and its reset,
+    /// once due, is deferred to the release (`Stats::resets_deferred`). The room held is
+    /// bounded only by the device: with no room left, swap-outs meet backpressure and
+    /// `swap_full` says so, until a release.
+    pub fn hold_resets(&mut self) -> ResetHold {
+        let zones: Vec<u32> = (0..self.slots.zone_count())
+            .filter(|&zone| {
+                let counters = self.slots.zone(zone);
+                counters.state != ZoneState::Offline && counters.valid + counters.swap_cache > 0
+            })
+            .collect();
+        for &zone in &zones {
+            self.zone_holds[zone as usize] += 1;
+            self.victims.remove(zone);
+        }
+        let id = match self.holds.iter().position(Option::is_none) {
+            Some(id) => {
+                self.holds[id] = Some(zones);
+                id
+            }
+            None => {
+                self.holds.push(Some(zones));
+                self.holds.len() - 1
+            }
+        };
+        let held = self.zone_holds.iter().filter(|&&holds| holds > 0).count() as u64;
+        self.stats.zones_held_max = self.stats.zones_held_max.max(held);
+        ResetHold { id: id as u32 }
+    }
+
+    /// Ends a hold: its zones' deferred resets go ahead, and they are GC candidates again.
+    pub fn release_resets(&mut self, hold: ResetHold, now: u64) {
+        self.advance(now);
+        let zones = self.holds[hold.id as usize].take().expect("a live hold");
+        for zone in zones {
+            let holds = &mut self.zone_holds[zone as usize];
+            *holds -= 1;
+            if *holds > 0 {
+                continue;
+            }
+            let counters = *self.slots.zone(zone);
+            if std::mem::take(&mut self.reset_deferred[zone as usize]) {
+                // (Whoever found it due may not look again: a detached open zone FAR
+                // chose, a full zone whose last slot went invalid.)
+                self.try_reset(zone);
+            } else if counters.state == ZoneState::Full && !counters.in_gc && counters.valid + counters.swap_cache > 0 {
+                self.index_victim(zone);
+            }
+        }
+    }
+
+    /// What live holds keep: zones held, and their slots the owners no longer need
+    /// (invalid or never to be written: room the holds keep from reuse).
+    pub fn holds_info(&self) -> HoldsInfo {
+        let mut info = HoldsInfo { holds: self.holds.iter().flatten().count() as u32, ..HoldsInfo::default() };
+        for zone in 0..self.slots.zone_count() {
+            if self.zone_holds[zone as usize] > 0 {
+                let counters = self.slots.zone(zone);
+                info.zones_held += 1;
+                info.slots_held += (self.capacity - counters.valid - counters.swap_cache) as u64;
+            }
+        }
+        info
     }
 
     // ------------------------------------------------------------ time, FAR

@@ -269,7 +269,8 @@ impl PagerCore {
                 }
                 // A lost page's marker may have been mapped over by the program (a
                 // handler of the SIGBUS): no range spans it, or its ioctl would fail.
-                PageState::Poisoned => open = false,
+                // Nor one the program discarded: what is left there is not the pager's.
+                PageState::Poisoned | PageState::Removed => open = false,
                 PageState::Unmapped | PageState::Dropping => {}
             }
             page += 1;
@@ -302,11 +303,14 @@ impl PagerCore {
             // Written (and unprotected by its fault) since it was picked, perhaps picked
             // again by another round since; or (never for a live region) not protected:
             // keep it.
-            let written = self.state(owner, page) != PageState::Evicting { by: round.id };
+            let state = self.state(owner, page);
+            let written = state != PageState::Evicting { by: round.id };
             if written || !protected {
                 self.out_free.push(handle);
                 if written {
-                    self.stats.evictions_raced += 1;
+                    // (A victim the program discarded meanwhile was not written: it is
+                    // not the pager's any more, and never handed over.)
+                    self.stats.evictions_raced += (state != PageState::Removed) as u64;
                 } else {
                     self.set_state(owner, page, PageState::Resident);
                     self.unprotect_if_dirty(owner, page, actions);
@@ -411,7 +415,9 @@ impl PagerCore {
         // The region it was taken from, not a later one under the same owner id (whose
         // page of that index may have a swap-out of its own).
         let generation = self.out_pages[handle as usize].generation;
-        if !self.same_region(owner, generation) {
+        // Dropped: its region was freed, or the program discarded the page during its
+        // swap-out (`discard_range` made it Removed; it may have been mapped again since).
+        if !self.same_region(owner, generation) || outcome == SwapOutOutcome::Dropped {
             return;
         }
         assert_eq!(self.state(owner, page), PageState::Writing, "{owner}:{page} completed a swap-out it was not in");
@@ -425,7 +431,7 @@ impl PagerCore {
             // The append failed: kept, still write-protected, as a sampled page is (its
             // next write faults and lifts the protection; failures are rare).
             SwapOutOutcome::Failed => self.set_state(owner, page, PageState::Resident),
-            SwapOutOutcome::Dropped => panic!("{owner}:{page}: a live region's swap-out dropped"),
+            SwapOutOutcome::Dropped => unreachable!("returned above"),
         }
     }
 

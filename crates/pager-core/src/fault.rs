@@ -72,6 +72,13 @@ pub enum FaultStep {
     /// lock (the faulting page first, then the pages read ahead), then call
     /// [`PagerCore::fault_read_done`].
     Read { zone: u32, slot: u32, pages: u32 },
+    /// Map one page of zeroes at `address` only if nothing is mapped there, still under
+    /// the lock (`UFFDIO_COPY` of a zero page, writable, waking the faulting threads;
+    /// `EEXIST` means something is mapped), then call [`PagerCore::fault_zero_filled`]
+    /// with whether it landed. Asked only in regions the program discarded from: what
+    /// the program's discard left mapped is zapped by the kernel at a time the pager
+    /// never learns, so whether a page is mapped is the kernel's to say.
+    ZeroFill { address: u64 },
 }
 
 /// One fault, from its first call to `Done`: the shell keeps it across the calls.
@@ -101,6 +108,8 @@ enum Progress {
         sequential: bool,
     },
     Reading(Reading),
+    /// Asked the shell to map zeroes where nothing is mapped (`FaultStep::ZeroFill`).
+    ZeroFilling { owner: u32, page: u64, generation: u64 },
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -144,7 +153,10 @@ impl PagerCore {
     /// Decides what a fault does. Call again as the answer says until `Done` or
     /// `NotOurs`; carry out `actions` before releasing the lock each time.
     pub fn fault(&mut self, fault: &mut Fault, now: u64, actions: &mut Actions) -> FaultStep {
-        assert!(!matches!(fault.progress, Progress::Reading(_)), "a fault with a read outstanding called again");
+        assert!(
+            !matches!(fault.progress, Progress::Reading(_) | Progress::ZeroFilling { .. }),
+            "a fault with a read or a zero fill outstanding called again"
+        );
         let address = fault.address;
         let Some((owner, page)) = self.locate(address) else {
             return match fault.kind {
@@ -178,9 +190,76 @@ impl PagerCore {
         };
         if write_protect {
             self.write_fault(owner, page, now, actions);
+            if matches!(fault.kind, FaultKind::Sigbus { .. }) && self.regions[owner as usize].program_discards {
+                // A SIGBUS on a page the pager has mapped is a write to a protected
+                // page, unless the program's discard zapped it: then it is missing, and
+                // only the kernel can say which.
+                return self.zero_fill_if_unmapped(fault, owner, page);
+            }
             return FaultStep::Done;
         }
         self.missing_fault(fault, owner, page, now, actions)
+    }
+
+    fn zero_fill_if_unmapped(&mut self, fault: &mut Fault, owner: u32, page: u64) -> FaultStep {
+        let generation = self.regions[owner as usize].generation;
+        fault.progress = Progress::ZeroFilling { owner, page, generation };
+        FaultStep::ZeroFill { address: self.page_address(owner, page) }
+    }
+
+    /// The zero fill a fault asked for (`FaultStep::ZeroFill`) is done: `landed` if
+    /// nothing was mapped there and the zero page now is.
+    pub fn fault_zero_filled(&mut self, fault: &mut Fault, landed: bool, now: u64, actions: &mut Actions) -> FaultStep {
+        let Progress::ZeroFilling { owner, page, generation } = fault.progress else {
+            panic!("fault_zero_filled without a zero fill outstanding");
+        };
+        let address = fault.address;
+        fault.progress = Progress::New;
+        assert!(self.same_region(owner, generation), "{owner}:{page}: the region went while the lock was held");
+        let state = self.state(owner, page);
+        if !landed {
+            match state {
+                // The old entry is still there: the kernel's zap is still to come. A
+                // write to it (a SIGBUS, if it was write-protected) may go ahead, into
+                // memory about to be zapped; the pager never reads it.
+                PageState::Removed => actions.push(Action::Unprotect { address, pages: 1 }),
+                // A stale event: the page is mapped.
+                _ => actions.push(Action::Wake { address }),
+            }
+            return FaultStep::Done;
+        }
+        match state {
+            PageState::Removed => {
+                let answer = self.engine.swap_in(owner, page, now).expect("swap-in of a discarded page");
+                assert_eq!(answer, znswap_core::SwapIn::Zero, "{owner}:{page}: a discarded page holds nothing");
+                self.stats.zero_fills += 1;
+                self.mark_resident(owner, page);
+            }
+            // Lost since the program's discard was read, and its marker zapped by it: the
+            // page reads zero now, and the loss no longer matters.
+            PageState::Poisoned => {
+                self.stats.zapped_pages_found += 1;
+                self.engine.free(owner, page..page + 1, now).expect("freeing a registered page");
+                self.set_state(owner, page, PageState::Removed);
+                let answer = self.engine.swap_in(owner, page, now).expect("swap-in of a freed page");
+                assert_eq!(answer, znswap_core::SwapIn::Zero, "{owner}:{page}: a freed page holds nothing");
+                self.stats.zero_fills += 1;
+                self.mark_resident(owner, page);
+            }
+            // Mapped since the program's discard was read, and zapped by it since: the
+            // page reads zero now, so whatever the engine keeps of it (a swap-cached slot,
+            // a swap-out in flight) is stale.
+            PageState::Resident | PageState::Referenced | PageState::Evicting { .. } | PageState::Writing => {
+                self.stats.zapped_pages_found += 1;
+                self.engine.dirtied(owner, page, now).expect("dirtied on a registered page");
+                if matches!(state, PageState::Resident | PageState::Evicting { .. }) {
+                    self.set_state(owner, page, PageState::Referenced);
+                }
+                self.after_engine();
+            }
+            other => panic!("{owner}:{page}: a zero fill landed on a {other:?} page"),
+        }
+        FaultStep::Done
     }
 
     /// A write to a write-protected page: the engine learns the page is dirty (a
@@ -190,6 +269,13 @@ impl PagerCore {
         self.stats.write_protect_faults += 1;
         let address = self.page_address(owner, page);
         let state = self.state(owner, page);
+        if state == PageState::Removed {
+            // A write to the entry the program's discard left mapped (or a stale event
+            // once zapped): let it go into memory about to be zapped; once zapped, the
+            // writer faults as missing and gets a zero page.
+            actions.push(Action::Unprotect { address, pages: 1 });
+            return;
+        }
         if !state.is_resident() {
             // Dropped after its swap-out completed: the writer retries, faults the page
             // back in and writes to it then.
@@ -266,9 +352,21 @@ impl PagerCore {
             fault.counted = true;
             self.stats.missing_faults += 1;
         }
-        match self.state(owner, page) {
+        let state = self.state(owner, page);
+        match state {
             // Its discard is under way: swap it in once that is done.
             PageState::Dropping => return FaultStep::Again(Pause::Yield),
+            // Mapped, so a stale event; unless the program's discard zapped it since it
+            // was mapped (then it reads zero): the kernel tells which.
+            PageState::Resident
+            | PageState::Referenced
+            | PageState::Evicting { .. }
+            | PageState::Writing
+            | PageState::Poisoned
+                if self.regions[owner as usize].program_discards =>
+            {
+                return self.zero_fill_if_unmapped(fault, owner, page);
+            }
             // Another thread resolved it meanwhile (or the device lost it: the retried
             // access meets the poison).
             PageState::Resident
@@ -279,7 +377,7 @@ impl PagerCore {
                 actions.push(Action::Wake { address });
                 return FaultStep::Done;
             }
-            PageState::Unmapped => {}
+            PageState::Unmapped | PageState::Removed => {}
         }
         // Faults beyond the budget wait for room (a bounded resident set), unless no room
         // can come: swap is full and nothing is on its way out. Then the resident set
@@ -298,6 +396,11 @@ impl PagerCore {
                 self.swap_full_said = true;
                 self.notice = Some(if waited_long { Notice::RoomTooSlow } else { Notice::SwapFull });
             }
+        }
+        if state == PageState::Removed {
+            // Whatever the program's discard left mapped may still be there: map zeroes
+            // only where nothing is.
+            return self.zero_fill_if_unmapped(fault, owner, page);
         }
         let sequential = match fault.progress {
             Progress::Started { sequential, .. } => sequential,

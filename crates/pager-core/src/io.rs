@@ -77,7 +77,14 @@ impl PagerCore {
                     let source = match append_page.buf {
                         Buf::Page(handle) => {
                             let out = self.out_pages[handle as usize];
-                            if self.same_region(out.owner, out.generation) {
+                            // A page the program discarded during its swap-out (no longer
+                            // Writing) completes Dropped: its data is not wanted, and
+                            // what is mapped there may be zapped under the read.
+                            let writing = || {
+                                let page = (out.address - self.regions[out.owner as usize].base) / PAGE_BYTES as u64;
+                                self.state(out.owner, page) == crate::PageState::Writing
+                            };
+                            if self.same_region(out.owner, out.generation) && writing() {
                                 let region = &self.regions[out.owner as usize];
                                 debug_assert_eq!(out.address, region.base + append_page.page * PAGE_BYTES as u64);
                                 PageSource::Region { address: out.address }

@@ -18,7 +18,13 @@
 //! - **A fault** ([`Fault`]): [`PagerCore::fault`] until it answers `Done` or
 //!   `NotOurs`. `Again` asks for a pause, `WaitRoom` for room under the budget (a
 //!   discard, or a wait for `Wakeups::room`), `Read` for a device read outside the lock
-//!   followed by [`PagerCore::fault_read_done`].
+//!   followed by [`PagerCore::fault_read_done`], `ZeroFill` (in regions the program
+//!   discarded from) for a zero page mapped under the lock only where nothing is,
+//!   followed by [`PagerCore::fault_zero_filled`].
+//! - **The program's own memory calls**: a userfaultfd REMOVE event (a discard):
+//!   [`PagerCore::discard_range`] in the lock hold that read the event. A fork:
+//!   [`PagerCore::fork_hold`] under the lock held across `fork`, [`PagerCore::child_page`]
+//!   on the child's copy, [`PagerCore::fork_release`] once the child is gone.
 //! - **The evictor**: [`PagerCore::evictor_work`] says whether to discard, evict or
 //!   sleep. Discard: [`PagerCore::discard_take`], `MADV_DONTNEED` of the batch's ranges
 //!   outside the lock, [`PagerCore::discard_done`]. Evict: [`PagerCore::evict_pick`],
@@ -54,6 +60,7 @@ mod evict;
 mod fault;
 mod io;
 mod page;
+mod program;
 mod region;
 
 pub use action::{Action, Actions, CopyFrom, Wakeups};
@@ -61,6 +68,7 @@ pub use evict::{AddressRange, DiscardBatch, EvictRound, EvictorWork, ProtectRang
 pub use fault::{Fault, FaultKind, FaultStep, Pause, ROOM_WAIT_MAX_NS, ZERO_FILL_AROUND_PAGES};
 pub use io::{IoCompletion, IoPlan, PageSource};
 pub use page::PageState;
+pub use program::{ChildPage, ForkHold};
 
 use serde::Serialize;
 use znswap_core::{Config, ConfigError, Engine, Geometry, OwnerError, PolicyKind, RecordEncoding};
@@ -166,6 +174,13 @@ pub struct CoreStats {
     /// When the first swap-out append was handed out (0: none yet), in the shell's
     /// nanoseconds.
     pub first_swap_out_ns: u64,
+    /// Discards of the program's (`discard_range`), and the pages they covered.
+    pub program_discards: u64,
+    pub program_discarded_pages: u64,
+    /// Pages mapped after a discard of the program's was read and zapped by it since,
+    /// found by a fault (`FaultStep::ZeroFill` landed on a page the pager had mapped).
+    pub zapped_pages_found: u64,
+    pub forks: u64,
 }
 
 /// A page on its way to the device: the append reads it at `address` if its region
@@ -476,6 +491,8 @@ impl PagerCore {
                     // Swapped (perhaps moved by the GC, or its zone lost), or a zero entry.
                     PageState::Dropping => matches!(engine, Engine::Zero | Engine::Swapped { .. } | Engine::Lost),
                     PageState::Poisoned => engine == Engine::Lost,
+                    // Discarded: nothing kept.
+                    PageState::Removed => engine == Engine::Zero,
                 };
                 assert!(agrees, "page {owner}:{page} is {state:?} for the pager but {engine:?} for the engine");
                 resident += state.is_resident() as u64;

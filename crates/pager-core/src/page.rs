@@ -32,6 +32,14 @@ pub enum PageState {
     Dropping,
     /// The device lost its only copy: a poison marker, so a touch raises SIGBUS.
     Poisoned,
+    /// The program discarded it (`MADV_DONTNEED` and kin: a userfaultfd REMOVE event)
+    /// while something was mapped there: what was mapped (its old data, a poison marker)
+    /// stays until the kernel zaps it, after the event was read, at a time the pager
+    /// never learns. Not the pager's; the engine holds nothing (a zero entry), and the
+    /// page reads zero once zapped. The pager never trusts, writes out or maps over the
+    /// old entry: a missing fault asks the shell to map zeroes only if nothing is mapped
+    /// (`FaultStep::ZeroFill`), and only a page that landed is the pager's again.
+    Removed,
 }
 
 impl PageState {
@@ -74,6 +82,12 @@ impl PageState {
             | (Writing, Dropping)
             // Discarded.
             | (Dropping, Unmapped)
+            // The program discarded it while mapped (Dropping pages stay Dropping: the
+            // pager's own discard zaps them, and a fault waits for that, so nothing is
+            // mapped where that discard is about to land).
+            | (Resident | Referenced | Evicting { .. } | Writing | Poisoned, Removed)
+            // Its old entry is gone (a zero page landed where nothing was mapped).
+            | (Removed, Referenced)
         )
     }
 }
@@ -82,8 +96,8 @@ impl PageState {
 mod tests {
     use super::PageState::{self, *};
 
-    const ALL: [PageState; 8] =
-        [Unmapped, Resident, Referenced, Evicting { by: 0 }, Evicting { by: 1 }, Writing, Dropping, Poisoned];
+    const ALL: [PageState; 9] =
+        [Unmapped, Resident, Referenced, Evicting { by: 0 }, Evicting { by: 1 }, Writing, Dropping, Poisoned, Removed];
 
     #[test]
     fn every_state_is_reachable_and_every_mapped_state_leaves() {
@@ -100,12 +114,21 @@ mod tests {
             }
         }
         // A page reaches the device only through Writing, and leaves memory only through
-        // Dropping: nothing jumps from a mapped state straight to Unmapped.
+        // Dropping (or the program's discard, Removed): nothing jumps from a mapped state
+        // straight to Unmapped.
         for from in ALL {
             if from.may_become(Unmapped) {
                 assert_eq!(from, Dropping);
             }
         }
         assert!(!Poisoned.may_become(Referenced), "a lost page is never mapped with data again");
+        // A page the program discarded is the pager's again only once a zero page landed
+        // where its old entry was: never through Unmapped, whose faults map over anything.
+        for to in ALL {
+            if Removed.may_become(to) {
+                assert_eq!(to, Referenced);
+            }
+        }
+        assert!(!Dropping.may_become(Removed), "a page awaiting the pager's discard stays Dropping");
     }
 }

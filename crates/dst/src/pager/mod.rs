@@ -51,6 +51,9 @@ pub struct PagerDstReport {
     pub violations: Vec<String>,
     pub gc_runs: u64,
     pub waf: f64,
+    /// Reset holds (forks): most zones held at once, and resets deferred.
+    pub zones_held_max: u64,
+    pub resets_deferred: u64,
     pub core: znswap_pager_core::CoreStats,
     pub coverage: Coverage,
     pub scenario: PagerScenario,
@@ -156,6 +159,8 @@ fn report(
         violations,
         gc_runs: engine_stats.gc_runs,
         waf: engine_stats.waf(),
+        zones_held_max: engine_stats.zones_held_max,
+        resets_deferred: engine_stats.resets_deferred,
         core: world.map(|world| world.core.stats()).unwrap_or_default(),
         coverage: world.map(|world| world.coverage.clone()).unwrap_or_default(),
         scenario,

@@ -59,6 +59,12 @@ pub struct PagerScenario {
     pub zero_write_share: f64,
     /// A region is freed (and another added) about once per this many steps; 0: never.
     pub region_churn_steps: u64,
+    /// The program discards a range (a userfaultfd REMOVE) about once per this many
+    /// steps; 0: never. Handler threads only: what `znswap run` pages.
+    pub program_discard_steps: u64,
+    /// The program forks about once per this many steps (the child reads its snapshot
+    /// while the parent runs on); 0: never.
+    pub fork_steps: u64,
     pub faults: PagerFaults,
 }
 
@@ -127,6 +133,11 @@ impl PagerScenario {
             write_share: [0.2, 0.5, 0.9][below(rng, 3) as usize],
             zero_write_share: [0.0, 0.02, 0.1][below(rng, 3) as usize],
             region_churn_steps: [0, 20_000, 200_000][below(rng, 3) as usize],
+            program_discard_steps: match fault_mode {
+                PagerFaultMode::HandlerThreads(_) => [0, 2_000, 20_000][below(rng, 3) as usize],
+                PagerFaultMode::SelfPaging => 0,
+            },
+            fork_steps: [0, 100_000, 400_000][below(rng, 3) as usize],
             faults,
         }
     }

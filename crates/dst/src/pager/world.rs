@@ -12,8 +12,8 @@ use std::collections::VecDeque;
 use znswap_core::driver::{Captured, Completion, ContractBreach, DeviceHooks, Driver, Stage};
 use znswap_core::{AppendPage, Buf, IoError, IoRequest, PageState as EnginePage};
 use znswap_pager_core::{
-    Action, Actions, CopyFrom, DiscardBatch, EvictRound, EvictorWork, Fault, FaultKind, FaultStep, IoCompletion,
-    IoPlan, PageSource, PageState, PagerCore, Pause, PAGE_BYTES,
+    Action, Actions, ChildPage, CopyFrom, DiscardBatch, EvictRound, EvictorWork, Fault, FaultKind, FaultStep,
+    ForkHold, IoCompletion, IoPlan, PageSource, PageState, PagerCore, Pause, PAGE_BYTES,
 };
 
 use super::scenario::{Access, PagerFaultMode, PagerFaults, PagerScenario};
@@ -40,6 +40,10 @@ pub struct Pte {
     pub version: u64,
     /// Installed from a device read, and not written since.
     pub from_device: bool,
+    /// Mapped when a discard of the program's was read, whose zap has not come yet: it
+    /// holds data from before the discard (perhaps written over in part since), which
+    /// must never be read once zapped.
+    pub tainted: bool,
 }
 
 pub struct ModelRegion {
@@ -52,6 +56,35 @@ pub struct ModelRegion {
     pub lost: Vec<bool>,
     /// Application accesses under way here: a program does not free memory it is using.
     pub busy: u32,
+    /// A second version a read may see (after a discard: a write made between the event
+    /// and the zap, which the pager may have written out before the zap).
+    pub alt: Vec<Option<u64>>,
+    /// While a discard's zap is pending: the version before the discard (a read may
+    /// still see it, or zeroes).
+    pub pre: Vec<Option<u64>>,
+    /// The last write between a discard's event and its zap, if it landed on a page
+    /// mapped since the event (one holding no data from before the discard).
+    pub window_write: Vec<Option<u64>>,
+    /// The program's zap took what the pager had mapped (it believes the page mapped
+    /// until a fault says otherwise).
+    pub zapped: Vec<bool>,
+}
+
+impl ModelRegion {
+    /// Whether a read of `page` may see `version`.
+    fn acceptable(&self, page: usize, version: u64) -> bool {
+        version == self.oracle[page]
+            || Some(version) == self.alt[page]
+            || self.pre[page].is_some_and(|pre| version == pre || version == 0)
+    }
+
+    /// A read saw `version`: outside a discard's window, that is the page's content now.
+    fn seen(&mut self, page: usize, version: u64) {
+        if self.pre[page].is_none() {
+            self.oracle[page] = version;
+            self.alt[page] = None;
+        }
+    }
 }
 
 /// Counters of what the run exercised.
@@ -83,6 +116,45 @@ pub struct Coverage {
     pub stale_events: u64,
     /// Episodes of full swap said to the user.
     pub swap_full_notices: u64,
+    /// The program's discards (REMOVE events read), and their pages by pager state.
+    pub program_discards: u64,
+    pub discarded_unmapped: u64,
+    pub discarded_resident: u64,
+    pub discarded_evicting: u64,
+    pub discarded_writing: u64,
+    pub discarded_dropping: u64,
+    pub discarded_poisoned: u64,
+    pub discarded_removed: u64,
+    /// Pages the zap took from under the pager (mapped since the event).
+    pub zapped_under_core: u64,
+    /// Accesses between a discard's event and its zap to pages of its range.
+    pub window_accesses: u64,
+    /// `FaultStep::ZeroFill`s that landed, and that met something mapped.
+    pub zero_fills_landed: u64,
+    pub zero_fills_refused: u64,
+    pub forks: u64,
+    /// The child's reads of its snapshot: from held slots, zero pages, lost pages.
+    pub child_reads_slot: u64,
+    pub child_reads_zero: u64,
+    pub child_reads_lost: u64,
+}
+
+/// The program's discard in flight: its REMOVE event queued, then read (the zap to come).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ProgramDiscard {
+    Idle,
+    Queued { place: usize, first: u64, last: u64 },
+    /// Read (`discard_range` called); the madvising thread zaps at `zap_step`.
+    Read { place: usize, first: u64, last: u64, zap_step: u64 },
+}
+
+/// A forked child's snapshot: what each page it would fault on must read.
+struct ForkModel {
+    hold: ForkHold,
+    /// (place, page, where the child reads it, the versions it may hold).
+    pages: Vec<(usize, u64, ChildPage, [Option<u64>; 4])>,
+    release_step: u64,
+    next_read_step: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -244,6 +316,10 @@ pub struct World {
     sweeping: bool,
     /// `ZNSWAP_PAGER_TRACE=place:page`: print what happens to that page.
     trace: Option<(usize, u64)>,
+    discard: ProgramDiscard,
+    next_discard_step: u64,
+    fork: Option<ForkModel>,
+    next_fork_step: u64,
 }
 
 const VIOLATIONS_MAX: usize = 32;
@@ -313,6 +389,10 @@ impl World {
                 let (place, page) = text.split_once(':')?;
                 Some((place.parse().ok()?, page.parse().ok()?))
             }),
+            discard: ProgramDiscard::Idle,
+            next_discard_step: if scenario.program_discard_steps == 0 { u64::MAX } else { scenario.program_discard_steps },
+            fork: None,
+            next_fork_step: if scenario.fork_steps == 0 { u64::MAX } else { scenario.fork_steps },
             scenario,
         }
     }
@@ -348,6 +428,10 @@ impl World {
                     oracle: vec![0; pages as usize],
                     lost: vec![false; pages as usize],
                     busy: 0,
+                    alt: vec![None; pages as usize],
+                    pre: vec![None; pages as usize],
+                    window_write: vec![None; pages as usize],
+                    zapped: vec![false; pages as usize],
                 });
                 self.after_lock_step();
                 true
@@ -430,6 +514,7 @@ impl World {
                                 self.violation(format!("UFFDIO_POISON over a mapped page at {address:#x}"));
                             } else {
                                 pte.poisoned = true;
+                                self.regions[place].as_mut().expect("live").zapped[page as usize] = false;
                             }
                         }
                         None => self.violation(format!("UFFDIO_POISON outside any region at {address:#x}")),
@@ -453,9 +538,12 @@ impl World {
             self.violation(format!("{what} over a page already mapped at {address:#x}"));
             return;
         }
-        *pte = Pte { mapped: true, write_protected, poisoned: false, version, from_device };
+        *pte = Pte { mapped: true, write_protected, poisoned: false, version, from_device, tainted: false };
+        region.zapped[page as usize] = false;
         let expected = region.oracle[page as usize];
-        if version != expected && !region.lost[page as usize] {
+        if region.acceptable(page as usize, version) {
+            region.seen(page as usize, version);
+        } else if !region.lost[page as usize] {
             self.corrupted += 1;
             let message = format!("page {place}:{page} installed with v{version}, last written v{expected}");
             self.violation(message);
@@ -561,12 +649,18 @@ impl World {
                         Some((place, page)) => {
                             let region = self.regions[place].as_ref().expect("live");
                             let (owner, pte) = (region.owner, region.ptes[page as usize]);
+                            let discarded = region.zapped[page as usize]
+                                || region.pre[page as usize].is_some()
+                                || self.core.page_state(owner, page) == Some(PageState::Removed);
                             if self.trace == Some((place, page)) {
                                 self.trace(address, 1, &|| format!("append to zone {zone} reads v{}", pte.version));
-                            } else if !pte.mapped {
+                            } else if !pte.mapped && !discarded {
                                 self.violation(format!("an append read the unmapped page {place}:{page}"));
                             }
-                            (owner, page, Buf::Page(pte.version))
+                            // (Zapped by the program: the append's read faults, and reads
+                            // the zero page a handler maps.)
+                            let version = if pte.mapped { pte.version } else { 0 };
+                            (owner, page, Buf::Page(version))
                         }
                         None => {
                             self.violation(format!("an append read {address:#x}, outside any region"));
@@ -637,7 +731,9 @@ impl World {
             1 => self.step_handler(index),
             2 => self.step_evictor(index),
             3 => self.step_io(index),
-            _ => self.step_churn(),
+            4 => self.step_churn(),
+            5 => self.step_program_discard(),
+            _ => self.step_fork(),
         }
         true
     }
@@ -661,7 +757,12 @@ impl World {
             IoPhase::Sleeping(Waiting::Until(until)) => Some(until),
             _ => None,
         });
-        apps.chain(handlers).chain(evictors).chain(ios).min()
+        let zap = match self.discard {
+            ProgramDiscard::Read { zap_step, .. } => Some(zap_step),
+            _ => None,
+        };
+        let child = self.fork.as_ref().map(|fork| fork.next_read_step);
+        apps.chain(handlers).chain(evictors).chain(ios).chain(zap).chain(child).min()
     }
 
     fn runnable(&self) -> Vec<(u8, usize)> {
@@ -672,7 +773,8 @@ impl World {
             }
         }
         for (index, handler) in self.handlers.iter().enumerate() {
-            if handler.task.as_ref().map_or(!self.events.is_empty(), |task| self.task_runnable(task)) {
+            let remove_queued = matches!(self.discard, ProgramDiscard::Queued { .. });
+            if handler.task.as_ref().map_or(!self.events.is_empty() || remove_queued, |task| self.task_runnable(task)) {
                 runnable.push((1, index));
             }
         }
@@ -700,6 +802,18 @@ impl World {
         }
         if self.step >= self.next_churn_step && !self.sweeping && self.mappings_readers == 0 {
             runnable.push((4, 0));
+        }
+        let discard_due = self.discard == ProgramDiscard::Idle && self.step >= self.next_discard_step && !self.sweeping;
+        let zap_due = matches!(self.discard, ProgramDiscard::Read { zap_step, .. } if self.step >= zap_step);
+        if discard_due || zap_due {
+            runnable.push((5, 0));
+        }
+        let fork_due = match &self.fork {
+            None => self.step >= self.next_fork_step && !self.sweeping,
+            Some(fork) => self.step >= fork.next_read_step,
+        };
+        if fork_due {
+            runnable.push((6, 0));
         }
         runnable
     }
@@ -851,7 +965,11 @@ impl World {
             };
         }
         self.coverage.accesses += 1;
-        if pte.poisoned {
+        let in_window = self.regions[place].as_ref().expect("live").pre[page as usize].is_some();
+        self.coverage.window_accesses += in_window as u64;
+        if pte.poisoned && pte.tainted {
+            // A lost page's marker the program's discard is about to zap.
+        } else if pte.poisoned {
             self.observe_lost(place, page);
         } else if write {
             let zero = chance(&mut self.rng, self.scenario.zero_write_share);
@@ -861,11 +979,19 @@ impl World {
             region.ptes[page as usize].version = version;
             region.ptes[page as usize].from_device = false;
             region.oracle[page as usize] = version;
+            region.alt[page as usize] = None;
+            if in_window {
+                // Written over data from before the discard, the page is still that
+                // data in part: the zap must take it. Written to a page mapped since,
+                // it may survive the zap (written out before it).
+                region.window_write[page as usize] = (!pte.tainted).then_some(version);
+            }
             self.coverage.writes += 1;
         } else {
-            let region = self.regions[place].as_ref().expect("live");
+            let region = self.regions[place].as_mut().expect("live");
             let expected = region.oracle[page as usize];
-            if pte.version == expected {
+            if region.acceptable(page as usize, pte.version) {
+                region.seen(page as usize, pte.version);
                 self.coverage.reads_verified += 1;
                 self.coverage.swap_ins_verified += pte.from_device as u64;
             } else {
@@ -884,8 +1010,12 @@ impl World {
             return;
         }
         let expected = region.oracle[page as usize];
+        // (After a discard, the write made before its zap may be what was lost.)
+        let versions = [Some(expected), region.alt[page as usize]];
         let engine = self.core.engine().page_state(region.owner, page);
-        let in_offline_zone = self.driver.device.zones.iter().any(|zone| zone.offline && zone.data.contains(&expected));
+        let in_offline_zone = self.driver.device.zones.iter().any(|zone| {
+            zone.offline && versions.iter().flatten().any(|version| zone.data.contains(version))
+        });
         if engine != Ok(EnginePage::Lost) || !in_offline_zone {
             self.violation(format!(
                 "page {place}:{page} poisoned (engine: {engine:?}), but v{expected} was not lost with an offline zone"
@@ -898,6 +1028,12 @@ impl World {
     fn step_handler(&mut self, index: usize) {
         let mut task = match self.handlers[index].task.take() {
             Some(task) => task,
+            None if self.events.is_empty() => {
+                // Faults are read before other events: a REMOVE now, and the discard
+                // applied in the same lock hold as its read.
+                self.read_program_discard();
+                return;
+            }
             None => {
                 let (address, kind) = self.events.pop_front().expect("runnable with an event");
                 let stale = self.locate(address).is_none_or(|(place, page)| {
@@ -955,6 +1091,27 @@ impl World {
                     FaultStep::Read { zone, slot, pages } => {
                         task.phase = FaultPhase::Read { zone, slot, pages };
                         false
+                    }
+                    FaultStep::ZeroFill { address } => {
+                        // Still under the lock: a zero page lands only where nothing is.
+                        let landed = self.locate(address).is_some_and(|(place, page)| {
+                            let pte = self.regions[place].as_ref().expect("live").ptes[page as usize];
+                            !pte.mapped && !pte.poisoned
+                        });
+                        if landed {
+                            self.coverage.zero_fills_landed += 1;
+                            self.install(address, 0, false, false, "ZeroFill");
+                            self.wake(address, 1);
+                        } else {
+                            self.coverage.zero_fills_refused += 1;
+                        }
+                        let step = self.core.fault_zero_filled(&mut task.fault, landed, self.now_ns, &mut actions);
+                        self.apply(&mut actions, &[]);
+                        self.after_lock_step();
+                        if step != FaultStep::Done {
+                            self.violation(format!("a zero fill answered {step:?}"));
+                        }
+                        true
                     }
                 }
             }
@@ -1113,12 +1270,19 @@ impl World {
                         self.trace(address, 1, &|| format!("evictor {index} zero check"));
                         let zero = match self.locate(address) {
                             Some((place, page)) => {
-                                let pte = self.regions[place].as_ref().expect("live").ptes[page as usize];
-                                if !pte.mapped {
+                                let region = self.regions[place].as_ref().expect("live");
+                                let pte = region.ptes[page as usize];
+                                let discarded = region.zapped[page as usize]
+                                    || region.pre[page as usize].is_some()
+                                    || self.core.page_state(region.owner, page) == Some(PageState::Removed);
+                                if !pte.mapped && !discarded {
                                     // The shell would fault inside the evictor here.
                                     self.violation(format!("the evictor read the unmapped victim {place}:{page}"));
                                 }
-                                pte.mapped && pte.version == 0
+                                // (A victim the program's discard zapped faults in the
+                                // evictor, and reads zero once a handler maps a zero
+                                // page: modelled as read at once.)
+                                !pte.mapped || pte.version == 0
                             }
                             None => {
                                 self.violation(format!("the evictor read {address:#x}, outside any region"));
@@ -1215,6 +1379,192 @@ impl World {
         self.ios[index] = Some(io);
     }
 
+    // ------------------------------------------------------- program memory
+
+    /// The program discards a range (`MADV_DONTNEED`): the kernel queues a REMOVE event
+    /// and blocks the madvising thread until a handler reads it; the zap comes after.
+    fn step_program_discard(&mut self) {
+        match self.discard {
+            ProgramDiscard::Idle => {
+                let live: Vec<usize> = (0..REGION_PLACES).filter(|&place| self.regions[place].is_some()).collect();
+                if live.is_empty() {
+                    self.next_discard_step = self.step + self.scenario.program_discard_steps;
+                    return;
+                }
+                let place = live[below(&mut self.rng, live.len() as u64) as usize];
+                let region = self.regions[place].as_mut().expect("live");
+                let pages = region.ptes.len() as u64;
+                // A whole region now and then (an allocator's purge of a free span);
+                // mostly a run of pages.
+                let (first, last) = if chance(&mut self.rng, 0.1) {
+                    (0, pages)
+                } else {
+                    let first = below(&mut self.rng, pages);
+                    (first, (first + 1 + below(&mut self.rng, 32)).min(pages))
+                };
+                // (It may not be freed under the discard: the program is using it.)
+                region.busy += 1;
+                self.discard = ProgramDiscard::Queued { place, first, last };
+            }
+            ProgramDiscard::Read { place, first, last, .. } => {
+                // The zap: whatever is mapped in the range goes, poison markers too.
+                let owner = self.regions[place].as_ref().expect("busy regions stay").owner;
+                for page in first..last {
+                    let state = self.core.page_state(owner, page);
+                    let region = self.regions[place].as_mut().expect("busy regions stay");
+                    let index = page as usize;
+                    let pte = region.ptes[index];
+                    if pte.mapped || pte.poisoned {
+                        let mapped_for_core = matches!(
+                            state,
+                            Some(
+                                PageState::Resident
+                                    | PageState::Referenced
+                                    | PageState::Evicting { .. }
+                                    | PageState::Writing
+                                    | PageState::Poisoned
+                            )
+                        );
+                        if mapped_for_core {
+                            region.zapped[index] = true;
+                            self.coverage.zapped_under_core += 1;
+                        }
+                        region.ptes[index] = Pte::default();
+                    }
+                    region.lost[index] = false;
+                    region.oracle[index] = 0;
+                    region.alt[index] = region.window_write[index].take();
+                    region.pre[index] = None;
+                }
+                let address = self.address(place, first);
+                self.trace(address, last - first, &|| format!("the program's zap of pages {first}..{last}"));
+                self.regions[place].as_mut().expect("busy regions stay").busy -= 1;
+                self.discard = ProgramDiscard::Idle;
+                let interval = self.scenario.program_discard_steps;
+                self.next_discard_step = self.step + interval / 2 + below(&mut self.rng, interval.max(1));
+            }
+            ProgramDiscard::Queued { .. } => unreachable!("a queued discard waits for a handler"),
+        }
+    }
+
+    /// A handler reads the REMOVE event and, in the same lock hold, tells the core.
+    fn read_program_discard(&mut self) {
+        let ProgramDiscard::Queued { place, first, last } = self.discard else {
+            unreachable!("a handler runs for a queued discard")
+        };
+        self.coverage.program_discards += 1;
+        let owner = self.regions[place].as_ref().expect("busy regions stay").owner;
+        for page in first..last {
+            match self.core.page_state(owner, page).expect("a live page") {
+                PageState::Unmapped => self.coverage.discarded_unmapped += 1,
+                PageState::Resident | PageState::Referenced => self.coverage.discarded_resident += 1,
+                PageState::Evicting { .. } => self.coverage.discarded_evicting += 1,
+                PageState::Writing => self.coverage.discarded_writing += 1,
+                PageState::Dropping => self.coverage.discarded_dropping += 1,
+                PageState::Poisoned => self.coverage.discarded_poisoned += 1,
+                PageState::Removed => self.coverage.discarded_removed += 1,
+            }
+            let region = self.regions[place].as_mut().expect("busy regions stay");
+            let index = page as usize;
+            region.pre[index] = Some(region.oracle[index]);
+            region.window_write[index] = None;
+            let pte = &mut region.ptes[index];
+            if pte.mapped || pte.poisoned {
+                pte.tainted = true;
+            }
+        }
+        let (start, end) = (self.address(place, first), self.address(place, last - 1) + PAGE_BYTES as u64);
+        self.trace(start, last - first, &|| format!("REMOVE {first}..{last} read"));
+        self.core.discard_range(start, end, self.now_ns);
+        self.after_lock_step();
+        // The madvising thread runs on at once, mostly; now and then it is preempted
+        // for long enough that the pager evicts and swaps pages of the range meanwhile.
+        let delay = if chance(&mut self.rng, 0.2) { below(&mut self.rng, 20_000) } else { below(&mut self.rng, 50) };
+        self.discard = ProgramDiscard::Read { place, first, last, zap_step: self.step + delay };
+    }
+
+    /// The program forks: the child's snapshot is recorded, then read now and then while
+    /// the parent runs on, until the hold is released.
+    fn step_fork(&mut self) {
+        let Some(mut fork) = self.fork.take() else {
+            let hold = self.core.fork_hold();
+            self.after_lock_step();
+            self.coverage.forks += 1;
+            let mut pages = Vec::new();
+            for place in 0..REGION_PLACES {
+                let Some(region) = self.regions[place].as_ref() else { continue };
+                for (page, pte) in region.ptes.iter().enumerate() {
+                    // The child gets a copy of what is mapped (a poison marker too).
+                    if pte.mapped || pte.poisoned || region.lost[page] {
+                        continue;
+                    }
+                    let at = region.base + page as u64 * PAGE_BYTES as u64;
+                    // What a read of the parent's would accept now.
+                    let allowed = [
+                        Some(region.oracle[page]),
+                        region.alt[page],
+                        region.pre[page],
+                        region.pre[page].map(|_| 0),
+                    ];
+                    pages.push((place, page as u64, self.core.child_page(at), allowed));
+                }
+            }
+            let release_step = self.step + 2_000 + below(&mut self.rng, 30_000);
+            let next_read_step = self.step + 1 + below(&mut self.rng, 40);
+            self.fork = Some(ForkModel { hold, pages, release_step, next_read_step });
+            return;
+        };
+        if self.step >= fork.release_step {
+            self.core.fork_release(fork.hold, self.now_ns);
+            self.after_lock_step();
+            let interval = self.scenario.fork_steps;
+            self.next_fork_step = self.step + interval / 2 + below(&mut self.rng, interval.max(1));
+            return;
+        }
+        fork.next_read_step = self.step + 1 + below(&mut self.rng, 40);
+        if !fork.pages.is_empty() {
+            let (place, page, child, allowed) = fork.pages[below(&mut self.rng, fork.pages.len() as u64) as usize];
+            let version = match child {
+                ChildPage::Slot { zone, slot } => {
+                    let model = &self.driver.device.zones[zone as usize];
+                    if model.offline {
+                        // The child's read fails: it poisons the page, as the parent would.
+                        None
+                    } else if slot >= model.write_pointer {
+                        self.violation(format!(
+                            "the child's page {place}:{page} at zone {zone} slot {slot} was reset under the hold"
+                        ));
+                        None
+                    } else {
+                        self.coverage.child_reads_slot += 1;
+                        Some(self.driver.device.version(zone, slot))
+                    }
+                }
+                ChildPage::Zero => {
+                    self.coverage.child_reads_zero += 1;
+                    Some(0)
+                }
+                ChildPage::Lost => {
+                    self.coverage.child_reads_lost += 1;
+                    None
+                }
+                ChildPage::NotOurs => {
+                    self.violation(format!("the child's page {place}:{page} is not the pager's"));
+                    None
+                }
+            };
+            if let Some(version) = version {
+                if !allowed.contains(&Some(version)) {
+                    self.corrupted += 1;
+                    self.violation(format!(
+                        "the child read v{version} for {place}:{page} ({child:?}), which held {allowed:?} at the fork"
+                    ));
+                }
+            }
+        }
+        self.fork = Some(fork);
+    }
+
     // ------------------------------------------------------------------ regions
 
     /// A program frees a region it no longer uses, and maps another (perhaps at the same
@@ -1249,6 +1599,10 @@ impl World {
     /// share of the regions once.
     pub fn start_sweep(&mut self) {
         self.sweeping = true;
+        if let Some(fork) = self.fork.take() {
+            self.core.fork_release(fork.hold, self.now_ns);
+            self.after_lock_step();
+        }
         for app in &mut self.apps {
             app.sweep = Some((0, 0));
         }
@@ -1270,8 +1624,10 @@ impl World {
                 let state = self.core.page_state(region.owner, page as u64).expect("a live region's page");
                 let engine = self.core.engine().page_state(region.owner, page as u64).expect("registered");
                 let writable = pte.mapped && !pte.write_protected;
-                let agrees = match state {
-                    PageState::Unmapped => !pte.mapped && !pte.poisoned,
+                let in_window = region.pre[page].is_some();
+                let zapped = region.zapped[page] && !pte.mapped && !pte.poisoned;
+                let agrees = in_window || zapped || match state {
+                    PageState::Unmapped | PageState::Removed => !pte.mapped && !pte.poisoned,
                     PageState::Resident | PageState::Referenced | PageState::Evicting { .. } => pte.mapped,
                     // Appendix A: a page on its way out is writable only once a write has
                     // told the engine (which then drops the slot it writes).
@@ -1287,7 +1643,7 @@ impl World {
                 if !agrees || !cache_guarded {
                     problems.push(format!("page {place}:{page} is {state:?} / {engine:?} with {pte:?}"));
                 }
-                if pte.mapped && pte.version != region.oracle[page] && !region.lost[page] {
+                if pte.mapped && !region.acceptable(page, pte.version) && !region.lost[page] {
                     problems.push(format!(
                         "page {place}:{page} holds v{}, last written v{}",
                         pte.version, region.oracle[page]

@@ -92,6 +92,14 @@ impl Shared {
                     self.counters.fault_install_ns.fetch_add(installing.elapsed().as_nanos() as u64, Relaxed);
                     step
                 }
+                // Still under the lock: EEXIST means something is mapped there.
+                FaultStep::ZeroFill { address } => {
+                    let landed =
+                        self.uffd.copy(address, &ZERO_PAGES[..PAGE_BYTES], false, true).expect("mapping a zero page");
+                    let step = state.fault_zero_filled(&mut fault, landed, self.now(), actions);
+                    self.run(actions, &[]);
+                    step
+                }
                 step => step,
             };
             drop(readahead);
@@ -126,7 +134,9 @@ impl Shared {
                         None => state = state.wait_timeout(&self.space_freed, Duration::from_millis(10)),
                     }
                 }
-                FaultStep::Read { .. } => unreachable!("a read completion asks for no second read"),
+                FaultStep::Read { .. } | FaultStep::ZeroFill { .. } => {
+                    unreachable!("a read or zero fill completion asks for no second one")
+                }
             }
         }
     }
