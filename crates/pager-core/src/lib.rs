@@ -388,6 +388,11 @@ impl PagerCore {
         self.wakeups.room = true;
     }
 
+    /// The live regions' address ranges (base, bytes).
+    pub fn region_ranges(&self) -> Vec<(u64, u64)> {
+        self.regions.iter().filter(|region| region.live).map(|region| (region.base, region.pages * PAGE_BYTES as u64)).collect()
+    }
+
     /// The region page at `address`, if any.
     pub fn locate(&self, address: u64) -> Option<(u32, u64)> {
         self.regions.iter().enumerate().find_map(|(owner, region)| {

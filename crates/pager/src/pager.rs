@@ -43,6 +43,7 @@ use crate::uffd::{features, register_mode, UffdError, Userfaultfd};
 mod evict;
 mod fault;
 mod io;
+mod program;
 mod stats;
 
 use evict::self_pidfd_for_discard;
@@ -182,6 +183,10 @@ pub(crate) struct Shared {
     space_freed: Condvar,
     stop: AtomicBool,
     device_error_shown: AtomicBool,
+    /// Held shared by every device command, exclusively across a fork (`program.rs`).
+    device_gate: RwLock<()>,
+    /// Forks whose children may still read the device, and the thread watching them.
+    forks: Mutex<program::Forks>,
     lbas_per_page: u64,
     metadata_bytes: usize,
     footer_mode: bool,
@@ -209,6 +214,7 @@ pub struct Pager {
     shared: Arc<Shared>,
     threads: Vec<JoinHandle<()>>,
     registration: Option<Registration>,
+    thread_start: Option<fn()>,
 }
 
 /// A region of pager-backed memory. Behaves like anonymous memory; dropping it frees
@@ -291,6 +297,8 @@ impl Pager {
             space_freed: Condvar::new(),
             stop: AtomicBool::new(false),
             device_error_shown: AtomicBool::new(false),
+            device_gate: RwLock::new(()),
+            forks: Mutex::new(program::Forks::default()),
             started: Instant::now(),
             counters: Counters::default(),
         });
@@ -321,7 +329,7 @@ impl Pager {
                 threads.push(thread);
             }
         }
-        Ok(Pager { shared, threads, registration })
+        Ok(Pager { shared, threads, registration, thread_start })
     }
 
     /// A new region of `bytes` (rounded up to pages), zero-filled on first touch.

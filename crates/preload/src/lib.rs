@@ -244,7 +244,7 @@ fn report(runtime: &Runtime, at_exit: bool) -> RunReport {
         rss_anon_bytes: rss_anon_bytes().unwrap_or(0),
         overflow_bytes: alloc::OVERFLOW_BYTES.load(std::sync::atomic::Ordering::Relaxed),
         mlocks_ignored: wrap::MLOCKS_IGNORED.load(std::sync::atomic::Ordering::Relaxed),
-        forks: 0,
+        forks: wrap::FORKS.load(std::sync::atomic::Ordering::Relaxed),
         uptime_ns: stats.uptime_ns,
     }
 }

@@ -172,6 +172,97 @@ fn exec() -> String {
     "exec without the pager".into()
 }
 
+/// Page-aligned chunks, so `madvise` can name whole pages of them.
+fn aligned_chunks(mib: usize, version: u64) -> Vec<Box<[u8]>> {
+    (0..mib)
+        .map(|index| {
+            let layout = std::alloc::Layout::from_size_align(MIB, 4096).unwrap();
+            // SAFETY: a non-zero size; the box takes ownership with the same layout
+            // (the global allocator is malloc's, which Box frees with free()).
+            let mut chunk = unsafe {
+                let block = std::alloc::alloc_zeroed(layout);
+                assert!(!block.is_null());
+                Box::from_raw(std::ptr::slice_from_raw_parts_mut(block, MIB))
+            };
+            fill(&mut chunk, index, version);
+            chunk
+        })
+        .collect()
+}
+
+/// `madvise(MADV_DONTNEED)` (and `MADV_FREE`) on parts of the heap, some of them on the
+/// device by then: they read back zero, the rest is intact, and they take new data.
+fn dontneed(mib: usize) -> String {
+    let mut chunks = aligned_chunks(mib, 1);
+    let discarded: Vec<usize> = (0..mib).step_by(5).collect();
+    for (n, &index) in discarded.iter().enumerate() {
+        let advice = if n % 2 == 0 { libc::MADV_DONTNEED } else { libc::MADV_FREE };
+        // The middle half of the chunk.
+        let range = &mut chunks[index][MIB / 4..3 * MIB / 4];
+        // SAFETY: whole pages of our own allocation.
+        let rc = unsafe { libc::madvise(range.as_mut_ptr().cast(), range.len(), advice) };
+        assert_eq!(rc, 0, "madvise: {}", std::io::Error::last_os_error());
+    }
+    for (index, chunk) in chunks.iter().enumerate() {
+        if discarded.contains(&index) {
+            if let Some(offset) = (MIB / 4..3 * MIB / 4).find(|&offset| chunk[offset] != 0) {
+                eprintln!("chunk {index} offset {offset}: {:#04x} after a discard, expected zero", chunk[offset]);
+                std::process::exit(1);
+            }
+            check(&chunk[..MIB / 4], index, 1, "the kept head of a discarded chunk");
+            // (the tail's offsets start at 3/4: compare against the full chunk's pattern)
+            for offset in 3 * MIB / 4..MIB {
+                if chunk[offset] != expected(index, offset, 1) {
+                    eprintln!("chunk {index} offset {offset}: the kept tail of a discarded chunk changed");
+                    std::process::exit(1);
+                }
+            }
+        } else {
+            check(chunk, index, 1, "chunks not discarded");
+        }
+    }
+    for (index, chunk) in chunks.iter_mut().enumerate() {
+        fill(chunk, index, 2);
+    }
+    for (index, chunk) in chunks.iter().enumerate() {
+        check(chunk, index, 2, "the heap rewritten after the discards");
+    }
+    format!("dontneed {} of {mib} chunks", discarded.len())
+}
+
+/// Forks twice; each child checks the whole heap as it was at its fork while the
+/// parent rewrites it (pages on the device included), and exits 0 only if every byte
+/// matched.
+fn fork_snapshot(mib: usize) -> String {
+    let mut chunks = aligned_chunks(mib, 1);
+    for round in 1..=2u64 {
+        // SAFETY: the child only reads memory and exits.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork: {}", std::io::Error::last_os_error());
+        if pid == 0 {
+            for (index, chunk) in chunks.iter().enumerate() {
+                check(chunk, index, round, "the forked child's snapshot");
+            }
+            // SAFETY: ends the child without the parent's exit handlers.
+            unsafe { libc::_exit(0) };
+        }
+        for (index, chunk) in chunks.iter_mut().enumerate() {
+            fill(chunk, index, round + 1);
+        }
+        let mut status = 0;
+        // SAFETY: waits for our own child.
+        unsafe { libc::waitpid(pid, &mut status, 0) };
+        if !(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0) {
+            eprintln!("the child of fork {round} failed its checks (status {status:#x})");
+            std::process::exit(1);
+        }
+        for (index, chunk) in chunks.iter().enumerate() {
+            check(chunk, index, round + 1, "the parent's heap after the fork");
+        }
+    }
+    format!("fork: 2 children checked {mib} MiB snapshots")
+}
+
 /// Forks; the parent exits at once, the child lingers (what a daemon does).
 fn daemonize() -> String {
     // SAFETY: fork in a single-threaded moment of this program; the child only sleeps.
@@ -197,9 +288,11 @@ fn main() {
         Some("threads") => threads(number(1, 64), number(2, 4)),
         Some("realloc") => realloc(number(1, 64)),
         Some("exec") => exec(),
+        Some("dontneed") => dontneed(number(1, 64)),
+        Some("fork") => fork_snapshot(number(1, 64)),
         Some("daemonize") => daemonize(),
         _ => {
-            eprintln!("usage: znswap-heap-check heap|io|threads|realloc|exec|daemonize [MIB] [THREADS]");
+            eprintln!("usage: znswap-heap-check heap|io|threads|realloc|dontneed|fork|exec|daemonize [MIB] [THREADS]");
             std::process::exit(2);
         }
     };

@@ -89,12 +89,12 @@ impl Shared {
                 IoRequest::Reset { zone, .. } => {
                     drop(state);
                     drop(mappings);
-                    IoCompletion::Reset(self.device.reset(zone).map_err(|e| io_error(&e)))
+                    IoCompletion::Reset(self.with_device(|device| device.reset(zone)).map_err(|e| io_error(&e)))
                 }
                 IoRequest::Finish { zone, .. } => {
                     drop(state);
                     drop(mappings);
-                    IoCompletion::Finish(self.device.finish(zone).map_err(|e| io_error(&e)))
+                    IoCompletion::Finish(self.with_device(|device| device.finish(zone)).map_err(|e| io_error(&e)))
                 }
             };
             let records: &[u8] = match plan.request() {
@@ -164,8 +164,7 @@ impl Shared {
         let metadata = (!scratch.metadata.is_empty()).then_some(scratch.metadata.as_slice());
         let appending = Instant::now();
         let result = self
-            .device
-            .append_vectored(zone, &pieces, metadata)
+            .with_device(|device| device.append_vectored(zone, &pieces, metadata))
             .map(|lba| ((lba - self.device.geometry().zone_start_lba(zone)) / self.lbas_per_page) as u32)
             .map_err(|e| self.device_error(&e));
         drop(pieces);
@@ -187,7 +186,16 @@ impl Shared {
         data: &mut [u8],
         metadata: Option<&mut [u8]>,
     ) -> Result<(), IoError> {
-        self.device.read(self.lba(zone, slot), data, metadata).map_err(|error| self.device_error(&error))
+        let lba = self.lba(zone, slot);
+        self.with_device(|device| device.read(lba, data, metadata)).map_err(|error| self.device_error(&error))
+    }
+
+    /// A device command, inside the device gate: a fork waits until none is running, so
+    /// the child never inherits a device lock some thread of the parent held.
+    pub(super) fn with_device<T>(&self, command: impl FnOnce(&dyn ZonedDevice) -> T) -> T {
+        debug_assert!(!holds_state_lock(), "a device command under the state lock");
+        let _gate = self.device_gate.read().unwrap_or_else(|p| p.into_inner());
+        command(&*self.device)
     }
 
     /// A failed device command: the first one is shown (later ones are counted), so a

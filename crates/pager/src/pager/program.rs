@@ -1,0 +1,247 @@
+//! What an unmodified program does to paged memory (`znswap run`): discards
+//! (`madvise`), and fork.
+//!
+//! **Discards.** The program's `madvise(MADV_DONTNEED)` (or `FREE`/`REMOVE`) on a region
+//! reaches `Pager::program_discard` (the preload library wraps `madvise`), which tells
+//! the core first (`discard_range`: slots freed, mapped pages `Removed`) and zaps the
+//! range after, as the kernel does after its REMOVE event is read. The pager's own
+//! discards are plain `madvise` calls that nobody reports, so userfaultfd's REMOVE event
+//! is not needed (it would block each of them until a handler read it).
+//!
+//! **Fork.** The child gets a copy-on-write copy of the whole process, the pager core
+//! frozen at the fork included, but not the pager's threads nor the userfaultfd
+//! registration (no `UFFD_FEATURE_EVENT_FORK`: the parent's handlers would have to keep
+//! the child's view of every page apart from their own). So the child serves its own
+//! faults: one thread asks its frozen core where each page was at the fork
+//! (`child_page`) and reads it from the device itself. Zones are immutable until reset,
+//! and the parent holds back the reset of every zone the child may read (`fork_hold`)
+//! until the child and the children it forked are gone or have exec'd: a pipe whose
+//! write end only they keep (close-on-exec) reads end-of-file then.
+
+use std::os::fd::RawFd;
+
+use znswap_pager_core::{ChildPage, ForkHold};
+
+use super::*;
+use crate::page_buffers::AlignedPage;
+use crate::uffd::Event as UffdEvent;
+
+/// Forks whose children may still read the device.
+#[derive(Default)]
+pub(crate) struct Forks {
+    /// Each fork's end-of-file pipe and its hold.
+    live: Vec<(RawFd, ForkHold)>,
+    watcher: bool,
+}
+
+/// MADV_DONTNEED by system call: the preload library's `madvise` wrapper is what
+/// resolves `libc::madvise` in a program run under `znswap run`.
+fn zap(start: u64, len: u64) -> i32 {
+    // SAFETY: discarding a range of the program's own memory, as it asked.
+    unsafe { libc::syscall(libc::SYS_madvise, start, len, libc::MADV_DONTNEED) as i32 }
+}
+
+impl Pager {
+    /// The program discards `[start, start + len)` of a region: its pages read back
+    /// zero from now on and their slots are freed. Returns what `madvise` returns.
+    pub fn program_discard(&self, start: u64, len: u64) -> i32 {
+        {
+            let mut state = self.shared.lock();
+            let now = self.shared.now();
+            state.discard_range(start, start.saturating_add(len), now);
+        }
+        zap(start, len)
+    }
+
+    /// Forks the process with `fork` (the real `fork()`), giving the child a snapshot
+    /// of the paged memory served by a thread of its own. Returns what `fork` returns.
+    /// In the child, allocations must stay out of paged memory until this returns (the
+    /// preload library's fork wrapper sees to it).
+    ///
+    /// # Safety
+    /// As `fork()` in a threaded program: the child may only rely on the calling thread.
+    pub unsafe fn fork(&self, fork: impl FnOnce() -> libc::pid_t) -> libc::pid_t {
+        let shared = &*self.shared;
+        let mut ends = [0 as RawFd; 2];
+        if libc::pipe2(ends.as_mut_ptr(), libc::O_CLOEXEC) != 0 {
+            return -1;
+        }
+        let [eof, keep] = ends;
+        // No device command in flight (the child would inherit its locks taken), no
+        // decision half made (the child's core is consistent).
+        let gate = shared.device_gate.write().unwrap_or_else(|p| p.into_inner());
+        let mut state = shared.lock();
+        let hold = state.fork_hold();
+        let parent = libc::getpid();
+        let pid = fork();
+        if pid == 0 {
+            // The child: this thread holds both locks, and no other thread exists.
+            drop(state);
+            drop(gate);
+            libc::close(eof);
+            // `keep` stays open until this child and its forks exit or exec.
+            let _ = keep;
+            std::mem::forget(hold);
+            if let Err(error) = self.serve_child(parent) {
+                eprintln!("znswap: the forked child cannot page in its memory ({error}); it stops");
+                libc::_exit(crate::run_env::EXIT_PAGER_FAILED);
+            }
+            return 0;
+        }
+        libc::close(keep);
+        if pid < 0 {
+            state.fork_release(hold, shared.now());
+            drop(state);
+            libc::close(eof);
+            return pid;
+        }
+        drop(state);
+        drop(gate);
+        let start_watcher = {
+            let mut forks = shared.forks.lock().unwrap_or_else(|p| p.into_inner());
+            forks.live.push((eof, hold));
+            !std::mem::replace(&mut forks.watcher, true)
+        };
+        if start_watcher {
+            let watched = self.shared.clone();
+            let thread_start = self.thread_start;
+            let _ = std::thread::Builder::new().name("znswap-forks".into()).spawn(move || {
+                if let Some(start) = thread_start {
+                    start();
+                }
+                watched.watch_forks()
+            });
+        }
+        pid
+    }
+
+    /// In the child: registers the regions with a userfaultfd of its own and starts the
+    /// thread that resolves its faults from its frozen core.
+    unsafe fn serve_child(&self, parent: libc::pid_t) -> Result<(), String> {
+        let uffd = Userfaultfd::new(0, features::POISON).map_err(|error| error.to_string())?;
+        for (base, len) in self.shared.lock().region_ranges() {
+            uffd.register(base, len, register_mode::MISSING).map_err(|error| error.to_string())?;
+        }
+        // A raw thread, not std's: std runs spawn hooks in the new thread before the
+        // closure that could mark it as the pager's, and they allocate (seen: a
+        // thread-local destructor registered by `calloc` into paged memory, a fault
+        // only this thread could have served).
+        let start = Box::new(ChildThread {
+            shared: self.shared.clone(),
+            uffd,
+            parent,
+            thread_start: self.thread_start,
+            running: AtomicBool::new(false),
+        });
+        let start = Box::into_raw(start);
+        let mut thread: libc::pthread_t = 0;
+        let rc = libc::pthread_create(&mut thread, std::ptr::null(), child_thread, start.cast());
+        if rc != 0 {
+            drop(Box::from_raw(start));
+            return Err(format!("pthread_create: {}", std::io::Error::from_raw_os_error(rc)));
+        }
+        // Returns once the thread is marked as the pager's: until then the caller keeps
+        // every allocation out of paged memory.
+        while !(*start).running.load(std::sync::atomic::Ordering::Acquire) {
+            std::thread::yield_now();
+        }
+        Ok(())
+    }
+}
+
+/// What the child's fault thread starts with (leaked: it runs until the child ends).
+struct ChildThread {
+    shared: Arc<Shared>,
+    uffd: Userfaultfd,
+    parent: libc::pid_t,
+    thread_start: Option<fn()>,
+    running: AtomicBool,
+}
+
+extern "C" fn child_thread(start: *mut libc::c_void) -> *mut libc::c_void {
+    // SAFETY: the pointer `serve_child` leaked for this thread, alive for the process.
+    let start = unsafe { &*(start as *const ChildThread) };
+    if let Some(mark) = start.thread_start {
+        mark();
+    }
+    start.running.store(true, std::sync::atomic::Ordering::Release);
+    let _guard = AbortOnPanic("forked child's fault thread");
+    start.shared.serve_child_faults(&start.uffd, start.parent);
+    std::ptr::null_mut()
+}
+
+impl Shared {
+    /// Releases each fork's hold once its pipe reads end-of-file.
+    fn watch_forks(&self) {
+        loop {
+            let watched: Vec<RawFd> =
+                self.forks.lock().unwrap_or_else(|p| p.into_inner()).live.iter().map(|(fd, _)| *fd).collect();
+            let mut polls: Vec<libc::pollfd> =
+                watched.iter().map(|&fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 }).collect();
+            // SAFETY: polls descriptors this pager owns.
+            unsafe { libc::poll(polls.as_mut_ptr(), polls.len() as libc::nfds_t, 100) };
+            let ended: Vec<RawFd> =
+                polls.iter().filter(|poll| poll.revents & (libc::POLLHUP | libc::POLLIN) != 0).map(|p| p.fd).collect();
+            if ended.is_empty() {
+                continue;
+            }
+            let holds: Vec<ForkHold> = {
+                let mut forks = self.forks.lock().unwrap_or_else(|p| p.into_inner());
+                let (gone, live): (Vec<_>, Vec<_>) = forks.live.drain(..).partition(|(fd, _)| ended.contains(fd));
+                forks.live = live;
+                gone.into_iter()
+                    .map(|(fd, hold)| {
+                        // SAFETY: our own descriptor, no longer watched.
+                        unsafe { libc::close(fd) };
+                        hold
+                    })
+                    .collect()
+            };
+            let mut state = self.lock();
+            for hold in holds {
+                state.fork_release(hold, self.now());
+            }
+        }
+    }
+
+    /// The child's fault handler: each missing fault is served from where the page was
+    /// at the fork. A child whose parent exits has daemonized: it stops with a message
+    /// (its snapshot would outlive the pager that keeps it readable).
+    fn serve_child_faults(&self, uffd: &Userfaultfd, parent: libc::pid_t) {
+        let mut page = Box::new(AlignedPage::ZERO);
+        loop {
+            // SAFETY: getppid has no preconditions.
+            if unsafe { libc::getppid() } != parent {
+                eprintln!(
+                    "znswap run: the program daemonized (pid {} outlived the process that forked it): \
+                     znswap pages a program only in the foreground; run it without its daemon option",
+                    std::process::id()
+                );
+                // SAFETY: ends this child at once.
+                unsafe { libc::_exit(crate::run_env::EXIT_DAEMONIZED) };
+            }
+            match uffd.poll(100) {
+                Ok(true) => {}
+                Ok(false) => continue,
+                Err(error) => panic!("polling the child's userfaultfd: {error}"),
+            }
+            while let Some(event) = uffd.read_event().expect("reading the child's userfaultfd") {
+                let UffdEvent::PageFault { address, .. } = event else { continue };
+                let address = address / PAGE_BYTES as u64 * PAGE_BYTES as u64;
+                let source = self.lock().child_page(address);
+                let installed = match source {
+                    ChildPage::NotOurs => uffd.wake(address, PAGE_BYTES as u64).map(|_| true),
+                    ChildPage::Zero => uffd.zeropage(address, PAGE_BYTES as u64, true),
+                    ChildPage::Slot { zone, slot } => match self.read_slots(zone, slot, &mut page.0, None) {
+                        Ok(()) => uffd.copy(address, &page.0, false, true),
+                        Err(_) => uffd.poison(address, PAGE_BYTES as u64).map(|_| true),
+                    },
+                    ChildPage::Lost => uffd.poison(address, PAGE_BYTES as u64).map(|_| true),
+                };
+                if let Err(error) = installed {
+                    panic!("serving the child's fault at {address:#x} ({source:?}): {error}");
+                }
+            }
+        }
+    }
+}
