@@ -340,9 +340,13 @@ fn outlived_by_forks(alive_read: i32) -> bool {
         // SAFETY: polls one descriptor we own.
         let ready = unsafe { libc::poll(&mut poll, 1, 100) };
         if ready > 0 && poll.revents & (libc::POLLHUP | libc::POLLIN) != 0 {
+            // A byte: a forked child found its parent gone and said so before stopping.
+            let mut byte = [0u8; 1];
+            // SAFETY: reads into our buffer from our own descriptor.
+            let read = unsafe { libc::read(alive_read, byte.as_mut_ptr().cast(), 1) };
             // SAFETY: our own descriptor.
             unsafe { libc::close(alive_read) };
-            return false;
+            return read == 1;
         }
         if Instant::now() >= deadline {
             // SAFETY: our own descriptor.

@@ -104,6 +104,9 @@ pub struct PagerConfig {
     /// its threads there, so their allocations stay out of the paged heap (a handler
     /// faulting on memory only it can bring back would wait forever).
     pub thread_start: Option<fn()>,
+    /// Called in a forked child whose parent has exited (a daemon), before the child
+    /// stops: `znswap run` tells its launcher so.
+    pub child_orphaned: Option<fn()>,
 }
 
 /// Who resolves a page fault.
@@ -133,6 +136,7 @@ impl PagerConfig {
             reference_sampling: true,
             readahead_pages: 0,
             thread_start: None,
+            child_orphaned: None,
             fault_mode: FaultMode::HandlerThreads(std::thread::available_parallelism().map_or(1, |n| n.get())),
         }
     }
@@ -215,6 +219,7 @@ pub struct Pager {
     threads: Vec<JoinHandle<()>>,
     registration: Option<Registration>,
     thread_start: Option<fn()>,
+    child_orphaned: Option<fn()>,
 }
 
 /// A region of pager-backed memory. Behaves like anonymous memory; dropping it frees
@@ -329,7 +334,7 @@ impl Pager {
                 threads.push(thread);
             }
         }
-        Ok(Pager { shared, threads, registration, thread_start })
+        Ok(Pager { shared, threads, registration, thread_start, child_orphaned: config.child_orphaned })
     }
 
     /// A new region of `bytes` (rounded up to pages), zero-filled on first touch.

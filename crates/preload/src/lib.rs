@@ -38,6 +38,19 @@ static INIT: extern "C" fn() = init;
 /// largest alignment any version asks for).
 const ARENA_ALIGN: u64 = 32 << 20;
 
+/// The launcher's alive pipe (`run_env::ALIVE_FD`), -1 without one.
+static ALIVE_FD: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(-1);
+
+/// A forked child outlived its parent: one byte on the alive pipe tells the launcher
+/// why the program's pages stop being served (the child stops next).
+fn tell_launcher_daemonized() {
+    let fd = ALIVE_FD.load(std::sync::atomic::Ordering::Relaxed);
+    if fd >= 0 {
+        // SAFETY: a one-byte write to our own descriptor.
+        unsafe { libc::write(fd, b"D".as_ptr().cast(), 1) };
+    }
+}
+
 struct Config {
     device: PathBuf,
     budget_bytes: u64,
@@ -90,6 +103,13 @@ extern "C" fn init() {
     let _internal = Internal::enter();
     let started = std::panic::catch_unwind(|| -> Result<(), String> {
         let Some(config) = Config::from_env()? else { return Ok(()) };
+        if let Some(fd) = std::env::var(run_env::ALIVE_FD).ok().and_then(|fd| fd.parse::<i32>().ok()) {
+            // Kept by forks, dropped by exec: the launcher sees end-of-file when the
+            // last process running the program is gone.
+            // SAFETY: flags of a descriptor the launcher gave us.
+            unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+            ALIVE_FD.store(fd, std::sync::atomic::Ordering::Relaxed);
+        }
         scrub_environment();
         start(config)
     });
@@ -129,6 +149,7 @@ fn start(config: Config) -> Result<(), String> {
         // (`read()` into it, `write()` from it), and a SIGBUS handler cannot serve that.
         fault_mode: FaultMode::HandlerThreads(config.handlers),
         thread_start: Some(alloc::mark_internal_thread),
+        child_orphaned: Some(tell_launcher_daemonized),
         ..PagerConfig::new(config.budget_bytes)
     };
     let pager = Pager::new(device.into(), pager_config).map_err(|error| error.to_string())?;

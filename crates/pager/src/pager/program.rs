@@ -131,6 +131,7 @@ impl Pager {
             uffd,
             parent,
             thread_start: self.thread_start,
+            orphaned: self.child_orphaned,
             running: AtomicBool::new(false),
         });
         let start = Box::into_raw(start);
@@ -155,6 +156,7 @@ struct ChildThread {
     uffd: Userfaultfd,
     parent: libc::pid_t,
     thread_start: Option<fn()>,
+    orphaned: Option<fn()>,
     running: AtomicBool,
 }
 
@@ -166,7 +168,7 @@ extern "C" fn child_thread(start: *mut libc::c_void) -> *mut libc::c_void {
     }
     start.running.store(true, std::sync::atomic::Ordering::Release);
     let _guard = AbortOnPanic("forked child's fault thread");
-    start.shared.serve_child_faults(&start.uffd, start.parent);
+    start.shared.serve_child_faults(&start.uffd, start.parent, start.orphaned);
     std::ptr::null_mut()
 }
 
@@ -207,7 +209,7 @@ impl Shared {
     /// The child's fault handler: each missing fault is served from where the page was
     /// at the fork. A child whose parent exits has daemonized: it stops with a message
     /// (its snapshot would outlive the pager that keeps it readable).
-    fn serve_child_faults(&self, uffd: &Userfaultfd, parent: libc::pid_t) {
+    fn serve_child_faults(&self, uffd: &Userfaultfd, parent: libc::pid_t, orphaned: Option<fn()>) {
         let mut page = Box::new(AlignedPage::ZERO);
         loop {
             // SAFETY: getppid has no preconditions.
@@ -217,6 +219,9 @@ impl Shared {
                      znswap pages a program only in the foreground; run it without its daemon option",
                     std::process::id()
                 );
+                if let Some(orphaned) = orphaned {
+                    orphaned();
+                }
                 // SAFETY: ends this child at once.
                 unsafe { libc::_exit(crate::run_env::EXIT_DAEMONIZED) };
             }

@@ -1,0 +1,207 @@
+//! `znswap run` with unmodified programs: `znswap-heap-check` uses its heap as real
+//! programs do (a heap 4x the budget, kernel I/O into evicted pages, threads, realloc,
+//! discards, fork, exec, daemonizing) and checks every byte it reads back. Each test
+//! runs it under the pager on a small device of its own and also checks the figures
+//! the pager reports (pages really went to the device, the budget held).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+const ZNSWAP: &str = env!("CARGO_BIN_EXE_znswap");
+const HEAP_CHECK: &str = env!("CARGO_BIN_EXE_znswap-heap-check");
+const BUDGET_MIB: u64 = 16;
+
+/// The preload library is a workspace member of its own: built here if this test run
+/// did not build it (e.g. `cargo test -p znswap`).
+fn ensure_library() {
+    let dir = Path::new(ZNSWAP).parent().unwrap();
+    if dir.join("libznswap_preload.so").is_file() {
+        return;
+    }
+    let release = dir.ends_with("release");
+    let mut build = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    build.args(["build", "-p", "znswap-preload"]);
+    if release {
+        build.arg("--release");
+    }
+    let status = build.status().expect("running cargo to build the preload library");
+    assert!(status.success(), "building the preload library failed");
+}
+
+struct Run {
+    output: Output,
+    report: Option<serde_json::Value>,
+    took: Duration,
+}
+
+impl Run {
+    fn stdout(&self) -> String {
+        String::from_utf8_lossy(&self.output.stdout).into_owned()
+    }
+    fn stderr(&self) -> String {
+        String::from_utf8_lossy(&self.output.stderr).into_owned()
+    }
+    fn figure(&self, name: &str) -> u64 {
+        let report = self.report.as_ref().unwrap_or_else(|| panic!("no report; stderr: {}", self.stderr()));
+        report["report"][name].as_u64().unwrap_or_else(|| panic!("no {name} in {report}"))
+    }
+}
+
+fn device(dir: &Path) -> PathBuf {
+    let path = dir.join("run.zns");
+    let status = Command::new(ZNSWAP)
+        .args(["device", "create", "--zones", "16", "--zone-size", "16M", "--path"])
+        .arg(&path)
+        .output()
+        .expect("znswap device create");
+    assert!(status.status.success(), "{}", String::from_utf8_lossy(&status.stderr));
+    path
+}
+
+fn run(args: &[&str]) -> Run {
+    ensure_library();
+    let dir = tempfile::tempdir().unwrap();
+    let device = device(dir.path());
+    let stats = dir.path().join("stats.json");
+    let started = Instant::now();
+    let output = Command::new(ZNSWAP)
+        .arg("run")
+        .arg("--device")
+        .arg(&device)
+        .arg("--memory")
+        .arg(format!("{BUDGET_MIB}M"))
+        .arg("--stats")
+        .arg(&stats)
+        .arg("--")
+        .arg(HEAP_CHECK)
+        .args(args)
+        .output()
+        .expect("running znswap run");
+    let report = std::fs::read(&stats).ok().map(|bytes| serde_json::from_slice(&bytes).expect("stats JSON"));
+    Run { output, report, took: started.elapsed() }
+}
+
+/// Ran to completion with every byte checked, and its heap beyond the budget really
+/// went to the device and came back, within the budget and the pager's slack.
+fn assert_paged(run: &Run, what: &str) {
+    assert!(
+        run.output.status.success() && run.stdout().starts_with(&format!("ok {what}")),
+        "status {:?}\nstdout: {}\nstderr: {}",
+        run.output.status,
+        run.stdout(),
+        run.stderr()
+    );
+    assert!(run.figure("swapped_out_pages") > 0, "nothing was swapped out: {:?}", run.report);
+    assert!(run.figure("swapped_in_pages") > 0, "nothing was swapped in: {:?}", run.report);
+    let budget_pages = BUDGET_MIB * 256;
+    // The slack is an eighth of the budget here (`PagerConfig::slack_pages`).
+    assert!(run.figure("resident_pages_max") <= budget_pages + budget_pages / 8, "budget: {:?}", run.report);
+    assert_eq!(run.figure("lost_pages"), 0);
+}
+
+#[test]
+fn a_heap_four_times_the_budget_reads_back_exactly() {
+    let run = run(&["heap", "64"]);
+    assert_paged(&run, "heap 64 MiB");
+    assert!(run.stderr().contains("swapped out / in"), "no summary: {}", run.stderr());
+}
+
+#[test]
+fn the_kernel_reads_and_writes_evicted_heap_pages() {
+    // write() from, read() into, send()/recv() through evicted pages.
+    assert_paged(&run(&["io", "64"]), "io 64 MiB");
+}
+
+#[test]
+fn threads_share_and_own_paged_memory() {
+    assert_paged(&run(&["threads", "64", "4"]), "threads 4");
+}
+
+#[test]
+fn a_buffer_grown_by_realloc_past_the_budget_keeps_its_bytes() {
+    assert_paged(&run(&["realloc", "64"]), "realloc to 64 MiB");
+}
+
+#[test]
+fn discarded_pages_read_back_zero_and_the_rest_is_intact() {
+    assert_paged(&run(&["dontneed", "64"]), "dontneed 13 of 64 chunks");
+}
+
+#[test]
+fn a_forked_child_sees_the_heap_as_at_the_fork_while_the_parent_rewrites_it() {
+    let run = run(&["fork", "64"]);
+    assert_paged(&run, "fork: 2 children checked 64 MiB snapshots");
+    assert_eq!(run.figure("forks"), 2);
+}
+
+#[test]
+fn an_execd_program_runs_without_the_pager() {
+    let run = run(&["exec"]);
+    assert!(run.output.status.success(), "stdout: {}\nstderr: {}", run.stdout(), run.stderr());
+    assert_eq!(run.stdout().trim(), "ok exec without the pager");
+}
+
+#[test]
+fn a_program_that_daemonizes_is_refused_at_once() {
+    let run = run(&["daemonize"]);
+    assert!(!run.output.status.success(), "a daemon was accepted: {}", run.stderr());
+    assert!(run.stderr().contains("daemonized"), "stderr: {}", run.stderr());
+    // The child would sleep 10 s: the error comes well before.
+    assert!(run.took < Duration::from_secs(8), "took {:?}", run.took);
+}
+
+#[test]
+fn the_programs_exit_status_and_signals_come_back() {
+    ensure_library();
+    let dir = tempfile::tempdir().unwrap();
+    let device = device(dir.path());
+    let status = |script: &str| {
+        Command::new(ZNSWAP)
+            .args(["run", "--memory", "16M", "--device"])
+            .arg(&device)
+            .args(["--", "/bin/sh", "-c", script])
+            .output()
+            .unwrap()
+            .status
+            .code()
+    };
+    assert_eq!(status("exit 7"), Some(7));
+    assert_eq!(status("kill -TERM $$"), Some(128 + libc::SIGTERM));
+}
+
+#[test]
+fn bad_input_gets_a_clear_error() {
+    ensure_library();
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("nope.zns");
+    let output = Command::new(ZNSWAP)
+        .args(["run", "--device"])
+        .arg(&missing)
+        .args(["--", "/bin/true"])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("no device at") && stderr.contains("znswap device create"), "{stderr}");
+
+    let device = device(dir.path());
+    let output = Command::new(ZNSWAP)
+        .args(["run", "--memory", "1M", "--device"])
+        .arg(&device)
+        .args(["--", "/bin/true"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success() && stderr.contains("too small"), "{stderr}");
+
+    let output = Command::new(ZNSWAP)
+        .env("ZNSWAP_PRELOAD", dir.path().join("missing.so"))
+        .args(["run", "--device"])
+        .arg(&device)
+        .args(["--", "/bin/true"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success() && stderr.contains("ZNSWAP_PRELOAD"), "{stderr}");
+}
