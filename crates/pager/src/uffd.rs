@@ -351,7 +351,12 @@ impl Userfaultfd {
         // SAFETY: one pollfd, valid for the call.
         let ready = unsafe { libc::poll(&mut pollfd, 1, timeout_ms) };
         if ready < 0 {
-            return Err(io::Error::last_os_error());
+            let error = io::Error::last_os_error();
+            // A signal for the program that landed on this thread: nothing to read yet.
+            if error.kind() == io::ErrorKind::Interrupted {
+                return Ok(false);
+            }
+            return Err(error);
         }
         Ok(ready > 0)
     }

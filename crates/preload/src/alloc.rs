@@ -29,9 +29,18 @@ thread_local! {
     static INTERNAL: Cell<bool> = const { Cell::new(false) };
 }
 
-/// Marks the calling thread as one of the pager's for good (`PagerConfig::thread_start`).
+/// Marks the calling thread as one of the pager's for good (`PagerConfig::thread_start`),
+/// and blocks signals on it: the program's handlers must run on the program's threads
+/// (a handler touching paged memory on a fault handler thread would wait for itself),
+/// and the pager's system calls need no `EINTR` handling.
 pub(crate) fn mark_internal_thread() {
     INTERNAL.with(|internal| internal.set(true));
+    // SAFETY: changes only this thread's signal mask.
+    unsafe {
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &all, std::ptr::null_mut());
+    }
 }
 
 pub(crate) fn is_internal_thread() -> bool {
