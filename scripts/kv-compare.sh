@@ -57,7 +57,7 @@ fi
 binary_real=$(readlink -f "$binary")
 
 if [ -z "$znswap" ]; then
-    (cd "$repo" && cargo build --release -q -p znswap)
+    (cd "$repo" && cargo build --release -q -p znswap -p znswap-preload)
     znswap="${CARGO_TARGET_DIR:-$repo/target}/release/znswap"
 fi
 [ -x "$znswap" ] || die "no znswap at $znswap"

@@ -135,8 +135,28 @@ impl Pager {
             running: AtomicBool::new(false),
         });
         let start = Box::into_raw(start);
+        // A stack of its own: glibc would reuse the cached stack of a thread of the
+        // parent, whose thread-local block the program's malloc put in paged memory
+        // (seen: redis's BGSAVE child stuck in pthread_create on a bio thread's DTV).
+        const STACK_BYTES: usize = 1 << 20;
+        let stack = libc::mmap(
+            std::ptr::null_mut(),
+            STACK_BYTES,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
+            -1,
+            0,
+        );
+        if stack == libc::MAP_FAILED {
+            drop(Box::from_raw(start));
+            return Err(format!("mapping a stack: {}", std::io::Error::last_os_error()));
+        }
+        let mut attributes: libc::pthread_attr_t = std::mem::zeroed();
+        libc::pthread_attr_init(&mut attributes);
+        libc::pthread_attr_setstack(&mut attributes, stack, STACK_BYTES);
         let mut thread: libc::pthread_t = 0;
-        let rc = libc::pthread_create(&mut thread, std::ptr::null(), child_thread, start.cast());
+        let rc = libc::pthread_create(&mut thread, &attributes, child_thread, start.cast());
+        libc::pthread_attr_destroy(&mut attributes);
         if rc != 0 {
             drop(Box::from_raw(start));
             return Err(format!("pthread_create: {}", std::io::Error::from_raw_os_error(rc)));
