@@ -34,8 +34,9 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 2)]
     handler_threads: usize,
     /// Address space reserved for the heap [default: the budget plus the device's
-    /// capacity, doubled for fragmentation]. Costs about 5 bytes of pager memory per
-    /// 4 KiB page, nothing else until used.
+    /// capacity, doubled for fragmentation]. Costs about 9 bytes of pager memory per
+    /// 4 KiB page (the engine's owner table and the pager's page states), nothing else
+    /// until used.
     #[arg(long, value_parser = crate::size)]
     arena: Option<u64>,
     /// Write the summary as JSON to FILE.
