@@ -95,8 +95,11 @@ fn assert_paged(run: &Run, what: &str) {
     assert!(run.figure("swapped_out_pages") > 0, "nothing was swapped out: {:?}", run.report);
     assert!(run.figure("swapped_in_pages") > 0, "nothing was swapped in: {:?}", run.report);
     let budget_pages = BUDGET_MIB * 256;
-    // The slack is an eighth of the budget here (`PagerConfig::slack_pages`).
-    assert!(run.figure("resident_pages_max") <= budget_pages + budget_pages / 8, "budget: {:?}", run.report);
+    // The slack is an eighth of the budget here (`PagerConfig::slack_pages`), and each of
+    // the 2 handler threads may map a fault's page and the 63 untouched pages after it
+    // at once (`ZERO_FILL_AROUND_PAGES`) as it reaches the slack.
+    let bound = budget_pages + budget_pages / 8 + 2 * 64;
+    assert!(run.figure("resident_pages_max") <= bound, "resident max over {bound} pages: {:?}", run.report);
     assert_eq!(run.figure("lost_pages"), 0);
 }
 
