@@ -34,9 +34,9 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 2)]
     handler_threads: usize,
     /// Address space reserved for the heap [default: the budget plus the device's
-    /// capacity, doubled for fragmentation]. Costs about 9 bytes of pager memory per
-    /// 4 KiB page (the engine's owner table and the pager's page states), nothing else
-    /// until used.
+    /// capacity, doubled for fragmentation, at most 8 GiB]. Costs about 9
+    /// bytes of pager memory per 4 KiB page (the engine's owner table and the pager's
+    /// page states), nothing else until used.
     #[arg(long, value_parser = crate::size)]
     arena: Option<u64>,
     /// Write the summary as JSON to FILE.
@@ -126,8 +126,14 @@ pub fn run(args: RunArgs) -> Result<u8> {
         format_size(args.memory),
         format_size(min_budget)
     );
-    let arena = args.arena.unwrap_or(2 * (args.memory + capacity));
+    let arena = args.arena.unwrap_or((2 * (args.memory + capacity)).min(run_env::ARENA_MAX_BYTES));
     anyhow::ensure!(arena > args.memory, "--arena must be larger than --memory");
+    anyhow::ensure!(
+        arena <= run_env::ARENA_MAX_BYTES,
+        "--arena {} is more than the allocator can manage in one arena ({}); give a smaller one",
+        format_size(arena),
+        format_size(run_env::ARENA_MAX_BYTES)
+    );
 
     let stats_dir = tempfile_dir()?;
     let stats_path = stats_dir.join("stats.json");

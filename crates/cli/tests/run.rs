@@ -199,6 +199,15 @@ fn bad_input_gets_a_clear_error() {
     assert!(!output.status.success() && stderr.contains("too small"), "{stderr}");
 
     let output = Command::new(ZNSWAP)
+        .args(["run", "--arena", "20G", "--device"])
+        .arg(&device)
+        .args(["--", "/bin/true"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success() && stderr.contains("more than the allocator can manage"), "{stderr}");
+
+    let output = Command::new(ZNSWAP)
         .env("ZNSWAP_PRELOAD", dir.path().join("missing.so"))
         .args(["run", "--device"])
         .arg(&device)

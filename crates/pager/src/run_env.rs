@@ -22,6 +22,11 @@ pub const ALIVE_FD: &str = "ZNSWAP_RUN_ALIVE_FD";
 /// `LD_PRELOAD` as it was before the launcher added the library (restored at start-up).
 pub const LD_PRELOAD_BEFORE: &str = "ZNSWAP_RUN_LD_PRELOAD_BEFORE";
 
+/// The largest arena. mimalloc v3 covers at most 16 GiB with one arena's bitmaps and
+/// splits larger memory into several, but here it refused 15.9 GiB (and 20.6 GiB) while
+/// 8.8 GiB worked; why is not known yet, so arenas stop at 8 GiB.
+pub const ARENA_MAX_BYTES: u64 = 8 << 30;
+
 /// Every variable above, for the library to remove.
 pub const ALL: [&str; 8] = [DEVICE, MEMORY, ARENA, POLICY, HANDLERS, STATS, ALIVE_FD, LD_PRELOAD_BEFORE];
 
