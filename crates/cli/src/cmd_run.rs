@@ -232,7 +232,8 @@ pub fn run(args: RunArgs) -> Result<u8> {
             args.command[0]
         );
     }
-    let summary = Summary { command: args.command.join(" "), exit_status: code, seconds: elapsed.as_secs_f64(), report };
+    let summary =
+        Summary { command: args.command.join(" "), exit_status: code, seconds: elapsed.as_secs_f64(), report };
     if let Some(path) = &args.stats {
         std::fs::write(path, serde_json::to_vec_pretty(&summary)?)
             .with_context(|| format!("writing the summary to {}", path.display()))?;
@@ -270,7 +271,8 @@ impl Summary {
         };
         let paged = r.resident_pages * page;
         let uncovered = r.rss_anon_bytes.saturating_sub(paged);
-        let mut out = format!("znswap run: {} exited ({}) after {:.1} s\n", self.command, self.exit_status, self.seconds);
+        let mut out =
+            format!("znswap run: {} exited ({}) after {:.1} s\n", self.command, self.exit_status, self.seconds);
         let mut line = |name: &str, value: String| out.push_str(&format!("  {name:<22} {value}\n"));
         line(
             "swapped out / in",

@@ -178,12 +178,8 @@ fn bad_input_gets_a_clear_error() {
     ensure_library();
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("nope.zns");
-    let output = Command::new(ZNSWAP)
-        .args(["run", "--device"])
-        .arg(&missing)
-        .args(["--", "/bin/true"])
-        .output()
-        .unwrap();
+    let output =
+        Command::new(ZNSWAP).args(["run", "--device"]).arg(&missing).args(["--", "/bin/true"]).output().unwrap();
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("no device at") && stderr.contains("znswap device create"), "{stderr}");

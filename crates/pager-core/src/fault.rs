@@ -109,7 +109,11 @@ enum Progress {
     },
     Reading(Reading),
     /// Asked the shell to map zeroes where nothing is mapped (`FaultStep::ZeroFill`).
-    ZeroFilling { owner: u32, page: u64, generation: u64 },
+    ZeroFilling {
+        owner: u32,
+        page: u64,
+        generation: u64,
+    },
 }
 
 #[derive(Clone, Copy, Debug)]

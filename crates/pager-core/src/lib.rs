@@ -390,7 +390,11 @@ impl PagerCore {
 
     /// The live regions' address ranges (base, bytes).
     pub fn region_ranges(&self) -> Vec<(u64, u64)> {
-        self.regions.iter().filter(|region| region.live).map(|region| (region.base, region.pages * PAGE_BYTES as u64)).collect()
+        self.regions
+            .iter()
+            .filter(|region| region.live)
+            .map(|region| (region.base, region.pages * PAGE_BYTES as u64))
+            .collect()
     }
 
     /// The region page at `address`, if any.

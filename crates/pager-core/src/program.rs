@@ -119,10 +119,9 @@ impl PagerCore {
         match (self.state(owner, page), engine) {
             // Mapped for the pager: present in the child unless the program's discard
             // zapped it, and then it reads zero.
-            (
-                PageState::Resident | PageState::Referenced | PageState::Evicting { .. } | PageState::Writing,
-                _,
-            ) => ChildPage::Zero,
+            (PageState::Resident | PageState::Referenced | PageState::Evicting { .. } | PageState::Writing, _) => {
+                ChildPage::Zero
+            }
             (PageState::Removed, _) => ChildPage::Zero,
             // A marker the child inherits (so it does not fault): lost there too.
             (PageState::Poisoned, _) => ChildPage::Lost,
@@ -132,7 +131,9 @@ impl PagerCore {
                 PageState::Unmapped | PageState::Dropping,
                 EnginePage::Swapped { address } | EnginePage::SwapInFlight { address },
             ) => ChildPage::Slot { zone: address.zone(capacity), slot: address.slot(capacity) },
-            (state, engine) => unreachable!("page {owner}:{page} is {state:?} for the pager and {engine:?} for the engine"),
+            (state, engine) => {
+                unreachable!("page {owner}:{page} is {state:?} for the pager and {engine:?} for the engine")
+            }
         }
     }
 }

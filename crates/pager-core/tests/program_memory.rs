@@ -5,8 +5,8 @@
 use znswap_core::driver::{Captured, Completion, Driver, NoFaults};
 use znswap_core::{AppendPage, Buf, Geometry, IoError, IoRequest, PageState as EnginePage, PolicyKind};
 use znswap_pager_core::{
-    Action, Actions, ChildPage, CoreConfig, CopyFrom, EvictRound, Fault, FaultKind, FaultStep,
-    IoCompletion, PageSource, PageState, PagerCore, PAGE_BYTES,
+    Action, Actions, ChildPage, CopyFrom, CoreConfig, EvictRound, Fault, FaultKind, FaultStep, IoCompletion,
+    PageSource, PageState, PagerCore, PAGE_BYTES,
 };
 
 const BASE: u64 = 1 << 32;

@@ -166,7 +166,9 @@ fn start(config: Config) -> Result<(), String> {
     // checked below.
     let bookkeeping = (arena_bytes / 4096).max(2 << 20);
     let offset = (arena_start - region.as_ptr() as u64) as usize;
-    pager.unpage(&region, offset, bookkeeping as usize).map_err(|error| format!("unpaging the arena's bookkeeping: {error}"))?;
+    pager
+        .unpage(&region, offset, bookkeeping as usize)
+        .map_err(|error| format!("unpaging the arena's bookkeeping: {error}"))?;
     let touched_before = pager.stats().missing_faults;
     let mut arena_id: mi::mi_arena_id_t = std::ptr::null_mut();
     // SAFETY: the range is ours, mapped (registered with the pager) for the process's

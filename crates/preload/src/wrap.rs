@@ -63,7 +63,9 @@ pub unsafe extern "C" fn madvise(address: *mut libc::c_void, len: usize, advice:
             if crate::alloc::is_internal_thread() {
                 // The arena is pinned for mimalloc, and the pager's threads never touch
                 // it: a discard from one would be a bug that loses the program's data.
-                eprintln!("znswap run: a pager thread discarded paged memory at {start:#x}; stopping rather than losing data");
+                eprintln!(
+                    "znswap run: a pager thread discarded paged memory at {start:#x}; stopping rather than losing data"
+                );
                 libc::abort();
             }
             let _internal = Internal::enter();

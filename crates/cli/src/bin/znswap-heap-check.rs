@@ -15,7 +15,8 @@ const MIB: usize = 1 << 20;
 /// from its neighbours and from other versions, so a page read back from the wrong
 /// place, the wrong time or as zeros is caught.
 fn expected(chunk: usize, offset: usize, version: u64) -> u8 {
-    let x = (chunk as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (offset as u64 / 8).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    let x =
+        (chunk as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (offset as u64 / 8).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     let x = x ^ version.wrapping_mul(0x94D0_49BB_1331_11EB);
     let x = x ^ (x >> 29);
     (x >> ((offset % 8) * 8)) as u8 | 1
@@ -55,11 +56,13 @@ fn heap(mib: usize) -> String {
 /// The kernel reads and writes heap pages that are on the device: `write()` from them,
 /// `read()` into them, `send()`/`recv()` through a socket pair.
 fn io(mib: usize) -> String {
-    let mut chunks: Vec<Vec<u8>> = (0..mib).map(|index| {
-        let mut chunk = vec![0u8; MIB];
-        fill(&mut chunk, index, 1);
-        chunk
-    }).collect();
+    let mut chunks: Vec<Vec<u8>> = (0..mib)
+        .map(|index| {
+            let mut chunk = vec![0u8; MIB];
+            fill(&mut chunk, index, 1);
+            chunk
+        })
+        .collect();
     let path = std::env::temp_dir().join(format!("znswap-heap-check-{}", std::process::id()));
     // The first chunks were written longest ago: under a budget of a quarter of the
     // heap they are on the device now.
@@ -87,9 +90,7 @@ fn io(mib: usize) -> String {
     let mut received = 0;
     while received < MIB {
         // SAFETY: recv into our own buffer's unfilled tail.
-        let n = unsafe {
-            libc::recv(b.as_raw_fd(), target[received..].as_mut_ptr().cast(), MIB - received, 0)
-        };
+        let n = unsafe { libc::recv(b.as_raw_fd(), target[received..].as_mut_ptr().cast(), MIB - received, 0) };
         assert!(n > 0, "recv: {}", std::io::Error::last_os_error());
         received += n as usize;
     }
@@ -105,11 +106,13 @@ fn io(mib: usize) -> String {
 /// Threads, each with its own chunks and all reading the shared ones.
 fn threads(mib: usize, count: usize) -> String {
     let shared: std::sync::Arc<Vec<Vec<u8>>> = std::sync::Arc::new(
-        (0..mib / 2).map(|index| {
-            let mut chunk = vec![0u8; MIB];
-            fill(&mut chunk, index, 7);
-            chunk
-        }).collect(),
+        (0..mib / 2)
+            .map(|index| {
+                let mut chunk = vec![0u8; MIB];
+                fill(&mut chunk, index, 7);
+                chunk
+            })
+            .collect(),
     );
     let per_thread = (mib / 2 / count).max(1);
     let handles: Vec<_> = (0..count)
@@ -122,7 +125,7 @@ fn threads(mib: usize, count: usize) -> String {
                     for (index, chunk) in own.iter_mut().enumerate() {
                         fill(chunk, base + index, round);
                     }
-                    for (index, chunk) in shared.iter().enumerate().skip(thread % 3) .step_by(3) {
+                    for (index, chunk) in shared.iter().enumerate().skip(thread % 3).step_by(3) {
                         check(chunk, index, 7, "shared chunks");
                     }
                     for (index, chunk) in own.iter().enumerate() {

@@ -12,8 +12,8 @@ use std::collections::VecDeque;
 use znswap_core::driver::{Captured, Completion, ContractBreach, DeviceHooks, Driver, Stage};
 use znswap_core::{AppendPage, Buf, IoError, IoRequest, PageState as EnginePage};
 use znswap_pager_core::{
-    Action, Actions, ChildPage, CopyFrom, DiscardBatch, EvictRound, EvictorWork, Fault, FaultKind, FaultStep,
-    ForkHold, IoCompletion, IoPlan, PageSource, PageState, PagerCore, Pause, PAGE_BYTES,
+    Action, Actions, ChildPage, CopyFrom, DiscardBatch, EvictRound, EvictorWork, Fault, FaultKind, FaultStep, ForkHold,
+    IoCompletion, IoPlan, PageSource, PageState, PagerCore, Pause, PAGE_BYTES,
 };
 
 use super::scenario::{Access, PagerFaultMode, PagerFaults, PagerScenario};
@@ -143,9 +143,18 @@ pub struct Coverage {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum ProgramDiscard {
     Idle,
-    Queued { place: usize, first: u64, last: u64 },
+    Queued {
+        place: usize,
+        first: u64,
+        last: u64,
+    },
     /// Read (`discard_range` called); the madvising thread zaps at `zap_step`.
-    Read { place: usize, first: u64, last: u64, zap_step: u64 },
+    Read {
+        place: usize,
+        first: u64,
+        last: u64,
+        zap_step: u64,
+    },
 }
 
 /// A forked child's snapshot: what each page it would fault on must read.
@@ -390,7 +399,11 @@ impl World {
                 Some((place.parse().ok()?, page.parse().ok()?))
             }),
             discard: ProgramDiscard::Idle,
-            next_discard_step: if scenario.program_discard_steps == 0 { u64::MAX } else { scenario.program_discard_steps },
+            next_discard_step: if scenario.program_discard_steps == 0 {
+                u64::MAX
+            } else {
+                scenario.program_discard_steps
+            },
             fork: None,
             next_fork_step: if scenario.fork_steps == 0 { u64::MAX } else { scenario.fork_steps },
             scenario,
@@ -1013,9 +1026,12 @@ impl World {
         // (After a discard, the write made before its zap may be what was lost.)
         let versions = [Some(expected), region.alt[page as usize]];
         let engine = self.core.engine().page_state(region.owner, page);
-        let in_offline_zone = self.driver.device.zones.iter().any(|zone| {
-            zone.offline && versions.iter().flatten().any(|version| zone.data.contains(version))
-        });
+        let in_offline_zone = self
+            .driver
+            .device
+            .zones
+            .iter()
+            .any(|zone| zone.offline && versions.iter().flatten().any(|version| zone.data.contains(version)));
         if engine != Ok(EnginePage::Lost) || !in_offline_zone {
             self.violation(format!(
                 "page {place}:{page} poisoned (engine: {engine:?}), but v{expected} was not lost with an offline zone"
@@ -1500,12 +1516,8 @@ impl World {
                     }
                     let at = region.base + page as u64 * PAGE_BYTES as u64;
                     // What a read of the parent's would accept now.
-                    let allowed = [
-                        Some(region.oracle[page]),
-                        region.alt[page],
-                        region.pre[page],
-                        region.pre[page].map(|_| 0),
-                    ];
+                    let allowed =
+                        [Some(region.oracle[page]), region.alt[page], region.pre[page], region.pre[page].map(|_| 0)];
                     pages.push((place, page as u64, self.core.child_page(at), allowed));
                 }
             }
@@ -1626,18 +1638,21 @@ impl World {
                 let writable = pte.mapped && !pte.write_protected;
                 let in_window = region.pre[page].is_some();
                 let zapped = region.zapped[page] && !pte.mapped && !pte.poisoned;
-                let agrees = in_window || zapped || match state {
-                    PageState::Unmapped | PageState::Removed => !pte.mapped && !pte.poisoned,
-                    PageState::Resident | PageState::Referenced | PageState::Evicting { .. } => pte.mapped,
-                    // Appendix A: a page on its way out is writable only once a write has
-                    // told the engine (which then drops the slot it writes).
-                    PageState::Writing => {
-                        pte.mapped && (!writable || matches!(engine, EnginePage::SwapOutInFlight { dirtied: true, .. }))
-                    }
-                    // Never writable: a write there would be discarded.
-                    PageState::Dropping => !writable,
-                    PageState::Poisoned => pte.poisoned,
-                };
+                let agrees = in_window
+                    || zapped
+                    || match state {
+                        PageState::Unmapped | PageState::Removed => !pte.mapped && !pte.poisoned,
+                        PageState::Resident | PageState::Referenced | PageState::Evicting { .. } => pte.mapped,
+                        // Appendix A: a page on its way out is writable only once a write has
+                        // told the engine (which then drops the slot it writes).
+                        PageState::Writing => {
+                            pte.mapped
+                                && (!writable || matches!(engine, EnginePage::SwapOutInFlight { dirtied: true, .. }))
+                        }
+                        // Never writable: a write there would be discarded.
+                        PageState::Dropping => !writable,
+                        PageState::Poisoned => pte.poisoned,
+                    };
                 // A clean page whose slot is its swap cache must fault on its first write.
                 let cache_guarded = !(writable && matches!(engine, EnginePage::SwapCached { .. }));
                 if !agrees || !cache_guarded {
