@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use znswap_pager::run_env::{self, RunReport};
+use znswap_pager::PAGE_BYTES;
 use znswap_zoned::format_size;
 
 use crate::device_path;
@@ -55,16 +56,6 @@ enum Policy {
     PerCore,
     HotCold,
     Tenant,
-}
-
-impl Policy {
-    fn name(self) -> &'static str {
-        match self {
-            Policy::PerCore => "per-core",
-            Policy::HotCold => "hot-cold",
-            Policy::Tenant => "tenant",
-        }
-    }
 }
 
 const LIBRARY: &str = "libznswap_preload.so";
@@ -135,8 +126,10 @@ pub fn run(args: RunArgs) -> Result<u8> {
         format_size(run_env::ARENA_MAX_BYTES)
     );
 
-    let stats_dir = tempfile_dir()?;
-    let stats_path = stats_dir.join("stats.json");
+    // A private directory for the library's figures, removed however this ends.
+    let stats_dir =
+        tempfile::Builder::new().prefix("znswap-run-").tempdir().context("creating a temporary directory")?;
+    let stats_path = stats_dir.path().join("stats.json");
     let (alive_read, alive_write) = pipe()?;
 
     let mut command = Command::new(&args.command[0]);
@@ -153,7 +146,7 @@ pub fn run(args: RunArgs) -> Result<u8> {
         .env(run_env::DEVICE, &device_path)
         .env(run_env::MEMORY, args.memory.to_string())
         .env(run_env::ARENA, arena.to_string())
-        .env(run_env::POLICY, args.policy.name())
+        .env(run_env::POLICY, args.policy.to_possible_value().expect("every policy has a name").get_name())
         .env(run_env::HANDLERS, args.handler_threads.to_string())
         .env(run_env::STATS, &stats_path)
         .env(run_env::ALIVE_FD, alive_write.to_string());
@@ -216,7 +209,7 @@ pub fn run(args: RunArgs) -> Result<u8> {
     let elapsed = started.elapsed();
     let daemonized = outlived_by_forks(alive_read);
     let report = read_report(&stats_path);
-    let _ = std::fs::remove_dir_all(&stats_dir);
+    drop(stats_dir);
     let code = match (status.code(), status.signal()) {
         (Some(code), _) => code,
         (None, Some(signal)) => 128 + signal,
@@ -263,7 +256,7 @@ impl Summary {
                 self.command, self.exit_status, self.seconds
             );
         };
-        let page = 4096;
+        let page = PAGE_BYTES as u64;
         let waf = if r.host_bytes_written == 0 {
             1.0
         } else {
@@ -328,7 +321,7 @@ impl Summary {
 fn live_line(report: &RunReport) -> String {
     format!(
         "znswap: resident {} / {}, out {} in {} pages, fault p99 {:.0} us",
-        format_size(report.resident_pages * 4096),
+        format_size(report.resident_pages * PAGE_BYTES as u64),
         format_size(report.budget_bytes),
         report.swapped_out_pages,
         report.swapped_in_pages,
@@ -372,11 +365,4 @@ fn pipe() -> Result<(i32, i32)> {
         return Err(std::io::Error::last_os_error()).context("creating a pipe");
     }
     Ok((fds[0], fds[1]))
-}
-
-/// A private directory for the library's figures.
-fn tempfile_dir() -> Result<PathBuf> {
-    let dir = std::env::temp_dir().join(format!("znswap-run-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    Ok(dir)
 }

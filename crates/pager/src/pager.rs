@@ -320,18 +320,8 @@ impl Pager {
         let thread_start = config.thread_start;
         for (name, role, body, count) in roles {
             for index in 0..count {
-                let shared = shared.clone();
-                let thread = std::thread::Builder::new()
-                    .name(format!("znswap-{name}-{index}"))
-                    .spawn(move || {
-                        if let Some(start) = thread_start {
-                            start();
-                        }
-                        let _guard = AbortOnPanic(role);
-                        body(&shared)
-                    })
-                    .expect("spawn");
-                threads.push(thread);
+                let name = format!("znswap-{name}-{index}");
+                threads.push(spawn_thread(&shared, name, role, thread_start, body).expect("spawn"));
             }
         }
         Ok(Pager { shared, threads, registration, thread_start, child_orphaned: config.child_orphaned })
@@ -432,6 +422,25 @@ fn thread_cpu_ns() -> u64 {
     // SAFETY: writes one timespec we own.
     unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut time) };
     time.tv_sec as u64 * 1_000_000_000 + time.tv_nsec as u64
+}
+
+/// Starts a pager thread: marked first (`PagerConfig::thread_start`), and a panic in it
+/// stops the process.
+fn spawn_thread(
+    shared: &Arc<Shared>,
+    name: String,
+    role: &'static str,
+    thread_start: Option<fn()>,
+    body: fn(&Shared),
+) -> std::io::Result<JoinHandle<()>> {
+    let shared = shared.clone();
+    std::thread::Builder::new().name(name).spawn(move || {
+        if let Some(start) = thread_start {
+            start();
+        }
+        let _guard = AbortOnPanic(role);
+        body(&shared)
+    })
 }
 
 /// A pager thread that panics leaves faulting threads blocked forever, and paged memory

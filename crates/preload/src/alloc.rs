@@ -217,12 +217,12 @@ pub unsafe extern "C" fn memalign(alignment: usize, size: usize) -> *mut c_void 
 
 #[no_mangle]
 pub unsafe extern "C" fn valloc(size: usize) -> *mut c_void {
-    aligned(page_bytes(), size)
+    aligned(znswap_pager::PAGE_BYTES, size)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn pvalloc(size: usize) -> *mut c_void {
-    let page = page_bytes();
+    let page = znswap_pager::PAGE_BYTES;
     aligned(page, size.div_ceil(page).max(1) * page)
 }
 
@@ -239,8 +239,4 @@ pub unsafe extern "C" fn malloc_usable_size(block: *mut c_void) -> usize {
 #[no_mangle]
 pub unsafe extern "C" fn nallocx(size: usize, _flags: i32) -> usize {
     mi::mi_good_size(size)
-}
-
-fn page_bytes() -> usize {
-    znswap_pager::PAGE_BYTES
 }

@@ -22,7 +22,7 @@ use std::time::Duration;
 use libmimalloc_sys as mi;
 use znswap_core::PolicyKind;
 use znswap_pager::run_env::{self, RunReport};
-use znswap_pager::{FaultMode, Pager, PagerConfig, Region, PAGE_BYTES};
+use znswap_pager::{FaultMode, Pager, PagerConfig, Region};
 
 use alloc::Internal;
 
@@ -292,10 +292,4 @@ fn rss_anon_bytes() -> Option<u64> {
     let line = status.lines().find(|line| line.starts_with("RssAnon:"))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib * 1024)
-}
-
-/// Pages of the arena (for the tests' arithmetic).
-#[doc(hidden)]
-pub fn arena_pages(bytes: u64) -> u64 {
-    bytes / PAGE_BYTES as u64
 }

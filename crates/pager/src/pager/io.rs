@@ -89,12 +89,16 @@ impl Shared {
                 IoRequest::Reset { zone, .. } => {
                     drop(state);
                     drop(mappings);
-                    IoCompletion::Reset(self.with_device(|device| device.reset(zone)).map_err(|e| io_error(&e)))
+                    IoCompletion::Reset(
+                        self.with_device(|device| device.reset(zone)).map_err(|e| self.device_error(&e)),
+                    )
                 }
                 IoRequest::Finish { zone, .. } => {
                     drop(state);
                     drop(mappings);
-                    IoCompletion::Finish(self.with_device(|device| device.finish(zone)).map_err(|e| io_error(&e)))
+                    IoCompletion::Finish(
+                        self.with_device(|device| device.finish(zone)).map_err(|e| self.device_error(&e)),
+                    )
                 }
             };
             let records: &[u8] = match plan.request() {

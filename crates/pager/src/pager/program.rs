@@ -103,14 +103,13 @@ impl Pager {
             !std::mem::replace(&mut forks.watcher, true)
         };
         if start_watcher {
-            let watched = self.shared.clone();
-            let thread_start = self.thread_start;
-            let _ = std::thread::Builder::new().name("znswap-forks".into()).spawn(move || {
-                if let Some(start) = thread_start {
-                    start();
-                }
-                watched.watch_forks()
-            });
+            let _ = spawn_thread(
+                &self.shared,
+                "znswap-forks".into(),
+                "fork watcher",
+                self.thread_start,
+                Shared::watch_forks,
+            );
         }
         pid
     }
@@ -194,10 +193,17 @@ extern "C" fn child_thread(start: *mut libc::c_void) -> *mut libc::c_void {
 
 impl Shared {
     /// Releases each fork's hold once its pipe reads end-of-file.
+    /// Ends when no fork is left to watch (the next fork starts another).
     fn watch_forks(&self) {
         loop {
-            let watched: Vec<RawFd> =
-                self.forks.lock().unwrap_or_else(|p| p.into_inner()).live.iter().map(|(fd, _)| *fd).collect();
+            let watched: Vec<RawFd> = {
+                let mut forks = self.forks.lock().unwrap_or_else(|p| p.into_inner());
+                if forks.live.is_empty() {
+                    forks.watcher = false;
+                    return;
+                }
+                forks.live.iter().map(|(fd, _)| *fd).collect()
+            };
             let mut polls: Vec<libc::pollfd> =
                 watched.iter().map(|&fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 }).collect();
             // SAFETY: polls descriptors this pager owns.
