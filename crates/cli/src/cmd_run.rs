@@ -296,7 +296,7 @@ impl Summary {
         line(
             "not covered",
             format!(
-                "{} of anonymous memory outside the paged heap (the pager's own tables, the program's own mmaps, stacks){}",
+                "{} of anonymous memory outside the paged heap (the pager's own tables, stacks){}",
                 format_size(uncovered),
                 if r.overflow_bytes > 0 {
                     format!("; {} allocated outside a full arena", format_size(r.overflow_bytes))
@@ -305,6 +305,12 @@ impl Summary {
                 }
             ),
         );
+        if r.mmaps_paged > 0 {
+            line(
+                "program mmaps",
+                format!("{} paged ({} mapped at the end)", r.mmaps_paged, format_size(r.mapped_bytes)),
+            );
+        }
         if r.budget_overruns > 0 {
             line("past the budget", format!("{} faults (swap was full)", r.budget_overruns));
         }

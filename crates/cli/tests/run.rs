@@ -15,18 +15,26 @@ const BUDGET_MIB: u64 = 16;
 /// The preload library is a workspace member of its own: built here if this test run
 /// did not build it (e.g. `cargo test -p znswap`).
 fn ensure_library() {
+    ensure_built("znswap-preload");
+}
+
+/// The shared library of workspace package `package`, next to the binaries, built by
+/// cargo unless it is there; returns its path.
+fn ensure_built(package: &str) -> PathBuf {
     let dir = Path::new(ZNSWAP).parent().unwrap();
-    if dir.join("libznswap_preload.so").is_file() {
-        return;
+    let path = dir.join(format!("lib{}.so", package.replace('-', "_")));
+    if path.is_file() {
+        return path;
     }
     let release = dir.ends_with("release");
     let mut build = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-    build.args(["build", "-p", "znswap-preload"]);
+    build.args(["build", "-p", package]);
     if release {
         build.arg("--release");
     }
-    let status = build.status().expect("running cargo to build the preload library");
-    assert!(status.success(), "building the preload library failed");
+    let status = build.status().unwrap_or_else(|error| panic!("running cargo to build {package}: {error}"));
+    assert!(status.success(), "building {package} failed");
+    path
 }
 
 struct Run {
@@ -60,6 +68,10 @@ fn device(dir: &Path) -> PathBuf {
 }
 
 fn run(args: &[&str]) -> Run {
+    run_with(args, &[])
+}
+
+fn run_with(args: &[&str], env: &[(&str, &Path)]) -> Run {
     ensure_library();
     let dir = tempfile::tempdir().unwrap();
     let device = device(dir.path());
@@ -76,6 +88,7 @@ fn run(args: &[&str]) -> Run {
         .arg("--")
         .arg(HEAP_CHECK)
         .args(args)
+        .envs(env.iter().copied())
         .output()
         .expect("running znswap run");
     let report = std::fs::read(&stats).ok().map(|bytes| serde_json::from_slice(&bytes).expect("stats JSON"));
@@ -119,6 +132,16 @@ fn the_kernel_reads_and_writes_evicted_heap_pages() {
 #[test]
 fn threads_share_and_own_paged_memory() {
     assert_paged(&run(&["threads", "64", "4"]), "threads 4");
+}
+
+#[test]
+fn threads_started_before_the_pager_keep_their_bytes_across_its_start_up() {
+    // A library preloaded behind the pager's starts them from its constructor, which
+    // the loader runs before the pager's; the launcher keeps the user's LD_PRELOAD.
+    let early = ensure_built("znswap-early-threads");
+    let run = run_with(&["early-threads"], &[("LD_PRELOAD", &early)]);
+    // 2 threads x 24 chunks, a third of them freed.
+    assert_paged(&run, "early threads checked 32 chunks");
 }
 
 #[test]
@@ -212,4 +235,13 @@ fn bad_input_gets_a_clear_error() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(!output.status.success() && stderr.contains("ZNSWAP_PRELOAD"), "{stderr}");
+}
+
+#[test]
+fn the_programs_own_mappings_are_paged_through_munmap_mremap_and_map_fixed() {
+    let run = run(&["mmap", "64"]);
+    assert_paged(&run, "mmap 64 MiB");
+    // 8 mappings, the one mremap moved, and 4 made after the unmaps.
+    assert!(run.figure("mmaps_paged") >= 13, "{:?}", run.report);
+    assert_eq!(run.figure("mapped_bytes"), 4 * (8 << 20), "only the last 4 mappings are left: {:?}", run.report);
 }

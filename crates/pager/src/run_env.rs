@@ -59,7 +59,7 @@ pub struct RunReport {
     pub device_errors: u64,
     /// Anonymous memory resident in the process (`RssAnon`), of which the paged heap's
     /// resident pages are a part; the rest is memory the pager does not cover (the
-    /// pager's own tables, mmaps the program makes itself, stacks).
+    /// pager's own tables, stacks, mappings it could not page).
     pub rss_anon_bytes: u64,
     /// Allocations made outside the arena because it was full.
     pub overflow_bytes: u64,
@@ -67,5 +67,11 @@ pub struct RunReport {
     pub mlocks_ignored: u64,
     /// Forks whose child got a snapshot of the paged heap.
     pub forks: u64,
+    /// Anonymous mappings the program made itself (`mmap`) served from paged memory, and
+    /// the bytes of them mapped now.
+    #[serde(default)]
+    pub mmaps_paged: u64,
+    #[serde(default)]
+    pub mapped_bytes: u64,
     pub uptime_ns: u64,
 }

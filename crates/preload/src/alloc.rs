@@ -62,36 +62,39 @@ impl Drop for Internal {
     }
 }
 
-/// The heap for the calling thread's allocations: the paged one for program threads
-/// once the pager runs.
+/// An allocation for the calling thread: from the paged heap on the program's threads
+/// once the pager runs, else (and when the arena is full: the bytes are reported as not
+/// covered) from the default heap. The thread counts as internal during the call, so an
+/// `mmap` mimalloc makes inside it goes to the kernel (`mapping.rs`), never back into
+/// the allocator it is in the middle of.
 #[inline]
-fn program_heap() -> Option<*mut mi::mi_heap_t> {
-    let heap = PAGED_HEAP.load(Relaxed);
-    (!heap.is_null() && !is_internal_thread()).then_some(heap)
-}
-
-/// An allocation from the paged heap, or from the default heap when the arena is full
-/// (the program keeps running; the bytes are reported as not covered).
-#[inline]
-unsafe fn paged_or_overflow(
+unsafe fn allocate(
     size: usize,
     paged: impl FnOnce(*mut mi::mi_heap_t) -> *mut c_void,
     default: impl FnOnce() -> *mut c_void,
 ) -> *mut c_void {
-    match program_heap() {
-        Some(heap) => {
+    INTERNAL.with(|internal| {
+        if internal.replace(true) {
+            return default();
+        }
+        let heap = PAGED_HEAP.load(Relaxed);
+        let block = if heap.is_null() {
+            default()
+        } else {
             let block = paged(heap);
             if !block.is_null() || size == 0 {
-                return block;
+                block
+            } else {
+                let block = default();
+                if !block.is_null() {
+                    OVERFLOW_BYTES.fetch_add(size as u64, Relaxed);
+                }
+                block
             }
-            let block = default();
-            if !block.is_null() {
-                OVERFLOW_BYTES.fetch_add(size as u64, Relaxed);
-            }
-            block
-        }
-        None => default(),
-    }
+        };
+        internal.set(false);
+        block
+    })
 }
 
 /// The pager's Rust allocations: the default heap, never the paged one.
@@ -119,7 +122,7 @@ fn set_errno(value: i32) {
 
 #[no_mangle]
 pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
-    paged_or_overflow(size, |heap| mi::mi_heap_malloc(heap, size), || mi::mi_malloc(size))
+    allocate(size, |heap| mi::mi_heap_malloc(heap, size), || mi::mi_malloc(size))
 }
 
 #[no_mangle]
@@ -128,7 +131,7 @@ pub unsafe extern "C" fn calloc(count: usize, size: usize) -> *mut c_void {
         set_errno(libc::ENOMEM);
         return std::ptr::null_mut();
     };
-    paged_or_overflow(bytes, |heap| mi::mi_heap_calloc(heap, count, size), || mi::mi_calloc(count, size))
+    allocate(bytes, |heap| mi::mi_heap_calloc(heap, count, size), || mi::mi_calloc(count, size))
 }
 
 #[no_mangle]
@@ -151,21 +154,9 @@ pub unsafe extern "C" fn realloc(block: *mut c_void, size: usize) -> *mut c_void
         mi::mi_free(block);
         return std::ptr::null_mut();
     }
-    match program_heap() {
-        Some(heap) => {
-            let moved = mi::mi_heap_realloc(heap, block, size);
-            if !moved.is_null() {
-                return moved;
-            }
-            // The arena is full: move it to the default heap.
-            let moved = mi::mi_realloc(block, size);
-            if !moved.is_null() {
-                OVERFLOW_BYTES.fetch_add(size as u64, Relaxed);
-            }
-            moved
-        }
-        None => mi::mi_realloc(block, size),
-    }
+    // A block moves to the paged heap as it grows once the pager runs; with the arena
+    // full it stays in (or moves to) the default heap.
+    allocate(size, |heap| mi::mi_heap_realloc(heap, block, size), || mi::mi_realloc(block, size))
 }
 
 #[no_mangle]
@@ -180,11 +171,7 @@ pub unsafe extern "C" fn reallocarray(block: *mut c_void, count: usize, size: us
 }
 
 unsafe fn aligned(alignment: usize, size: usize) -> *mut c_void {
-    paged_or_overflow(
-        size,
-        |heap| mi::mi_heap_malloc_aligned(heap, size, alignment),
-        || mi::mi_malloc_aligned(size, alignment),
-    )
+    allocate(size, |heap| mi::mi_heap_malloc_aligned(heap, size, alignment), || mi::mi_malloc_aligned(size, alignment))
 }
 
 #[no_mangle]

@@ -5,6 +5,8 @@
 //!
 //! - `alloc.rs`: malloc, free, ... over a mimalloc heap whose only arena is the paged
 //!   region; the pager's own allocations in ordinary memory.
+//! - `mapping.rs`: the program's own anonymous mappings (`mmap`, `munmap`, `mremap`),
+//!   paged in the same arena.
 //! - `wrap.rs`: what programs do to their memory beyond malloc (`mlock`, ...).
 //! - this file: start-up from the launcher's environment, and the figures it writes.
 //!
@@ -12,6 +14,7 @@
 //! message and exit with `EXIT_PAGER_FAILED`, which the launcher explains.
 
 mod alloc;
+mod mapping;
 mod wrap;
 
 use std::ffi::c_void;
@@ -236,6 +239,14 @@ pub(crate) fn overlaps_arena(start: u64, len: u64) -> bool {
     })
 }
 
+/// The paged region's `[start, end)`.
+pub(crate) fn arena_bounds() -> (u64, u64) {
+    RUNTIME.get().map_or((0, 0), |runtime| {
+        let start = runtime.region.as_ptr() as u64;
+        (start, start + runtime.region.len() as u64)
+    })
+}
+
 extern "C" fn at_exit() {
     let _internal = Internal::enter();
     let _ = std::panic::catch_unwind(|| write_report(true));
@@ -268,6 +279,8 @@ fn report(runtime: &Runtime, at_exit: bool) -> RunReport {
         overflow_bytes: alloc::OVERFLOW_BYTES.load(std::sync::atomic::Ordering::Relaxed),
         mlocks_ignored: wrap::MLOCKS_IGNORED.load(std::sync::atomic::Ordering::Relaxed),
         forks: wrap::FORKS.load(std::sync::atomic::Ordering::Relaxed),
+        mmaps_paged: mapping::MMAPS_PAGED.load(std::sync::atomic::Ordering::Relaxed),
+        mapped_bytes: mapping::MAPPED_BYTES.load(std::sync::atomic::Ordering::Relaxed),
         uptime_ns: stats.uptime_ns,
     }
 }

@@ -98,6 +98,9 @@ pub unsafe extern "C" fn fork() -> libc::pid_t {
     let Some(runtime) = crate::RUNTIME.get() else { return real_fork() };
     let _internal = Internal::enter();
     let heap = crate::alloc::PAGED_HEAP.load(Relaxed);
+    // No other thread is changing the program's mappings at the fork: the child gets
+    // the table whole and unlocked.
+    let mappings = crate::mapping::lock();
     let pid = runtime.pager.fork(|| {
         let pid = real_fork();
         if pid == 0 {
@@ -107,6 +110,7 @@ pub unsafe extern "C" fn fork() -> libc::pid_t {
         }
         pid
     });
+    drop(mappings);
     if pid == 0 {
         crate::alloc::PAGED_HEAP.store(heap, Relaxed);
     }

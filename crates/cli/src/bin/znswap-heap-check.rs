@@ -266,6 +266,152 @@ fn fork_snapshot(mib: usize) -> String {
     format!("fork: 2 children checked {mib} MiB snapshots")
 }
 
+/// An anonymous private mapping of `len` bytes, as a program makes one itself.
+fn map_anonymous(len: usize) -> *mut u8 {
+    // SAFETY: a fresh mapping of our own.
+    let block = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    assert_ne!(block, libc::MAP_FAILED, "mmap: {}", std::io::Error::last_os_error());
+    block.cast()
+}
+
+/// The bytes of a mapping (it lives until this program unmaps it).
+fn bytes<'a>(start: *mut u8, len: usize) -> &'a mut [u8] {
+    // SAFETY: mapped read-write by this program, `len` bytes.
+    unsafe { std::slice::from_raw_parts_mut(start, len) }
+}
+
+fn check_zero(bytes: &[u8], what: &str) {
+    if let Some(offset) = bytes.iter().position(|&byte| byte != 0) {
+        eprintln!("{what}: offset {offset} is {:#04x}, expected zero", bytes[offset]);
+        std::process::exit(1);
+    }
+}
+
+/// Mappings the program makes itself, `mib` MiB in all in 8 MiB mappings: written and
+/// checked; then unmapped whole and in part (head, tail, middle: the rest intact),
+/// grown by `mremap` (moved, the new tail zero), shrunk, grown
+/// in place (refused or done), covered by `MAP_FIXED` memory (zero there), and new
+/// mappings made in the space freed read zero. Every byte is checked at the end.
+fn mappings(mib: usize) -> String {
+    const LEN: usize = 8 * MIB;
+    let count = (mib / 8).max(8);
+    let mut maps: Vec<(*mut u8, usize)> = (0..count).map(|_| (map_anonymous(LEN), LEN)).collect();
+    for (index, &(start, len)) in maps.iter().enumerate() {
+        check_zero(bytes(start, len), "a fresh mapping");
+        fill(bytes(start, len), index, 1);
+    }
+    for (index, &(start, len)) in maps.iter().enumerate() {
+        check(bytes(start, len), index, 1, "the mappings");
+    }
+    // Mapping 0: unmapped whole. 1: its head. 2: its tail. 3: the middle.
+    // SAFETY (each munmap/mremap/mmap below): ranges of our own mappings, which this
+    // function no longer touches but as the checks say.
+    unsafe {
+        assert_eq!(libc::munmap(maps[0].0.cast(), LEN), 0, "munmap: {}", std::io::Error::last_os_error());
+        assert_eq!(libc::munmap(maps[1].0.cast(), MIB), 0);
+        assert_eq!(libc::munmap(maps[2].0.add(LEN - MIB).cast(), MIB), 0);
+        assert_eq!(libc::munmap(maps[3].0.add(3 * MIB).cast(), 2 * MIB), 0);
+    }
+    let whole = |start: *mut u8, index: usize, from: usize, to: usize, version: u64| {
+        let all = bytes(start, LEN);
+        for (offset, &byte) in all.iter().enumerate().take(to).skip(from) {
+            if byte != expected(index, offset, version) {
+                eprintln!("mapping {index} offset {offset}: changed by an unmap of another part");
+                std::process::exit(1);
+            }
+        }
+    };
+    whole(maps[1].0, 1, MIB, LEN, 1);
+    whole(maps[2].0, 2, 0, LEN - MIB, 1);
+    whole(maps[3].0, 3, 0, 3 * MIB, 1);
+    whole(maps[3].0, 3, 5 * MIB, LEN, 1);
+    // Mapping 4: grown to twice its size (moved).
+    let grown = unsafe { libc::mremap(maps[4].0.cast(), LEN, 2 * LEN, libc::MREMAP_MAYMOVE) };
+    assert_ne!(grown, libc::MAP_FAILED, "mremap: {}", std::io::Error::last_os_error());
+    maps[4] = (grown.cast(), 2 * LEN);
+    check(&bytes(maps[4].0, LEN)[..], 4, 1, "a mapping grown by mremap");
+    check_zero(&bytes(maps[4].0, 2 * LEN)[LEN..], "the new tail of a grown mapping");
+    fill(bytes(maps[4].0, 2 * LEN), 4, 2);
+    // Mapping 5: shrunk to half.
+    let shrunk = unsafe { libc::mremap(maps[5].0.cast(), LEN, LEN / 2, 0) };
+    assert_eq!(shrunk.cast(), maps[5].0, "mremap shrink: {}", std::io::Error::last_os_error());
+    maps[5].1 = LEN / 2;
+    check(bytes(maps[5].0, LEN / 2), 5, 1, "a mapping shrunk by mremap");
+    // Mapping 6: grown without moving: done in place, or refused with ENOMEM.
+    let in_place = unsafe { libc::mremap(maps[6].0.cast(), LEN, 2 * LEN, 0) };
+    if in_place == libc::MAP_FAILED {
+        assert_eq!(std::io::Error::last_os_error().raw_os_error(), Some(libc::ENOMEM));
+    } else {
+        assert_eq!(in_place.cast(), maps[6].0);
+        check_zero(&bytes(maps[6].0, 2 * LEN)[LEN..], "the new tail of a mapping grown in place");
+        maps[6].1 = 2 * LEN;
+    }
+    check(&bytes(maps[6].0, LEN)[..], 6, 1, "a mapping after mremap in place");
+    // Mapping 7: fresh memory placed over its middle with MAP_FIXED reads zero.
+    let fixed = unsafe {
+        libc::mmap(
+            maps[7].0.add(2 * MIB).cast(),
+            MIB,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED,
+            -1,
+            0,
+        )
+    };
+    assert_eq!(fixed.cast(), maps[7].0.wrapping_add(2 * MIB), "mmap MAP_FIXED: {}", std::io::Error::last_os_error());
+    check_zero(&bytes(maps[7].0, LEN)[2 * MIB..3 * MIB], "MAP_FIXED memory");
+    whole(maps[7].0, 7, 0, 2 * MIB, 1);
+    whole(maps[7].0, 7, 3 * MIB, LEN, 1);
+    // New mappings in the space freed: zero, then written.
+    let fresh: Vec<*mut u8> = (0..4).map(|_| map_anonymous(LEN)).collect();
+    for (n, &start) in fresh.iter().enumerate() {
+        check_zero(bytes(start, LEN), "a mapping made after others were unmapped");
+        fill(bytes(start, LEN), 100 + n, 3);
+    }
+    // Every byte once more, after all of that went through the device.
+    check(bytes(maps[4].0, 2 * LEN), 4, 2, "the grown mapping rewritten");
+    check(bytes(maps[5].0, LEN / 2), 5, 1, "the shrunk mapping");
+    for (index, &(start, _)) in maps.iter().enumerate().skip(8) {
+        check(bytes(start, LEN), index, 1, "the mappings left alone");
+    }
+    for (n, &start) in fresh.iter().enumerate() {
+        check(bytes(start, LEN), 100 + n, 3, "the new mappings");
+    }
+    for &(start, len) in &maps[1..] {
+        // SAFETY: our own mappings, unmapped whole (parts of them already were).
+        unsafe { assert_eq!(libc::munmap(start.cast(), len), 0, "munmap at the end") };
+    }
+    format!("mmap {} MiB: unmap, mremap, MAP_FIXED", count * 8)
+}
+
+/// Joins the threads the test library `libznswap_early_threads.so` (preloaded behind
+/// the pager's) started before the pager did: they allocated across its start-up and
+/// check every byte.
+fn early_threads() -> String {
+    // SAFETY: looks a symbol up in the loaded objects.
+    let join = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"znswap_early_threads_join".as_ptr()) };
+    if join.is_null() {
+        eprintln!("no early threads: preload libznswap_early_threads.so (LD_PRELOAD) to run this check");
+        std::process::exit(2);
+    }
+    // SAFETY: the library's `extern "C" fn() -> i64`.
+    let join: extern "C" fn() -> i64 = unsafe { std::mem::transmute(join) };
+    let checked = join();
+    if checked < 0 {
+        std::process::exit(1);
+    }
+    format!("early threads checked {checked} chunks")
+}
+
 /// Forks; the parent exits at once, the child lingers (what a daemon does).
 fn daemonize() -> String {
     // SAFETY: fork in a single-threaded moment of this program; the child only sleeps.
@@ -292,10 +438,12 @@ fn main() {
         Some("realloc") => realloc(number(1, 64)),
         Some("exec") => exec(),
         Some("dontneed") => dontneed(number(1, 64)),
+        Some("mmap") => mappings(number(1, 64)),
+        Some("early-threads") => early_threads(),
         Some("fork") => fork_snapshot(number(1, 64)),
         Some("daemonize") => daemonize(),
         _ => {
-            eprintln!("usage: znswap-heap-check heap|io|threads|realloc|dontneed|fork|exec|daemonize [MIB] [THREADS]");
+            eprintln!("usage: znswap-heap-check heap|io|threads|early-threads|realloc|dontneed|mmap|fork|exec|daemonize [MIB] [THREADS]");
             std::process::exit(2);
         }
     };
