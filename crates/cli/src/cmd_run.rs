@@ -251,9 +251,17 @@ struct Summary {
 impl Summary {
     fn table(&self) -> String {
         let Some(r) = &self.report else {
+            // The library writes its figures every second and at exit: none at all means
+            // it never ran in the program, or the program ended without its exit handlers.
             return format!(
-                "znswap run: {} exited ({}) after {:.1} s, before the pager reported anything\n",
-                self.command, self.exit_status, self.seconds
+                "znswap run: {} exited ({}) after {:.1} s, and the pager reported nothing: it never ran in the \
+                 program, or the program ended without running its exit handlers. Programs a command execs run \
+                 without the pager, so if {} is a wrapper that execs the real program (a shell script, a pyenv \
+                 shim), give the real program instead (e.g. /usr/bin/python3)\n",
+                self.command,
+                self.exit_status,
+                self.seconds,
+                self.command.split_whitespace().next().unwrap_or("the command")
             );
         };
         let page = PAGE_BYTES as u64;
@@ -287,6 +295,24 @@ impl Summary {
                 r.fault_p99_ns as f64 / 1e3
             ),
         );
+        let faults = r.missing_faults + r.write_protect_faults;
+        if faults > 0 && r.fault_handled_ns > 0 {
+            let per_fault = |ns: u64| ns as f64 / 1e3 / faults as f64;
+            line(
+                "fault time",
+                format!(
+                    "{:.1} us per fault in the handlers: device reads {:.1} ({} reads of {:.1} us), lock {:.1}, \
+                     install {:.1}, waiting for room {:.1}",
+                    per_fault(r.fault_handled_ns),
+                    per_fault(r.fault_read_ns),
+                    r.fault_reads,
+                    r.fault_read_ns as f64 / 1e3 / r.fault_reads.max(1) as f64,
+                    per_fault(r.fault_lock_wait_ns),
+                    per_fault(r.fault_install_ns),
+                    per_fault(r.budget_wait_ns)
+                ),
+            );
+        }
         line(
             "resident max / budget",
             format!("{} / {}", format_size(r.resident_pages_max * page), format_size(r.budget_bytes)),

@@ -11,11 +11,13 @@ const BUCKETS: usize = 64 * SUB_BUCKETS;
 
 pub struct LatencyHistogram {
     counts: [AtomicU64; BUCKETS],
+    /// Every value recorded, summed (for the mean).
+    sum_ns: AtomicU64,
 }
 
 impl Default for LatencyHistogram {
     fn default() -> LatencyHistogram {
-        LatencyHistogram { counts: std::array::from_fn(|_| AtomicU64::new(0)) }
+        LatencyHistogram { counts: std::array::from_fn(|_| AtomicU64::new(0)), sum_ns: AtomicU64::new(0) }
     }
 }
 
@@ -45,6 +47,12 @@ fn bucket_top(bucket: usize) -> u64 {
 impl LatencyHistogram {
     pub fn record(&self, ns: u64) {
         self.counts[bucket(ns)].fetch_add(1, Relaxed);
+        self.sum_ns.fetch_add(ns, Relaxed);
+    }
+
+    /// All values recorded, summed.
+    pub fn sum(&self) -> u64 {
+        self.sum_ns.load(Relaxed)
     }
 
     pub fn count(&self) -> u64 {

@@ -73,5 +73,23 @@ pub struct RunReport {
     pub mmaps_paged: u64,
     #[serde(default)]
     pub mapped_bytes: u64,
+    /// Where the handler threads' time on faults goes, in nanoseconds summed over
+    /// faults: all of it (from reading the event to the wake), and of it the waits for
+    /// the pager's lock, the device reads (`fault_reads` of them), the installs
+    /// (`UFFDIO_COPY`) and the waits for room under the budget. The rest of a fault's
+    /// time, which the program sees but no handler does, is the kernel's: the event's
+    /// delivery and the faulting thread's wake-up.
+    #[serde(default)]
+    pub fault_handled_ns: u64,
+    #[serde(default)]
+    pub fault_lock_wait_ns: u64,
+    #[serde(default)]
+    pub fault_reads: u64,
+    #[serde(default)]
+    pub fault_read_ns: u64,
+    #[serde(default)]
+    pub fault_install_ns: u64,
+    #[serde(default)]
+    pub budget_wait_ns: u64,
     pub uptime_ns: u64,
 }

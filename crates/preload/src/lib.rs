@@ -281,6 +281,12 @@ fn report(runtime: &Runtime, at_exit: bool) -> RunReport {
         forks: wrap::FORKS.load(std::sync::atomic::Ordering::Relaxed),
         mmaps_paged: mapping::MMAPS_PAGED.load(std::sync::atomic::Ordering::Relaxed),
         mapped_bytes: mapping::MAPPED_BYTES.load(std::sync::atomic::Ordering::Relaxed),
+        fault_handled_ns: stats.fault_handled_ns,
+        fault_lock_wait_ns: stats.fault_lock_wait_ns,
+        fault_reads: stats.fault_reads,
+        fault_read_ns: stats.fault_read_ns,
+        fault_install_ns: stats.fault_install_ns,
+        budget_wait_ns: stats.budget_wait_ns,
         uptime_ns: stats.uptime_ns,
     }
 }

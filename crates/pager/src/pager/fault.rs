@@ -82,6 +82,7 @@ impl Shared {
                     assert_eq!(buffer.len(), pages as usize * PAGE_BYTES, "a read larger than its buffer");
                     let result = self.read_slots(zone, slot, buffer, None);
                     self.counters.fault_read_ns.fetch_add(reading.elapsed().as_nanos() as u64, Relaxed);
+                    self.counters.fault_reads.fetch_add(1, Relaxed);
                     state = self.lock_for_fault();
                     let step = state.fault_read_done(&mut fault, result, self.now(), actions);
                     let installing = Instant::now();

@@ -73,6 +73,10 @@ pager_stats! {
     count fault_lock_wait_ns,
     count fault_read_ns,
     count fault_install_ns,
+    /// Device reads made for faults (one per fault that read, read-ahead included), and
+    /// the handler threads' time on faults in all, from reading the event to the wake.
+    count fault_reads,
+    count fault_handled_ns,
     /// CPU time of the evictor threads (picking, write-protecting, handing over,
     /// discarding), in nanoseconds.
     count evictor_cpu_ns,
@@ -106,6 +110,7 @@ pub(super) struct Counters {
     pub(super) gc_cpu_ns: AtomicU64,
     pub(super) fault_lock_wait_ns: AtomicU64,
     pub(super) fault_read_ns: AtomicU64,
+    pub(super) fault_reads: AtomicU64,
     pub(super) fault_install_ns: AtomicU64,
     pub(super) evictor_cpu_ns: AtomicU64,
     pub(super) io_cpu_ns: AtomicU64,
@@ -145,6 +150,8 @@ impl Shared {
             gc_cpu_ns: c.gc_cpu_ns.load(Relaxed),
             fault_lock_wait_ns: c.fault_lock_wait_ns.load(Relaxed),
             fault_read_ns: c.fault_read_ns.load(Relaxed),
+            fault_reads: c.fault_reads.load(Relaxed),
+            fault_handled_ns: c.fault_latency.sum(),
             fault_install_ns: c.fault_install_ns.load(Relaxed),
             evictor_cpu_ns: c.evictor_cpu_ns.load(Relaxed),
             io_cpu_ns: c.io_cpu_ns.load(Relaxed),
