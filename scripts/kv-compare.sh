@@ -159,9 +159,17 @@ cgroup_peak_bytes() {
     cat "$cgroup/memory.max_usage_in_bytes" 2>/dev/null || cat "$cgroup/memory.peak" 2>/dev/null || true
 }
 
+# Major faults the cgroup took (its swap-ins that waited for the disk).
+cgroup_major_faults() {
+    awk '$1 == "pgmajfault" { print $2 }' "$cgroup/memory.stat" 2>/dev/null || true
+}
+
+# The machine's pages swapped in and out so far (/proc/vmstat; nothing else swaps here).
+vmstat_swap() { awk '$1 == "pswpin" { i = $2 } $1 == "pswpout" { o = $2 } END { print i + 0, o + 0 }' /proc/vmstat; }
+
 # One side of one round: writes $work/<side>-<round>.json.
 run_side() {
-    local side=$1 round=$2 port log kv_out status=0 peak="" cgroup_peak="" stats=""
+    local side=$1 round=$2 port log kv_out status=0 peak="" cgroup_peak="" stats="" major="" swap_before swap_after
     port=$(free_port)
     server_command "$port"
     log="$work/$side-$round.log"
@@ -179,20 +187,24 @@ run_side() {
         "$znswap" run --memory "$memory" --device "$device" --stats "$stats" -- "${server_cmd[@]}" >"$log" 2>&1 &
     fi
     server_pid=$!
+    swap_before=$(vmstat_swap)
     wait_for_port "$port" "$log"
     "$znswap" kv --protocol "$protocol" --addr "127.0.0.1:$port" --data "$data" --seconds "$seconds" \
         --connections "$connections" --seed "$round" --json >"$kv_out" || status=$?
     peak=$(peak_rss_bytes "$(server_process)")
-    [ "$side" = kernel ] && cgroup_peak=$(cgroup_peak_bytes)
+    if [ "$side" = kernel ]; then cgroup_peak=$(cgroup_peak_bytes) major=$(cgroup_major_faults); fi
+    swap_after=$(vmstat_swap)
     stop_server
     if [ "$side" = kernel ]; then
         swapoff "$swapfile"
         rmdir "$cgroup"; cgroup=""
     fi
     [ "$status" = 0 ] || echo "== $side round $round: znswap kv failed (exit $status); see above" >&2
-    python3 - "$kv_out" "$status" "${peak:-}" "${cgroup_peak:-}" "${stats:-}" >"$work/$side-$round.json" <<'PY'
+    python3 - "$kv_out" "$status" "${peak:-}" "${cgroup_peak:-}" "${stats:-}" "${major:-}" "$swap_before" "$swap_after" \
+        >"$work/$side-$round.json" <<'PY'
 import json, os, sys
-kv_path, status, peak, cgroup_peak, stats_path = sys.argv[1:]
+kv_path, status, peak, cgroup_peak, stats_path, major, swap_before, swap_after = sys.argv[1:]
+(in0, out0), (in1, out1) = (map(int, swap_before.split()), map(int, swap_after.split()))
 try:
     kv = json.load(open(kv_path))
 except ValueError:
@@ -206,6 +218,8 @@ if stats_path and os.path.exists(stats_path):
 print(json.dumps({"kv": kv, "kv_exit": int(status),
                   "server_peak_rss_bytes": int(peak) if peak else None,
                   "cgroup_peak_bytes": int(cgroup_peak) if cgroup_peak else None,
+                  "kernel_major_faults": int(major) if major else None,
+                  "kernel_swapped_in_pages": in1 - in0, "kernel_swapped_out_pages": out1 - out0,
                   "znswap_stats": stats}))
 PY
 }
@@ -277,6 +291,27 @@ widths = [max(len(line[i]) for line in table) for i in range(len(columns))]
 print(f"{server}, {data} of values, {memory} of memory, {seconds} s per run; RSS: the server's peak"
       + ("; ops z/k is znswap/kernel and p99 k/z kernel/znswap: above 1, znswap is better" if both else ""))
 for line in table:
+    print("  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(line, widths))).rstrip())
+# Where the time goes: faults taken and pages moved for the same work (the server's
+# whole life: load, mix and sweep), and for znswap the handlers' time per fault.
+print("faults and pages over the server's life (load, mix, sweep); znswap's fault time in µs per fault")
+detail = [["round", "side", "faults", "pages in", "pages out", "handler µs", "read µs", "lock µs", "install µs", "room µs"]]
+for row in rows:
+    k = row.get("kernel")
+    if k:
+        detail.append([str(row["round"]), "kernel", cell(k.get("kernel_major_faults"), "d") + " major",
+                       cell(k.get("kernel_swapped_in_pages"), "d"), cell(k.get("kernel_swapped_out_pages"), "d"),
+                       "-", "-", "-", "-", "-"])
+    z = row.get("znswap") and row["znswap"].get("znswap_stats")
+    if z:
+        r = z["report"]
+        faults = r["missing_faults"] + r["write_protect_faults"]
+        per = lambda key: cell(r[key] / 1e3 / faults if faults and key in r else None, ".1f")
+        detail.append([str(row["round"]), "znswap", f"{r['missing_faults']} + {r['write_protect_faults']} wp",
+                       str(r["swapped_in_pages"]), str(r["swapped_out_pages"]), per("fault_handled_ns"),
+                       per("fault_read_ns"), per("fault_lock_wait_ns"), per("fault_install_ns"), per("budget_wait_ns")])
+widths = [max(len(line[i]) for line in detail) for i in range(len(detail[0]))]
+for line in detail:
     print("  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(line, widths))).rstrip())
 for row in rows:
     for side in sides:
