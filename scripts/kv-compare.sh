@@ -121,6 +121,13 @@ server_process() {
     done
 }
 
+# CPU seconds the process used (user + system; direct reclaim and znswap's threads
+# included).
+cpu_seconds() {
+    local pid=$1
+    [ -n "$pid" ] && awk -v hz="$(getconf CLK_TCK)" '{ sub(/^.*\) /, ""); print ($12 + $13) / hz }' "/proc/$pid/stat" 2>/dev/null || true
+}
+
 peak_rss_bytes() {
     local pid=$1
     [ -n "$pid" ] && awk '/^VmHWM:/ { print $2 * 1024 }' "/proc/$pid/status" 2>/dev/null || true
@@ -169,7 +176,7 @@ vmstat_swap() { awk '$1 == "pswpin" { i = $2 } $1 == "pswpout" { o = $2 } END { 
 
 # One side of one round: writes $work/<side>-<round>.json.
 run_side() {
-    local side=$1 round=$2 port log kv_out status=0 peak="" cgroup_peak="" stats="" major="" swap_before swap_after
+    local side=$1 round=$2 port log kv_out status=0 peak="" cgroup_peak="" stats="" major="" swap_before swap_after cpu=""
     port=$(free_port)
     server_command "$port"
     log="$work/$side-$round.log"
@@ -192,6 +199,7 @@ run_side() {
     "$znswap" kv --protocol "$protocol" --addr "127.0.0.1:$port" --data "$data" --seconds "$seconds" \
         --connections "$connections" --seed "$round" --json >"$kv_out" || status=$?
     peak=$(peak_rss_bytes "$(server_process)")
+    cpu=$(cpu_seconds "$(server_process)")
     if [ "$side" = kernel ]; then cgroup_peak=$(cgroup_peak_bytes) major=$(cgroup_major_faults); fi
     swap_after=$(vmstat_swap)
     stop_server
@@ -200,10 +208,10 @@ run_side() {
         rmdir "$cgroup"; cgroup=""
     fi
     [ "$status" = 0 ] || echo "== $side round $round: znswap kv failed (exit $status); see above" >&2
-    python3 - "$kv_out" "$status" "${peak:-}" "${cgroup_peak:-}" "${stats:-}" "${major:-}" "$swap_before" "$swap_after" \
+    python3 - "$kv_out" "$status" "${peak:-}" "${cgroup_peak:-}" "${stats:-}" "${major:-}" "$swap_before" "$swap_after" "${cpu:-}" \
         >"$work/$side-$round.json" <<'PY'
 import json, os, sys
-kv_path, status, peak, cgroup_peak, stats_path, major, swap_before, swap_after = sys.argv[1:]
+kv_path, status, peak, cgroup_peak, stats_path, major, swap_before, swap_after, cpu = sys.argv[1:]
 (in0, out0), (in1, out1) = (map(int, swap_before.split()), map(int, swap_after.split()))
 try:
     kv = json.load(open(kv_path))
@@ -220,6 +228,7 @@ print(json.dumps({"kv": kv, "kv_exit": int(status),
                   "cgroup_peak_bytes": int(cgroup_peak) if cgroup_peak else None,
                   "kernel_major_faults": int(major) if major else None,
                   "kernel_swapped_in_pages": in1 - in0, "kernel_swapped_out_pages": out1 - out0,
+                  "server_cpu_seconds": float(cpu) if cpu else None,
                   "znswap_stats": stats}))
 PY
 }
@@ -292,14 +301,15 @@ print(f"{server}, {data} of values, {memory} of memory, {seconds} s per run; RSS
       + ("; ops z/k is znswap/kernel and p99 k/z kernel/znswap: above 1, znswap is better" if both else ""))
 for line in table:
     print("  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(line, widths))).rstrip())
-# Where the time goes: faults taken and pages moved for the same work (the server's
-# whole life: load, mix and sweep), and for znswap the handlers' time per fault.
+# Where the time goes: CPU used, faults taken and pages moved for the same work (the
+# server's whole life: load, mix and sweep), and for znswap the handlers' time per fault.
 print("faults and pages over the server's life (load, mix, sweep); znswap's fault time in µs per fault")
-detail = [["round", "side", "faults", "pages in", "pages out", "handler µs", "read µs", "lock µs", "install µs", "room µs"]]
+detail = [["round", "side", "CPU s", "faults", "pages in", "pages out", "handler µs", "read µs", "lock µs", "install µs", "room µs"]]
 for row in rows:
     k = row.get("kernel")
     if k:
-        detail.append([str(row["round"]), "kernel", cell(k.get("kernel_major_faults"), "d") + " major",
+        detail.append([str(row["round"]), "kernel", cell(k.get("server_cpu_seconds"), ".1f"),
+                       cell(k.get("kernel_major_faults"), "d") + " major",
                        cell(k.get("kernel_swapped_in_pages"), "d"), cell(k.get("kernel_swapped_out_pages"), "d"),
                        "-", "-", "-", "-", "-"])
     z = row.get("znswap") and row["znswap"].get("znswap_stats")
@@ -307,7 +317,8 @@ for row in rows:
         r = z["report"]
         faults = r["missing_faults"] + r["write_protect_faults"]
         per = lambda key: cell(r[key] / 1e3 / faults if faults and key in r else None, ".1f")
-        detail.append([str(row["round"]), "znswap", f"{r['missing_faults']} + {r['write_protect_faults']} wp",
+        detail.append([str(row["round"]), "znswap", cell(row["znswap"].get("server_cpu_seconds"), ".1f"),
+                       f"{r['missing_faults']} + {r['write_protect_faults']} wp",
                        str(r["swapped_in_pages"]), str(r["swapped_out_pages"]), per("fault_handled_ns"),
                        per("fault_read_ns"), per("fault_lock_wait_ns"), per("fault_install_ns"), per("budget_wait_ns")])
 widths = [max(len(line[i]) for line in detail) for i in range(len(detail[0]))]
