@@ -6,6 +6,7 @@
 //! are resolved with [`Userfaultfd::copy`], [`Userfaultfd::zeropage`] or
 //! [`Userfaultfd::write_protect`].
 
+use crate::PAGE_BYTES;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
@@ -249,6 +250,20 @@ impl Userfaultfd {
             // `copied` holds the bytes mapped (or the negative errno when none were).
             (Err(error), copied) if matches!(error.raw_os_error(), Some(libc::EEXIST | libc::EAGAIN)) => {
                 Ok(copied.max(0) as u64)
+            }
+            // The run crosses a VMA boundary (the program changed the protection of part
+            // of a region): the kernel copies within one VMA only, and checks that before
+            // copying anything. Page by page, each lands in its own VMA.
+            (Err(error), _) if error.raw_os_error() == Some(libc::ENOENT) && source.len() > PAGE_BYTES => {
+                let mut mapped = 0;
+                for page in source.chunks(PAGE_BYTES) {
+                    let landed = self.copy_pages(destination + mapped, page, write_protect, wake)?;
+                    mapped += landed;
+                    if landed < page.len() as u64 {
+                        break;
+                    }
+                }
+                Ok(mapped)
             }
             (Err(source), _) => Err(UffdError::Ioctl { op: "UFFDIO_COPY", source }),
         }

@@ -7,9 +7,8 @@
 //! - `munmap` of part of a mapping discards that part (its slots freed, nothing written
 //!   back); once every page of a mapping is unmapped, its block goes back to the heap.
 //!   One difference a correct program never sees: a touch of the unmapped part reads
-//!   zero where the kernel would raise `SIGSEGV`. Making it `PROT_NONE` would split the
-//!   region's VMA, and the pager maps runs of pages with one `UFFDIO_COPY`, which the
-//!   kernel refuses (`ENOENT`) across a VMA boundary (seen in this crate's tests).
+//!   zero where the kernel would raise `SIGSEGV` (made `PROT_NONE`, its pages could not
+//!   be read to swap them out, which zero-fill around a fault may have mapped).
 //! - `mremap` shrinks by unmapping the tail; it grows only by moving (`MREMAP_MAYMOVE`):
 //!   a new mapping, the bytes copied, the old range unmapped. The kernel moves page
 //!   tables instead of copying; the copy costs time in proportion to the size, never
@@ -19,7 +18,7 @@
 //!
 //! What cannot be given those semantics is refused with a message naming it (a file or
 //! shared mapping placed over paged memory, `MREMAP_FIXED`/`MREMAP_DONTUNMAP` of it, an
-//! `munmap` of the malloc heap), and every other mapping (files, shared, executable,
+//! `munmap` of the malloc heap, `mprotect` to no access), and every other mapping (files, shared, executable,
 //! `PROT_NONE` reservations, stacks) goes to the kernel as it is, outside the pager.
 
 use std::collections::BTreeMap;
@@ -300,20 +299,23 @@ unsafe fn unmap(runtime: &crate::Runtime, mappings: &mut BTreeMap<u64, Mapping>,
     }
 }
 
-/// Protection changes inside paged memory split its VMA, and the pager maps runs of
-/// pages with one `UFFDIO_COPY`, which the kernel refuses across a VMA boundary: only
-/// read-write (what it already is) is let through; anything else is refused with a
-/// message, before it can strand the pager.
+/// Protection changes inside paged memory: any protection that can be read goes to the
+/// kernel (a JIT's read-write then read-execute code, a read-only table): the pager
+/// still reads those pages to swap them out, and maps runs of pages VMA by VMA
+/// (`Userfaultfd::copy_pages`). Without read access (`PROT_NONE` guard pages) the pager
+/// could not write a page out, so that is refused with a message: the program would
+/// otherwise lose its data or stop the pager.
 #[no_mangle]
 pub unsafe extern "C" fn mprotect(addr: *mut c_void, len: usize, prot: i32) -> i32 {
     let paged = crate::RUNTIME.get().is_some() && crate::overlaps_arena(addr as u64, len as u64);
-    if !paged || prot == libc::PROT_READ | libc::PROT_WRITE || alloc::is_internal_thread() {
+    if !paged || prot & libc::PROT_READ != 0 || alloc::is_internal_thread() {
         return libc::syscall(libc::SYS_mprotect, addr, len, prot) as i32;
     }
     let _internal = Internal::enter();
     eprintln!(
-        "znswap run: mprotect({addr:p}, {len}, {prot:#x}) of the program's paged memory is not supported \
-         (znswap pages it as plain read-write memory); refused (EACCES): run this program without znswap"
+        "znswap run: mprotect({addr:p}, {len}, {prot:#x}) of the program's paged memory is not supported: \
+         znswap must read a page to swap it out (a guard page of a mapping the program made itself?); \
+         refused (EACCES): run this program without znswap"
     );
     fail(libc::EACCES, -1)
 }

@@ -299,11 +299,28 @@ fn check_zero(bytes: &[u8], what: &str) {
 /// Mappings the program makes itself, `mib` MiB in all in 8 MiB mappings: written and
 /// checked; then unmapped whole and in part (head, tail, middle: the rest intact),
 /// grown by `mremap` (moved, the new tail zero), shrunk, grown
-/// in place (refused or done), covered by `MAP_FIXED` memory (zero there), and new
+/// in place (refused or done), covered by `MAP_FIXED` memory (zero there), made partly
+/// read-only and read-execute while swapped out and in (no access refused), and new
 /// mappings made in the space freed read zero. Every byte is checked at the end.
 fn mappings(mib: usize) -> String {
     const LEN: usize = 8 * MIB;
-    let count = (mib / 8).max(8);
+    const PAGE: usize = 4096;
+    let protect_range = |start: *mut u8, len: usize, prot: i32| {
+        // SAFETY: a range of our own mapping.
+        unsafe { libc::mprotect(start.cast(), len, prot) }
+    };
+    // First, in memory the heap never used: a mapping with a read-only stretch never
+    // written. Touches before it map the untouched pages after them at once
+    // (`ZERO_FILL_AROUND_PAGES`), across the protection boundaries.
+    let fresh_protected = map_anonymous(MIB);
+    assert_eq!(protect_range(fresh_protected.wrapping_add(3 * PAGE), 7 * PAGE, libc::PROT_READ), 0);
+    check_zero(bytes(fresh_protected, MIB), "a fresh mapping with a read-only stretch");
+    assert_eq!(protect_range(fresh_protected, MIB, libc::PROT_READ | libc::PROT_WRITE), 0);
+    fill(bytes(fresh_protected, MIB), 200, 1);
+    check(bytes(fresh_protected, MIB), 200, 1, "a fresh mapping written after mprotect");
+    // SAFETY: our own mapping.
+    unsafe { assert_eq!(libc::munmap(fresh_protected.cast(), MIB), 0) };
+    let count = (mib / 8).max(10);
     let mut maps: Vec<(*mut u8, usize)> = (0..count).map(|_| (map_anonymous(LEN), LEN)).collect();
     for (index, &(start, len)) in maps.iter().enumerate() {
         check_zero(bytes(start, len), "a fresh mapping");
@@ -371,6 +388,26 @@ fn mappings(mib: usize) -> String {
     check_zero(&bytes(maps[7].0, LEN)[2 * MIB..3 * MIB], "MAP_FIXED memory");
     whole(maps[7].0, 7, 0, 2 * MIB, 1);
     whole(maps[7].0, 7, 3 * MIB, LEN, 1);
+    // Mapping 8: read-only, then read-execute parts (what a JIT does to its code), swapped
+    // out and in meanwhile; no access is refused (the pager must read pages to swap them
+    // out); then read-write again and rewritten.
+    // Boundaries off any power-of-two run of pages.
+    let read_only = protect_range(maps[8].0.wrapping_add(MIB + 5 * PAGE), 2 * MIB - 3 * PAGE, libc::PROT_READ);
+    assert_eq!(read_only, 0, "mprotect read-only");
+    let rx = libc::PROT_READ | libc::PROT_EXEC;
+    assert_eq!(protect_range(maps[8].0.wrapping_add(4 * MIB + 7 * PAGE), MIB + PAGE, rx), 0, "mprotect read-execute");
+    let refused = protect_range(maps[8].0.wrapping_add(6 * MIB), MIB, libc::PROT_NONE);
+    if refused == 0 {
+        eprintln!("mprotect(PROT_NONE) of paged memory was let through");
+        std::process::exit(1);
+    }
+    assert_eq!(std::io::Error::last_os_error().raw_os_error(), Some(libc::EACCES));
+    for (index, &(start, len)) in maps.iter().enumerate().skip(9) {
+        check(bytes(start, len.min(LEN)), index, 1, "the mappings after mprotect (evicting mapping 8)");
+    }
+    check(bytes(maps[8].0, LEN), 8, 1, "a mapping made partly read-only and read-execute");
+    assert_eq!(protect_range(maps[8].0, LEN, libc::PROT_READ | libc::PROT_WRITE), 0, "mprotect read-write");
+    fill(bytes(maps[8].0, LEN), 8, 2);
     // New mappings in the space freed: zero, then written.
     let fresh: Vec<*mut u8> = (0..4).map(|_| map_anonymous(LEN)).collect();
     for (n, &start) in fresh.iter().enumerate() {
@@ -380,7 +417,8 @@ fn mappings(mib: usize) -> String {
     // Every byte once more, after all of that went through the device.
     check(bytes(maps[4].0, 2 * LEN), 4, 2, "the grown mapping rewritten");
     check(bytes(maps[5].0, LEN / 2), 5, 1, "the shrunk mapping");
-    for (index, &(start, _)) in maps.iter().enumerate().skip(8) {
+    check(bytes(maps[8].0, LEN), 8, 2, "the mapping rewritten after mprotect");
+    for (index, &(start, _)) in maps.iter().enumerate().skip(9) {
         check(bytes(start, LEN), index, 1, "the mappings left alone");
     }
     for (n, &start) in fresh.iter().enumerate() {
@@ -390,7 +428,7 @@ fn mappings(mib: usize) -> String {
         // SAFETY: our own mappings, unmapped whole (parts of them already were).
         unsafe { assert_eq!(libc::munmap(start.cast(), len), 0, "munmap at the end") };
     }
-    format!("mmap {} MiB: unmap, mremap, MAP_FIXED", count * 8)
+    format!("mmap {} MiB: unmap, mremap, MAP_FIXED, mprotect", count * 8)
 }
 
 /// Joins the threads the test library `libznswap_early_threads.so` (preloaded behind
