@@ -21,6 +21,7 @@
 //! `munmap` of the malloc heap, `mprotect` to no access), and every other mapping (files, shared, executable,
 //! `PROT_NONE` reservations, stacks) goes to the kernel as it is, outside the pager.
 
+use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -36,6 +37,9 @@ pub(crate) struct Mapping {
     len: u64,
     /// Unmapped `[start, end)` ranges, sorted and disjoint.
     holes: Vec<(u64, u64)>,
+    /// The program changed the protection of some of it (`mprotect`), which a move by
+    /// `mremap` could not carry over.
+    reprotected: bool,
 }
 
 impl Mapping {
@@ -89,8 +93,48 @@ static MAPPINGS: Mutex<BTreeMap<u64, Mapping>> = Mutex::new(BTreeMap::new());
 pub(crate) static MMAPS_PAGED: AtomicU64 = AtomicU64::new(0);
 pub(crate) static MAPPED_BYTES: AtomicU64 = AtomicU64::new(0);
 
-pub(crate) fn lock() -> MutexGuard<'static, BTreeMap<u64, Mapping>> {
-    MAPPINGS.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+thread_local! {
+    /// Set while this thread holds `MAPPINGS`: a signal handler or a `pthread_atfork`
+    /// handler (the fork wrapper holds the table across `fork`) that maps memory must
+    /// not wait for its own thread.
+    static HOLDING: Cell<bool> = const { Cell::new(false) };
+}
+
+/// The table, taken; `None` if this thread already holds it (a nested call).
+pub(crate) fn lock() -> Option<Table> {
+    if HOLDING.with(|holding| holding.replace(true)) {
+        return None;
+    }
+    Some(Table(MAPPINGS.lock().unwrap_or_else(|poisoned| poisoned.into_inner())))
+}
+
+pub(crate) struct Table(MutexGuard<'static, BTreeMap<u64, Mapping>>);
+
+impl Drop for Table {
+    fn drop(&mut self) {
+        HOLDING.with(|holding| holding.set(false));
+    }
+}
+
+impl std::ops::Deref for Table {
+    type Target = BTreeMap<u64, Mapping>;
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Table {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.0
+    }
+}
+
+/// A nested call (from a handler on a thread in the middle of one) cannot change paged
+/// mappings: refused with a message rather than a deadlock.
+fn nested(what: &str) {
+    eprintln!(
+        "znswap run: {what} of paged memory from a signal or fork handler that interrupted another is not supported; refused"
+    );
 }
 
 const PAGE: u64 = PAGE_BYTES as u64;
@@ -166,7 +210,8 @@ unsafe fn map(addr: *mut c_void, len: usize, prot: i32, flags: i32, fd: i32, off
         return kernel_mmap(addr, len, prot, flags, fd, offset);
     };
     let _internal = Internal::enter();
-    let mut mappings = lock();
+    // Nested in a call that holds the table: the kernel's memory, outside the pager.
+    let Some(mut mappings) = lock() else { return kernel_mmap(addr, len, prot, flags, fd, offset) };
     match new_mapping(runtime, heap, &mut mappings, len_pages) {
         Some(start) => start as *mut c_void,
         // The arena is full: the kernel's memory, outside the pager (reported as not
@@ -193,7 +238,7 @@ unsafe fn new_mapping(
         mi::mi_free(block);
         return None;
     }
-    mappings.insert(start, Mapping { len, holes: Vec::new() });
+    mappings.insert(start, Mapping { len, holes: Vec::new(), reprotected: false });
     MMAPS_PAGED.fetch_add(1, Relaxed);
     MAPPED_BYTES.fetch_add(len, Relaxed);
     Some(start)
@@ -205,26 +250,40 @@ unsafe fn map_fixed_over_paged(runtime: &crate::Runtime, start: u64, len: u64, p
     if flags & libc::MAP_FIXED_NOREPLACE != 0 {
         return fail(libc::EEXIST, libc::MAP_FAILED);
     }
-    let end = match page_up(len) {
-        Some(len) if start % PAGE == 0 && len > 0 => start + len,
+    let end = match page_up(len).and_then(|len| start.checked_add(len).filter(|_| len > 0)) {
+        Some(end) if start % PAGE == 0 => end,
         _ => return fail(libc::EINVAL, libc::MAP_FAILED),
     };
-    let mut mappings = lock();
+    let Some(mut mappings) = lock() else {
+        nested("mmap(MAP_FIXED)");
+        return fail(libc::ENOMEM, libc::MAP_FAILED);
+    };
     let within = mapping_at(&mappings, start).filter(|&(base, mapping)| end <= base + mapping.len);
     let Some((base, _)) =
         within.filter(|_| is_plain_anonymous(prot, flags) && flags & !PLAIN_FLAGS & !libc::MAP_FIXED == 0)
     else {
+        drop(mappings);
         eprintln!(
             "znswap run: mmap(MAP_FIXED) at {start:#x} over the program's paged memory is not supported \
              (only private anonymous read-write memory over one of its own mappings is); run the program without znswap"
         );
         return fail(libc::ENOMEM, libc::MAP_FAILED);
     };
-    if runtime.pager.program_discard(start, len) != 0 {
+    // Fresh memory is read-write whatever the program made this range before.
+    read_write(start, end);
+    if runtime.pager.program_discard(start, end - start) != 0 {
         return fail(libc::ENOMEM, libc::MAP_FAILED);
     }
-    mappings.get_mut(&base).expect("found above").fill_hole(start, end);
+    if let Some(mapping) = mappings.get_mut(&base) {
+        mapping.fill_hole(start, end);
+    }
     start as *mut c_void
+}
+
+/// Makes `[start, end)` of paged memory read-write again (after the program's
+/// `mprotect`): an unmapped range goes back to the heap, which writes to it.
+unsafe fn read_write(start: u64, end: u64) {
+    libc::syscall(libc::SYS_mprotect, start, end - start, libc::PROT_READ | libc::PROT_WRITE);
 }
 
 /// The mapping whose block holds `address`, with its start.
@@ -246,8 +305,12 @@ pub unsafe extern "C" fn munmap(addr: *mut c_void, len: usize) -> i32 {
     let _internal = Internal::enter();
     let (arena_start, arena_end) = crate::arena_bounds();
     let inner = (start.max(arena_start), end.min(arena_end));
-    let mut mappings = lock();
+    let Some(mut mappings) = lock() else {
+        nested("munmap");
+        return fail(libc::EAGAIN, -1);
+    };
     if !covered_by_mappings(&mappings, inner.0, inner.1) {
+        drop(mappings);
         eprintln!(
             "znswap run: munmap({start:#x}, {len}) would unmap part of the program's malloc heap, which znswap pages; \
              refused (EINVAL)"
@@ -281,14 +344,17 @@ fn covered_by_mappings(mappings: &BTreeMap<u64, Mapping>, start: u64, end: u64) 
 unsafe fn unmap(runtime: &crate::Runtime, mappings: &mut BTreeMap<u64, Mapping>, start: u64, end: u64) {
     let mut at = start;
     while at < end {
-        let (base, len) = {
-            let (base, mapping) = mapping_at(mappings, at).expect("covered: checked by the caller");
-            (base, mapping.len)
+        let Some((base, len)) = mapping_at(mappings, at).map(|(base, mapping)| (base, mapping.len)) else {
+            // Not (or no longer) a paged mapping: nothing of ours to unmap here.
+            at += PAGE;
+            continue;
         };
         let piece_end = end.min(base + len);
-        // Discarded first (the slots freed, nothing written back), then closed.
+        // Read-write again (the heap writes to what it gets back), then discarded: the
+        // slots freed, nothing written back.
+        read_write(at, piece_end);
         runtime.pager.program_discard(at, piece_end - at);
-        let mapping = mappings.get_mut(&base).expect("found above");
+        let Some(mapping) = mappings.get_mut(&base) else { break };
         mapping.add_hole(at, piece_end);
         if mapping.unmapped_bytes() == len {
             mappings.remove(&base);
@@ -308,7 +374,28 @@ unsafe fn unmap(runtime: &crate::Runtime, mappings: &mut BTreeMap<u64, Mapping>,
 #[no_mangle]
 pub unsafe extern "C" fn mprotect(addr: *mut c_void, len: usize, prot: i32) -> i32 {
     let paged = crate::RUNTIME.get().is_some() && crate::overlaps_arena(addr as u64, len as u64);
-    if !paged || prot & libc::PROT_READ != 0 || alloc::is_internal_thread() {
+    if !paged || alloc::is_internal_thread() {
+        return libc::syscall(libc::SYS_mprotect, addr, len, prot) as i32;
+    }
+    if prot & libc::PROT_READ != 0 {
+        if prot != libc::PROT_READ | libc::PROT_WRITE {
+            let _internal = Internal::enter();
+            if let Some(mut mappings) = lock() {
+                let start = addr as u64;
+                let end = start.saturating_add(len as u64);
+                let touched: Vec<u64> = mappings
+                    .range(..end)
+                    .rev()
+                    .take_while(|(&base, m)| base + m.len > start)
+                    .map(|(&base, _)| base)
+                    .collect();
+                for base in touched {
+                    if let Some(mapping) = mappings.get_mut(&base) {
+                        mapping.reprotected = true;
+                    }
+                }
+            }
+        }
         return libc::syscall(libc::SYS_mprotect, addr, len, prot) as i32;
     }
     let _internal = Internal::enter();
@@ -350,14 +437,18 @@ pub unsafe extern "C" fn mremap(
         (Some(old_len), Some(new_len)) if start % PAGE == 0 && old_len > 0 && new_len > 0 => (old_len, new_len),
         _ => return fail(libc::EINVAL, libc::MAP_FAILED),
     };
-    let old_end = start + old_len;
-    let mut mappings = lock();
-    let mapped = mapping_at(&mappings, start)
-        .is_some_and(|(base, mapping)| old_end <= base + mapping.len && !mapping.overlaps_hole(start, old_end));
-    if !mapped {
+    let Some(old_end) = start.checked_add(old_len) else { return fail(libc::EINVAL, libc::MAP_FAILED) };
+    let Some(mut mappings) = lock() else {
+        nested("mremap");
+        return fail(libc::EAGAIN, libc::MAP_FAILED);
+    };
+    let Some((_, mapping)) = mapping_at(&mappings, start)
+        .filter(|(base, mapping)| old_end <= base + mapping.len && !mapping.overlaps_hole(start, old_end))
+    else {
         // What the kernel says of an old range that is not mapped whole.
         return fail(libc::EFAULT, libc::MAP_FAILED);
-    }
+    };
+    let reprotected = mapping.reprotected;
     if new_len <= old_len {
         if new_len < old_len {
             unmap(runtime, &mut mappings, start + new_len, old_end);
@@ -365,6 +456,14 @@ pub unsafe extern "C" fn mremap(
         return old;
     }
     if flags & libc::MREMAP_MAYMOVE == 0 {
+        return fail(libc::ENOMEM, libc::MAP_FAILED);
+    }
+    if reprotected {
+        drop(mappings);
+        eprintln!(
+            "znswap run: mremap growing a paged mapping whose protection the program changed (mprotect) is not \
+             supported (the move would not keep the protection); refused (ENOMEM)"
+        );
         return fail(libc::ENOMEM, libc::MAP_FAILED);
     }
     let heap = alloc::PAGED_HEAP.load(Relaxed);
@@ -375,8 +474,10 @@ pub unsafe extern "C" fn mremap(
     // mappings need not wait for them.
     drop(mappings);
     std::ptr::copy_nonoverlapping(start as *const u8, moved as *mut u8, old_len as usize);
-    let mut mappings = lock();
-    unmap(runtime, &mut mappings, start, old_end);
+    // (If another thread unmapped the old range meanwhile, what is gone is skipped.)
+    if let Some(mut mappings) = lock() {
+        unmap(runtime, &mut mappings, start, old_end);
+    }
     moved as *mut c_void
 }
 
@@ -386,7 +487,7 @@ mod tests {
 
     #[test]
     fn holes_merge_and_split() {
-        let mut mapping = Mapping { len: 10 * PAGE, holes: Vec::new() };
+        let mut mapping = Mapping { len: 10 * PAGE, holes: Vec::new(), reprotected: false };
         mapping.add_hole(2 * PAGE, 4 * PAGE);
         mapping.add_hole(4 * PAGE, 5 * PAGE);
         mapping.add_hole(7 * PAGE, 8 * PAGE);

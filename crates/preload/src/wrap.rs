@@ -72,6 +72,16 @@ pub unsafe extern "C" fn madvise(address: *mut libc::c_void, len: usize, advice:
             runtime.pager.program_discard(start, len as u64)
         }
         libc::MADV_HUGEPAGE | MADV_COLLAPSE => 0,
+        // A forked child keeps the whole arena: a hole in it would fault its heap (and
+        // free() into the hole) with nothing there. Keeping the copy is what a child
+        // that never touches it sees anyway.
+        libc::MADV_DONTFORK | libc::MADV_DOFORK | libc::MADV_KEEPONFORK => 0,
+        libc::MADV_WIPEONFORK => {
+            let _internal = Internal::enter();
+            eprintln!("znswap run: madvise(MADV_WIPEONFORK) of paged memory is not supported; refused (EINVAL)");
+            *libc::__errno_location() = libc::EINVAL;
+            -1
+        }
         _ => libc::syscall(libc::SYS_madvise, address, len, advice) as i32,
     }
 }

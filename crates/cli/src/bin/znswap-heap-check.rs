@@ -406,6 +406,22 @@ fn mappings(mib: usize) -> String {
         check(bytes(start, len.min(LEN)), index, 1, "the mappings after mprotect (evicting mapping 8)");
     }
     check(bytes(maps[8].0, LEN), 8, 1, "a mapping made partly read-only and read-execute");
+    // Growing it by a move would drop its protections: refused.
+    // SAFETY: our own mapping; on failure nothing changes.
+    let moved = unsafe { libc::mremap(maps[8].0.cast(), LEN, 2 * LEN, libc::MREMAP_MAYMOVE) };
+    assert_eq!(moved, libc::MAP_FAILED, "mremap of a mapping with changed protections was let through");
+    // A read-only mapping unmapped as it is, and the memory mapped again: zero, writable.
+    let read_only = map_anonymous(MIB);
+    fill(bytes(read_only, MIB), 300, 1);
+    assert_eq!(protect_range(read_only, MIB, libc::PROT_READ), 0);
+    // SAFETY: our own mapping.
+    unsafe { assert_eq!(libc::munmap(read_only.cast(), MIB), 0) };
+    let again = map_anonymous(MIB);
+    check_zero(bytes(again, MIB), "a mapping made after a read-only one was unmapped");
+    fill(bytes(again, MIB), 301, 1);
+    check(bytes(again, MIB), 301, 1, "a mapping made after a read-only one was unmapped");
+    // SAFETY: our own mapping.
+    unsafe { assert_eq!(libc::munmap(again.cast(), MIB), 0) };
     assert_eq!(protect_range(maps[8].0, LEN, libc::PROT_READ | libc::PROT_WRITE), 0, "mprotect read-write");
     fill(bytes(maps[8].0, LEN), 8, 2);
     // New mappings in the space freed: zero, then written.

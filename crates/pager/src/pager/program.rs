@@ -45,6 +45,13 @@ impl Pager {
     /// The program discards `[start, start + len)` of a region: its pages read back
     /// zero from now on and their slots are freed. Returns what `madvise` returns.
     pub fn program_discard(&self, start: u64, len: u64) -> i32 {
+        // What the kernel refuses must leave the core as it was: a range that wraps
+        // would otherwise discard (and lose) every page up to the region's end first.
+        if start % PAGE_BYTES as u64 != 0 || start.checked_add(len).is_none() {
+            // SAFETY: errno is thread-local.
+            unsafe { *libc::__errno_location() = libc::EINVAL };
+            return -1;
+        }
         {
             let mut state = self.shared.lock();
             let now = self.shared.now();
