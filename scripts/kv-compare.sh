@@ -15,14 +15,15 @@
 #
 # Usage: scripts/kv-compare.sh [--server memcached|redis] [--data 1G] [--memory 256M]
 #        [--seconds 30] [--rounds 3] [--connections 2] [--znswap PATH] [--device PATH]
-#        [--only kernel|znswap]
+#        [--only kernel|znswap] [--znswap-args "ARGS"]
 # --data is the value bytes `znswap kv` loads (the server takes about twice that with its
 # keys and overheads); --znswap defaults to a release build of this repository; --device
 # is znswap's device file, created anew each round [default: $ZNSWAP_DEVICE, else
-# ~/.cache/znswap/kv-compare.zns, removed at the end].
+# ~/.cache/znswap/kv-compare.zns, removed at the end]; --znswap-args are more flags for
+# `znswap run` (e.g. "--readahead 16").
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
-server=memcached data=1G memory=256M seconds=30 rounds=3 connections=2 znswap="" only=""
+server=memcached data=1G memory=256M seconds=30 rounds=3 connections=2 znswap="" only="" znswap_args=""
 device=${ZNSWAP_DEVICE:-} device_ours=""
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -35,7 +36,8 @@ while [ $# -gt 0 ]; do
         --znswap) znswap=$2; shift ;;
         --device) device=$2; shift ;;
         --only) only=$2; shift ;;
-        -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+        --znswap-args) znswap_args=$2; shift ;;
+        -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
         *) echo "unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
     shift
@@ -191,7 +193,8 @@ run_side() {
         "$znswap" device create --path "$device" --zones "$(( (footprint * 2 + (62 << 20) - 1) / (62 << 20) ))" \
             --zone-size 64M --zone-capacity 62M --force >/dev/null
         stats="$work/$side-$round.stats.json"
-        "$znswap" run --memory "$memory" --device "$device" --stats "$stats" -- "${server_cmd[@]}" >"$log" 2>&1 &
+        # shellcheck disable=SC2086 # --znswap-args are words
+        "$znswap" run --memory "$memory" --device "$device" --stats "$stats" $znswap_args -- "${server_cmd[@]}" >"$log" 2>&1 &
     fi
     server_pid=$!
     swap_before=$(vmstat_swap)

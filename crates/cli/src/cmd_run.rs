@@ -34,6 +34,10 @@ pub struct RunArgs {
     /// fault at once lets their reads be in flight together).
     #[arg(long, default_value_t = 2)]
     handler_threads: usize,
+    /// Pages read ahead after a fault that continues a sequential run of faults, when
+    /// their slots follow on the device (0: none; at most 32).
+    #[arg(long, default_value_t = 0)]
+    readahead: u32,
     /// Address space reserved for the heap [default: the budget plus the device's
     /// capacity, doubled for fragmentation, at most 8 GiB]. Costs about 9
     /// bytes of pager memory per 4 KiB page (the engine's owner table and the pager's
@@ -148,6 +152,7 @@ pub fn run(args: RunArgs) -> Result<u8> {
         .env(run_env::ARENA, arena.to_string())
         .env(run_env::POLICY, args.policy.to_possible_value().expect("every policy has a name").get_name())
         .env(run_env::HANDLERS, args.handler_threads.to_string())
+        .env(run_env::READAHEAD, args.readahead.min(znswap_pager::READAHEAD_PAGES_MAX).to_string())
         .env(run_env::STATS, &stats_path)
         .env(run_env::ALIVE_FD, alive_write.to_string());
     // CPython keeps small objects in arenas it maps itself, which the pager would not

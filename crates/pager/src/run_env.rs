@@ -13,6 +13,8 @@ pub const ARENA: &str = "ZNSWAP_RUN_ARENA";
 pub const POLICY: &str = "ZNSWAP_RUN_POLICY";
 /// Fault handler threads.
 pub const HANDLERS: &str = "ZNSWAP_RUN_HANDLERS";
+/// Pages read ahead after a sequential fault (`PagerConfig::readahead_pages`).
+pub const READAHEAD: &str = "ZNSWAP_RUN_READAHEAD";
 /// Where the library writes its figures as JSON (every second, and at exit).
 pub const STATS: &str = "ZNSWAP_RUN_STATS";
 /// A pipe's write end the program and its forked (not exec'd) descendants keep open:
@@ -28,7 +30,7 @@ pub const LD_PRELOAD_BEFORE: &str = "ZNSWAP_RUN_LD_PRELOAD_BEFORE";
 pub const ARENA_MAX_BYTES: u64 = 8 << 30;
 
 /// Every variable above, for the library to remove.
-pub const ALL: [&str; 8] = [DEVICE, MEMORY, ARENA, POLICY, HANDLERS, STATS, ALIVE_FD, LD_PRELOAD_BEFORE];
+pub const ALL: [&str; 9] = [DEVICE, MEMORY, ARENA, POLICY, HANDLERS, READAHEAD, STATS, ALIVE_FD, LD_PRELOAD_BEFORE];
 
 /// Exit status of a program whose pager could not start (the launcher explains it).
 pub const EXIT_PAGER_FAILED: i32 = 125;

@@ -60,6 +60,7 @@ struct Config {
     arena_bytes: u64,
     policy: PolicyKind,
     handlers: usize,
+    readahead_pages: u32,
     stats: Option<PathBuf>,
 }
 
@@ -83,6 +84,7 @@ impl Config {
             arena_bytes: number(run_env::ARENA)?,
             policy,
             handlers: number(run_env::HANDLERS).unwrap_or(2).max(1) as usize,
+            readahead_pages: number(run_env::READAHEAD).unwrap_or(0) as u32,
             stats: std::env::var_os(run_env::STATS).map(PathBuf::from),
         }))
     }
@@ -151,6 +153,7 @@ fn start(config: Config) -> Result<(), String> {
         // Handler threads, not self-paging: the kernel itself touches a program's heap
         // (`read()` into it, `write()` from it), and a SIGBUS handler cannot serve that.
         fault_mode: FaultMode::HandlerThreads(config.handlers),
+        readahead_pages: config.readahead_pages,
         thread_start: Some(alloc::mark_internal_thread),
         child_orphaned: Some(tell_launcher_daemonized),
         ..PagerConfig::new(config.budget_bytes)
