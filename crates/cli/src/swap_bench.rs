@@ -480,9 +480,6 @@ fn measure_ceilings(device: &dyn ZonedDevice, options: &SwapBenchOptions, progre
     Ok(Ceilings { append_mib_s, mixed_mib_s, reads })
 }
 
-/// Counts a page read back as verified or corrupted, unless it is lost: skipped if it
-/// was before, and if it turned out lost during the comparison, the handler had mapped a
-/// fresh page over it (its bytes are not the pager's to answer for).
 /// A lost page is found only when touched after its loss, and a zone can go offline (or
 /// the pager learn so, at its next command there) after the final pass last touched some
 /// of its pages. While the pager counts more lost pages than were found, every page not
@@ -504,6 +501,9 @@ fn find_every_lost_page(base: usize, pages: u64, lost: &lost_pages::Watch, pager
     }
 }
 
+/// Counts a page read back as verified or corrupted, unless it is lost: skipped if it
+/// was before, and if it turned out lost during the comparison, the handler had mapped a
+/// fresh page over it (its bytes are not the pager's to answer for).
 fn verify(result: &mut ThreadResult, bytes: &[u8], page: u64, version: u64, is_lost: &dyn Fn(u64) -> bool) {
     if is_lost(page) {
         return;

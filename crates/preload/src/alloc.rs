@@ -115,7 +115,7 @@ unsafe impl GlobalAlloc for InternalAllocator {
     }
 }
 
-fn set_errno(value: i32) {
+pub(crate) fn set_errno(value: i32) {
     // SAFETY: errno is thread-local.
     unsafe { *libc::__errno_location() = value };
 }

@@ -235,14 +235,11 @@ fn start(config: Config) -> Result<(), String> {
 
 /// Whether `[start, start + len)` overlaps the paged arena.
 pub(crate) fn overlaps_arena(start: u64, len: u64) -> bool {
-    RUNTIME.get().is_some_and(|runtime| {
-        let region_start = runtime.region.as_ptr() as u64;
-        let region_end = region_start + runtime.region.len() as u64;
-        start < region_end && start.saturating_add(len) > region_start
-    })
+    let (region_start, region_end) = arena_bounds();
+    start < region_end && start.saturating_add(len) > region_start
 }
 
-/// The paged region's `[start, end)`.
+/// The paged region's `[start, end)` (empty before the pager runs).
 pub(crate) fn arena_bounds() -> (u64, u64) {
     RUNTIME.get().map_or((0, 0), |runtime| {
         let start = runtime.region.as_ptr() as u64;

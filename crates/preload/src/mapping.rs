@@ -144,8 +144,7 @@ fn page_up(len: u64) -> Option<u64> {
 }
 
 fn fail<T>(errno: i32, value: T) -> T {
-    // SAFETY: errno is thread-local.
-    unsafe { *libc::__errno_location() = errno };
+    alloc::set_errno(errno);
     value
 }
 

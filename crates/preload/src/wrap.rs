@@ -79,7 +79,7 @@ pub unsafe extern "C" fn madvise(address: *mut libc::c_void, len: usize, advice:
         libc::MADV_WIPEONFORK => {
             let _internal = Internal::enter();
             eprintln!("znswap run: madvise(MADV_WIPEONFORK) of paged memory is not supported; refused (EINVAL)");
-            *libc::__errno_location() = libc::EINVAL;
+            crate::alloc::set_errno(libc::EINVAL);
             -1
         }
         _ => libc::syscall(libc::SYS_madvise, address, len, advice) as i32,
@@ -137,7 +137,7 @@ pub unsafe extern "C" fn daemon(_nochdir: i32, _noclose: i32) -> i32 {
     if crate::RUNTIME.get().is_none() {
         let real = libc::dlsym(libc::RTLD_NEXT, c"daemon".as_ptr());
         if real.is_null() {
-            *libc::__errno_location() = libc::ENOSYS;
+            crate::alloc::set_errno(libc::ENOSYS);
             return -1;
         }
         let real: extern "C" fn(i32, i32) -> i32 = std::mem::transmute(real);
@@ -145,6 +145,6 @@ pub unsafe extern "C" fn daemon(_nochdir: i32, _noclose: i32) -> i32 {
     }
     let _internal = Internal::enter();
     eprintln!("znswap run: the program asked to become a daemon; znswap pages a program only in the foreground (run it without its daemon option)");
-    *libc::__errno_location() = libc::ENOTSUP;
+    crate::alloc::set_errno(libc::ENOTSUP);
     -1
 }
