@@ -11,7 +11,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use clap::{Args, ValueEnum};
+use clap::Args;
 use znswap_pager::run_env::{self, RunReport};
 use znswap_pager::PAGE_BYTES;
 use znswap_zoned::format_size;
@@ -26,10 +26,11 @@ pub struct RunArgs {
     /// The zoned device [default: the embedded default device]. Its data is destroyed.
     #[arg(long, visible_alias = "path")]
     device: Option<PathBuf>,
-    /// Where swapped-out pages go: one swap-zone per core, hot and cold pages apart, or
-    /// one per tenant.
-    #[arg(long, value_enum, default_value_t = Policy::PerCore)]
-    policy: Policy,
+    /// Where swapped-out pages go: per-core (a swap-zone per core), hot-cold (the
+    /// paper's: two or more accesses in 16 samples is hot), lifetime (three or more,
+    /// GC survivors apart, cost-benefit victims), tenant (a swap-zone per tenant).
+    #[arg(long, default_value = "per-core", value_parser = crate::policy)]
+    policy: znswap_core::PolicyKind,
     /// Threads resolving the program's page faults (one per program thread that may
     /// fault at once lets their reads be in flight together).
     #[arg(long, default_value_t = 2)]
@@ -53,13 +54,6 @@ pub struct RunArgs {
     /// The program and its arguments.
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "CMD")]
     command: Vec<String>,
-}
-
-#[derive(Clone, Copy, ValueEnum)]
-enum Policy {
-    PerCore,
-    HotCold,
-    Tenant,
 }
 
 const LIBRARY: &str = "libznswap_preload.so";
@@ -150,7 +144,7 @@ pub fn run(args: RunArgs) -> Result<u8> {
         .env(run_env::DEVICE, &device_path)
         .env(run_env::MEMORY, args.memory.to_string())
         .env(run_env::ARENA, arena.to_string())
-        .env(run_env::POLICY, args.policy.to_possible_value().expect("every policy has a name").get_name())
+        .env(run_env::POLICY, args.policy.name())
         .env(run_env::HANDLERS, args.handler_threads.to_string())
         .env(run_env::READAHEAD, args.readahead.min(znswap_pager::READAHEAD_PAGES_MAX).to_string())
         .env(run_env::STATS, &stats_path)

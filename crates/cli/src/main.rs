@@ -80,6 +80,11 @@ struct SwapBenchArgs {
     /// [default: the number of CPUs].
     #[arg(long)]
     threads: Option<usize>,
+    /// Where swapped-out pages go: per-core (a swap-zone per core), hot-cold (the
+    /// paper's: two or more accesses in 16 samples is hot), lifetime (three or more,
+    /// GC survivors apart, cost-benefit victims), tenant (a swap-zone per tenant).
+    #[arg(long, default_value = "per-core", value_parser = policy)]
+    policy: znswap_core::PolicyKind,
     /// Serve page faults with this many handler threads reading userfaultfd events
     /// (the mode for programs that pass paged memory to system calls) instead of
     /// self-paging, where each faulting thread resolves its own fault in a SIGBUS handler
@@ -149,6 +154,12 @@ struct SwapBenchArgs {
 
 fn fault_spec(text: &str) -> Result<FaultSpec, String> {
     text.parse().map_err(|error: znswap_zoned::FaultSpecError| error.to_string())
+}
+
+/// `--policy`, shared by `bench` and `run`.
+pub(crate) fn policy(name: &str) -> Result<znswap_core::PolicyKind, String> {
+    znswap_core::PolicyKind::from_name(name)
+        .ok_or_else(|| format!("unknown policy {name:?}: use one of {}", znswap_core::PolicyKind::NAMES.join(", ")))
 }
 
 fn workload(name: &str) -> Result<Workload, String> {
@@ -308,6 +319,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get())).max(1);
             let options = swap_bench::SwapBenchOptions {
                 workload: args.workload,
+                policy: args.policy,
                 budget_bytes: args.memory,
                 wss_bytes: args.wss.unwrap_or(4 * args.memory),
                 threads,

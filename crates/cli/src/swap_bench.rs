@@ -20,6 +20,7 @@ use anyhow::{ensure, Context, Result};
 use rand_core::{RngCore, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use serde::Serialize;
+use znswap_core::PolicyKind;
 use znswap_pager::{lost_pages, FaultMode, Pager, PagerConfig, PAGE_BYTES};
 use znswap_workload::{Generator, Workload};
 use znswap_zoned::{
@@ -35,6 +36,7 @@ const MIB: f64 = (1 << 20) as f64;
 
 pub struct SwapBenchOptions {
     pub workload: Workload,
+    pub policy: PolicyKind,
     pub budget_bytes: u64,
     pub wss_bytes: u64,
     pub threads: usize,
@@ -59,6 +61,7 @@ pub struct SwapBenchOptions {
 #[derive(Serialize)]
 pub struct SwapBench {
     pub workload: &'static str,
+    pub policy: &'static str,
     pub device: String,
     pub threads: usize,
     /// "handler-threads" or "self-paging".
@@ -315,6 +318,7 @@ pub fn run(device: Arc<dyn ZonedDevice>, options: &SwapBenchOptions) -> Result<S
         evict_batch_pages: options.evict_batch_pages,
         slack_pages: options.slack_pages,
         reference_sampling: options.reference_sampling,
+        policy: options.policy,
         ..PagerConfig::new(options.budget_bytes)
     };
     // The ceilings above and below measure the device as it is; only the pager's
@@ -367,6 +371,7 @@ pub fn run(device: Arc<dyn ZonedDevice>, options: &SwapBenchOptions) -> Result<S
     let per_read_us = |ns: u64| ns as f64 / 1e3 / stats.swap_in_reads.max(1) as f64;
     let bench = SwapBench {
         workload: options.workload.name(),
+        policy: options.policy.name(),
         device: device.describe(),
         threads: options.threads,
         fault_mode: match options.fault_mode {
@@ -757,7 +762,11 @@ pub fn print(bench: &SwapBench) {
         format!("{:.0}/s", bench.ops_per_s),
         format!("{} in {:.1} s", bench.ops, bench.seconds),
     ]);
-    table.row(vec!["WAF".into(), format!("{:.3}", bench.waf), format!("{} GC runs", bench.gc_runs)]);
+    table.row(vec![
+        "WAF".into(),
+        format!("{:.3}", bench.waf),
+        format!("{} GC runs, {} policy", bench.gc_runs, bench.policy),
+    ]);
     table.row(vec![
         "GC CPU".into(),
         format!("{:.2} % of a core", bench.gc_cpu_pct),

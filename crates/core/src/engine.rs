@@ -169,6 +169,8 @@ pub struct Engine {
     pub(crate) victims: VictimIndex,
     pub(crate) owners: OwnerTable,
     pub(crate) policy: Option<Box<dyn Policy>>,
+    /// The policy's victim choice, else the configuration's.
+    pub(crate) victim_selection: crate::config::VictimSelection,
     pub(crate) swap_zones: Vec<SwapZone>,
     pub(crate) ios: IoTable,
     pub(crate) requests: VecDeque<IoRequest>,
@@ -228,6 +230,7 @@ impl Engine {
             footer_words_per_zone,
             victims: VictimIndex::new(g.zone_count, capacity),
             owners: OwnerTable::new(config.owners_max, config.tenants_max),
+            victim_selection: policy.victim_selection().unwrap_or(config.victim_selection),
             policy: Some(policy),
             swap_zones,
             ios: IoTable::new(config.io_in_flight_max, derived.append_pages_max, record_bytes_max),

@@ -376,7 +376,7 @@ impl Engine {
     }
 
     fn gc_best_candidate(&mut self) -> Option<u32> {
-        match self.config.victim_selection {
+        match self.victim_selection {
             VictimSelection::Greedy => self.victims.most_garbage(),
             VictimSelection::CostBenefit => {
                 let mut candidates = std::mem::take(&mut self.gc.candidates);

@@ -45,6 +45,11 @@ pub enum Workload {
     /// Each op frees a 32-page block and rewrites it: whole zones die at once, the case
     /// where FAR saves erases.
     Churn,
+    /// The placement probe: every page is written once in order, then each op draws a
+    /// page from the access generator (pmbench, hotspot, YCSB) and swaps it in, writes
+    /// it if the access is a write, and swaps it out. Every page lives on the device, so
+    /// the utilization is exact and steady.
+    Generated(znswap_workload::Workload),
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -198,7 +203,7 @@ impl Scenario {
             gc_batch_pages_max: 1024,
             gc_read_gap_pages_max: 8,
             // Hot/cold splits GC survivors too.
-            gc_streams: if policy == PolicyKind::HotCold { 2 } else { 1 },
+            gc_streams: policy.gc_streams(),
             owners: 1,
             tenants: 1,
             cores: 1,

@@ -209,6 +209,10 @@ pub struct Sim {
     page_count: u64,
     /// Churn workload: the block written last.
     last_block: (u32, u64),
+    /// Generated workload: one access stream per workload owner, and the fill cursor
+    /// (pages written in order before the first draw).
+    generators: Vec<znswap_workload::Generator>,
+    fill_cursor: u64,
     /// The workload's owners; the cold owner, if any, follows them.
     hot_owners: u32,
     /// Pages each owner was first registered with: re-registrations draw from it, so
@@ -353,6 +357,18 @@ impl Sim {
             page_count,
             last_block: (0, 0),
             hot_owners: scenario.owners,
+            generators: match scenario.workload {
+                Workload::Generated(workload) => owner_pages_initial
+                    .iter()
+                    .take(scenario.owners as usize)
+                    .enumerate()
+                    .map(|(owner, &count)| {
+                        znswap_workload::Generator::new(workload, count, seed ^ (owner as u64) << 32)
+                    })
+                    .collect(),
+                _ => Vec::new(),
+            },
+            fill_cursor: 0,
             owner_pages_initial,
             release_chance,
             cold,
@@ -405,6 +421,7 @@ impl Sim {
             Workload::UniformOverwrite | Workload::SkewedOverwrite => self.overwrite_op(true),
             Workload::UniformRead => self.overwrite_op(false),
             Workload::Churn => self.churn_op(),
+            Workload::Generated(_) => self.generated_op(),
         }
         self.engine.tick(self.now_ns);
         self.pump(false);
@@ -564,8 +581,32 @@ impl Sim {
     }
 
     /// Swap in (completing at once), write, swap out: one uniform or skewed overwrite.
+    /// The placement probe's op: the fill first, then the generator's draws.
+    fn generated_op(&mut self) {
+        let filled: u64 = self.owner_pages_initial.iter().take(self.hot_owners as usize).sum();
+        let (owner, page, write) = if self.fill_cursor < filled {
+            let mut page = self.fill_cursor;
+            let mut owner = 0;
+            while page >= self.owner_pages_initial[owner as usize] {
+                page -= self.owner_pages_initial[owner as usize];
+                owner += 1;
+            }
+            self.fill_cursor += 1;
+            (owner, page, true)
+        } else {
+            let owner = below(&mut self.rng, self.hot_owners as u64) as u32;
+            let access = self.generators[owner as usize].next().expect("endless");
+            (owner, access.page, access.write)
+        };
+        self.overwrite_page(owner, page, write);
+    }
+
     fn overwrite_op(&mut self, write: bool) {
         let (owner, page) = self.pick_page();
+        self.overwrite_page(owner, page, write);
+    }
+
+    fn overwrite_page(&mut self, owner: u32, page: u64, write: bool) {
         for _ in 0..4 {
             let model = self.pages[owner as usize][page as usize];
             if model.memory.is_some() && model.swap_out.is_none() {

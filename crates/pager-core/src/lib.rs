@@ -260,6 +260,7 @@ impl PagerCore {
         }
         engine_config.owners_max = config.regions_max;
         engine_config.tenants_max = config.tenants.max(1);
+        engine_config.gc_streams = config.policy.gc_streams();
         // A small device cannot keep as many zones open as it allows and still hold the
         // GC's empty-zone watermarks: open fewer (always within the device's limits).
         while let Err(error) = engine_config.derive() {
@@ -270,6 +271,11 @@ impl PagerCore {
                 (o, a) => o.min(a),
             };
             if limit <= 3 {
+                // Too few open zones for a second GC stream: survivors share one.
+                if engine_config.gc_streams > 1 {
+                    engine_config.gc_streams = 1;
+                    continue;
+                }
                 return Err(CoreError::Config(error));
             }
             g.max_open_zones = limit - 1;

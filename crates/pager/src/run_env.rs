@@ -9,7 +9,7 @@ pub const DEVICE: &str = "ZNSWAP_RUN_DEVICE";
 pub const MEMORY: &str = "ZNSWAP_RUN_MEMORY";
 /// Bytes of address space reserved for the paged heap.
 pub const ARENA: &str = "ZNSWAP_RUN_ARENA";
-/// `per-core`, `hot-cold` or `tenant`.
+/// `per-core`, `hot-cold`, `tenant` or `lifetime` (`PolicyKind::NAMES`).
 pub const POLICY: &str = "ZNSWAP_RUN_POLICY";
 /// Fault handler threads.
 pub const HANDLERS: &str = "ZNSWAP_RUN_HANDLERS";

@@ -72,11 +72,10 @@ impl Config {
             let value = std::env::var(name).map_err(|_| format!("{name} is not set"))?;
             value.parse().map_err(|_| format!("{name}={value} is not a number"))
         };
-        let policy = match std::env::var(run_env::POLICY).as_deref() {
-            Ok("per-core") | Err(_) => PolicyKind::PerCore,
-            Ok("hot-cold") => PolicyKind::HotCold,
-            Ok("tenant") => PolicyKind::Tenant,
-            Ok(other) => return Err(format!("unknown policy {other:?} (per-core, hot-cold or tenant)")),
+        let policy = match std::env::var(run_env::POLICY) {
+            Err(_) => PolicyKind::PerCore,
+            Ok(name) => PolicyKind::from_name(&name)
+                .ok_or_else(|| format!("unknown policy {name:?} ({})", PolicyKind::NAMES.join(", ")))?,
         };
         Ok(Some(Config {
             device: device.into(),

@@ -68,7 +68,7 @@ impl DiscardMode {
 
 impl BackendKind {
     pub fn znswap(policy: PolicyKind) -> BackendKind {
-        let gc_streams = if policy == PolicyKind::HotCold { 2 } else { 1 };
+        let gc_streams = policy.gc_streams();
         BackendKind::Znswap { policy, gc_streams, swap_cache: SwapCacheMode::Adaptive }
     }
 
@@ -82,6 +82,7 @@ impl BackendKind {
             BackendKind::Znswap { policy, .. } => match policy {
                 PolicyKind::PerCore => "ZNSwap per-core".into(),
                 PolicyKind::HotCold => "ZNSwap hot/cold".into(),
+                PolicyKind::Lifetime => "ZNSwap lifetime".into(),
                 PolicyKind::Tenant => "ZNSwap tenant".into(),
             },
             BackendKind::Linux { discard, .. } => match discard {
