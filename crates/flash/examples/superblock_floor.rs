@@ -10,7 +10,7 @@ use rand_core::{RngCore, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use znswap_flash::{BlockConfig, BlockSsd};
 
-fn run(logical_pages: u64, floor: u32, clusters: bool) -> (u32, u32, f64) {
+fn run(logical_pages: u64, floor: u32, clusters: bool) -> Option<(u32, u32, f64)> {
     let config = BlockConfig {
         logical_pages,
         over_provisioning: 0.12,
@@ -19,7 +19,13 @@ fn run(logical_pages: u64, floor: u32, clusters: bool) -> (u32, u32, f64) {
         nand: znswap_flash::NandConfig { erase_block_bytes: 0, ..Default::default() },
         ..BlockConfig::default()
     };
-    let mut ssd = BlockSsd::new(config).unwrap();
+    let mut ssd = match BlockSsd::new(config) {
+        Ok(ssd) => ssd,
+        Err(error) => {
+            println!("{floor:>6} {error}");
+            return None;
+        }
+    };
     let mut now = 0;
     for lpn in (0..logical_pages).step_by(64) {
         now = ssd.write(now, lpn, 64);
@@ -46,16 +52,16 @@ fn run(logical_pages: u64, floor: u32, clusters: bool) -> (u32, u32, f64) {
             }
         }
     }
-    (ssd.superblocks(), ssd.superblock_pages(), ssd.counters().since(&before).waf())
+    Some((ssd.superblocks(), ssd.superblock_pages(), ssd.counters().since(&before).waf()))
 }
 
 fn main() {
     let gib: u64 = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(4);
     let logical = gib << 18;
     println!("{:>6} {:>11} {:>12} {:>10} {:>12}", "floor", "superblocks", "clusters/sb", "WAF rand", "WAF clusters");
-    for floor in [16u32, 32, 64, 128, 256, 512] {
-        let (count, pages, random) = run(logical, floor, false);
-        let (_, _, clustered) = run(logical, floor, true);
+    for floor in [16u32, 24, 32, 48, 64, 128, 256, 512] {
+        let Some((count, pages, random)) = run(logical, floor, false) else { continue };
+        let (_, _, clustered) = run(logical, floor, true).expect("same device");
         println!("{floor:>6} {count:>11} {:>12.1} {random:>10.3} {clustered:>12.3}", pages as f64 / 512.0);
     }
 }

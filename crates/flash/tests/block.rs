@@ -10,7 +10,7 @@ use znswap_flash::{BlockConfig, BlockConfigError, BlockSsd, NandConfig, NandConf
 const MS: Ns = 1_000_000;
 /// 256 MiB logical: far below the 64 superblocks of 1077 MiB the default wants, so its
 /// superblocks shrink to 1024 pages (4 stripes of one 32 KiB unit on each of 32 dies):
-/// 69 hold the data and spare space, 6 more are the GC reserve.
+/// 69 hold the data and spare space, 3 more (the foreground reserve) come on top.
 const LOGICAL_PAGES: u64 = 64 << 10;
 
 fn config() -> BlockConfig {
@@ -36,7 +36,7 @@ fn random_overwrites(ssd: &mut BlockSsd, mut now: Ns, count: u64, seed: u64) -> 
 fn layout_follows_over_provisioning_and_superblock_rules() {
     let ssd = BlockSsd::new(config()).unwrap();
     assert_eq!(ssd.superblock_pages(), 1024);
-    let reserve = (ssd.config().gc_foreground_free_superblocks + RESERVE_BEYOND_FOREGROUND) as u64;
+    let reserve = ssd.config().gc_foreground_free_superblocks as u64;
     assert_eq!(ssd.superblocks() as u64, 69 + reserve);
     // The spare space excludes the reserve, which comes on top.
     let spare = (ssd.physical_pages() - reserve * 1024) as f64 / ssd.logical_pages() as f64 - 1.0;
@@ -60,12 +60,8 @@ fn superblock_is_one_block_on_every_die() {
         let (count, pages) = BlockConfig::with_capacity_bytes(logical_gib << 30).layout().unwrap();
         assert_eq!(pages % nand.stripe_pages(), 0, "{logical_gib} GiB: {count} × {pages}");
     }
-    let ssd = BlockSsd::new(config_with(16 << 30)).unwrap();
+    let ssd = BlockSsd::new(BlockConfig::with_capacity_bytes(16 << 30)).unwrap();
     assert_eq!(ssd.block_bytes_per_die() * nand.dies() as u64, ssd.superblock_pages() as u64 * 4096);
-}
-
-fn config_with(logical_bytes: u64) -> BlockConfig {
-    BlockConfig { min_superblocks: 16, ..BlockConfig::with_capacity_bytes(logical_bytes) }
 }
 
 #[test]
@@ -79,14 +75,17 @@ fn scaling_down_keeps_the_cluster_to_superblock_ratio() {
         let scaled = BlockConfig { logical_pages: (1 << 27) / divisor, ..real };
         let (count, pages) = scaled.layout().unwrap();
         assert_eq!(pages, real_pages, "1/{divisor} of the drive: same superblock size");
-        let reserve = scaled.gc_foreground_free_superblocks + RESERVE_BEYOND_FOREGROUND;
+        let reserve = scaled.gc_foreground_free_superblocks;
         let expected = (real_count - reserve) as f64 / divisor as f64;
         assert!(((count - reserve) as f64 - expected).abs() <= 1.0, "1/{divisor}: {count} superblocks");
     }
+    // 16 GiB would hold 17 real-size superblocks, too few for the reserve beside the data.
+    let few = BlockConfig { min_superblocks: 16, ..BlockConfig::with_capacity_bytes(16 << 30) };
+    assert!(matches!(few.layout(), Err(BlockConfigError::LogicalDoesNotFit { .. })));
     // Below the floor the count stays at min_superblocks and the superblocks shrink.
     let small = BlockConfig { logical_pages: 1 << 20, ..real }; // 4 GiB
     let (count, pages) = small.layout().unwrap();
-    let reserve = small.gc_foreground_free_superblocks + RESERVE_BEYOND_FOREGROUND;
+    let reserve = small.gc_foreground_free_superblocks;
     // Superblocks are rounded down to whole stripes, so the count may exceed the floor by one.
     assert!((small.min_superblocks..=small.min_superblocks + 1).contains(&(count - reserve)), "{count}");
     assert!(pages < real_pages);
