@@ -2,11 +2,28 @@
 //! page-mapped FTL ([`crate::ftl`]) with over-provisioning, greedy (or FIFO) cleaning and
 //! TRIM, in virtual time.
 //!
-//! - Placement: a superblock is one erase block on every die; program unit `k` of
-//!   superblock `s` lives on die `(k + s) % dies`, so each write point stripes its data
-//!   over all dies, unit by unit.
-//! - Host writes enter the write buffer and complete there; each full program unit of the
-//!   host write point is programmed at once and leaves the buffer when programmed.
+//! What firmware does, and where the model takes it from:
+//!
+//! - Erase unit: a superblock, one erase block on every die, so that every write point
+//!   stripes over all dies and the controller erases and allocates whole superblocks
+//!   (Software-Enabled Flash API documentation, "Super Blocks": super blocks span all the
+//!   dies and erase and allocation happen in units of them). Its size is the real drive's,
+//!   about 1 GiB (the paper, §3.2: "1GiB-TRIMs (the size of an erase-block and a ZNS zone
+//!   on our device)"; the NAND model's erase block is a ZN540 zone's 1077 MiB over 32
+//!   dies). A scaled-down drive has fewer of them, not smaller ones, down to
+//!   `BlockConfig::min_superblocks` (see [`BlockConfig`]).
+//! - Placement: program unit `k` of superblock `s` lives on die `(k + s) % dies`, so each
+//!   write point stripes its data over all dies, unit by unit.
+//! - Host writes enter the write buffer (DRAM, power-loss protected) and complete there;
+//!   each full program unit of the host write point is programmed at once and leaves the
+//!   buffer when programmed.
+//! - Host data and GC relocations go to separate open superblocks: relocated data has
+//!   survived and is colder ("grouping by death time", He et al., "The Unwritten Contract
+//!   of Solid State Drives", EuroSys 2017).
+//! - Victims: greedy over closed superblocks (fewest valid pages), optimal for memoryless
+//!   workloads (Yang, Misra, Rubenstein, "On the Optimality of Greedy Garbage Collection
+//!   for SSDs", SIGMETRICS PER 43(2), 2015) and modelled by Desnoyers (ACM TOS 10(2),
+//!   2014); FIFO as the alternative.
 //! - Foreground GC: while fewer than `gc_foreground_free_superblocks` are free, every host
 //!   page pays for `v / (P - v)` page copies of the current victim (v valid of P pages),
 //!   so free space stays level and host writes slow down to what the dies can clean.
@@ -14,9 +31,11 @@
 //! - Background GC: while fewer than `gc_background_free_superblocks` are free, the idle
 //!   time before each command is spent cleaning (as much as the dies could copy in it).
 //! - GC copies take die time (page read, then a program at the GC write point) and so
-//!   delay host programs and reads on the same dies.
-//! - TRIM unmaps pages at once (trimmed pages are never copied) and occupies the
-//!   controller for a fixed time per command, which every later command waits behind.
+//!   delay host programs and reads on the same dies; an erase takes every die of the
+//!   superblock for tBERS.
+//! - TRIM (NVMe Dataset Management, deallocate) unmaps at the L2P granularity, 4 KiB, at
+//!   once (trimmed pages are never copied) and occupies the controller for a fixed time
+//!   per command plus a little per page, which every later command waits behind.
 
 use serde::{Deserialize, Serialize};
 use znswap_core::PAGE_BYTES;
@@ -28,24 +47,54 @@ use crate::ftl::{Ftl, GcStep, Stream};
 use crate::nand::{Nand, NandConfig, NandConfigError};
 use crate::Ns;
 
-/// The fewest superblocks a block SSD may have: greedy cleaning needs many candidates.
-pub const SUPERBLOCKS_MIN: u32 = 256;
+/// The fewest superblocks a block SSD may have at all: the free reserve, two open write
+/// points and a victim must leave greedy cleaning a choice of closed superblocks.
+pub const SUPERBLOCKS_MIN: u32 = 16;
+
+/// Superblocks that must stay out of the data's way besides the foreground reserve of
+/// free ones: the two open write points (host and GC) and the victim being cleaned.
+pub const RESERVE_BEYOND_FOREGROUND: u32 = 3;
 
 /// Shape and policies of a block SSD. `Default`: 16 GiB logical, 7 % over-provisioning,
-/// superblocks sized so there are at least 256, greedy cleaning, background GC below 8
-/// free superblocks, foreground below 3, 4 µs per TRIM command.
+/// superblocks of the real drive's size (one full-size erase block on every die: 1077 MiB)
+/// while at least 64 of them hold the data, greedy cleaning, background GC below 4 free
+/// superblocks, foreground below 3, 4 µs per TRIM command.
+///
+/// Geometry when sizes are derived (`superblock_pages = 0`, `superblocks = 0`):
+///
+/// - The erase unit is a superblock, one erase block on every die, as firmware forms it
+///   to stripe writes over all dies (Software-Enabled Flash API, "Super Blocks": super
+///   blocks span all the dies and are the unit of erase and allocation). Its real size
+///   is `nand.erase_block_bytes × dies`; the paper itself names 1 GiB as the erase block
+///   of its drives (§3.2, Fig. 6) and the ZN540's zone capacity, 1077 MiB, is what the
+///   NAND model's erase block is taken from.
+/// - A scaled-down drive keeps that size and has fewer superblocks (scaling their count,
+///   not their share of the drive), so a 512-slot swap cluster stays 1/538 of one. Only
+///   when fewer than `min_superblocks` would hold the data do superblocks shrink, to give
+///   exactly `min_superblocks` (a compromise the figures that need it document).
+/// - What cleaning keeps out of play is added on top of `logical × (1 + over_provisioning)`:
+///   `gc_foreground_free_superblocks` superblocks, the mean of the free superblocks
+///   (paced cleaning holds them just under the threshold) and the unwritten halves of the
+///   two open write points. On the real drive this is a few of ~1000 superblocks, a
+///   negligible share of the spare space; on a scaled-down drive with few superblocks it
+///   would otherwise take much of it. With it, uniform random writes keep their WAF
+///   within 4 % from 64 superblocks up (`examples/superblock_floor.rs`).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct BlockConfig {
     /// Logical pages (4 KiB) the host may address.
     pub logical_pages: u64,
-    /// Physical = logical × (1 + over_provisioning), rounded up to whole superblocks.
+    /// Spare space: superblocks holding `logical × (1 + over_provisioning)`, rounded up,
+    /// plus what cleaning keeps out of play (see above).
     pub over_provisioning: f64,
     /// Pages per superblock, a multiple of the stripe (program unit pages × dies);
-    /// 0 picks the largest that still gives `SUPERBLOCKS_MIN` superblocks.
+    /// 0 derives it (see above).
     pub superblock_pages: u32,
-    /// Exact number of superblocks; 0 derives it from `over_provisioning`.
+    /// Exact number of superblocks (reserve included); 0 derives it.
     pub superblocks: u32,
+    /// Derived geometry keeps the real superblock size while at least this many
+    /// superblocks hold the data and spare space; below, superblocks shrink.
+    pub min_superblocks: u32,
     /// Background GC runs in idle time while fewer superblocks than this are free.
     pub gc_background_free_superblocks: u32,
     /// Host writes pace GC copies while fewer superblocks than this are free (>= 2).
@@ -65,7 +114,8 @@ impl Default for BlockConfig {
             over_provisioning: 0.07,
             superblock_pages: 0,
             superblocks: 0,
-            gc_background_free_superblocks: 8,
+            min_superblocks: 64,
+            gc_background_free_superblocks: 4,
             gc_foreground_free_superblocks: 3,
             victim: Victim::Greedy,
             t_trim_command_ns: 4_000,
@@ -79,6 +129,14 @@ impl BlockConfig {
     /// The default device with `logical_bytes` of logical space (rounded down to pages).
     pub fn with_capacity_bytes(logical_bytes: u64) -> BlockConfig {
         BlockConfig { logical_pages: logical_bytes / PAGE_BYTES as u64, ..BlockConfig::default() }
+    }
+
+    /// Pages of the real drive's superblock: one full-size erase block on every die,
+    /// rounded down to whole stripes (0 when `nand.erase_block_bytes` is 0).
+    pub fn full_superblock_pages(&self) -> u64 {
+        let stripe = self.nand.stripe_pages() as u64;
+        let pages = self.nand.erase_block_bytes * self.nand.dies() as u64 / PAGE_BYTES as u64;
+        pages / stripe * stripe
     }
 
     /// Superblock count and pages per superblock; the error names the problem and the fix.
@@ -99,24 +157,6 @@ impl BlockConfig {
         if self.superblocks == 0 && !(self.over_provisioning.is_finite() && self.over_provisioning > 0.0) {
             return Err(BlockConfigError::OverProvisioning { over_provisioning: self.over_provisioning });
         }
-        let physical_wanted = (self.logical_pages as f64 * (1.0 + self.over_provisioning)).ceil() as u64;
-        let pages_per_superblock = if self.superblock_pages != 0 {
-            self.superblock_pages as u64
-        } else {
-            let count = if self.superblocks != 0 { self.superblocks } else { SUPERBLOCKS_MIN } as u64;
-            (physical_wanted / count / stripe as u64).max(1) * stripe as u64
-        };
-        let superblocks = if self.superblocks != 0 {
-            self.superblocks as u64
-        } else {
-            physical_wanted.div_ceil(pages_per_superblock)
-        };
-        if superblocks < SUPERBLOCKS_MIN as u64 {
-            return Err(BlockConfigError::TooFewSuperblocks { superblocks, pages_per_superblock });
-        }
-        if superblocks * pages_per_superblock >= u32::MAX as u64 {
-            return Err(BlockConfigError::TooManyPages);
-        }
         let foreground = self.gc_foreground_free_superblocks;
         if foreground < 2 {
             return Err(BlockConfigError::ForegroundReserve { foreground });
@@ -127,9 +167,43 @@ impl BlockConfig {
                 foreground,
             });
         }
+        let reserve = (foreground + RESERVE_BEYOND_FOREGROUND) as u64;
+        // Added on top of the spare space: what foreground-paced cleaning keeps out of
+        // play on average (free superblocks just under the threshold, and the unwritten
+        // halves of the two open write points; see `BlockConfig`).
+        let on_top = foreground as u64;
+        let physical_wanted = (self.logical_pages as f64 * (1.0 + self.over_provisioning)).ceil() as u64;
+        let pages_per_superblock = if self.superblock_pages != 0 {
+            self.superblock_pages as u64
+        } else if self.superblocks != 0 {
+            let data = (self.superblocks as u64).saturating_sub(on_top).max(1);
+            (physical_wanted / data / stripe as u64).max(1) * stripe as u64
+        } else {
+            let full = self.full_superblock_pages();
+            let floor = self.min_superblocks.max(1) as u64;
+            let data = if full > 0 { physical_wanted.div_ceil(full) } else { 0 };
+            // The real size only where it leaves `floor` superblocks and the logical space
+            // fits beside the reserve (few real-size superblocks may not).
+            if full > 0 && data >= floor && (data + on_top).saturating_sub(reserve) * full > self.logical_pages {
+                full
+            } else {
+                (physical_wanted / floor / stripe as u64).max(1) * stripe as u64
+            }
+        };
+        let superblocks = if self.superblocks != 0 {
+            self.superblocks as u64
+        } else {
+            physical_wanted.div_ceil(pages_per_superblock) + on_top
+        };
+        if superblocks < SUPERBLOCKS_MIN as u64 {
+            return Err(BlockConfigError::TooFewSuperblocks { superblocks, pages_per_superblock });
+        }
+        if superblocks * pages_per_superblock >= u32::MAX as u64 {
+            return Err(BlockConfigError::TooManyPages);
+        }
         // Free reserve + two open write points + the victim must still leave room for
         // every logical page, or cleaning could find nothing to reclaim.
-        let usable = (superblocks - foreground as u64 - 3) * pages_per_superblock;
+        let usable = (superblocks - reserve) * pages_per_superblock;
         if usable <= self.logical_pages {
             return Err(BlockConfigError::LogicalDoesNotFit {
                 logical_pages: self.logical_pages,

@@ -26,7 +26,7 @@ mod timeline;
 pub mod waf;
 mod zns;
 
-pub use block::{BlockConfig, BlockConfigError, BlockSsd, Victim};
+pub use block::{BlockConfig, BlockConfigError, BlockSsd, Victim, RESERVE_BEYOND_FOREGROUND, SUPERBLOCKS_MIN};
 pub use counters::MediaCounters;
 pub use nand::{NandConfig, NandConfigError};
 pub use zns::{ZnsConfig, ZnsConfigError, ZnsSsd};

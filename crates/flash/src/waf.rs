@@ -22,7 +22,7 @@ use crate::{MediaCounters, Ns};
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct WafRun {
-    /// Superblocks of the device (at least 256).
+    /// Superblocks of the device (at least `SUPERBLOCKS_MIN`, reserve included).
     pub superblocks: u32,
     pub victim: Victim,
     /// Fraction of the live pages TRIMmed after the fill; overwrites then touch only the rest.

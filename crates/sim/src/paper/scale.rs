@@ -6,6 +6,13 @@
 //! size is scaled by the same factor (swap, memory, working sets), zones are scaled down
 //! so there are a few hundred (capacity / size stays 1077/2048), and the device's NAND
 //! timing is unchanged, so bandwidths and latencies keep their units.
+//!
+//! The block SSD keeps the real drive's erase unit (a 1077 MiB superblock, one block on
+//! every die) and has fewer of them, so a 512-slot swap cluster stays 1/538 of one, as
+//! long as at least `BlockConfig::min_superblocks` (64) remain; below that (every scale
+//! here: 16 GiB of swap would hold only 18) the superblocks shrink to give 64, and the
+//! cluster is 1/143 of one at the full scale, 1/36 in the key-value runs, 1/9 at the quick
+//! scale (the old model: 1/36 at the full scale). Why 64 and not fewer: `crates/flash/README.md`.
 
 use serde::Serialize;
 use znswap_core::PAGE_BYTES;
@@ -72,8 +79,8 @@ impl Scale {
         }
     }
 
-    /// Tests' scale: 256 MiB of swap (the smallest the block SSD model takes with its
-    /// 256 superblocks of one NAND stripe each).
+    /// Tests' scale: 256 MiB of swap (the block SSD's superblocks shrink to 4 MiB there,
+    /// to keep its floor of 64; see `znswap_flash::BlockConfig`).
     pub fn tiny() -> Scale {
         Scale {
             name: "tiny",
