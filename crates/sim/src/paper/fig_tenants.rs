@@ -17,6 +17,7 @@ use super::PaperOptions;
 use crate::run::{BackendKind, DiscardMode, RunConfig, RunResult, TenantConfig};
 
 const LIMIT_MIB_S: u64 = 300;
+const MIB: f64 = (1u64 << 20) as f64;
 
 pub fn figure_11(
     options: &PaperOptions,
@@ -176,38 +177,55 @@ pub fn figure_11(
     let b_alone = |index: usize| pairs[index].1.tenant_swap_in_mib_s[0];
     let p99_with = |index: usize| pairs[index].0.tenant_fault_p99_us[1];
     let p99_alone = |index: usize| pairs[index].1.tenant_fault_p99_us[0];
+    let p99_early = |index: usize| early(index).map_or(f64::NAN, |run| run.tenant_fault_p99_us[1]);
+    let moved = |index: usize, tenant: usize| pairs[index].0.tenant_gc_mib_s[tenant];
+    let moved_total_mib = |index: usize, tenant: usize| pairs[index].0.tenant_gc_bytes_total[tenant] as f64 / MIB;
     // "Does not move": B with A writing keeps at least 97 % of its bandwidth alone (and
-    // 95 % of the limit), and its fault p99 stays within 10 % of alone (the histogram
-    // resolves 3 %). "Interference": B loses more than 5 % of its bandwidth alone or
-    // falls below 95 % of the limit.
+    // 95 % of the limit), and its fault p99 stays within 10 % (the histogram resolves
+    // 3 %). "Interference": B loses more than 5 % of its bandwidth alone or falls below
+    // 95 % of the limit.
     const KEEPS_BANDWIDTH: f64 = 0.97;
     const KEEPS_P99: f64 = 1.10;
     const LOSES_BANDWIDTH: f64 = 0.95;
     let isolated = |index: usize| {
         b_with(index) >= KEEPS_BANDWIDTH * b_alone(index) && b_with(index) >= LOSES_BANDWIDTH * limit
     };
-    let interfered = |index: usize| b_with(index) < LOSES_BANDWIDTH * b_alone(index) || b_with(index) < LOSES_BANDWIDTH * limit;
-    let moved = |index: usize, tenant: usize| pairs[index].0.tenant_gc_mib_s[tenant];
+    let interfered =
+        |index: usize| b_with(index) < LOSES_BANDWIDTH * b_alone(index) || b_with(index) < LOSES_BANDWIDTH * limit;
+    let (tenant, per_core) = (2, 1);
     let comparisons = vec![
         Comparison::new(
             "CG. B (reader) with the tenant policy",
             "full 300 MiB/s, as alone",
-            format!("{} MiB/s (alone {})", f1(b_with(2)), f1(b_alone(2))),
-            isolated(2),
+            format!("{} MiB/s (alone {})", f1(b_with(tenant)), f1(b_alone(tenant))),
+            isolated(tenant),
             "",
         ),
         Comparison::new(
-            "CG. B's fault p99 with the tenant policy",
-            "unaffected by A's writes",
-            format!("{} µs (alone {} µs)", f0(p99_with(2)), f0(p99_alone(2))),
-            p99_with(2) <= KEEPS_P99 * p99_alone(2),
+            "CG. B's fault p99 with the tenant policy: ZNGC running vs A writing before any GC",
+            "ZNGC does not reach B",
+            format!("{} µs (before GC {} µs)", f0(p99_with(tenant)), f0(p99_early(tenant))),
+            p99_with(tenant) <= KEEPS_P99 * p99_early(tenant),
             "",
+        ),
+        Comparison::new(
+            "CG. B's fault p99 with the tenant policy vs B alone",
+            "not reported (isolation: unmoved)",
+            format!("{} µs (alone {} µs)", f0(p99_with(tenant)), f0(p99_alone(tenant))),
+            p99_with(tenant) <= KEEPS_P99 * p99_alone(tenant),
+            "A's own swap-outs, not GC: see the note",
         ),
         Comparison::new(
             "CG. B with ZNSwap per-core",
             "below its target (no isolation)",
-            format!("{} MiB/s (alone {}), p99 {} µs (alone {} µs)", f1(b_with(1)), f1(b_alone(1)), f0(p99_with(1)), f0(p99_alone(1))),
-            interfered(1),
+            format!(
+                "{} MiB/s (alone {}), p99 {} µs (alone {} µs)",
+                f1(b_with(per_core)),
+                f1(b_alone(per_core)),
+                f0(p99_with(per_core)),
+                f0(p99_alone(per_core))
+            ),
+            interfered(per_core),
             "",
         ),
         Comparison::new(
@@ -220,11 +238,55 @@ pub fn figure_11(
         Comparison::new(
             "ZNGC moves on B's behalf with the tenant policy",
             "none: A absorbs its own GC",
-            format!("A {} MiB/s, B {} MiB/s", f1(moved(2, 0)), f1(moved(2, 1))),
-            moved(2, 1) < 0.05 * moved(2, 0).max(1.0),
+            format!("A {} MiB/s, B {} MiB/s", f1(moved(tenant, 0)), f1(moved(tenant, 1))),
+            moved(tenant, 1) < 0.05 * moved(tenant, 0).max(1.0),
             "",
         ),
     ];
+    let mut notes = vec![format!(
+        "Fig. 11: {threads} threads per cgroup (the paper: 16; see fig_tenants.rs: without program suspend in the \
+         NAND model 16 threads are latency-bound below 300 MiB/s), each cgroup with the scaled 2 GiB memory; ZNGC \
+         moves are charged to the read and write budgets of the tenant whose data they copy (§4.3), which with the \
+         tenant policy is the tenant whose writes caused them. \"B alone\": B by itself on the same device; \
+         \"A writes, before GC\": both, measured from 0.4 to 0.6 swap sizes written, before the first ZNGC. Fault \
+         p99: from the fault to the mapped page (blk-throttle's wait included); read p99: the device read alone."
+    )];
+    if !(p99_with(tenant) <= KEEPS_P99 * p99_alone(tenant)) {
+        notes.push(format!(
+            "Fig. 11, B's p99 with the tenant policy: {} µs with A writing and ZNGC running, {} µs with A writing \
+             before any GC, {} µs alone (device read p99 {} / {} / {} µs). A's swap-outs alone account for the rise: \
+             every zone stripes over all dies and the NAND model has no program suspend, so a 4 KiB read that meets a \
+             program waits up to tPROG (1 ms). No placement or GC policy separates A's programs from B's reads; a \
+             device with program suspend would.",
+            f0(p99_with(tenant)),
+            f0(p99_early(tenant)),
+            f0(p99_alone(tenant)),
+            f0(pairs[tenant].0.tenant_read_p99_us[1]),
+            early(tenant).map_or("-".into(), |run| f0(run.tenant_read_p99_us[1])),
+            f0(pairs[tenant].1.tenant_read_p99_us[0]),
+        ));
+    }
+    if !interfered(per_core) {
+        notes.push(format!(
+            "Fig. 11, per-core: B keeps {} of its {} MiB/s alone. The paper's cause (ZNGC copying B's data out of \
+             zones it shares with A's garbage and charging B) hardly arises: over the whole run ZNGC moved {} MiB of \
+             B's data and {} MiB of A's ({} vs {} MiB/s measured). B's pages are written once and never invalidated, \
+             so every zone holding them stays fuller than A's own zones and greedy ZNGC never picks it. What B \
+             loses is die time: A's GC is larger than with the tenant policy ({} vs {} MiB/s; B's zones pin A's \
+             garbage), and B's fault p99 is {} µs (tenant policy {} µs; before GC {} µs).",
+            f1(b_with(per_core)),
+            f1(b_alone(per_core)),
+            f1(moved_total_mib(per_core, 1)),
+            f1(moved_total_mib(per_core, 0)),
+            f1(moved(per_core, 1)),
+            f1(moved(per_core, 0)),
+            f1(moved(per_core, 0)),
+            f1(moved(tenant, 0)),
+            f0(p99_with(per_core)),
+            f0(p99_with(tenant)),
+            f0(p99_early(per_core)),
+        ));
+    }
     let runs: Vec<serde_json::Value> = results.iter().map(|r| serde_json::to_value(r).expect("serializes")).collect();
     let reader_summary: Vec<serde_json::Value> = pairs
         .iter()
@@ -257,10 +319,6 @@ pub fn figure_11(
         png: chart.render_png(900, 560)?,
         extra_png: Vec::new(),
         comparisons,
-        notes: vec![format!(
-            "Fig. 11: {threads} threads per cgroup (the paper: 16; see fig_tenants.rs: without program suspend in the \
-             NAND model 16 threads are latency-bound below 300 MiB/s), each cgroup with the scaled 2 GiB memory; ZNGC \
-             moves are charged to the owning tenant's read and write budgets."
-        )],
+        notes,
     })
 }
