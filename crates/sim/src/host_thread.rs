@@ -262,11 +262,11 @@ impl Host {
             let latency = now - self.threads[thread as usize].fault_started;
             self.fault_latency.record(latency);
             self.tenant_fault_latency[tenant].record(latency);
-            let dispatched = self.threads[thread as usize].read_dispatched;
-            if self.threads[thread as usize].pending.is_some_and(|step| {
-                self.threads[thread as usize].first_page + step.page as PageId == page
-            }) && dispatched >= self.threads[thread as usize].fault_started
-            {
+            let waiter = &self.threads[thread as usize];
+            let dispatched = waiter.read_dispatched;
+            let own_read = waiter.pending.is_some_and(|step| waiter.first_page + step.page as PageId == page)
+                && dispatched >= waiter.fault_started;
+            if own_read {
                 // The thread started this read itself (not a shared fault or readahead).
                 self.tenant_read_latency[tenant].record(now - dispatched);
             }

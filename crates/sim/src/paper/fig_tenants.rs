@@ -36,12 +36,10 @@ pub fn figure_11(
     // a read waits behind programs and 16 threads cannot keep 300 MiB/s of 4 KiB reads
     // in flight; 32 threads can, which keeps the limit, not the latency, binding.
     let threads = (scale.threads / 2).max(2);
-    let writer = || {
-        page_tenant("CG. A", Workload::AnonWRand, scale.swap_pages * 30 / 100 + memory as u64, memory, threads)
-    };
-    let reader = || {
-        page_tenant("CG. B", Workload::AnonRRand, scale.swap_pages * 10 / 100 + memory as u64, memory, threads)
-    };
+    let writer =
+        || page_tenant("CG. A", Workload::AnonWRand, scale.swap_pages * 30 / 100 + memory as u64, memory, threads);
+    let reader =
+        || page_tenant("CG. B", Workload::AnonRRand, scale.swap_pages * 10 / 100 + memory as u64, memory, threads);
     let limited = |mut tenant: TenantConfig| {
         tenant.read_limit_bytes_s = Some(LIMIT_MIB_S << 20);
         tenant.write_limit_bytes_s = Some(LIMIT_MIB_S << 20);
@@ -187,9 +185,8 @@ pub fn figure_11(
     const KEEPS_BANDWIDTH: f64 = 0.97;
     const KEEPS_P99: f64 = 1.10;
     const LOSES_BANDWIDTH: f64 = 0.95;
-    let isolated = |index: usize| {
-        b_with(index) >= KEEPS_BANDWIDTH * b_alone(index) && b_with(index) >= LOSES_BANDWIDTH * limit
-    };
+    let isolated =
+        |index: usize| b_with(index) >= KEEPS_BANDWIDTH * b_alone(index) && b_with(index) >= LOSES_BANDWIDTH * limit;
     let interfered =
         |index: usize| b_with(index) < LOSES_BANDWIDTH * b_alone(index) || b_with(index) < LOSES_BANDWIDTH * limit;
     let (tenant, per_core) = (2, 1);
@@ -251,7 +248,7 @@ pub fn figure_11(
          \"A writes, before GC\": both, measured from 0.4 to 0.6 swap sizes written, before the first ZNGC. Fault \
          p99: from the fault to the mapped page (blk-throttle's wait included); read p99: the device read alone."
     )];
-    if !(p99_with(tenant) <= KEEPS_P99 * p99_alone(tenant)) {
+    if p99_with(tenant) > KEEPS_P99 * p99_alone(tenant) {
         notes.push(format!(
             "Fig. 11, B's p99 with the tenant policy: {} µs with A writing and ZNGC running, {} µs with A writing \
              before any GC, {} µs alone (device read p99 {} / {} / {} µs). A's swap-outs alone account for the rise: \
@@ -269,17 +266,21 @@ pub fn figure_11(
     if !interfered(per_core) {
         notes.push(format!(
             "Fig. 11, per-core: B keeps {} of its {} MiB/s alone. The paper's cause (ZNGC copying B's data out of \
-             zones it shares with A's garbage and charging B) hardly arises: over the whole run ZNGC moved {} MiB of \
-             B's data and {} MiB of A's ({} vs {} MiB/s measured). B's pages are written once and never invalidated, \
-             so every zone holding them stays fuller than A's own zones and greedy ZNGC never picks it. What B \
-             loses is die time: A's GC is larger than with the tenant policy ({} vs {} MiB/s; B's zones pin A's \
-             garbage), and B's fault p99 is {} µs (tenant policy {} µs; before GC {} µs).",
+             zones it shares with A's garbage and charging B) hardly arises at this scale: over the whole run ZNGC \
+             moved {} MiB of B's data and {} MiB of A's ({} vs {} MiB/s measured). B writes its set once and \
+             rewrites only the pages whose slots the adaptive swap cache dropped on swap-in ({} MiB/s: the WAF \
+             stays low at 40 % use), and never invalidates them, so the zones holding them stay fuller than A's own \
+             zones and greedy ZNGC seldom picks them. What B loses is die time: A's GC is larger than with the \
+             tenant policy ({} vs {} MiB/s; B's pages pin A's garbage in shared zones), and B's fault p99 is {} µs \
+             (tenant policy {} µs; before GC {} µs). Smaller scales, where B's memory is large next to its set, do \
+             show it (tests/tenants.rs).",
             f1(b_with(per_core)),
             f1(b_alone(per_core)),
             f1(moved_total_mib(per_core, 1)),
             f1(moved_total_mib(per_core, 0)),
             f1(moved(per_core, 1)),
             f1(moved(per_core, 0)),
+            f1(pairs[per_core].0.tenant_swap_out_mib_s[1]),
             f1(moved(per_core, 0)),
             f1(moved(tenant, 0)),
             f0(p99_with(per_core)),
