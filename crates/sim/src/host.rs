@@ -67,6 +67,8 @@ pub(crate) struct Thread {
     pub pending: Option<Step>,
     pub core: u32,
     pub fault_started: Ns,
+    /// When this thread's own swap-in read left blk-throttle for the device.
+    pub read_dispatched: Ns,
     pub request_started: Ns,
     /// Victims of this thread's direct reclaim, submitted when its CPU work ends.
     pub reclaim: Vec<PageId>,
@@ -173,6 +175,11 @@ pub struct Host {
     pub(crate) retry_scheduled: bool,
     pub counters: HostCounters,
     pub fault_latency: Histogram,
+    /// Per tenant, major fault latency (throttle wait included: what the thread sees).
+    pub tenant_fault_latency: Vec<Histogram>,
+    /// Per tenant, swap-in read latency at the device: from dispatch (after
+    /// blk-throttle) to completion, of the reads a faulting thread started itself.
+    pub tenant_read_latency: Vec<Histogram>,
     pub request_latency: Histogram,
     pub tenant_request_latency: Vec<Histogram>,
     pub series: Vec<Sample>,
@@ -220,6 +227,7 @@ impl Host {
                     pending: None,
                     core: 0,
                     fault_started: 0,
+                    read_dispatched: 0,
                     request_started: 0,
                     reclaim: Vec::new(),
                     done: false,
@@ -262,6 +270,8 @@ impl Host {
             notice_spare: Vec::with_capacity(256),
             counters,
             fault_latency: Histogram::new(),
+            tenant_fault_latency: vec![Histogram::new(); tenants],
+            tenant_read_latency: vec![Histogram::new(); tenants],
             request_latency: Histogram::new(),
             tenant_request_latency: vec![Histogram::new(); tenants],
             series: Vec::new(),

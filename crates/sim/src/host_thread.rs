@@ -199,6 +199,7 @@ impl Host {
         let mut readahead = std::mem::take(&mut self.readahead);
         readahead.clear();
         self.io.now = now;
+        self.threads[thread as usize].read_dispatched = now;
         self.backend.swap_in(&mut self.io, core, page, &mut readahead);
         for &ahead in &readahead {
             let flags = self.pages.flags[ahead as usize];
@@ -226,6 +227,7 @@ impl Host {
         let core = self.threads[thread as usize].core;
         let mut none = std::mem::take(&mut self.readahead);
         self.io.now = now;
+        self.threads[thread as usize].read_dispatched = now;
         self.backend.swap_in(&mut self.io, core, page, &mut none);
         none.clear();
         self.readahead = none;
@@ -259,6 +261,15 @@ impl Host {
         for &thread in &woken {
             let latency = now - self.threads[thread as usize].fault_started;
             self.fault_latency.record(latency);
+            self.tenant_fault_latency[tenant].record(latency);
+            let waiter = &self.threads[thread as usize];
+            let dispatched = waiter.read_dispatched;
+            let own_read = waiter.pending.is_some_and(|step| waiter.first_page + step.page as PageId == page)
+                && dispatched >= waiter.fault_started;
+            if own_read {
+                // The thread started this read itself (not a shared fault or readahead).
+                self.tenant_read_latency[tenant].record(now - dispatched);
+            }
             self.make_ready(Runner::App(thread), now);
         }
         let nobody = woken.is_empty();

@@ -186,8 +186,16 @@ pub struct RunResult {
     pub tenant_swap_in_mib_s: Vec<f64>,
     pub tenant_swap_out_mib_s: Vec<f64>,
     pub tenant_gc_mib_s: Vec<f64>,
+    /// Per tenant, host GC bytes moved on its behalf since the run began (warm-up included).
+    pub tenant_gc_bytes_total: Vec<u64>,
     pub tenant_requests_per_s: Vec<f64>,
     pub tenant_request_p99_us: Vec<f64>,
+    /// Per tenant, major fault latency (throttle wait included), p50 and p99.
+    pub tenant_fault_p50_us: Vec<f64>,
+    pub tenant_fault_p99_us: Vec<f64>,
+    /// Per tenant, swap-in read latency at the device (after blk-throttle), p50 and p99.
+    pub tenant_read_p50_us: Vec<f64>,
+    pub tenant_read_p99_us: Vec<f64>,
     /// All media writes / swap-out writes (device GC copies or ZNGC copies included).
     pub waf: f64,
     /// The device's own media writes / writes it received (1 on ZNS).
@@ -372,7 +380,12 @@ pub fn run(config: &RunConfig) -> Result<RunResult, RunError> {
     let gc_before = host.backend().tenant_gc_bytes();
     host.fault_latency = Default::default();
     host.request_latency = Default::default();
-    for histogram in &mut host.tenant_request_latency {
+    for histogram in host
+        .tenant_request_latency
+        .iter_mut()
+        .chain(host.tenant_fault_latency.iter_mut())
+        .chain(host.tenant_read_latency.iter_mut())
+    {
         *histogram = Default::default();
     }
     let measure_start = (host.now(), host.counters.clone());
@@ -436,8 +449,13 @@ fn summarize(
                 moved as f64 / MIB / seconds
             })
             .collect(),
+        tenant_gc_bytes_total: (0..tenants).map(|t| gc_after.get(t).copied().unwrap_or(0)).collect(),
         tenant_requests_per_s: window_host.tenant_requests.iter().map(|&count| count as f64 / seconds).collect(),
         tenant_request_p99_us: host.tenant_request_latency.iter().map(|h| us(h.quantile(0.99))).collect(),
+        tenant_fault_p50_us: host.tenant_fault_latency.iter().map(|h| us(h.quantile(0.5))).collect(),
+        tenant_fault_p99_us: host.tenant_fault_latency.iter().map(|h| us(h.quantile(0.99))).collect(),
+        tenant_read_p50_us: host.tenant_read_latency.iter().map(|h| us(h.quantile(0.5))).collect(),
+        tenant_read_p99_us: host.tenant_read_latency.iter().map(|h| us(h.quantile(0.99))).collect(),
         waf: if written == 0 { 1.0 } else { media as f64 / written as f64 },
         device_waf: if device_host == 0 { 1.0 } else { media as f64 / device_host as f64 },
         utilization: device.slots_used as f64 / device.slots_capacity.max(1) as f64,
