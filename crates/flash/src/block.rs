@@ -70,8 +70,12 @@ pub const RESERVE_BEYOND_FOREGROUND: u32 = 3;
 ///   NAND model's erase block is taken from.
 /// - A scaled-down drive keeps that size and has fewer superblocks (scaling their count,
 ///   not their share of the drive), so a 512-slot swap cluster stays 1/538 of one. Only
-///   when fewer than `min_superblocks` would hold the data do superblocks shrink, to give
-///   exactly `min_superblocks` (a compromise the figures that need it document).
+///   when fewer than `min_superblocks` would hold the data (or the real-size ones would
+///   leave no room for the reserve) do superblocks shrink, to whole stripes giving
+///   `min_superblocks` or one more: the compromise `crates/flash/README.md` measures.
+/// - Cleaning thresholds count superblocks as firmware does; the background one is one
+///   superblock above the foreground one, since on a drive of a few dozen superblocks a
+///   wider gap would have idle-time cleaning compact most of the spare space.
 /// - What cleaning keeps out of play is added on top of `logical × (1 + over_provisioning)`:
 ///   `gc_foreground_free_superblocks` superblocks, the mean of the free superblocks
 ///   (paced cleaning holds them just under the threshold) and the unwritten halves of the

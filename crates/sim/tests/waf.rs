@@ -53,7 +53,9 @@ fn fine_trims_lower_the_block_waf() {
     let fine = run(&common::wrand(40, common::linux(DiscardMode::Fine8), 4)).unwrap();
     assert!(fine.device.trim_commands > 0, "8-slot TRIMs were issued");
     assert!(fine.trim_cpu_percent > 0.0, "and cost CPU");
-    assert!(fine.waf < none.waf - 0.2, "8-slot TRIM {} vs none {}", fine.waf, none.waf);
+    // The copying (WAF - 1) falls by a quarter or more. (On the tiny scale's 4 MiB
+    // superblocks: 1.37 vs 1.55; the previous model's 1 MiB ones differed by more than 0.2.)
+    assert!(fine.waf - 1.0 < 0.75 * (none.waf - 1.0), "8-slot TRIM {} vs none {}", fine.waf, none.waf);
 }
 
 #[test]
