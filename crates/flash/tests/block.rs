@@ -5,7 +5,9 @@ use rand_core::{RngCore, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use znswap_flash::analytic::greedy_waf;
 use znswap_flash::bench::block_write;
-use znswap_flash::{BlockConfig, BlockConfigError, BlockSsd, NandConfig, NandConfigError, Ns, RESERVE_BEYOND_FOREGROUND};
+use znswap_flash::{
+    BlockConfig, BlockConfigError, BlockSsd, NandConfig, NandConfigError, Ns, RESERVE_BEYOND_FOREGROUND,
+};
 
 const MS: Ns = 1_000_000;
 /// 256 MiB logical: far below the 64 superblocks of 1077 MiB the default wants, so its
