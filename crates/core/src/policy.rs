@@ -112,6 +112,16 @@ impl Policy for PerCorePolicy {
     }
 }
 
+/// The swap-zone of a page in a two-way split: the first `hot_zones` of `zones` take hot
+/// pages, the rest cold ones; cores multiplex within each part.
+fn split_zone(hot: bool, core: u32, hot_zones: u32, zones: u32) -> SwapZoneId {
+    if hot {
+        core % hot_zones
+    } else {
+        hot_zones + core % (zones - hot_zones)
+    }
+}
+
 /// Hot/cold: pages accessed in at least `hot_samples_min` of their last 16 samples go to
 /// the hot half of the swap-zones, the others to the cold half, so pages that die young
 /// do not share zones with pages that live long (less GC copying).
@@ -151,12 +161,7 @@ impl Policy for HotColdPolicy {
         if zones < 2 {
             return 0;
         }
-        let hot_zones = zones / 2;
-        if self.is_hot(page.access_history) {
-            page.core % hot_zones
-        } else {
-            hot_zones + page.core % (zones - hot_zones)
-        }
+        split_zone(self.is_hot(page.access_history), page.core, zones / 2, zones)
     }
 }
 
@@ -211,12 +216,7 @@ impl Policy for LifetimePolicy {
             return 0;
         }
         // Hot pages are most of the writes: they get the larger half of the swap-zones.
-        let hot_zones = zones.div_ceil(2);
-        if self.is_hot(page.access_history) {
-            page.core % hot_zones
-        } else {
-            hot_zones + page.core % (zones - hot_zones)
-        }
+        split_zone(self.is_hot(page.access_history), page.core, zones.div_ceil(2), zones)
     }
 
     fn gc_stream(&mut self, page: &PageInfo, view: &dyn PolicyView) -> u32 {
