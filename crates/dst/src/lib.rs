@@ -32,11 +32,17 @@ pub struct DstOptions {
     pub check_every_ops: u64,
     /// Ops before the WAF measurement window starts.
     pub warmup_ops: u64,
+    /// Build the engine's policy instead of `scenario.policy` (the placement probe's
+    /// oracle, which knows each page's true access rate).
+    pub policy: Option<PolicyFactory>,
 }
+
+/// Builds a policy for a scenario whose owner pages are set.
+pub type PolicyFactory = fn(&Scenario) -> Box<dyn znswap_core::Policy>;
 
 impl DstOptions {
     pub fn new(seed: u64, ops: u64) -> DstOptions {
-        DstOptions { seed, ops, scenario: None, check_every_ops: 100_000, warmup_ops: 0 }
+        DstOptions { seed, ops, scenario: None, check_every_ops: 100_000, warmup_ops: 0, policy: None }
     }
 }
 
@@ -143,7 +149,7 @@ pub fn run(options: &DstOptions) -> DstReport {
     let mut rng = scenario::rng(options.seed);
     let mut scenario = options.scenario.clone().unwrap_or_else(|| Scenario::random(&mut rng));
     let config = config_for(&mut scenario);
-    let mut sim = sim::Sim::new(scenario.clone(), config, options.seed, options.ops);
+    let mut sim = sim::Sim::new(scenario.clone(), config, options.seed, options.ops, options.policy);
     let mut baseline = Stats::default();
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         for op in 0..options.ops {

@@ -255,12 +255,13 @@ struct Progress {
 const VIOLATIONS_MAX: usize = 32;
 
 impl Sim {
-    pub fn new(scenario: Scenario, config: Config, seed: u64, ops: u64) -> Sim {
+    pub fn new(scenario: Scenario, config: Config, seed: u64, ops: u64, policy: Option<crate::PolicyFactory>) -> Sim {
         let mut rng = crate::scenario::rng(seed ^ 0x5eed_5eed);
         let derived = config.derive().expect("validated by the caller");
         let footer = derived.encoding == RecordEncoding::ChunkFooter;
         let geometry = config.geometry;
         let policy: Box<dyn znswap_core::Policy> = match scenario.policy {
+            _ if policy.is_some() => policy.expect("checked")(&scenario),
             // Tenant 0 gets a tight slot limit so the low-watermark reclaim (`rec_zn` of
             // the emptiest zone of the tenant most over its limit) runs.
             PolicyKind::Tenant => {

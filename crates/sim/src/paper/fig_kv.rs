@@ -1,6 +1,6 @@
 //! §6.2, key-value stores: Fig. 12 (memcached under ETC: p99 latency, throughput and
 //! WAF against swap utilization) and Fig. 13 (redis under YCSB-A with the 20/80
-//! hotspot: per-core against hot/cold placement).
+//! hotspot: per-core against hot/cold placement, and the lifetime policy znswap adds).
 //!
 //! Servers run 32 threads on 16 cores (one NUMA node) and are driven closed-loop: each
 //! thread serves its next request as soon as the last one is done, so the throughput is
@@ -23,6 +23,10 @@ use crate::workloads::WorkSpec;
 
 const SERVER_THREADS: u32 = 32;
 const SERVER_CORES: u32 = 16;
+/// Fig. 12's back ends per point: block SSD, block SSD + 8-slot TRIM, ZNSwap.
+const FIG12_BACKENDS: usize = 3;
+/// Fig. 13's back ends per point: block SSD, per-core, hot/cold, lifetime.
+const FIG13_BACKENDS: usize = 4;
 
 fn kv_config(
     options: &PaperOptions,
@@ -134,6 +138,7 @@ fn redis(options: &PaperOptions, cache: &mut RunCache, progress: &Progress) -> R
             BackendKind::linux(DiscardMode::None),
             BackendKind::znswap(PolicyKind::PerCore),
             BackendKind::znswap(PolicyKind::HotCold),
+            BackendKind::znswap(PolicyKind::Lifetime),
         ] {
             let tenant = server("redis", work.clone(), pages, memory, costs.redis_request_ns);
             configs.push(kv_config(options, format!("ycsba-swapped{percent}"), backend, tenant, 1.0, 0.5));
@@ -159,42 +164,48 @@ pub fn figure_kv(
         "working set swapped out (%)",
         "p99 latency (µs)",
     );
-    for backend in 0..3 {
-        let p99: Vec<(f64, f64)> =
-            points12.iter().enumerate().map(|(i, &p)| (p as f64, etc[i * 3 + backend].request_p99_us)).collect();
-        let qps: Vec<(f64, f64)> =
-            points12.iter().enumerate().map(|(i, &p)| (p as f64, etc[i * 3 + backend].requests_per_s / 1e3)).collect();
-        chart12.series(&format!("p99, {}", etc[backend].backend), &p99);
-        chart12.series_right(&format!("kreq/s, {}", etc[backend].backend), &qps);
-        let p99: Vec<(f64, f64)> =
-            points13.iter().enumerate().map(|(i, &p)| (p as f64, ycsb[i * 3 + backend].request_p99_us)).collect();
-        let qps: Vec<(f64, f64)> =
-            points13.iter().enumerate().map(|(i, &p)| (p as f64, ycsb[i * 3 + backend].requests_per_s / 1e3)).collect();
-        chart13.series(&format!("p99, {}", ycsb[backend].backend), &p99);
-        chart13.series_right(&format!("kreq/s, {}", ycsb[backend].backend), &qps);
-    }
+    let series = |chart: &mut LineChart, runs: &[RunResult], points: &[u32], backends: usize| {
+        for backend in 0..backends {
+            let at = |metric: &dyn Fn(&RunResult) -> f64| -> Vec<(f64, f64)> {
+                points.iter().enumerate().map(|(i, &p)| (p as f64, metric(&runs[i * backends + backend]))).collect()
+            };
+            chart.series(&format!("p99, {}", runs[backend].backend), &at(&|r| r.request_p99_us));
+            chart.series_right(&format!("kreq/s, {}", runs[backend].backend), &at(&|r| r.requests_per_s / 1e3));
+        }
+    };
+    series(&mut chart12, &etc, &points12, FIG12_BACKENDS);
+    series(&mut chart13, &ycsb, &points13, FIG13_BACKENDS);
     chart12.right_axis_label("thousand requests/s").y_from_zero(true);
     chart13.right_axis_label("thousand requests/s").y_from_zero(true);
     let mut table = kv_table(
         &etc,
         "fig / point",
-        &points12.iter().flat_map(|p| std::iter::repeat_n(format!("12 / util {p} %"), 3)).collect::<Vec<_>>(),
+        &points12
+            .iter()
+            .flat_map(|p| std::iter::repeat_n(format!("12 / util {p} %"), FIG12_BACKENDS))
+            .collect::<Vec<_>>(),
     );
     let table13 = kv_table(
         &ycsb,
         "fig / point",
-        &points13.iter().flat_map(|p| std::iter::repeat_n(format!("13 / swapped {p} %"), 3)).collect::<Vec<_>>(),
+        &points13
+            .iter()
+            .flat_map(|p| std::iter::repeat_n(format!("13 / swapped {p} %"), FIG13_BACKENDS))
+            .collect::<Vec<_>>(),
     );
     table.rows.extend(table13.rows);
     // Fig. 12 at its first point (10 %): block, block + 8-slot TRIM, ZNSwap.
     let (block, trim, zns) = (&etc[0], &etc[1], &etc[2]);
-    // Fig. 13 averaged over its points: per-core (1) against hot/cold (2).
+    // Fig. 13 averaged over its points: per-core (1) against hot/cold (2) and lifetime (3).
     let mean = |backend: usize, metric: &dyn Fn(&RunResult) -> f64| {
-        (0..points13.len()).map(|i| metric(&ycsb[i * 3 + backend])).sum::<f64>() / points13.len() as f64
+        (0..points13.len()).map(|i| metric(&ycsb[i * FIG13_BACKENDS + backend])).sum::<f64>() / points13.len() as f64
     };
     let qps13 = ratio(mean(2, &|r| r.requests_per_s), mean(1, &|r| r.requests_per_s));
     let p99_13 = ratio(mean(1, &|r| r.request_p99_us), mean(2, &|r| r.request_p99_us));
     let waf13 = ratio(mean(1, &|r| r.waf), mean(2, &|r| r.waf));
+    let lifetime_qps = ratio(mean(3, &|r| r.requests_per_s), mean(1, &|r| r.requests_per_s));
+    let lifetime_p99 = ratio(mean(1, &|r| r.request_p99_us), mean(3, &|r| r.request_p99_us));
+    let lifetime_waf = ratio(mean(1, &|r| r.waf), mean(3, &|r| r.waf));
     let comparisons = vec![
         Comparison::new(
             "Fig. 12 at 10 %: Block SSD / ZNSwap p99 latency",
@@ -253,6 +264,13 @@ pub fn figure_kv(
             "1.1x",
             format!("{waf13:.2}x"),
             waf13 >= 1.03,
+            "mean over the points",
+        ),
+        Comparison::new(
+            "Fig. 13: lifetime (new) vs per-core: throughput, p99 (per-core / lifetime), WAF (per-core / lifetime)",
+            "hot/cold: 1.27x, 1.4x, 1.1x",
+            format!("{lifetime_qps:.2}x, {lifetime_p99:.2}x, {lifetime_waf:.2}x"),
+            lifetime_qps >= 1.1 && lifetime_waf >= 1.03,
             "mean over the points",
         ),
     ];
