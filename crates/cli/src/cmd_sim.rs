@@ -22,7 +22,8 @@ pub struct PaperArgs {
     /// The figure: 1, 2, 3, 4, 6, 10, 11, hotcold (§6.1.2), raw (§6.1.4), kv (Fig. 12 and 13).
     #[arg(long, required_unless_present = "all", conflicts_with = "all")]
     figure: Option<String>,
-    /// Every figure, and DIR/report.md with the paper-vs-simulated table.
+    /// Every figure, and DIR/report.md with the paper-vs-simulated table; the noisy
+    /// figures (11, hotcold, kv) run again with the next seed for the table's seed column.
     #[arg(long)]
     all: bool,
     /// Directory for F.csv, F.json, F.png (created if missing).
@@ -108,12 +109,17 @@ fn paper(args: PaperArgs) -> Result<bool> {
             print!("{}", figure.table.render());
             println!();
             for comparison in &figure.comparisons {
+                let differs = |agrees: bool| if agrees { "" } else { " (differs)" };
+                let other = match &comparison.other_seed {
+                    Some(other) => format!("; seed {}: {}{}", other.seed, other.simulated, differs(other.agrees)),
+                    None => String::new(),
+                };
                 println!(
-                    "  {:<58} paper: {:<34} simulated: {} {}",
+                    "  {:<58} paper: {:<34} simulated: {}{}{other}",
                     comparison.metric,
                     comparison.paper,
                     comparison.simulated,
-                    if comparison.agrees { "" } else { "(differs)" }
+                    differs(comparison.agrees)
                 );
             }
             println!();

@@ -102,9 +102,9 @@ pub fn figure_hotcold(
             "hot/cold vs per-core write amplification",
             "15-20 % lower WA",
             format!(
-                "WAF {} lower; WA (WAF - 1) up to {:.0} % lower",
-                waf_ratio.iter().map(|r| format!("{:.0} %", (1.0 - 1.0 / r) * 100.0)).collect::<Vec<_>>().join(", "),
-                best * 100.0
+                "WAF {}; WA (WAF - 1) at best {} (change against per-core)",
+                changes(&waf_ratio.iter().map(|r| 1.0 - 1.0 / r).collect::<Vec<_>>()),
+                changes(&[best])
             ),
             waf_ratio.iter().any(|&r| 1.0 - 1.0 / r >= 0.10),
             "per swapped share; agrees if the WAF itself is >= 10 % lower somewhere",
@@ -113,10 +113,10 @@ pub fn figure_hotcold(
             "lifetime (new) vs per-core write amplification",
             "(the paper's hot/cold: 15-20 % lower WA)",
             format!(
-                "WAF {} lower (at most {} possible: WAF 1); WA (WAF - 1) {} lower",
-                percents(&lifetime_cut),
-                percents(&cut_possible),
-                percents(&lifetime_wa_cut)
+                "WAF {} (the most possible: {}, down to WAF 1); WA (WAF - 1) {} (change against per-core)",
+                changes(&lifetime_cut),
+                changes(&cut_possible),
+                changes(&lifetime_wa_cut)
             ),
             lifetime_wa_cut.iter().all(|&cut| cut >= 0.15),
             "per swapped share; agrees if WA (WAF - 1) is >= 15 % lower at every point",
@@ -130,8 +130,9 @@ pub fn figure_hotcold(
         ),
     ];
     let runs: Vec<serde_json::Value> = results.iter().map(run_json).collect();
-    fn percents(values: &[f64]) -> String {
-        values.iter().map(|v| format!("{:.0} %", v * 100.0)).collect::<Vec<_>>().join(", ")
+    /// Cuts (0.1 = 10 % lower) as signed changes: "-10 %".
+    fn changes(cuts: &[f64]) -> String {
+        cuts.iter().map(|cut| format!("{:+.0} %", -cut * 100.0)).collect::<Vec<_>>().join(", ")
     }
     Ok(FigureOutput {
         id: "hotcold".into(),

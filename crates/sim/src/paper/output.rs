@@ -81,11 +81,28 @@ pub struct Comparison {
     /// Whether the simulated value shows the paper's effect (direction and rough size).
     pub agrees: bool,
     pub note: String,
+    /// The same comparison from a run with another seed (the noisy figures in `--all`).
+    pub other_seed: Option<SeedResult>,
+}
+
+/// A comparison's simulated value under another seed.
+#[derive(Clone, Debug, Serialize)]
+pub struct SeedResult {
+    pub seed: u64,
+    pub simulated: String,
+    pub agrees: bool,
 }
 
 impl Comparison {
     pub fn new(metric: &str, paper: &str, simulated: String, agrees: bool, note: &str) -> Comparison {
-        Comparison { metric: metric.into(), paper: paper.into(), simulated, agrees, note: note.into() }
+        Comparison {
+            metric: metric.into(),
+            paper: paper.into(),
+            simulated,
+            agrees,
+            note: note.into(),
+            other_seed: None,
+        }
     }
 }
 

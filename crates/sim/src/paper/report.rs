@@ -20,15 +20,30 @@ pub fn markdown(options: &PaperOptions, figures: &[FigureOutput]) -> String {
     out += "- The block SSD is preconditioned (every LBA written once, the paper's ramp-up to steady state) except \
             where the ramp-up is the point (Fig. 2, raw).\n\n";
     out += "## Paper vs simulated\n\n";
-    let mut summary = Table::new(&["figure", "metric", "paper", "simulated", "agrees", "note"]);
+    let yes_no = |agrees: bool| if agrees { "yes".to_string() } else { "**no**".to_string() };
+    let next_seed = options.seed + 1;
+    let mut summary = Table::new(&[
+        "figure",
+        "metric",
+        "paper",
+        "simulated",
+        "agrees",
+        &format!("seed {next_seed} (noisy figures)"),
+        "note",
+    ]);
     for figure in figures {
         for comparison in &figure.comparisons {
+            let other = match &comparison.other_seed {
+                Some(other) => format!("{} ({})", other.simulated, yes_no(other.agrees)),
+                None => "".into(),
+            };
             summary.row(vec![
                 figure.id.clone(),
                 comparison.metric.clone(),
                 comparison.paper.clone(),
                 comparison.simulated.clone(),
-                if comparison.agrees { "yes".into() } else { "**no**".into() },
+                yes_no(comparison.agrees),
+                other,
                 comparison.note.clone(),
             ]);
         }
@@ -38,7 +53,9 @@ pub fn markdown(options: &PaperOptions, figures: &[FigureOutput]) -> String {
     let total: usize = figures.iter().map(|f| f.comparisons.len()).sum();
     out += &format!(
         "\n{agreed} of {total} comparisons show the paper's effect. \"agrees\" means the direction and rough size \
-         match (thresholds in the code of each figure), not the exact number.\n\n"
+         match (thresholds in the code of each figure), not the exact number. The figures whose numbers move \
+         with the seed ({}) ran again with seed {next_seed}: its column has their values and whether they agree.\n\n",
+        super::NOISY_FIGURES.join(", ")
     );
     out += "## Why some numbers differ\n\n";
     out += "- **Block SSD WAF at 10 % (Fig. 1, 12).** Without TRIM the simulated SSD does believe every slot ever \
