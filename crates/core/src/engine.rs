@@ -186,6 +186,7 @@ pub struct Engine {
     pub(crate) tenant_gc_bytes: Vec<u64>,
     pub(crate) next_ticket: u64,
     pub(crate) now_ns: u64,
+    /// Epochs of `epoch_pages` swap-outs so far (the access history's clock).
     pub(crate) epoch: u64,
     pub(crate) epoch_pages: u64,
     pub(crate) pages_this_epoch: u64,
@@ -292,6 +293,14 @@ impl Engine {
     /// I/O requests emitted and not yet completed.
     pub fn io_in_flight(&self) -> u32 {
         self.ios.in_flight()
+    }
+
+    /// Swap-outs so far: the clock zone ages are counted in. Counting in writes, not
+    /// nanoseconds, keeps cost-benefit's age independent of the load: a zone nothing
+    /// has been written around for a second of idle time is no colder than before
+    /// (SepBIT and the LFS cleaner count age in data written too).
+    pub(crate) fn swap_out_clock(&self) -> u64 {
+        self.epoch * self.epoch_pages + self.pages_this_epoch
     }
 
     pub fn policy_name(&self) -> &'static str {

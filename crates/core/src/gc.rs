@@ -381,13 +381,13 @@ impl Engine {
             VictimSelection::CostBenefit => {
                 let mut candidates = std::mem::take(&mut self.gc.candidates);
                 let count = self.victims.top_candidates(&mut candidates);
-                let now = self.now_ns;
+                let now = self.swap_out_clock();
                 let capacity = self.capacity as f64;
                 let best = candidates[..count].iter().copied().max_by(|&a, &b| {
                     let score = |zone: u32| {
                         let counters = self.slots.zone(zone);
                         let utilization = counters.valid as f64 / capacity;
-                        let age = (now.saturating_sub(counters.last_write_ns) + 1) as f64;
+                        let age = (now.saturating_sub(counters.last_write) + 1) as f64;
                         (1.0 - utilization) * age / (1.0 + utilization)
                     };
                     score(a).total_cmp(&score(b)).then(b.cmp(&a))

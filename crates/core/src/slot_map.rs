@@ -91,7 +91,9 @@ pub struct ZoneCounters {
     pub reads_in_flight: u32,
     /// Resets so far: the zone's wear and its record generation.
     pub resets: u32,
-    pub last_write_ns: u64,
+    /// The swap-out clock (`Engine::swap_out_clock`) at the zone's last append: its age
+    /// for cost-benefit victims.
+    pub last_write: u64,
     /// The swap-zone this zone backs, or `NO_SWAP_ZONE`.
     pub swap_zone: u32,
     /// Tenant of the swap-zone that opened it (tenant policy).
@@ -119,7 +121,7 @@ impl ZoneCounters {
             appends_in_flight: 0,
             reads_in_flight: 0,
             resets: 0,
-            last_write_ns: 0,
+            last_write: 0,
             swap_zone: NO_SWAP_ZONE,
             tenant: 0,
             in_gc: false,

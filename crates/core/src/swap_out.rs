@@ -257,8 +257,9 @@ impl Engine {
                         Buf::Gc(_) => unreachable!("a GC buffer page in a swap-out append"),
                     }
                 }
+                let clock = self.swap_out_clock();
                 let counters = self.slots.zone_mut(zone);
-                counters.last_write_ns = now;
+                counters.last_write = clock;
                 if counters.written == self.capacity && counters.state == ZoneState::Open {
                     self.close_zone(zone);
                 }

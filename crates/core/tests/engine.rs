@@ -5,7 +5,7 @@
 use znswap_core::driver::{self, Captured, Completion, DeviceHooks, Driver, NoFaults, Stage};
 use znswap_core::{
     Buf, Config, Engine, Event, Geometry, IoError, IoId, IoRequest, PageState, PolicyKind, ReadOutcome, SlotAddress,
-    SwapCacheMode, SwapIn, SwapOutError, SwapOutOutcome,
+    SwapCacheMode, SwapIn, SwapOutError, SwapOutOutcome, VictimSelection,
 };
 
 fn geometry(metadata_bytes: u32) -> Geometry {
@@ -210,9 +210,15 @@ fn free_invalidates_slots_at_once() {
 /// Fills the device with overwrites until the GC has collected zones; every page reads
 /// back its last version.
 fn overwrite_until_gc(h: &mut Harness, pages: u64, rounds: u64) -> Vec<u64> {
+    overwrite_with_pauses(h, pages, rounds, 0)
+}
+
+/// `overwrite_until_gc` with idle time before some rounds (`pause_ns` times 0, 1 or 2).
+fn overwrite_with_pauses(h: &mut Harness, pages: u64, rounds: u64, pause_ns: u64) -> Vec<u64> {
     let mut versions = vec![0u64; pages as usize];
     let mut next = 1;
     for round in 0..rounds {
+        h.now += pause_ns * (round % 3);
         for page in 0..pages {
             // Overwrite a scattered subset to leave garbage everywhere.
             if (page * 7 + round) % 3 != 0 && round > 0 {
@@ -250,6 +256,36 @@ fn gc_moves_valid_pages_and_every_page_reads_back() {
         assert_eq!(got, Some(versions[page as usize]), "page {page}");
     }
     h.engine.check_invariants();
+}
+
+#[test]
+fn cost_benefit_ages_zones_in_swap_outs_not_in_idle_time() {
+    // The same writes with and without long idle pauses between rounds: a zone's age is
+    // counted in swap-outs, so cost-benefit picks the same victims and moves the same
+    // pages to the same slots either way (with ages in nanoseconds, zones closed before
+    // a pause look older than they are and are picked first).
+    let run = |pause_ns: u64| {
+        let mut config = Config::new(geometry(16));
+        config.victim_selection = VictimSelection::CostBenefit;
+        let mut h = Harness::new(config);
+        h.engine.register_owner(0, PAGES, 0).unwrap();
+        overwrite_with_pauses(&mut h, PAGES, 40, pause_ns);
+        let remaps: Vec<(u64, u32, u32)> = h
+            .events
+            .iter()
+            .filter_map(|event| match *event {
+                Event::Remapped { page, zone, slot, .. } => Some((page, zone, slot)),
+                _ => None,
+            })
+            .collect();
+        (h.engine.stats().gc_runs, remaps)
+    };
+    const PAGES: u64 = 300;
+    let busy = run(0);
+    assert!(busy.0 >= 10 && busy.1.len() > 200, "the GC ran and moved pages: {} runs, {} moves", busy.0, busy.1.len());
+    let paused = run(1_000_000_000_000);
+    assert_eq!(paused.0, busy.0, "GC runs with idle pauses");
+    assert!(paused.1 == busy.1, "the GC moved other pages or to other slots with idle pauses");
 }
 
 #[test]
