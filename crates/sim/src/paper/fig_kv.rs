@@ -206,6 +206,9 @@ pub fn figure_kv(
     let lifetime_qps = ratio(mean(3, &|r| r.requests_per_s), mean(1, &|r| r.requests_per_s));
     let lifetime_p99 = ratio(mean(1, &|r| r.request_p99_us), mean(3, &|r| r.request_p99_us));
     let lifetime_waf = ratio(mean(1, &|r| r.waf), mean(3, &|r| r.waf));
+    // A fault is one 4 KiB swap-in: the share of requests that fault says how deep into
+    // the faults' tail the requests' p99 reaches.
+    let faulting = |run: &RunResult| run.swap_in_mib_s * 256.0 / run.requests_per_s.max(1.0);
     let comparisons = vec![
         Comparison::new(
             "Fig. 12 at 10 %: Block SSD / ZNSwap p99 latency",
@@ -217,7 +220,14 @@ pub fn figure_kv(
                 f0(zns.request_p99_us)
             ),
             ratio(block.request_p99_us, zns.request_p99_us) >= 3.0,
-            "",
+            &format!(
+                "{:.1} % of requests fault; fault p50 / p99: Block SSD {} / {} µs, ZNSwap {} / {} µs",
+                faulting(block) * 100.0,
+                f0(block.fault_p50_us),
+                f0(block.fault_p99_us),
+                f0(zns.fault_p50_us),
+                f0(zns.fault_p99_us)
+            ),
         ),
         Comparison::new(
             "Fig. 12 at 10 %: ZNSwap / Block SSD throughput",
