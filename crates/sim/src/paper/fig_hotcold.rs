@@ -48,10 +48,10 @@ pub fn figure_hotcold(
                 format!("pmbench-swapped{percent}"),
                 backend,
                 vec![tenant],
-                // Shorter than the other sweeps: most accesses hit memory, and each costs
-                // simulation time (see the note).
-                swap_out_phase(scale, scale.warmup_swaps * 0.8),
-                swap_out_phase(scale, scale.measure_swaps * 0.5),
+                // Long enough for the policies' zones to settle (see the scale); most
+                // accesses hit memory and each costs simulation time, so few points.
+                swap_out_phase(scale, scale.placement_warmup_swaps),
+                swap_out_phase(scale, scale.measure_swaps),
             )
         })
         .collect();

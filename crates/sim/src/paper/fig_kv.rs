@@ -141,7 +141,14 @@ fn redis(options: &PaperOptions, cache: &mut RunCache, progress: &Progress) -> R
             BackendKind::znswap(PolicyKind::Lifetime),
         ] {
             let tenant = server("redis", work.clone(), pages, memory, costs.redis_request_ns);
-            configs.push(kv_config(options, format!("ycsba-swapped{percent}"), backend, tenant, 1.0, 0.5));
+            configs.push(kv_config(
+                options,
+                format!("ycsba-swapped{percent}"),
+                backend,
+                tenant,
+                scale.placement_warmup_swaps,
+                scale.measure_swaps,
+            ));
         }
     }
     run_all("kv (13)", &configs, options.jobs, cache, progress)
