@@ -179,7 +179,8 @@ impl Policy for HotColdPolicy {
 ///   their neighbours died.
 /// - **GC survivors** get their own streams, hot apart from cold: a page that outlived
 ///   its zone is older than the zone's new data (SepBIT's separation of GC writes).
-/// - **Victims** by cost-benefit, `(1 - u) * age / (1 + u)`: once pages are separated,
+/// - **Victims** by cost-benefit, `(1 - u) * age / (1 + u)`, age counted in swap-outs
+///   since the zone's last append: once pages are separated,
 ///   cold zones free their slots slowly; greedy keeps them until they are almost empty
 ///   and starves the hot zones of room, where the age term collects a stable cold zone
 ///   earlier (LFS §3.5; per-core with greedy victims mixes the two instead).

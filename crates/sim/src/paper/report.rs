@@ -21,7 +21,7 @@ pub fn markdown(options: &PaperOptions, figures: &[FigureOutput]) -> String {
             where the ramp-up is the point (Fig. 2, raw).\n\n";
     out += "## Paper vs simulated\n\n";
     let yes_no = |agrees: bool| if agrees { "yes".to_string() } else { "**no**".to_string() };
-    let next_seed = options.seed + 1;
+    let next_seed = options.seed.wrapping_add(1);
     let mut summary = Table::new(&[
         "figure",
         "metric",
