@@ -85,11 +85,12 @@ pub fn markdown(options: &PaperOptions, figures: &[FigureOutput]) -> String {
             cent. The lifetime policy (crates/core/src/policy.rs) does better where the swap sees the skew: in the \
             engine's placement probe, where every page lives on the device, it writes 17-21 % less than per-core \
             on hotspot 80/20 and YCSB-A at 50-90 % utilization, but only 3-7 % less on pmbench, and a policy told \
-            each page's true access rate does no better there (4.5-8.5 %, crates/dst/RESULTS.md): half of \
+            each page's true access rate reaches only 3-8.5 % there (crates/dst/RESULTS.md): half of \
             pmbench's pages lie beyond 3 sigma and are almost never written, per-core's GC stream already gathers \
             them into zones that need no collecting, and within 3 sigma the rate falls smoothly. Here memory \
             also keeps the hottest pages resident, so the swap sees a flatter stream, and at §6.1.2's 56 % device \
-            use per-core's WAF is about 1.2: a 15 % cut would take the WAF to about 1, no GC copying at all.\n";
+            use per-core's WAF is 1.08 (80 % swapped) and 1.15 (90 %): a 15 % cut would take it below 1, \
+            fewer writes than no GC copying at all.\n";
     out += "- **Fig. 12, p99 latency.** Few of memcached's requests fault at 10 % (the comparison's note has the \
             share), so the requests' p99 lands near the median fault, a plain NAND read on either SSD; the block SSD's GC \
             shows in the faults' own tail (the kv table's JSON: fault_p99_us), not in the requests' p99. The \
