@@ -91,8 +91,10 @@ pub struct ZoneCounters {
     pub reads_in_flight: u32,
     /// Resets so far: the zone's wear and its record generation.
     pub resets: u32,
-    /// The swap-out clock (`Engine::swap_out_clock`) at the zone's last append: its age
-    /// for cost-benefit victims.
+    /// The swap-out clock (`Engine::swap_out_clock`) at the zone's last append, GC
+    /// appends included: its age for cost-benefit victims. A zone of GC survivors so
+    /// counts as young (LFS would keep its data's older age), which only delays
+    /// collecting zones that hold data already known to live long.
     pub last_write: u64,
     /// The swap-zone this zone backs, or `NO_SWAP_ZONE`.
     pub swap_zone: u32,

@@ -264,9 +264,9 @@ fn cost_benefit_ages_zones_in_swap_outs_not_in_idle_time() {
     // counted in swap-outs, so cost-benefit picks the same victims and moves the same
     // pages to the same slots either way (with ages in nanoseconds, zones closed before
     // a pause look older than they are and are picked first).
-    let run = |pause_ns: u64| {
+    let run = |victims: VictimSelection, pause_ns: u64| {
         let mut config = Config::new(geometry(16));
-        config.victim_selection = VictimSelection::CostBenefit;
+        config.victim_selection = victims;
         let mut h = Harness::new(config);
         h.engine.register_owner(0, PAGES, 0).unwrap();
         overwrite_with_pauses(&mut h, PAGES, 40, pause_ns);
@@ -281,11 +281,13 @@ fn cost_benefit_ages_zones_in_swap_outs_not_in_idle_time() {
         (h.engine.stats().gc_runs, remaps)
     };
     const PAGES: u64 = 300;
-    let busy = run(0);
+    let busy = run(VictimSelection::CostBenefit, 0);
     assert!(busy.0 >= 10 && busy.1.len() > 200, "the GC ran and moved pages: {} runs, {} moves", busy.0, busy.1.len());
-    let paused = run(1_000_000_000_000);
+    let paused = run(VictimSelection::CostBenefit, 1_000_000_000_000);
     assert_eq!(paused.0, busy.0, "GC runs with idle pauses");
     assert!(paused.1 == busy.1, "the GC moved other pages or to other slots with idle pauses");
+    // And the age is used at all: greedy victims move other pages.
+    assert!(run(VictimSelection::Greedy, 0).1 != busy.1, "cost-benefit chose as greedy does");
 }
 
 #[test]

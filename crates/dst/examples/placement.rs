@@ -1,7 +1,9 @@
 //! The engine's placement probe: write amplification of each placement policy on the
 //! skewed workloads of the paper (pmbench normal, hotspot 80/20, YCSB-A) at a steady,
 //! exact utilization of the device, on the model device (256 zones of 1024 slots, 8 open
-//! zones, per-page metadata, greedy ZNGC, no faults).
+//! zones, per-page metadata, no faults). Victims are greedy unless the row says
+//! cost-benefit (lifetime and the oracle choose it themselves); the oracle places by each
+//! page's true access rate, the ceiling of a better classifier.
 //!
 //! Every page is written once in order, the device is turned over `warmup` times, then
 //! the WAF is measured over `turnovers` more device-capacity writes.
@@ -40,7 +42,7 @@ fn parse_args() -> Args {
             "--json" => args.json = true,
             "-h" | "--help" => {
                 println!(
-                    "placement probe: WAF of per-core (greedy and cost-benefit ZNGC), hot/cold and lifetime placement on skewed workloads\n\
+                    "placement probe: WAF of per-core (greedy and cost-benefit ZNGC), hot/cold, lifetime and an oracle (true access rates) on skewed workloads\n\
                      options: --turnovers N (measured device writes, default 2) --warmup N (default 3)\n\
                      --seeds N (runs per point, default 1) --utilization 50,70,80,90 --json"
                 );
