@@ -112,14 +112,26 @@ impl Policy for PerCorePolicy {
     }
 }
 
-/// The swap-zone of a page in a two-way split: the first `hot_zones` of `zones` take hot
-/// pages, the rest cold ones; cores multiplex within each part.
-fn split_zone(hot: bool, core: u32, hot_zones: u32, zones: u32) -> SwapZoneId {
+/// The swap-zone of a page in a two-way split: the first `hot_zones(zones)` swap-zones
+/// take hot pages, the rest cold ones; cores multiplex within each part. One swap-zone
+/// takes everything.
+fn split_zone(hot: bool, core: u32, view: &dyn PolicyView, hot_zones: fn(u32) -> u32) -> SwapZoneId {
+    let zones = view.swap_inf().swap_zones;
+    if zones < 2 {
+        return 0;
+    }
+    let hot_zones = hot_zones(zones);
     if hot {
         core % hot_zones
     } else {
         hot_zones + core % (zones - hot_zones)
     }
+}
+
+/// The GC stream of a survivor in a two-way split: cold ones to the second stream when
+/// there is one, so survivors that die soon do not share zones with those that live on.
+fn split_stream(hot: bool, view: &dyn PolicyView) -> u32 {
+    u32::from(view.swap_inf().gc_streams > 1 && !hot)
 }
 
 /// Hot/cold: pages accessed in at least `hot_samples_min` of their last 16 samples go to
@@ -148,20 +160,11 @@ impl Policy for HotColdPolicy {
     }
 
     fn gc_stream(&mut self, page: &PageInfo, view: &dyn PolicyView) -> u32 {
-        // Survivors split like new writes: hot ones die soon, keep them apart.
-        if view.swap_inf().gc_streams > 1 && !self.is_hot(page.access_history) {
-            1
-        } else {
-            0
-        }
+        split_stream(self.is_hot(page.access_history), view)
     }
 
     fn swap_zone(&mut self, page: &PageInfo, view: &dyn PolicyView) -> SwapZoneId {
-        let zones = view.swap_inf().swap_zones;
-        if zones < 2 {
-            return 0;
-        }
-        split_zone(self.is_hot(page.access_history), page.core, zones / 2, zones)
+        split_zone(self.is_hot(page.access_history), page.core, view, |zones| zones / 2)
     }
 }
 
@@ -212,16 +215,12 @@ impl Policy for LifetimePolicy {
     }
 
     fn swap_zone(&mut self, page: &PageInfo, view: &dyn PolicyView) -> SwapZoneId {
-        let zones = view.swap_inf().swap_zones;
-        if zones < 2 {
-            return 0;
-        }
         // Hot pages are most of the writes: they get the larger half of the swap-zones.
-        split_zone(self.is_hot(page.access_history), page.core, zones.div_ceil(2), zones)
+        split_zone(self.is_hot(page.access_history), page.core, view, |zones| zones.div_ceil(2))
     }
 
     fn gc_stream(&mut self, page: &PageInfo, view: &dyn PolicyView) -> u32 {
-        u32::from(view.swap_inf().gc_streams > 1 && !self.is_hot(page.access_history))
+        split_stream(self.is_hot(page.access_history), view)
     }
 }
 
@@ -302,6 +301,9 @@ pub enum PolicyKind {
 }
 
 impl PolicyKind {
+    pub const ALL: [PolicyKind; 4] =
+        [PolicyKind::PerCore, PolicyKind::HotCold, PolicyKind::Tenant, PolicyKind::Lifetime];
+    /// `ALL`'s names, for messages.
     pub const NAMES: [&'static str; 4] = ["per-core", "hot-cold", "tenant", "lifetime"];
 
     pub fn name(self) -> &'static str {
@@ -314,9 +316,7 @@ impl PolicyKind {
     }
 
     pub fn from_name(name: &str) -> Option<PolicyKind> {
-        [PolicyKind::PerCore, PolicyKind::HotCold, PolicyKind::Tenant, PolicyKind::Lifetime]
-            .into_iter()
-            .find(|kind| kind.name() == name)
+        PolicyKind::ALL.into_iter().find(|kind| kind.name() == name)
     }
 
     /// GC destination streams the policy splits survivors into (`Config::gc_streams`).
@@ -408,7 +408,8 @@ mod tests {
         assert!(policy.swap_zone(&page(0, 0, 1), &view) >= 2);
         assert_eq!(policy.victim_selection(), Some(VictimSelection::CostBenefit));
         assert_eq!(PerCorePolicy.victim_selection(), None);
-        for kind in [PolicyKind::PerCore, PolicyKind::HotCold, PolicyKind::Tenant, PolicyKind::Lifetime] {
+        for (kind, name) in PolicyKind::ALL.into_iter().zip(PolicyKind::NAMES) {
+            assert_eq!(kind.name(), name);
             assert_eq!(PolicyKind::from_name(kind.name()), Some(kind));
             assert_eq!(kind.build(1).name(), kind.name());
         }

@@ -255,21 +255,21 @@ struct Progress {
 const VIOLATIONS_MAX: usize = 32;
 
 impl Sim {
-    pub fn new(scenario: Scenario, config: Config, seed: u64, ops: u64, policy: Option<crate::PolicyFactory>) -> Sim {
+    pub fn new(scenario: Scenario, config: Config, seed: u64, ops: u64, factory: Option<crate::PolicyFactory>) -> Sim {
         let mut rng = crate::scenario::rng(seed ^ 0x5eed_5eed);
         let derived = config.derive().expect("validated by the caller");
         let footer = derived.encoding == RecordEncoding::ChunkFooter;
         let geometry = config.geometry;
-        let policy: Box<dyn znswap_core::Policy> = match scenario.policy {
-            _ if policy.is_some() => policy.expect("checked")(&scenario),
+        let policy: Box<dyn znswap_core::Policy> = match (factory, scenario.policy) {
+            (Some(build), _) => build(&scenario),
             // Tenant 0 gets a tight slot limit so the low-watermark reclaim (`rec_zn` of
             // the emptiest zone of the tenant most over its limit) runs.
-            PolicyKind::Tenant => {
+            (None, PolicyKind::Tenant) => {
                 let mut policy = TenantPolicy::new(scenario.tenants);
                 policy.slot_limits[0] = derived.total_slots / (4 * scenario.tenants as u64);
                 Box::new(policy)
             }
-            other => other.build(scenario.tenants),
+            (None, other) => other.build(scenario.tenants),
         };
         let engine = Engine::new(config, policy).expect("valid config");
         let driver = Driver::new(&engine);

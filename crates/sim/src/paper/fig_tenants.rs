@@ -124,36 +124,27 @@ pub fn figure_11(
         "A ZNGC CPU %",
         "B ZNGC CPU %",
     ]);
-    for (together, alone) in &pairs {
-        table.row(vec![
-            together.backend.clone(),
-            "A writes".into(),
-            f1(together.tenant_swap_in_mib_s[0]),
-            f1(together.tenant_swap_out_mib_s[0]),
-            f1(together.tenant_gc_mib_s[0]),
-            f1(together.tenant_swap_in_mib_s[1]),
-            f0(together.tenant_fault_p99_us[1]),
-            f0(together.tenant_read_p99_us[1]),
-            f1(together.tenant_gc_mib_s[1]),
-            f2(together.waf),
-            f2(together.tenant_gc_cpu_percent[0]),
-            f2(together.tenant_gc_cpu_percent[1]),
-        ]);
-        if let Some(early) = early(pairs.iter().position(|(t, _)| std::ptr::eq(*t, *together)).expect("listed")) {
-            table.row(vec![
-                early.backend.clone(),
-                "A writes, before GC".into(),
-                f1(early.tenant_swap_in_mib_s[0]),
-                f1(early.tenant_swap_out_mib_s[0]),
-                f1(early.tenant_gc_mib_s[0]),
-                f1(early.tenant_swap_in_mib_s[1]),
-                f0(early.tenant_fault_p99_us[1]),
-                f0(early.tenant_read_p99_us[1]),
-                f1(early.tenant_gc_mib_s[1]),
-                f2(early.waf),
-                f2(early.tenant_gc_cpu_percent[0]),
-                f2(early.tenant_gc_cpu_percent[1]),
-            ]);
+    // A run of A and B together: A is tenant 0, B tenant 1.
+    let both = |run: &RunResult, label: &str| {
+        vec![
+            run.backend.clone(),
+            label.into(),
+            f1(run.tenant_swap_in_mib_s[0]),
+            f1(run.tenant_swap_out_mib_s[0]),
+            f1(run.tenant_gc_mib_s[0]),
+            f1(run.tenant_swap_in_mib_s[1]),
+            f0(run.tenant_fault_p99_us[1]),
+            f0(run.tenant_read_p99_us[1]),
+            f1(run.tenant_gc_mib_s[1]),
+            f2(run.waf),
+            f2(run.tenant_gc_cpu_percent[0]),
+            f2(run.tenant_gc_cpu_percent[1]),
+        ]
+    };
+    for (index, (together, alone)) in pairs.iter().enumerate() {
+        table.row(both(together, "A writes"));
+        if let Some(early) = early(index) {
+            table.row(both(early, "A writes, before GC"));
         }
         table.row(vec![
             alone.backend.clone(),
