@@ -63,18 +63,12 @@ fn separated_waf(classes: &[Class], spare: f64) -> f64 {
         }
         class.writes * log_waf(class.data / (class.data + spare))
     };
-    // A class with data and no spare would have an infinite WAF: the first slices go
-    // there whatever the gain, so every written class gets some.
+    // A class with data and no spare has an infinite WAF, so its first slice gains
+    // infinitely: every written class gets some before any gets more.
+    let gain = |i: usize, spares: &[f64]| cost(&classes[i], spares[i]) - cost(&classes[i], spares[i] + slice);
     for _ in 0..SLICES {
         let best = (0..classes.len())
-            .max_by(|&a, &b| {
-                let gain = |i: usize| cost(&classes[i], spares[i]) - cost(&classes[i], spares[i] + slice);
-                let (ga, gb) = (gain(a), gain(b));
-                // inf - inf is NaN: treat a class still at infinity as the biggest gain.
-                let ga = if ga.is_nan() { f64::INFINITY } else { ga };
-                let gb = if gb.is_nan() { f64::INFINITY } else { gb };
-                ga.total_cmp(&gb)
-            })
+            .max_by(|&a, &b| gain(a, &spares).total_cmp(&gain(b, &spares)))
             .expect("at least one class");
         spares[best] += slice;
     }
@@ -85,7 +79,8 @@ fn separated_waf(classes: &[Class], spare: f64) -> f64 {
 fn normal_cdf(x: f64) -> f64 {
     let z = x.abs() / std::f64::consts::SQRT_2;
     let t = 1.0 / (1.0 + 0.327_591_1 * z);
-    let poly = t * (0.254_829_592 + t * (-0.284_496_736 + t * (1.421_413_741 + t * (-1.453_152_027 + t * 1.061_405_429))));
+    let poly =
+        t * (0.254_829_592 + t * (-0.284_496_736 + t * (1.421_413_741 + t * (-1.453_152_027 + t * 1.061_405_429))));
     let erf = 1.0 - poly * (-z * z).exp();
     if x >= 0.0 {
         0.5 * (1.0 + erf)
@@ -146,9 +141,16 @@ fn main() {
             .iter()
             .map(|(label, edges)| ("pmbench".to_string(), *label, separated_waf(&pmbench_classes(u, edges), 1.0 - u)))
             .collect();
-        cases.push(("hotspot 80/20".to_string(), "2 classes (the hot fifth)", separated_waf(&hotspot_classes(u), 1.0 - u)));
+        cases.push((
+            "hotspot 80/20".to_string(),
+            "2 classes (the hot fifth)",
+            separated_waf(&hotspot_classes(u), 1.0 - u),
+        ));
         for (workload, label, ceiling) in cases {
-            assert!(ceiling <= uniform + 1e-6, "{workload} {label} at {percent} %: separating cannot cost more than one log");
+            assert!(
+                ceiling <= uniform + 1e-6,
+                "{workload} {label} at {percent} %: separating cannot cost more than one log"
+            );
             if !json_out {
                 println!("| {workload} | {percent} | {uniform:.3} | {label} | {ceiling:.3} |");
             }
