@@ -81,8 +81,9 @@ struct SwapBenchArgs {
     #[arg(long)]
     threads: Option<usize>,
     /// Where swapped-out pages go: per-core (a swap-zone per core), hot-cold (the
-    /// paper's: two or more accesses in 16 samples is hot), lifetime (three or more,
-    /// GC survivors apart, cost-benefit victims), tenant (a swap-zone per tenant).
+    /// paper's: two or more accesses in 16 samples is hot), lifetime (hot, warm and
+    /// cold by returns over two device writes, GC survivors by class, cost-benefit
+    /// victims), tenant (a swap-zone per tenant).
     #[arg(long, default_value = "per-core", value_parser = policy)]
     policy: znswap_core::PolicyKind,
     /// Serve page faults with this many handler threads reading userfaultfd events

@@ -65,6 +65,9 @@ pub enum ResetMode {
     Eager,
 }
 
+/// The most GC destination streams a config may ask for (`Config::gc_streams`).
+pub const GC_STREAMS_MAX: u32 = 3;
+
 /// Tunables. `Config::new(geometry)` picks the paper's defaults.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Config {
@@ -89,8 +92,10 @@ pub struct Config {
     /// run of valid slots (measured here: a GC read is a syscall, its CPU cost hardly
     /// depends on its size). 0 reads only occupied slots. At most 63.
     pub gc_read_gap_pages_max: u32,
-    /// GC destination streams (1 or 2), each an open zone of its own; the policy picks
-    /// the stream of each moved page (hot/cold: survivors split by access history).
+    /// GC destination streams (1 ..= `GC_STREAMS_MAX`), each an open zone of its own;
+    /// the policy picks the stream of each moved page (hot/cold and lifetime: survivors
+    /// split by access history). The GC's reserve of empty zones is at least one per
+    /// stream, so every stream can open a zone.
     pub gc_streams: u32,
     /// Victims gathered together (>1: the small-zone multi-victim mode).
     pub gc_victims_max: u32,
@@ -200,15 +205,15 @@ impl Config {
             (o, 0) => o,
             (o, a) => o.min(a),
         };
-        if !(1..=2).contains(&self.gc_streams) {
-            return Err(invalid("gc_streams", self.gc_streams, "1 or 2"));
+        if !(1..=GC_STREAMS_MAX).contains(&self.gc_streams) {
+            return Err(invalid("gc_streams", self.gc_streams, "1 ..= 3"));
         }
         if limit < 1 + self.gc_streams {
             return Err(invalid("max_open_zones", limit, ">= 1 + gc_streams (a swap-zone plus the GC's zones)"));
         }
         let open_zones_max = limit;
         let user_open_zones_max = limit - self.gc_streams;
-        let reserve = self.gc_reserve_zones.max(1);
+        let reserve = self.gc_reserve_zones.max(self.gc_streams);
         let low = if self.gc_low_watermark_zones == 0 {
             (reserve + 2).max(g.zone_count / 50)
         } else {
@@ -242,7 +247,11 @@ impl Config {
         }
         let total_slots = g.zone_count as u64 * g.zone_capacity_pages as u64;
         if total_slots >= 1 << crate::owner_table::ADDRESS_BITS {
-            return Err(invalid("zone_count", g.zone_count, "zone_count * zone_capacity_pages < 2^40"));
+            return Err(invalid(
+                "zone_count",
+                g.zone_count,
+                "zone_count * zone_capacity_pages < 2^36 (256 TiB of 4 KiB slots)",
+            ));
         }
         // A per-page append never needs more pages than the append limit; a footer append
         // is one chunk.

@@ -186,7 +186,8 @@ pub struct Engine {
     pub(crate) tenant_gc_bytes: Vec<u64>,
     pub(crate) next_ticket: u64,
     pub(crate) now_ns: u64,
-    /// Epochs of `epoch_pages` swap-outs so far (the access history's clock).
+    /// Epochs of `epoch_pages` swap-outs so far (the access history's clock): 1/16 of
+    /// `Policy::history_turnovers` device writes each.
     pub(crate) epoch: u64,
     pub(crate) epoch_pages: u64,
     pub(crate) pages_this_epoch: u64,
@@ -224,6 +225,8 @@ impl Engine {
             .map(|_| SwapZone { zone: NO_ZONE, pending: None, chunk_data_pages: 0, pending_since_ns: 0 })
             .collect();
         let total_slots = derived.total_slots;
+        // The history's 16 samples span this many device writes (the paper's: one).
+        let history_turnovers = u64::from(policy.history_turnovers().clamp(1, 64));
         Ok(Engine {
             capacity,
             slots: SlotMaps::new(g.zone_count, capacity),
@@ -255,7 +258,7 @@ impl Engine {
             next_ticket: 1,
             now_ns: 0,
             epoch: 0,
-            epoch_pages: (total_slots / 16).max(1),
+            epoch_pages: (total_slots * history_turnovers / 16).max(1),
             pages_this_epoch: 0,
             valid_total: 0,
             cached_total: 0,

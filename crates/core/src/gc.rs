@@ -19,11 +19,11 @@
 //! activate stage, and the victim is never reset under a read in flight.
 //!
 //! Where this departs from the paper, and why:
-//! - The GC writes into its own swap-zones (1 or 2 "GC streams", the policy picks the
+//! - The GC writes into its own swap-zones (1 to 3 "GC streams", the policy picks the
 //!   stream per page), never into user swap-zones: a zone the GC opened from the reserve
 //!   would otherwise be filled by swap-outs, and the reserve could run dry (deadlock).
 //!   With one victim at a time whose valid slots fit in one zone, the GC needs at most one
-//!   empty zone per stream, which `gc_reserve_zones` (>= 2) keeps for it.
+//!   empty zone per stream, which `gc_reserve_zones` (at least one per stream) keeps for it.
 //! - Dropping a swap-cached slot needs its owner, and there is no reverse table: the GC
 //!   reads the slot's record (per-LBA metadata with the data, or just the chunk footer)
 //!   and drops it without writing. Reads, not writes: WAF is unaffected.

@@ -6,18 +6,23 @@
 //! ```text
 //! 63..61  state tag (3 bits, `PageState`)
 //! 60..45  access history: 16-sample shift register (hot/cold policy)
-//! 44..40  history epoch mod 32 of the last shift
-//! 39..0   slot address (zone * zone capacity + slot) or swap-out ticket
+//! 44..36  history epoch mod 512 of the last shift
+//! 35..0   slot address (zone * zone capacity + slot) or swap-out ticket
 //! ```
+//!
+//! The epoch needs the 9 bits: a cold page stays swapped out for hundreds of epochs, and
+//! with 5 bits (mod 32) one back after 32 to 47 epochs kept the history of its last
+//! access as if it were recent, so cold pages looked warm. 36 address bits still name
+//! 2^36 slots (256 TiB of swap).
 
 use serde::Serialize;
 
 use crate::slot_map::SlotAddress;
 
-pub const ADDRESS_BITS: u32 = 40;
+pub const ADDRESS_BITS: u32 = 36;
 const ADDRESS_MASK: u64 = (1 << ADDRESS_BITS) - 1;
-const EPOCH_SHIFT: u32 = 40;
-const EPOCH_MASK: u64 = 31;
+const EPOCH_SHIFT: u32 = 36;
+const EPOCH_MASK: u64 = 511;
 const HISTORY_SHIFT: u32 = 45;
 const TAG_SHIFT: u32 = 61;
 
@@ -291,5 +296,19 @@ mod tests {
         assert!(table.compare_and_set(1, 3, PageState::Zero, PageState::Swapped { address: SlotAddress(9) }));
         assert_eq!(table.owner_of(SlotAddress(9)), Some((1, 3)));
         assert_eq!(table.touch_history(1, 3, 30, false), 0);
+    }
+
+    #[test]
+    fn a_page_back_after_many_epochs_has_no_history() {
+        let mut table = OwnerTable::new(1, 1);
+        table.register(0, 1, 0).unwrap();
+        table.set(0, 0, PageState::Swapped { address: SlotAddress((1 << ADDRESS_BITS) - 1) });
+        assert_eq!(table.touch_history(0, 0, 100, true), 1);
+        // 40 epochs later (8 past a 5-bit epoch's wrap) the old access is long gone.
+        assert_eq!(table.history(0, 0, 140), 0);
+        assert_eq!(table.touch_history(0, 0, 140, true), 1);
+        // 3 epochs later it is three samples back; the address is untouched.
+        assert_eq!(table.history(0, 0, 143), 0b1000);
+        assert_eq!(table.get(0, 0), PageState::Swapped { address: SlotAddress((1 << ADDRESS_BITS) - 1) });
     }
 }

@@ -144,7 +144,8 @@ impl Engine {
     /// Adapts the swap cache allowance from the WAF measured over a window of host
     /// writes: above target, shrink it to 3/4 of what the cache holds; below, grow it.
     pub(crate) fn adapt_swap_cache(&mut self) {
-        let window = self.epoch_pages;
+        // 1/16 of the device written, whatever the history's epoch.
+        let window = (self.derived.total_slots / 16).max(1);
         if self.cache_window_host < window {
             return;
         }

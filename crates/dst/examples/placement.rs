@@ -6,10 +6,15 @@
 //! page's true access rate, the ceiling of a better classifier.
 //!
 //! Every page is written once in order, the device is turned over `warmup` times, then
-//! the WAF is measured over `turnovers` more device-capacity writes.
+//! the WAF is measured over `turnovers` more device-capacity writes. The warm-up is long
+//! (16 by default) because pmbench's steady state comes late: its pages beyond 3 sigma are
+//! written once in a few device writes, and each such write moves a page from the
+//! in-order fill's zones, which no victim choice touches, into the zones the GC cleans.
+//! Per-core's WAF at 80 % climbs from 2.02 after 2 turnovers to 2.46 after 64
+//! (crates/dst/RESULTS.md has the sweep).
 //!
 //! `cargo run --release -p znswap-dst --example placement -- [--turnovers N] [--warmup N]
-//! [--seeds N] [--json]`
+//! [--seeds N] [--utilization 80,90] [--workloads pmbench] [--json]`
 
 use serde_json::json;
 use znswap_core::{PageInfo, Policy, PolicyKind, PolicyView, SwapZoneId, VictimSelection};
@@ -22,10 +27,19 @@ struct Args {
     seeds: u64,
     json: bool,
     utilizations: Vec<u32>,
+    /// Names from `WORKLOADS` to run; all when empty.
+    workloads: Vec<String>,
 }
 
 fn parse_args() -> Args {
-    let mut args = Args { turnovers: 2.0, warmup: 3.0, seeds: 1, json: false, utilizations: vec![50, 70, 80, 90] };
+    let mut args = Args {
+        turnovers: 2.0,
+        warmup: 16.0,
+        seeds: 1,
+        json: false,
+        utilizations: vec![50, 70, 80, 90],
+        workloads: Vec::new(),
+    };
     let mut iter = std::env::args().skip(1);
     while let Some(arg) = iter.next() {
         let mut value = |name: &str| iter.next().unwrap_or_else(|| panic!("{name} needs a value"));
@@ -39,12 +53,20 @@ fn parse_args() -> Args {
                     .map(|p| p.parse().expect("--utilization: percents, comma separated"))
                     .collect()
             }
+            "--workloads" => {
+                args.workloads = value("--workloads").split(',').map(str::to_string).collect();
+                let known: Vec<&str> = WORKLOADS.iter().map(|(name, _)| *name).collect();
+                for name in &args.workloads {
+                    assert!(known.contains(&name.as_str()), "--workloads: unknown {name:?}, known: {known:?}");
+                }
+            }
             "--json" => args.json = true,
             "-h" | "--help" => {
                 println!(
                     "placement probe: WAF of per-core (greedy and cost-benefit ZNGC), hot/cold, lifetime and an oracle (true access rates) on skewed workloads\n\
-                     options: --turnovers N (measured device writes, default 2) --warmup N (default 3)\n\
-                     --seeds N (runs per point, default 1) --utilization 50,70,80,90 --json"
+                     options: --turnovers N (measured device writes, default 2) --warmup N (default 16)\n\
+                     --seeds N (runs per point, default 1) --utilization 50,70,80,90\n\
+                     --workloads pmbench,\"hotspot 80/20\",ycsb-a (default all) --json"
                 );
                 std::process::exit(0);
             }
@@ -185,6 +207,9 @@ fn main() {
         println!("|---|---|---|---|---|---|---|---|---|---|---|");
     }
     for (name, workload) in WORKLOADS {
+        if !args.workloads.is_empty() && !args.workloads.iter().any(|chosen| chosen == name) {
+            continue;
+        }
         for &percent in &args.utilizations {
             let mut wafs = Vec::new();
             for (_, policy, victims, factory) in POLICIES {

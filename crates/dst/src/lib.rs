@@ -134,7 +134,7 @@ pub fn config_for(scenario: &mut Scenario) -> Config {
                             scenario.footer = false;
                         }
                     }
-                    "max_open_zones" if scenario.gc_streams > 1 => scenario.gc_streams = 1,
+                    "max_open_zones" if scenario.gc_streams > 1 => scenario.gc_streams -= 1,
                     _ => geometry.zone_count += 16,
                 }
             }

@@ -151,7 +151,7 @@ impl Scenario {
             offline_zones: [0, 0, 1, 2][below(rng, 4) as usize],
             delay_ns_max: [0, 10_000, 200_000][below(rng, 3) as usize],
         };
-        Scenario {
+        let mut scenario = Scenario {
             geometry,
             footer: chance(rng, 0.3),
             policy,
@@ -174,7 +174,17 @@ impl Scenario {
             // meaning.
             gc_read_gap_pages_max: [0, 1, 8, 63][below(rng, 4) as usize],
             cold_cycles: true,
+        };
+        // Hot/cold seeds that drew cost-benefit victims run lifetime, which picks those
+        // victims itself; decided from the draws above so they keep their meaning. Two
+        // streams drawn means as many as the policy splits survivors into (lifetime: 3).
+        if scenario.policy == PolicyKind::HotCold && scenario.victim_selection == VictimSelection::CostBenefit {
+            scenario.policy = PolicyKind::Lifetime;
         }
+        if scenario.gc_streams > 1 {
+            scenario.gc_streams = scenario.policy.gc_streams().max(2);
+        }
+        scenario
     }
 
     /// The WAF experiment: large zones, no faults, uniform or skewed overwrites.
