@@ -185,11 +185,13 @@ impl Policy for HotColdPolicy {
 ///   `hot_returns_min` earlier samples), warm (returned at least once before), cold (never
 ///   seen back in that window). For swap-outs the sample of the access that brought the
 ///   page in is not counted: every swapped-in page has it. Two device writes, not the
-///   paper's one, because a window of one writes too few samples to tell a warm page from
-///   a cold one (pmbench at 90 %: 3.95 against 3.75 in the model of RESULTS.md).
+///   paper's one, because one holds too few returns to tell a warm page from a cold one
+///   (the placement probe's pmbench at 80 / 90 %: WAF 1.942 / 4.069 with one, 1.901 /
+///   3.938 with two, 1.900 / 3.952 with four; crates/dst/RESULTS.md).
 /// - **GC survivors** go to the GC stream of their class, by the same count: a page that
 ///   outlived its zone is older than the zone's new data (SepBIT's separation of GC
-///   writes), and one that has not come back for two device writes joins the coldest.
+///   writes), and one that has not come back for two device writes joins the coldest
+///   (with two streams instead of three: 1.936 / 3.999; one: 2.008 / 4.328).
 /// - **Victims** by cost-benefit, `(1 - u) * age / (1 + u)`, age counted in swap-outs
 ///   since the zone's last append: once pages are separated, cold zones free their slots
 ///   slowly; greedy keeps them until they are almost empty and starves the hot zones of
@@ -198,11 +200,13 @@ impl Policy for HotColdPolicy {
 pub struct LifetimePolicy {
     /// Earlier returns (of the 16 samples) from which a page is hot.
     pub hot_returns_min: u32,
+    /// Device writes the 16 samples span.
+    pub history_turnovers: u32,
 }
 
 impl Default for LifetimePolicy {
     fn default() -> LifetimePolicy {
-        LifetimePolicy { hot_returns_min: 3 }
+        LifetimePolicy { hot_returns_min: 3, history_turnovers: 2 }
     }
 }
 
@@ -237,7 +241,7 @@ impl Policy for LifetimePolicy {
     }
 
     fn history_turnovers(&self) -> u32 {
-        2
+        self.history_turnovers
     }
 
     fn swap_zone(&mut self, page: &PageInfo, view: &dyn PolicyView) -> SwapZoneId {

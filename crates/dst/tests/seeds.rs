@@ -82,13 +82,14 @@ fn uniform_overwrites_at_ten_percent_need_no_copies() {
 fn every_policy_encoding_and_victim_selection() {
     use znswap_core::{PolicyKind, VictimSelection};
     let mut seed = 1000;
-    for policy in [PolicyKind::PerCore, PolicyKind::HotCold, PolicyKind::Tenant] {
+    for policy in PolicyKind::ALL {
         for footer in [false, true] {
             for selection in [VictimSelection::Greedy, VictimSelection::CostBenefit] {
                 seed += 1;
                 let mut rng = znswap_dst::scenario::rng(seed);
                 let mut scenario = Scenario::random(&mut rng);
                 scenario.policy = policy;
+                scenario.gc_streams = policy.gc_streams();
                 scenario.footer = footer;
                 scenario.victim_selection = selection;
                 scenario.utilization = 0.6;
@@ -105,6 +106,23 @@ fn every_policy_encoding_and_victim_selection() {
             }
         }
     }
+}
+
+/// Random seeds of both DSTs run the lifetime policy, the engine's with its three GC
+/// streams.
+#[test]
+fn random_seeds_run_lifetime() {
+    use znswap_core::PolicyKind;
+    let engine = (1..=400)
+        .map(|seed| Scenario::random(&mut znswap_dst::scenario::rng(seed)))
+        .filter(|scenario| scenario.policy == PolicyKind::Lifetime && scenario.gc_streams == 3)
+        .count();
+    assert!(engine >= 20, "{engine} of 400 engine seeds run lifetime with 3 GC streams");
+    let pager = (1..=200)
+        .map(|seed| znswap_dst::pager::PagerScenario::random(&mut znswap_dst::scenario::rng(seed ^ 0x9a9e_5eed)))
+        .filter(|scenario| scenario.policy == PolicyKind::Lifetime)
+        .count();
+    assert!(pager >= 10, "{pager} of 200 pager seeds run lifetime");
 }
 
 /// The GC's progress guard stopped a run, and the same call picked new victims: the GC

@@ -114,7 +114,7 @@ impl PagerScenario {
             reset_error: [0.0, 0.01, 0.1][below(rng, 3) as usize],
             offline_zones: [0, 0, 0, 1, 2][below(rng, 5) as usize],
         };
-        PagerScenario {
+        let mut scenario = PagerScenario {
             fault_mode,
             app_threads: 1 + below(rng, 4) as u32,
             evictor_threads: 1 + chance(rng, 0.25) as u32,
@@ -139,6 +139,12 @@ impl PagerScenario {
             },
             fork_steps: [0, 100_000, 400_000][below(rng, 3) as usize],
             faults,
+        };
+        // Hot/cold seeds with two tenants run lifetime (three GC streams): decided from
+        // the draws above so they keep their meaning.
+        if scenario.policy == PolicyKind::HotCold && scenario.tenants == 2 {
+            scenario.policy = PolicyKind::Lifetime;
         }
+        scenario
     }
 }

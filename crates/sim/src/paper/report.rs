@@ -82,15 +82,14 @@ pub fn markdown(options: &PaperOptions, figures: &[FigureOutput]) -> String {
             itself adds little.\n";
     out += "- **Hot/cold and lifetime (§6.1.2, Fig. 13).** The engine's hot/cold policy classifies pages by 16 \
             samples of access history; it lowers the GC's copying (WAF - 1) but the WAF itself only by a few per \
-            cent. The lifetime policy (crates/core/src/policy.rs) does better where the swap sees the skew: in the \
-            engine's placement probe, where every page lives on the device, it writes 17-21 % less than per-core \
-            on hotspot 80/20 and YCSB-A at 50-90 % utilization, but only 3-7 % less on pmbench, and a policy told \
-            each page's true access rate reaches only 3-8.5 % there (crates/dst/RESULTS.md): half of \
-            pmbench's pages lie beyond 3 sigma and are almost never written, per-core's GC stream already gathers \
-            them into zones that need no collecting, and within 3 sigma the rate falls smoothly. Here memory \
-            also keeps the hottest pages resident, so the swap sees a flatter stream, and at §6.1.2's 50-56 % \
-            device use per-core's WAF is 1.08 (80 % swapped) and 1.15 (90 %): a 15 % cut would take it below 1, \
-            fewer writes than no GC copying at all.\n";
+            cent. The lifetime policy (crates/core/src/policy.rs: hot, warm and cold by returns over two device \
+            writes, a GC stream per class) does better where the swap sees the skew: in the engine's placement \
+            probe, where every page lives on the device, it writes 15-17 % less than per-core on pmbench at 80 \
+            and 90 % utilization, 15-27 % less on hotspot 80/20 and YCSB-A at 50-90 % (crates/dst/RESULTS.md, \
+            after 16 device writes of warm-up: per-core's WAF on pmbench climbs for dozens of device writes, and \
+            the gap with it). Here memory keeps the hottest pages resident, so the swap sees a flatter stream, \
+            and at §6.1.2's 50-56 % device use per-core's WAF is 1.08 (80 % swapped) and 1.15 (90 %): a 15 % \
+            cut would take it below 1, fewer writes than no GC copying at all.\n";
     out += "- **Fig. 12, p99 latency.** Few of memcached's requests fault at 10 % (the comparison's note has the \
             share), so the requests' p99 lands near the median fault, a plain NAND read on either SSD; the block SSD's GC \
             shows in the faults' own tail (the kv table's JSON: fault_p99_us), not in the requests' p99. The \
