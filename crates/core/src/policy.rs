@@ -250,7 +250,7 @@ impl Policy for LifetimePolicy {
     }
 
     fn gc_stream(&mut self, page: &PageInfo, view: &dyn PolicyView) -> u32 {
-        // With fewer streams than classes the coldest classes share the last stream.
+        // With fewer streams, neighbouring classes share one (two: hot with warm, cold alone).
         self.class(page.access_history.count_ones()) * view.swap_inf().gc_streams / Self::CLASSES
     }
 }

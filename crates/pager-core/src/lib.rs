@@ -271,9 +271,10 @@ impl PagerCore {
                 (o, a) => o.min(a),
             };
             if limit <= 3 {
-                // Too few open zones for a second GC stream: survivors share one.
+                // Too few open zones for every GC stream the policy asks for: survivors
+                // of neighbouring classes share one, down to a single stream.
                 if engine_config.gc_streams > 1 {
-                    engine_config.gc_streams = 1;
+                    engine_config.gc_streams -= 1;
                     continue;
                 }
                 return Err(CoreError::Config(error));

@@ -468,3 +468,34 @@ fn the_child_reads_swapped_pages_at_their_slots_while_the_hold_keeps_them() {
     assert_eq!(h.core.engine().holds_info().zones_held, 0);
     h.core.engine().check_invariants();
 }
+
+/// Lifetime asks for three GC streams; a device that cannot keep that many zones open
+/// beside a swap-zone gets fewer, shared by neighbouring classes, not an error.
+#[test]
+fn lifetime_on_a_small_device_shares_gc_streams() {
+    let core = |max_open_zones: u32| {
+        let geometry = Geometry {
+            zone_count: 16,
+            zone_capacity_pages: 32,
+            metadata_bytes: 16,
+            write_granularity_pages: 1,
+            max_open_zones,
+            max_active_zones: max_open_zones,
+            zone_append_pages_max: 8,
+        };
+        let config = CoreConfig {
+            budget_pages: 32,
+            slack_pages: 0,
+            evict_batch_pages: 4,
+            reference_sampling: false,
+            readahead_pages: 0,
+            regions_max: 4,
+            tenants: 1,
+            policy: PolicyKind::Lifetime,
+        };
+        PagerCore::new(geometry, false, config).expect("a valid core")
+    };
+    assert_eq!(core(4).engine().derived().gc_streams, 3);
+    assert_eq!(core(3).engine().derived().gc_streams, 2);
+    assert_eq!(core(2).engine().derived().gc_streams, 1);
+}
