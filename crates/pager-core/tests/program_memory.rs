@@ -25,28 +25,36 @@ fn address(page: u64) -> u64 {
     BASE + page * PAGE_BYTES as u64
 }
 
+/// 16 zones of 32 slots with `max_open_zones` open at once.
+fn geometry(max_open_zones: u32) -> Geometry {
+    Geometry {
+        zone_count: 16,
+        zone_capacity_pages: 32,
+        metadata_bytes: 16,
+        write_granularity_pages: 1,
+        max_open_zones,
+        max_active_zones: max_open_zones,
+        zone_append_pages_max: 8,
+    }
+}
+
+/// A 32-page budget, evicting 4 pages at a time.
+fn core_config(policy: PolicyKind) -> CoreConfig {
+    CoreConfig {
+        budget_pages: 32,
+        slack_pages: 0,
+        evict_batch_pages: 4,
+        reference_sampling: false,
+        readahead_pages: 0,
+        regions_max: 4,
+        tenants: 1,
+        policy,
+    }
+}
+
 impl Harness {
     fn new() -> Harness {
-        let geometry = Geometry {
-            zone_count: 16,
-            zone_capacity_pages: 32,
-            metadata_bytes: 16,
-            write_granularity_pages: 1,
-            max_open_zones: 4,
-            max_active_zones: 4,
-            zone_append_pages_max: 8,
-        };
-        let config = CoreConfig {
-            budget_pages: 32,
-            slack_pages: 0,
-            evict_batch_pages: 4,
-            reference_sampling: false,
-            readahead_pages: 0,
-            regions_max: 4,
-            tenants: 1,
-            policy: PolicyKind::PerCore,
-        };
-        let mut core = PagerCore::new(geometry, false, config).expect("a valid core");
+        let mut core = PagerCore::new(geometry(4), false, core_config(PolicyKind::PerCore)).expect("a valid core");
         let owner = core.region_add(BASE, PAGES, 0).expect("a region");
         let driver = Driver::new(core.engine());
         Harness { core, driver, now: 1, memory: vec![0; PAGES as usize], owner }
@@ -474,26 +482,7 @@ fn the_child_reads_swapped_pages_at_their_slots_while_the_hold_keeps_them() {
 #[test]
 fn lifetime_on_a_small_device_shares_gc_streams() {
     let core = |max_open_zones: u32| {
-        let geometry = Geometry {
-            zone_count: 16,
-            zone_capacity_pages: 32,
-            metadata_bytes: 16,
-            write_granularity_pages: 1,
-            max_open_zones,
-            max_active_zones: max_open_zones,
-            zone_append_pages_max: 8,
-        };
-        let config = CoreConfig {
-            budget_pages: 32,
-            slack_pages: 0,
-            evict_batch_pages: 4,
-            reference_sampling: false,
-            readahead_pages: 0,
-            regions_max: 4,
-            tenants: 1,
-            policy: PolicyKind::Lifetime,
-        };
-        PagerCore::new(geometry, false, config).expect("a valid core")
+        PagerCore::new(geometry(max_open_zones), false, core_config(PolicyKind::Lifetime)).expect("a valid core")
     };
     assert_eq!(core(4).engine().derived().gc_streams, 3);
     assert_eq!(core(3).engine().derived().gc_streams, 2);
