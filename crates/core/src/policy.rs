@@ -119,28 +119,6 @@ impl Policy for PerCorePolicy {
     }
 }
 
-/// The swap-zone of a page in a two-way split: the first `hot_zones(zones)` swap-zones
-/// take hot pages, the rest cold ones; cores multiplex within each part. One swap-zone
-/// takes everything.
-fn split_zone(hot: bool, core: u32, view: &dyn PolicyView, hot_zones: fn(u32) -> u32) -> SwapZoneId {
-    let zones = view.swap_inf().swap_zones;
-    if zones < 2 {
-        return 0;
-    }
-    let hot_zones = hot_zones(zones);
-    if hot {
-        core % hot_zones
-    } else {
-        hot_zones + core % (zones - hot_zones)
-    }
-}
-
-/// The GC stream of a survivor in a two-way split: cold ones to the second stream when
-/// there is one, so survivors that die soon do not share zones with those that live on.
-fn split_stream(hot: bool, view: &dyn PolicyView) -> u32 {
-    u32::from(view.swap_inf().gc_streams > 1 && !hot)
-}
-
 /// Hot/cold: pages accessed in at least `hot_samples_min` of their last 16 samples go to
 /// the hot half of the swap-zones, the others to the cold half, so pages that die young
 /// do not share zones with pages that live long (less GC copying).
@@ -167,11 +145,24 @@ impl Policy for HotColdPolicy {
     }
 
     fn gc_stream(&mut self, page: &PageInfo, view: &dyn PolicyView) -> u32 {
-        split_stream(self.is_hot(page.access_history), view)
+        // Cold survivors to the second stream when there is one: survivors that die soon
+        // do not share zones with those that live on.
+        u32::from(view.swap_inf().gc_streams > 1 && !self.is_hot(page.access_history))
     }
 
     fn swap_zone(&mut self, page: &PageInfo, view: &dyn PolicyView) -> SwapZoneId {
-        split_zone(self.is_hot(page.access_history), page.core, view, |zones| zones / 2)
+        // The first half of the swap-zones take hot pages, the rest cold ones; cores
+        // multiplex within each half. One swap-zone takes everything.
+        let zones = view.swap_inf().swap_zones;
+        if zones < 2 {
+            return 0;
+        }
+        let hot_zones = zones / 2;
+        if self.is_hot(page.access_history) {
+            page.core % hot_zones
+        } else {
+            hot_zones + page.core % (zones - hot_zones)
+        }
     }
 }
 
