@@ -4,13 +4,53 @@
 //! runs it under the pager on a small device of its own and also checks the figures
 //! the pager reports (pages really went to the device, the budget held).
 
+use std::io::Read;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 const ZNSWAP: &str = env!("CARGO_BIN_EXE_znswap");
 const HEAP_CHECK: &str = env!("CARGO_BIN_EXE_znswap-heap-check");
 const BUDGET_MIB: u64 = 16;
+/// Far beyond any run here (seconds each): a hang fails its test, naming the command,
+/// instead of holding the whole test run until CI gives up.
+const RUN_LIMIT: Duration = Duration::from_secs(300);
+
+/// `command`'s output, as `Command::output` gives it, unless it runs past [`RUN_LIMIT`]:
+/// then its process group (the launcher and the program) is killed and the test fails.
+fn output_within_limit(command: &mut Command) -> Output {
+    let mut child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .unwrap_or_else(|error| panic!("starting {command:?}: {error}"));
+    let drain = |mut pipe: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            let _ = pipe.read_to_end(&mut bytes);
+            bytes
+        })
+    };
+    let stdout = drain(Box::new(child.stdout.take().unwrap()));
+    let stderr = drain(Box::new(child.stderr.take().unwrap()));
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > RUN_LIMIT {
+            // SAFETY: signals the group this test started (its leader is the child).
+            unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
+            let _ = child.wait();
+            let stderr = String::from_utf8_lossy(&stderr.join().unwrap()).into_owned();
+            panic!("{command:?} still ran after {RUN_LIMIT:?} (killed); stderr:\n{stderr}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    Output { status, stdout: stdout.join().unwrap(), stderr: stderr.join().unwrap() }
+}
 
 /// The preload library is a workspace member of its own: built here if this test run
 /// did not build it (e.g. `cargo test -p znswap`).
@@ -77,20 +117,20 @@ fn run_with(args: &[&str], env: &[(&str, &Path)]) -> Run {
     let device = device(dir.path());
     let stats = dir.path().join("stats.json");
     let started = Instant::now();
-    let output = Command::new(ZNSWAP)
-        .arg("run")
-        .arg("--device")
-        .arg(&device)
-        .arg("--memory")
-        .arg(format!("{BUDGET_MIB}M"))
-        .arg("--stats")
-        .arg(&stats)
-        .arg("--")
-        .arg(HEAP_CHECK)
-        .args(args)
-        .envs(env.iter().copied())
-        .output()
-        .expect("running znswap run");
+    let output = output_within_limit(
+        Command::new(ZNSWAP)
+            .arg("run")
+            .arg("--device")
+            .arg(&device)
+            .arg("--memory")
+            .arg(format!("{BUDGET_MIB}M"))
+            .arg("--stats")
+            .arg(&stats)
+            .arg("--")
+            .arg(HEAP_CHECK)
+            .args(args)
+            .envs(env.iter().copied()),
+    );
     let report = std::fs::read(&stats).ok().map(|bytes| serde_json::from_slice(&bytes).expect("stats JSON"));
     Run { output, report, took: started.elapsed() }
 }
@@ -183,14 +223,16 @@ fn the_programs_exit_status_and_signals_come_back() {
     let dir = tempfile::tempdir().unwrap();
     let device = device(dir.path());
     let status = |script: &str| {
-        Command::new(ZNSWAP)
-            .args(["run", "--memory", "16M", "--device"])
-            .arg(&device)
-            .args(["--", "/bin/sh", "-c", script])
-            .output()
-            .unwrap()
-            .status
-            .code()
+        output_within_limit(
+            Command::new(ZNSWAP).args(["run", "--memory", "16M", "--device"]).arg(&device).args([
+                "--",
+                "/bin/sh",
+                "-c",
+                script,
+            ]),
+        )
+        .status
+        .code()
     };
     assert_eq!(status("exit 7"), Some(7));
     assert_eq!(status("kill -TERM $$"), Some(128 + libc::SIGTERM));
@@ -201,38 +243,31 @@ fn bad_input_gets_a_clear_error() {
     ensure_library();
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("nope.zns");
-    let output =
-        Command::new(ZNSWAP).args(["run", "--device"]).arg(&missing).args(["--", "/bin/true"]).output().unwrap();
+    let output = output_within_limit(Command::new(ZNSWAP).args(["run", "--device"]).arg(&missing).args(["--", "/bin/true"]));
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("no device at") && stderr.contains("znswap device create"), "{stderr}");
 
     let device = device(dir.path());
-    let output = Command::new(ZNSWAP)
-        .args(["run", "--memory", "1M", "--device"])
-        .arg(&device)
-        .args(["--", "/bin/true"])
-        .output()
-        .unwrap();
+    let output = output_within_limit(
+        Command::new(ZNSWAP).args(["run", "--memory", "1M", "--device"]).arg(&device).args(["--", "/bin/true"]),
+    );
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(!output.status.success() && stderr.contains("too small"), "{stderr}");
 
-    let output = Command::new(ZNSWAP)
-        .args(["run", "--arena", "20G", "--device"])
-        .arg(&device)
-        .args(["--", "/bin/true"])
-        .output()
-        .unwrap();
+    let output = output_within_limit(
+        Command::new(ZNSWAP).args(["run", "--arena", "20G", "--device"]).arg(&device).args(["--", "/bin/true"]),
+    );
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(!output.status.success() && stderr.contains("more than the allocator can manage"), "{stderr}");
 
-    let output = Command::new(ZNSWAP)
-        .env("ZNSWAP_PRELOAD", dir.path().join("missing.so"))
-        .args(["run", "--device"])
-        .arg(&device)
-        .args(["--", "/bin/true"])
-        .output()
-        .unwrap();
+    let output = output_within_limit(
+        Command::new(ZNSWAP)
+            .env("ZNSWAP_PRELOAD", dir.path().join("missing.so"))
+            .args(["run", "--device"])
+            .arg(&device)
+            .args(["--", "/bin/true"]),
+    );
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(!output.status.success() && stderr.contains("ZNSWAP_PRELOAD"), "{stderr}");
 }

@@ -8,6 +8,7 @@ mod latency;
 pub mod lost_pages;
 mod page_buffers;
 mod pager;
+pub mod pager_thread;
 pub mod run_env;
 mod self_paging;
 mod signals;

@@ -29,7 +29,6 @@
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock, TryLockError};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use znswap_core::{ConfigError, Geometry as EngineGeometry, IoError, OwnerError, PolicyKind};
@@ -37,6 +36,7 @@ use znswap_pager_core::{Action, Actions, CopyFrom, CoreConfig, CoreError, Discar
 use znswap_zoned::{ZoneError, ZonedDevice};
 
 use crate::page_buffers::PageBuffers;
+use crate::pager_thread::PagerThread;
 use crate::self_paging::{self, Registration, SelfPagingError};
 use crate::uffd::{features, register_mode, UffdError, Userfaultfd};
 
@@ -216,7 +216,7 @@ type ThreadRole = (&'static str, &'static str, fn(&Shared), usize);
 /// The pager; dropping it stops its threads (regions must be dropped first).
 pub struct Pager {
     shared: Arc<Shared>,
-    threads: Vec<JoinHandle<()>>,
+    threads: Vec<PagerThread>,
     registration: Option<Registration>,
     thread_start: Option<fn()>,
     child_orphaned: Option<fn()>,
@@ -432,28 +432,9 @@ fn spawn_thread(
     role: &'static str,
     thread_start: Option<fn()>,
     body: fn(&Shared),
-) -> std::io::Result<JoinHandle<()>> {
+) -> std::io::Result<PagerThread> {
     let shared = shared.clone();
-    std::thread::Builder::new().name(name).spawn(move || {
-        if let Some(start) = thread_start {
-            start();
-        }
-        let _guard = AbortOnPanic(role);
-        body(&shared)
-    })
-}
-
-/// A pager thread that panics leaves faulting threads blocked forever, and paged memory
-/// with no owner: stop the process loudly instead (as the kernel would BUG).
-struct AbortOnPanic(&'static str);
-
-impl Drop for AbortOnPanic {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            eprintln!("znswap: the pager's {} failed; aborting rather than hanging or losing pages", self.0);
-            std::process::abort();
-        }
-    }
+    PagerThread::spawn(&name, role, thread_start, move || body(&shared))
 }
 
 impl Drop for Pager {
@@ -465,7 +446,7 @@ impl Drop for Pager {
         self.shared.io_wanted.notify_all();
         self.shared.space_freed.notify_all();
         for thread in self.threads.drain(..) {
-            let _ = thread.join();
+            thread.join();
         }
         if let Some(pidfd) = self.shared.self_pidfd {
             // SAFETY: our own descriptor; the threads that used it have stopped.

@@ -25,6 +25,7 @@ use std::time::Duration;
 use libmimalloc_sys as mi;
 use znswap_core::PolicyKind;
 use znswap_pager::run_env::{self, RunReport};
+use znswap_pager::pager_thread::PagerThread;
 use znswap_pager::{FaultMode, Pager, PagerConfig, Region};
 
 use alloc::Internal;
@@ -216,16 +217,12 @@ fn start(config: Config) -> Result<(), String> {
     }
     alloc::PAGED_HEAP.store(heap, std::sync::atomic::Ordering::Release);
     if RUNTIME.get().is_some_and(|runtime| runtime.stats.is_some()) {
-        std::thread::Builder::new()
-            .name("znswap-stats".into())
-            .spawn(|| {
-                alloc::mark_internal_thread();
-                loop {
-                    std::thread::sleep(Duration::from_secs(1));
-                    write_report(false);
-                }
-            })
-            .map_err(|error| format!("starting the stats thread: {error}"))?;
+        // Detached: it writes the figures each second until the process ends.
+        let _ = PagerThread::spawn("znswap-stats", "stats thread", Some(alloc::mark_internal_thread), || loop {
+            std::thread::sleep(Duration::from_secs(1));
+            write_report(false);
+        })
+        .map_err(|error| format!("starting the stats thread: {error}"))?;
         // SAFETY: registers a plain function; it runs at exit on the exiting thread.
         unsafe { libc::atexit(at_exit) };
     }

@@ -128,74 +128,16 @@ impl Pager {
         for (base, len) in self.shared.lock().region_ranges() {
             uffd.register(base, len, register_mode::MISSING).map_err(|error| error.to_string())?;
         }
-        // A raw thread, not std's: std runs spawn hooks in the new thread before the
-        // closure that could mark it as the pager's, and they allocate (seen: a
-        // thread-local destructor registered by `calloc` into paged memory, a fault
-        // only this thread could have served).
-        let start = Box::new(ChildThread {
-            shared: self.shared.clone(),
-            uffd,
-            parent,
-            thread_start: self.thread_start,
-            orphaned: self.child_orphaned,
-            running: AtomicBool::new(false),
-        });
-        let start = Box::into_raw(start);
-        // A stack of its own: glibc would reuse the cached stack of a thread of the
-        // parent, whose thread-local block the program's malloc put in paged memory
-        // (seen: redis's BGSAVE child stuck in pthread_create on a bio thread's DTV).
-        const STACK_BYTES: usize = 1 << 20;
-        let stack = libc::mmap(
-            std::ptr::null_mut(),
-            STACK_BYTES,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
-            -1,
-            0,
-        );
-        if stack == libc::MAP_FAILED {
-            drop(Box::from_raw(start));
-            return Err(format!("mapping a stack: {}", std::io::Error::last_os_error()));
-        }
-        let mut attributes: libc::pthread_attr_t = std::mem::zeroed();
-        libc::pthread_attr_init(&mut attributes);
-        libc::pthread_attr_setstack(&mut attributes, stack, STACK_BYTES);
-        let mut thread: libc::pthread_t = 0;
-        let rc = libc::pthread_create(&mut thread, &attributes, child_thread, start.cast());
-        libc::pthread_attr_destroy(&mut attributes);
-        if rc != 0 {
-            drop(Box::from_raw(start));
-            return Err(format!("pthread_create: {}", std::io::Error::from_raw_os_error(rc)));
-        }
-        // Returns once the thread is marked as the pager's: until then the caller keeps
-        // every allocation out of paged memory.
-        while !(*start).running.load(std::sync::atomic::Ordering::Acquire) {
-            std::thread::yield_now();
-        }
+        // A `PagerThread` (see pager_thread.rs: std's spawn and glibc's cached stacks
+        // would put the new thread's first allocations in paged memory, a fault only it
+        // could serve). Detached: it runs until the child ends.
+        let (shared, orphaned) = (self.shared.clone(), self.child_orphaned);
+        PagerThread::spawn("znswap-child", "forked child's fault thread", self.thread_start, move || {
+            shared.serve_child_faults(&uffd, parent, orphaned)
+        })
+        .map_err(|error| format!("starting its fault thread: {error}"))?;
         Ok(())
     }
-}
-
-/// What the child's fault thread starts with (leaked: it runs until the child ends).
-struct ChildThread {
-    shared: Arc<Shared>,
-    uffd: Userfaultfd,
-    parent: libc::pid_t,
-    thread_start: Option<fn()>,
-    orphaned: Option<fn()>,
-    running: AtomicBool,
-}
-
-extern "C" fn child_thread(start: *mut libc::c_void) -> *mut libc::c_void {
-    // SAFETY: the pointer `serve_child` leaked for this thread, alive for the process.
-    let start = unsafe { &*(start as *const ChildThread) };
-    if let Some(mark) = start.thread_start {
-        mark();
-    }
-    start.running.store(true, std::sync::atomic::Ordering::Release);
-    let _guard = AbortOnPanic("forked child's fault thread");
-    start.shared.serve_child_faults(&start.uffd, start.parent, start.orphaned);
-    std::ptr::null_mut()
 }
 
 impl Shared {
