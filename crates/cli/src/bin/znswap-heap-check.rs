@@ -471,7 +471,7 @@ fn daemonize() -> String {
     // SAFETY: fork in a single-threaded moment of this program; the child only sleeps.
     match unsafe { libc::fork() } {
         0 => {
-            std::thread::sleep(std::time::Duration::from_secs(10));
+            std::thread::sleep(std::time::Duration::from_secs(60));
             // SAFETY: ends the child without running the parent's exit handlers.
             unsafe { libc::_exit(0) }
         }
