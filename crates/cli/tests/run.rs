@@ -225,12 +225,10 @@ fn the_programs_exit_status_and_signals_come_back() {
     let device = device(dir.path());
     let status = |script: &str| {
         output_within_limit(
-            Command::new(ZNSWAP).args(["run", "--memory", "16M", "--device"]).arg(&device).args([
-                "--",
-                "/bin/sh",
-                "-c",
-                script,
-            ]),
+            Command::new(ZNSWAP)
+                .args(["run", "--memory", "16M", "--device"])
+                .arg(&device)
+                .args(["--", "/bin/sh", "-c", script]),
         )
         .status
         .code()
@@ -244,7 +242,8 @@ fn bad_input_gets_a_clear_error() {
     ensure_library();
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("nope.zns");
-    let output = output_within_limit(Command::new(ZNSWAP).args(["run", "--device"]).arg(&missing).args(["--", "/bin/true"]));
+    let output =
+        output_within_limit(Command::new(ZNSWAP).args(["run", "--device"]).arg(&missing).args(["--", "/bin/true"]));
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("no device at") && stderr.contains("znswap device create"), "{stderr}");

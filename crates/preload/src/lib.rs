@@ -24,8 +24,8 @@ use std::time::Duration;
 
 use libmimalloc_sys as mi;
 use znswap_core::PolicyKind;
-use znswap_pager::run_env::{self, RunReport};
 use znswap_pager::pager_thread::PagerThread;
+use znswap_pager::run_env::{self, RunReport};
 use znswap_pager::{FaultMode, Pager, PagerConfig, Region};
 
 use alloc::Internal;
