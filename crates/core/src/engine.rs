@@ -18,7 +18,7 @@ use crate::config::{Config, ConfigError, Derived, RecordEncoding};
 use crate::gc::GcState;
 use crate::io::{IoId, IoKind, IoRequest, IoTable};
 use crate::owner_table::{OwnerError, OwnerTable, PageState};
-use crate::policy::{PageInfo, Policy, PolicyView, SwapInfo, SwapZoneId, VmInfo, ZoneInfo};
+use crate::policy::{HistorySpan, PageInfo, Policy, PolicyView, SwapInfo, SwapZoneId, VmInfo, ZoneInfo};
 use crate::record::{self, PageRecord, RecordError};
 use crate::slot_map::{SlotAddress, SlotMaps, SlotState, ZoneState};
 use crate::stats::Stats;
@@ -186,11 +186,14 @@ pub struct Engine {
     pub(crate) tenant_gc_bytes: Vec<u64>,
     pub(crate) next_ticket: u64,
     pub(crate) now_ns: u64,
-    /// Epochs of `epoch_pages` swap-outs so far (the access history's clock): 1/16 of
-    /// `Policy::history_turnovers` device writes each.
+    /// Epochs so far (the access history's clock): 1/16 of the policy's
+    /// `history_span` each, `epoch_pages` swap-outs for the current one.
     pub(crate) epoch: u64,
+    pub(crate) history_span: HistorySpan,
     pub(crate) epoch_pages: u64,
     pub(crate) pages_this_epoch: u64,
+    /// Swap-outs so far (`swap_out_clock`).
+    pub(crate) swap_out_count: u64,
     pub(crate) valid_total: u64,
     pub(crate) cached_total: u64,
     pub(crate) cache_limit_slots: u64,
@@ -225,8 +228,7 @@ impl Engine {
             .map(|_| SwapZone { zone: NO_ZONE, pending: None, chunk_data_pages: 0, pending_since_ns: 0 })
             .collect();
         let total_slots = derived.total_slots;
-        // The history's 16 samples span this many device writes (the paper's: one).
-        let history_turnovers = u64::from(policy.history_turnovers().clamp(1, 64));
+        let history_span = policy.history_span();
         Ok(Engine {
             capacity,
             slots: SlotMaps::new(g.zone_count, capacity),
@@ -258,8 +260,10 @@ impl Engine {
             next_ticket: 1,
             now_ns: 0,
             epoch: 0,
-            epoch_pages: (total_slots * history_turnovers / 16).max(1),
+            history_span,
+            epoch_pages: history_span.epoch_pages(total_slots, 0),
             pages_this_epoch: 0,
+            swap_out_count: 0,
             valid_total: 0,
             cached_total: 0,
             cache_limit_slots: total_slots,
@@ -303,7 +307,7 @@ impl Engine {
     /// has been written around for a second of idle time is no colder than before
     /// (SepBIT and the LFS cleaner count age in data written too).
     pub(crate) fn swap_out_clock(&self) -> u64 {
-        self.epoch * self.epoch_pages + self.pages_this_epoch
+        self.swap_out_count
     }
 
     pub fn policy_name(&self) -> &'static str {

@@ -36,7 +36,7 @@ pub use config::{
 pub use engine::{Engine, EngineError, Event, HostMemory, ReadOutcome, SwapIn, SwapOutError, SwapOutOutcome, Ticket};
 pub use io::{AppendPage, Buf, IoError, IoId, IoRequest};
 pub use owner_table::{OwnerError, PageState};
-pub use policy::{PageInfo, Policy, PolicyKind, PolicyView, SwapInfo, SwapZoneId, VmInfo, ZoneInfo};
+pub use policy::{HistorySpan, PageInfo, Policy, PolicyKind, PolicyView, SwapInfo, SwapZoneId, VmInfo, ZoneInfo};
 pub use slot_map::SlotAddress;
 pub use stats::Stats;
 pub use zones::{far_threshold_pages, HoldsInfo, ResetHold};

@@ -75,10 +75,13 @@ impl Engine {
         }
         self.owners.set(owner, page, PageState::SwapOutInFlight { ticket: ticket.0, dirtied: false });
         self.stats.swap_outs += 1;
+        self.swap_out_count += 1;
         self.pages_this_epoch += 1;
         if self.pages_this_epoch >= self.epoch_pages {
             self.pages_this_epoch = 0;
             self.epoch += 1;
+            let live = self.valid_total + self.cached_total;
+            self.epoch_pages = self.history_span.epoch_pages(self.derived.total_slots, live);
         }
         Ok(ticket)
     }

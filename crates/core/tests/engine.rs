@@ -4,8 +4,9 @@
 
 use znswap_core::driver::{self, Captured, Completion, DeviceHooks, Driver, NoFaults, Stage};
 use znswap_core::{
-    Buf, Config, Engine, Event, Geometry, IoError, IoId, IoRequest, PageState, PolicyKind, ReadOutcome, SlotAddress,
-    SwapCacheMode, SwapIn, SwapOutError, SwapOutOutcome, VictimSelection,
+    Buf, Config, Engine, Event, Geometry, HistorySpan, IoError, IoId, IoRequest, PageInfo, PageState, Policy,
+    PolicyKind, PolicyView, ReadOutcome, SlotAddress, SwapCacheMode, SwapIn, SwapOutError, SwapOutOutcome, SwapZoneId,
+    VictimSelection,
 };
 
 fn geometry(metadata_bytes: u32) -> Geometry {
@@ -46,7 +47,11 @@ impl DeviceHooks for CorruptNextRecord {
 
 impl Harness {
     fn new(config: Config) -> Harness {
-        let engine = Engine::new(config, PolicyKind::PerCore.build(1)).unwrap();
+        Harness::with_policy(config, PolicyKind::PerCore.build(1))
+    }
+
+    fn with_policy(config: Config, policy: Box<dyn Policy>) -> Harness {
+        let engine = Engine::new(config, policy).unwrap();
         Harness {
             driver: Driver::new(&engine),
             engine,
@@ -702,4 +707,72 @@ fn the_driver_fails_offline_zones_and_injected_errors_without_touching_the_devic
     assert_eq!(hooks.0.len(), 1, "an offline zone fails before any fault is drawn");
     assert_eq!(h.driver.device.zones[zone as usize].write_pointer, 0);
     assert_eq!(h.driver.read_pages(zone, 0, 1, &mut hooks), Err(IoError::Offline));
+}
+
+/// Records the access history of every page a policy places.
+struct HistoryRecorder {
+    span: HistorySpan,
+    seen: std::sync::Arc<std::sync::Mutex<Vec<(u64, u16)>>>,
+}
+
+impl Policy for HistoryRecorder {
+    fn name(&self) -> &'static str {
+        "history-recorder"
+    }
+    fn swap_zone(&mut self, page: &PageInfo, _view: &dyn PolicyView) -> SwapZoneId {
+        self.seen.lock().unwrap().push((page.page, page.access_history));
+        0
+    }
+    fn history_span(&self) -> HistorySpan {
+        self.span
+    }
+}
+
+#[test]
+fn a_live_writes_history_ticks_with_the_live_slots_not_the_device() {
+    // Epochs between two returns of page 0, nine swap-outs apart, with `live` pages
+    // swapped out on a 512-slot device.
+    let epochs_between_returns = |span: HistorySpan, live: u64| {
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let policy = HistoryRecorder { span, seen: seen.clone() };
+        let mut h = Harness::with_policy(Config::new(geometry(16)), Box::new(policy));
+        h.engine.register_owner(0, live, 0).unwrap();
+        for page in 0..live {
+            h.swap_out(0, page, 1);
+            h.settle();
+        }
+        // Swapped in, dirtied (a clean page would go back to its swap-cached slot
+        // without a placement) and swapped out again.
+        let mut versions = vec![1; live as usize];
+        let mut cycle = |h: &mut Harness, page: u64| {
+            assert_eq!(h.swap_in(0, page), Some(versions[page as usize]));
+            h.engine.dirtied(0, page, h.now).unwrap();
+            versions[page as usize] += 1;
+            h.swap_out(0, page, versions[page as usize]);
+            h.settle();
+        };
+        cycle(&mut h, 0);
+        for page in 1..=8 {
+            cycle(&mut h, page);
+        }
+        cycle(&mut h, 0);
+        h.engine.check_invariants();
+        let (page, history) = *seen.lock().unwrap().last().unwrap();
+        assert_eq!(page, 0);
+        assert_eq!(history & 1, 1, "the return that brought page 0 in is the newest sample: {history:#b}");
+        // The earlier return is the other bit set, as many samples back as epochs
+        // passed (none: the same sample).
+        assert!((history & !1).count_ones() <= 1, "{history:#b}");
+        (history & !1).checked_ilog2().unwrap_or(0)
+    };
+    // 16 samples span one rewrite of the 64 live slots: 4 swap-outs an epoch, so nine
+    // swap-outs are 2 or 3 epochs.
+    let live_64 = epochs_between_returns(HistorySpan::LiveWrites { tenths: 10 }, 64);
+    assert!((2..=3).contains(&live_64), "{live_64} epochs");
+    // Four times the live slots: 16 swap-outs an epoch.
+    let live_256 = epochs_between_returns(HistorySpan::LiveWrites { tenths: 10 }, 256);
+    assert!(live_256 <= 1, "{live_256} epochs");
+    // One device write (512 slots): 32 swap-outs an epoch, whatever is live.
+    let device = epochs_between_returns(HistorySpan::DeviceWrites(1), 64);
+    assert!(device <= 1, "{device} epochs");
 }

@@ -14,7 +14,7 @@
 //! (crates/dst/RESULTS.md has the sweep).
 //!
 //! `cargo run --release -p znswap-dst --example placement -- [--turnovers N] [--warmup N]
-//! [--seeds N] [--utilization 80,90] [--workloads pmbench] [--json]`
+//! [--seeds N] [--utilization 80,90] [--workloads pmbench] [--policies lifetime] [--json]`
 
 use serde_json::json;
 use znswap_core::{PageInfo, Policy, PolicyKind, PolicyView, SwapZoneId, VictimSelection};
@@ -29,6 +29,9 @@ struct Args {
     utilizations: Vec<u32>,
     /// Names from `WORKLOADS` to run; all when empty.
     workloads: Vec<String>,
+    /// Labels from `POLICIES` to run; all when empty. A policy left out prints "-", so
+    /// that one policy's change can be measured without re-running the others.
+    policies: Vec<String>,
 }
 
 fn parse_args() -> Args {
@@ -39,6 +42,7 @@ fn parse_args() -> Args {
         json: false,
         utilizations: vec![50, 70, 80, 90],
         workloads: Vec::new(),
+        policies: Vec::new(),
     };
     let mut iter = std::env::args().skip(1);
     while let Some(arg) = iter.next() {
@@ -60,13 +64,21 @@ fn parse_args() -> Args {
                     assert!(known.contains(&name.as_str()), "--workloads: unknown {name:?}, known: {known:?}");
                 }
             }
+            "--policies" => {
+                args.policies = value("--policies").split(',').map(str::to_string).collect();
+                let known: Vec<&str> = POLICIES.iter().map(|(label, ..)| *label).collect();
+                for label in &args.policies {
+                    assert!(known.contains(&label.as_str()), "--policies: unknown {label:?}, known: {known:?}");
+                }
+            }
             "--json" => args.json = true,
             "-h" | "--help" => {
                 println!(
                     "placement probe: WAF of per-core (greedy and cost-benefit ZNGC), hot/cold, lifetime and an oracle (true access rates) on skewed workloads\n\
                      options: --turnovers N (measured device writes, default 2) --warmup N (default 16)\n\
                      --seeds N (runs per point, default 1) --utilization 50,70,80,90\n\
-                     --workloads pmbench,\"hotspot 80/20\",ycsb-a (default all) --json"
+                     --workloads pmbench,\"hotspot 80/20\",ycsb-a (default all)\n\
+                     --policies per-core,per-core-cost-benefit,hot-cold,lifetime,oracle (default all) --json"
                 );
                 std::process::exit(0);
             }
@@ -212,39 +224,42 @@ fn main() {
         }
         for &percent in &args.utilizations {
             let mut wafs = Vec::new();
-            for (_, policy, victims, factory) in POLICIES {
+            for (label, policy, victims, factory) in POLICIES {
+                if !args.policies.is_empty() && !args.policies.iter().any(|chosen| chosen == label) {
+                    wafs.push(None);
+                    continue;
+                }
                 let mut sum = 0.0;
                 for seed in 1..=args.seeds {
                     sum += measure(workload, (policy, victims, factory), percent as f64 / 100.0, &args, seed);
                 }
-                wafs.push(sum / args.seeds as f64);
+                wafs.push(Some(sum / args.seeds as f64));
             }
             // The change of WAF against a baseline, in per cent (negative: lower).
-            let change = |waf: f64, base: f64| (waf / base - 1.0) * 100.0;
+            let change = |waf: usize, base: usize| Some((wafs[waf]? / wafs[base]? - 1.0) * 100.0);
+            let changes = [
+                ("hot-cold_vs_per-core", change(2, 0)),
+                ("lifetime_vs_per-core", change(3, 0)),
+                ("lifetime_vs_per-core-cost-benefit", change(3, 1)),
+                ("oracle_vs_per-core", change(4, 0)),
+            ];
             if !args.json {
-                println!(
-                    "| {name} | {percent} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:+.1} % | {:+.1} % | {:+.1} % | {:+.1} % |",
-                    wafs[0],
-                    wafs[1],
-                    wafs[2],
-                    wafs[3],
-                    wafs[4],
-                    change(wafs[2], wafs[0]),
-                    change(wafs[3], wafs[0]),
-                    change(wafs[3], wafs[1]),
-                    change(wafs[4], wafs[0]),
-                );
+                let waf = |waf: Option<f64>| waf.map_or("-".to_string(), |waf| format!("{waf:.3}"));
+                let percent_change = |change: Option<f64>| change.map_or("-".to_string(), |c| format!("{c:+.1} %"));
+                let cells: Vec<String> =
+                    wafs.iter().map(|&w| waf(w)).chain(changes.iter().map(|&(_, c)| percent_change(c))).collect();
+                println!("| {name} | {percent} | {} |", cells.join(" | "));
             }
-            let waf: serde_json::Map<String, serde_json::Value> =
-                POLICIES.iter().zip(&wafs).map(|((label, ..), &waf)| (label.to_string(), json!(waf))).collect();
+            let waf: serde_json::Map<String, serde_json::Value> = POLICIES
+                .iter()
+                .zip(&wafs)
+                .filter_map(|((label, ..), waf)| Some((label.to_string(), json!(waf.as_ref()?))))
+                .collect();
+            let changes: serde_json::Map<String, serde_json::Value> =
+                changes.iter().filter_map(|&(label, c)| Some((label.to_string(), json!(c?)))).collect();
             rows.push(json!({
                 "workload": name, "utilization_percent": percent, "seeds": args.seeds, "waf": waf,
-                "waf_change_percent": {
-                    "hot-cold_vs_per-core": change(wafs[2], wafs[0]),
-                    "lifetime_vs_per-core": change(wafs[3], wafs[0]),
-                    "lifetime_vs_per-core-cost-benefit": change(wafs[3], wafs[1]),
-                    "oracle_vs_per-core": change(wafs[4], wafs[0]),
-                },
+                "waf_change_percent": changes,
             }));
         }
     }
