@@ -148,8 +148,8 @@ pub fn figure_hotcold(
                  memory and were too slow to simulate to steady state).",
                 swapped.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(", ")
             ),
-            "lifetime: the new policy (crates/core/src/policy.rs): hot, warm and cold by returns over two \
-             device writes, a GC stream per class, cost-benefit victims. The engine's placement probe (`cargo \
+            "lifetime: the new policy (crates/core/src/policy.rs): hot, warm and cold by returns while \
+             the live pages are rewritten 2.5 times, a GC stream per class, cost-benefit victims. The engine's placement probe (`cargo \
              run --release -p znswap-dst --example placement`) measures it at 50-90 % device utilization."
                 .into(),
         ],

@@ -82,11 +82,11 @@ pub fn markdown(options: &PaperOptions, figures: &[FigureOutput]) -> String {
             itself adds little.\n";
     out += "- **Hot/cold and lifetime (§6.1.2, Fig. 13).** The engine's hot/cold policy classifies pages by 16 \
             samples of access history; it lowers the GC's copying (WAF - 1) but the WAF itself only by a few per \
-            cent. The lifetime policy (crates/core/src/policy.rs: hot, warm and cold by returns over two device \
-            writes, a GC stream per class) does better where the swap sees the skew: in the engine's placement \
-            probe, where every page lives on the device, it writes 15-17 % less than per-core on pmbench at 80 \
-            and 90 % utilization, 15-27 % less on hotspot 80/20 and YCSB-A at 50-90 % (YCSB-A at 50 %: 14.6 %; \
-            crates/dst/RESULTS.md, after 16 device writes of warm-up: per-core's WAF on pmbench climbs for dozens of device writes, and \
+            cent. The lifetime policy (crates/core/src/policy.rs: hot, warm and cold by returns while the live \
+            pages are rewritten 2.5 times, a GC stream per class) does better where the swap sees the skew: in \
+            the engine's placement probe, where every page lives on the device, it writes 16-17 % less than \
+            per-core on pmbench at 80 and 90 % utilization, 17-27 % less on hotspot 80/20 and YCSB-A at 50-90 % \
+            (crates/dst/RESULTS.md, after 16 device writes of warm-up: per-core's WAF on pmbench climbs for dozens of device writes, and \
             the gap with it). Here memory keeps the hottest pages resident, so the swap sees a flatter stream, \
             and at §6.1.2's 50-56 % device use per-core's WAF is 1.08 (80 % swapped) and 1.15 (90 %): a 15 % \
             cut would take it below 1, fewer writes than no GC copying at all.\n";
