@@ -1,0 +1,121 @@
+//! §6.1.2's experiment (pmbench normal writes, memory shrunk until a share of the set is
+//! swapped out) with the set's size relative to the swap chosen, so that the device's
+//! use can go past the paper's 50-56 %: per-core against the lifetime policy, WAF and
+//! swap-out bandwidth, in the simulator (host memory, CLOCK reclaim, NAND timing), at the
+//! report's full scale unless told otherwise.
+//!
+//! `cargo run --release -p znswap-sim --example placement_sim -- [--set-share 1.0]
+//! [--swapped 80,90] [--scale full|quick|tiny] [--seed 1] [--json]`
+//!
+//! `--set-share`: the set's pages over the swap's (the paper's: 320 / 512 = 0.625).
+
+use std::time::Instant;
+
+use serde_json::json;
+use znswap_core::PolicyKind;
+use znswap_sim::paper::scale::{base_config, page_tenant, swap_out_phase, Scale};
+use znswap_sim::run::{run, BackendKind};
+use znswap_sim::CpuCosts;
+use znswap_workload::Workload;
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let mut set_share = 1.0;
+    let mut swapped = vec![80u32, 90];
+    let mut scale = Scale::full();
+    let mut seed = 1;
+    let mut json_out = false;
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        let mut value = || args.next().ok_or_else(|| format!("{arg} needs a value (try --help)"));
+        match arg.as_str() {
+            "--set-share" => set_share = value()?.parse().map_err(|_| "--set-share: a number such as 0.9")?,
+            "--swapped" => {
+                swapped = value()?
+                    .split(',')
+                    .map(|p| p.parse::<u32>().ok().filter(|p| (1..100).contains(p)))
+                    .collect::<Option<_>>()
+                    .ok_or("--swapped: percents from 1 to 99, comma separated")?
+            }
+            "--scale" => {
+                let name = value()?;
+                scale = Scale::by_name(&name).ok_or_else(|| format!("--scale: unknown {name:?} (full, quick, tiny)"))?
+            }
+            "--seed" => seed = value()?.parse().map_err(|_| "--seed: a number")?,
+            "--json" => json_out = true,
+            "-h" | "--help" => {
+                println!(
+                    "placement_sim: §6.1.2 (pmbench normal writes) per-core against lifetime in the simulator\n\
+                     options: --set-share F (set pages / swap pages, default 1.0; the paper's 0.625)\n\
+                     --swapped 80,90 (share of the set swapped out, %) --scale full|quick|tiny --seed S --json"
+                );
+                return Ok(());
+            }
+            other => return Err(format!("unknown argument {other} (try --help)").into()),
+        }
+    }
+    if !(0.05..=1.5).contains(&set_share) {
+        return Err("--set-share: between 0.05 and 1.5 (the swap must hold what is swapped out)".into());
+    }
+    let pages = (scale.swap_pages as f64 * set_share) as u64;
+    let policies = [PolicyKind::PerCore, PolicyKind::Lifetime];
+    let mut rows = Vec::new();
+    if !json_out {
+        println!(
+            "| swapped % | device use % | per-core WAF | lifetime WAF | change | per-core MiB/s | lifetime MiB/s |"
+        );
+        println!("|---|---|---|---|---|---|---|");
+    }
+    for &percent in &swapped {
+        let memory = (pages * (100 - percent as u64) / 100) as u32;
+        let mut results = Vec::new();
+        for policy in policies {
+            let mut tenant =
+                page_tenant("pmbench", Workload::Pmbench { read_percent: 0 }, pages, memory, scale.threads);
+            tenant.access_cpu_ns = Some(CpuCosts::default().pmbench_access_ns);
+            let config = base_config(
+                &scale,
+                seed,
+                format!("pmbench-share{set_share}-swapped{percent}"),
+                BackendKind::znswap(policy),
+                vec![tenant],
+                swap_out_phase(&scale, scale.placement_warmup_swaps),
+                swap_out_phase(&scale, scale.measure_swaps),
+            );
+            let started = Instant::now();
+            let result = run(&config)?;
+            eprintln!(
+                "{} swapped {percent} %: {:.0} s of wall time, WAF {:.3}",
+                policy.name(),
+                started.elapsed().as_secs_f64(),
+                result.waf
+            );
+            results.push(result);
+        }
+        let (per_core, lifetime) = (&results[0], &results[1]);
+        let change = (lifetime.waf / per_core.waf - 1.0) * 100.0;
+        if !json_out {
+            println!(
+                "| {percent} | {:.1} | {:.3} | {:.3} | {change:+.1} % | {:.1} | {:.1} |",
+                per_core.utilization * 100.0,
+                per_core.waf,
+                lifetime.waf,
+                per_core.swap_out_mib_s,
+                lifetime.swap_out_mib_s
+            );
+        }
+        rows.push(json!({
+            "swapped_percent": percent, "utilization": per_core.utilization,
+            "waf": { "per-core": per_core.waf, "lifetime": lifetime.waf }, "waf_change_percent": change,
+            "swap_out_mib_s": { "per-core": per_core.swap_out_mib_s, "lifetime": lifetime.swap_out_mib_s },
+        }));
+    }
+    if json_out {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json!({
+                "experiment": "placement_sim", "scale": scale.name, "seed": seed, "set_share": set_share, "rows": rows,
+            }))?
+        );
+    }
+    Ok(())
+}
