@@ -14,7 +14,7 @@
 //! (crates/dst/RESULTS.md has the sweep).
 //!
 //! `cargo run --release -p znswap-dst --example placement -- [--turnovers N] [--warmup N]
-//! [--seeds N] [--utilization 80,90] [--workloads pmbench] [--policies lifetime] [--json]`
+//! [--seeds N] [--utilization 80,90] [--workloads pmbench] [--policies lifetime] [--zones 64] [--json]`
 
 use serde_json::json;
 use znswap_core::{PageInfo, Policy, PolicyKind, PolicyView, SwapZoneId, VictimSelection};
@@ -32,6 +32,8 @@ struct Args {
     /// Labels from `POLICIES` to run; all when empty. A policy left out prints "-", so
     /// that one policy's change can be measured without re-running the others.
     policies: Vec<String>,
+    /// Zones of the model device (the same slots in all: 2^18), default 256.
+    zones: u32,
 }
 
 fn parse_args() -> Args {
@@ -43,6 +45,7 @@ fn parse_args() -> Args {
         utilizations: vec![50, 70, 80, 90],
         workloads: Vec::new(),
         policies: Vec::new(),
+        zones: 256,
     };
     let mut iter = std::env::args().skip(1);
     while let Some(arg) = iter.next() {
@@ -71,6 +74,13 @@ fn parse_args() -> Args {
                     assert!(known.contains(&label.as_str()), "--policies: unknown {label:?}, known: {known:?}");
                 }
             }
+            "--zones" => {
+                args.zones = value("--zones").parse().expect("--zones: a count");
+                assert!(
+                    (16..=4096).contains(&args.zones) && (1 << 18) % args.zones == 0,
+                    "--zones: a power of two from 16 to 4096 (the device keeps its 2^18 slots)"
+                );
+            }
             "--json" => args.json = true,
             "-h" | "--help" => {
                 println!(
@@ -78,7 +88,8 @@ fn parse_args() -> Args {
                      options: --turnovers N (measured device writes, default 2) --warmup N (default 16)\n\
                      --seeds N (runs per point, default 1) --utilization 50,70,80,90\n\
                      --workloads pmbench,\"hotspot 80/20\",ycsb-a (default all)\n\
-                     --policies per-core,per-core-cost-benefit,hot-cold,lifetime,oracle (default all) --json"
+                     --policies per-core,per-core-cost-benefit,hot-cold,lifetime,oracle (default all)\n\
+                     --zones N (zones of the 2^18-slot device, default 256) --json"
                 );
                 std::process::exit(0);
             }
@@ -185,6 +196,9 @@ fn measure(
 ) -> f64 {
     let mut scenario = Scenario::overwrite(utilization, victims, policy, false);
     scenario.workload = Workload::Generated(workload);
+    scenario.geometry.zone_capacity_pages =
+        scenario.geometry.zone_count * scenario.geometry.zone_capacity_pages / args.zones;
+    scenario.geometry.zone_count = args.zones;
     let slots = (scenario.geometry.zone_count * scenario.geometry.zone_capacity_pages) as f64;
     let pages = scenario.owner_pages.expect("set") as f64;
     // A read leaves its slot in place (the swap cache keeps it): only writes turn the
