@@ -224,7 +224,9 @@ fn main() {
     let mut rows = Vec::new();
     if !args.json {
         println!(
-            "placement probe: WAF by policy (256 x 1024-slot zones, 8 open; lifetime and the oracle pick cost-benefit victims)"
+            "placement probe: WAF by policy ({} x {}-slot zones, 8 open; lifetime and the oracle pick cost-benefit victims)",
+            args.zones,
+            (1 << 18) / args.zones
         );
         println!(
             "| workload | util % | per-core | per-core, cost-benefit | hot/cold | lifetime | oracle | hot/cold vs per-core | \

@@ -13,10 +13,9 @@ use std::time::Instant;
 
 use serde_json::json;
 use znswap_core::PolicyKind;
-use znswap_sim::paper::scale::{base_config, page_tenant, swap_out_phase, Scale};
+use znswap_sim::paper::scale::Scale;
+use znswap_sim::paper::skewed_pmbench_config;
 use znswap_sim::run::{run, BackendKind};
-use znswap_sim::CpuCosts;
-use znswap_workload::Workload;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut set_share = 1.0;
@@ -66,20 +65,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         println!("|---|---|---|---|---|---|---|");
     }
     for &percent in &swapped {
-        let memory = (pages * (100 - percent as u64) / 100) as u32;
         let mut results = Vec::new();
         for policy in policies {
-            let mut tenant =
-                page_tenant("pmbench", Workload::Pmbench { read_percent: 0 }, pages, memory, scale.threads);
-            tenant.access_cpu_ns = Some(CpuCosts::default().pmbench_access_ns);
-            let config = base_config(
+            let config = skewed_pmbench_config(
                 &scale,
                 seed,
                 format!("pmbench-share{set_share}-swapped{percent}"),
                 BackendKind::znswap(policy),
-                vec![tenant],
-                swap_out_phase(&scale, scale.placement_warmup_swaps),
-                swap_out_phase(&scale, scale.measure_swaps),
+                pages,
+                percent,
             );
             let started = Instant::now();
             let result = run(&config)?;

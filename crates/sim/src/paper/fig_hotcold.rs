@@ -11,10 +11,36 @@ use znswap_workload::Workload;
 use super::exec::{run_all, Progress, RunCache};
 use super::fig_waf::run_json;
 use super::output::{f1, f2, ratio, Comparison, FigureOutput, Table};
-use super::scale::{base_config, page_tenant, swap_out_phase};
+use super::scale::{base_config, page_tenant, swap_out_phase, Scale};
 use super::PaperError;
 use super::PaperOptions;
 use crate::run::{BackendKind, DiscardMode, RunConfig, RunResult};
+
+/// One §6.1.2 run: pmbench's normal writes over `pages`, with memory for all but
+/// `swapped_percent` of them (also `examples/placement_sim.rs`, which varies `pages`).
+pub fn skewed_pmbench_config(
+    scale: &Scale,
+    seed: u64,
+    name: String,
+    backend: BackendKind,
+    pages: u64,
+    swapped_percent: u32,
+) -> RunConfig {
+    let memory = (pages * (100 - swapped_percent as u64) / 100) as u32;
+    let mut tenant = page_tenant("pmbench", Workload::Pmbench { read_percent: 0 }, pages, memory, scale.threads);
+    tenant.access_cpu_ns = Some(crate::calib::CpuCosts::default().pmbench_access_ns);
+    base_config(
+        scale,
+        seed,
+        name,
+        backend,
+        vec![tenant],
+        // Long enough for the policies' zones to settle (see the scale); most accesses
+        // hit memory and each costs simulation time, so few points.
+        swap_out_phase(scale, scale.placement_warmup_swaps),
+        swap_out_phase(scale, scale.measure_swaps),
+    )
+}
 
 pub fn figure_hotcold(
     options: &PaperOptions,
@@ -38,21 +64,7 @@ pub fn figure_hotcold(
         .iter()
         .flat_map(|&percent| backends.iter().map(move |&backend| (percent, backend)))
         .map(|(percent, backend)| {
-            let memory = (pages * (100 - percent as u64) / 100) as u32;
-            let mut tenant =
-                page_tenant("pmbench", Workload::Pmbench { read_percent: 0 }, pages, memory, scale.threads);
-            tenant.access_cpu_ns = Some(crate::calib::CpuCosts::default().pmbench_access_ns);
-            base_config(
-                scale,
-                options.seed,
-                format!("pmbench-swapped{percent}"),
-                backend,
-                vec![tenant],
-                // Long enough for the policies' zones to settle (see the scale); most
-                // accesses hit memory and each costs simulation time, so few points.
-                swap_out_phase(scale, scale.placement_warmup_swaps),
-                swap_out_phase(scale, scale.measure_swaps),
-            )
+            skewed_pmbench_config(scale, options.seed, format!("pmbench-swapped{percent}"), backend, pages, percent)
         })
         .collect();
     let results = run_all("hotcold", &configs, options.jobs, cache, progress)?;

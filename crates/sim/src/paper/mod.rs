@@ -22,6 +22,7 @@ use crate::device_runs::SequentialError;
 use crate::run::RunError;
 
 pub use exec::{Progress, RunCache};
+pub use fig_hotcold::skewed_pmbench_config;
 pub use output::{Comparison, FigureOutput, SeedResult, Table};
 pub use scale::Scale;
 
