@@ -108,6 +108,12 @@ pub struct Config {
     pub far_threshold: f64,
     /// Swap-zones when the device reports no open/active limit.
     pub swap_zones_default: u32,
+    /// A swap-zone whose open zone took no page while this many pages were queued to the
+    /// others of its side (swap-outs for a user swap-zone, GC moves for a GC stream) has
+    /// that zone finished when the next GC run starts, so its unwritten rest
+    /// becomes collectable (`Engine::retire_idle_swap_zones`); 0 picks one device write
+    /// (every slot), long enough that no stream in use goes idle.
+    pub idle_zone_finish_pages: u64,
     /// Appends, reads and resets in flight at once (the I/O descriptor table).
     pub io_in_flight_max: u32,
     /// Largest owner id + 1.
@@ -148,6 +154,7 @@ impl Config {
             reset_mode: ResetMode::Far,
             far_threshold: 0.7,
             swap_zones_default: 8,
+            idle_zone_finish_pages: 0,
             io_in_flight_max: 256,
             owners_max: 1024,
             tenants_max: 64,
@@ -271,7 +278,10 @@ impl Config {
         // Spanned gaps take buffer pages too: as many again as the batch, so a victim
         // with more gaps than data still fills whole batches (footer mode pads less).
         let gc_buffer_pages = if self.gc_read_gap_pages_max > 0 { 2 * gc_batch_pages } else { gc_batch_pages };
+        let idle_zone_finish_pages =
+            if self.idle_zone_finish_pages == 0 { total_slots } else { self.idle_zone_finish_pages };
         Ok(Derived {
+            idle_zone_finish_pages,
             gc_batch_pages,
             gc_buffer_pages,
             encoding,
@@ -314,6 +324,8 @@ pub struct Derived {
     /// spans (`gc_read_gap_pages_max` > 0).
     pub gc_buffer_pages: u32,
     pub total_slots: u64,
+    /// `Config::idle_zone_finish_pages`, 0 resolved to `total_slots`.
+    pub idle_zone_finish_pages: u64,
 }
 
 #[cfg(test)]

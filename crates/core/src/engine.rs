@@ -155,6 +155,8 @@ pub(crate) struct SwapZone {
     /// Footer mode: data pages the filling chunk can take.
     pub chunk_data_pages: u32,
     pub pending_since_ns: u64,
+    /// `Engine::pages_queued` of its side when this swap-zone last took a page or a zone.
+    pub last_page_at: u64,
 }
 
 pub struct Engine {
@@ -194,6 +196,10 @@ pub struct Engine {
     pub(crate) pages_this_epoch: u64,
     /// Swap-outs so far (`swap_out_clock`).
     pub(crate) swap_out_count: u64,
+    /// Pages queued to the user swap-zones and to the GC's: the clocks of
+    /// `retire_idle_swap_zones`. Each side has its own, so that a GC burst while swap-outs
+    /// wait does not age the user zones, nor a quiet GC its streams.
+    pub(crate) pages_queued: [u64; 2],
     pub(crate) valid_total: u64,
     pub(crate) cached_total: u64,
     pub(crate) cache_limit_slots: u64,
@@ -225,7 +231,7 @@ impl Engine {
         let record_bytes_max =
             (derived.append_pages_max as usize * record::PAGE_RECORD_BYTES).max(record::FOOTER_BYTES);
         let swap_zones = (0..derived.user_swap_zones + derived.gc_streams)
-            .map(|_| SwapZone { zone: NO_ZONE, pending: None, chunk_data_pages: 0, pending_since_ns: 0 })
+            .map(|_| SwapZone { zone: NO_ZONE, pending: None, chunk_data_pages: 0, pending_since_ns: 0, last_page_at: 0 })
             .collect();
         let total_slots = derived.total_slots;
         let history_span = policy.history_span();
@@ -264,6 +270,7 @@ impl Engine {
             epoch_pages: history_span.epoch_pages(total_slots, 0),
             pages_this_epoch: 0,
             swap_out_count: 0,
+            pages_queued: [0; 2],
             valid_total: 0,
             cached_total: 0,
             cache_limit_slots: total_slots,
@@ -472,6 +479,7 @@ impl Engine {
             num_slots: self.derived.total_slots,
             num_zones: self.slots.zone_count(),
             free_slots: self.free_slots(),
+            live_slots: self.valid_total + self.cached_total,
             free_zones: self.empty_zones.len() as u32,
             high_wmark: self.derived.gc_high_watermark_zones,
             low_wmark: self.derived.gc_low_watermark_zones,

@@ -231,6 +231,7 @@ impl Engine {
                 self.gc.running = false;
                 return false;
             }
+            self.retire_idle_swap_zones();
             if !self.gc_pick_victims() {
                 // Nothing worth collecting: wait for more garbage instead of retrying on
                 // every poll.

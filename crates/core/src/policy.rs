@@ -56,6 +56,8 @@ pub struct SwapInfo {
     pub num_slots: u64,
     pub num_zones: u32,
     pub free_slots: u64,
+    /// Valid plus swap-cached slots: what a full rewrite of the swapped pages would move.
+    pub live_slots: u64,
     pub free_zones: u32,
     pub high_wmark: u32,
     pub low_wmark: u32,
@@ -223,22 +225,71 @@ impl Policy for HotColdPolicy {
 ///   since the zone's last append: once pages are separated, cold zones free their slots
 ///   slowly; greedy keeps them until they are almost empty and starves the hot zones of
 ///   room, where the age term collects a stable cold zone earlier (LFS §3.5).
+/// - **One zone per class, whatever the core**, and **only when the headroom pays for
+///   them.** Every stream is an open zone, half unwritten on average, and a third GC
+///   stream takes a third reserved empty zone: separating costs about three zones that the
+///   GC cannot collect (`separation_cost_slots`). Separating cuts the WAF by about a
+///   quarter where the headroom is wide (the probe's 256 zones), and losing C of the H
+///   zones of headroom raises it by about C / H, so the policy separates only while
+///   H >= 4 C (`HEADROOM_PER_COST`). Below that, every class shares swap-zone 0 and GC
+///   stream 0 (per-core's layout with cost-benefit victims), and the engine finishes the
+///   zones the other streams leave idle. On 64 zones at 80 % (H about 8 zones) separating
+///   loses 6.6 % on pmbench, and even the oracle gains nothing; on 64 zones at 70 % (H
+///   about 14) it gains 8.5 % (crates/dst/RESULTS.md, "The zone count").
 #[derive(Debug)]
 pub struct LifetimePolicy {
     /// Earlier returns (of the 16 samples) from which a page is hot.
     pub hot_returns_min: u32,
     /// What the 16 samples span.
     pub history_span: HistorySpan,
+    /// Whether the classes get zones of their own now (`fits_streams`).
+    separating: bool,
 }
 
 impl Default for LifetimePolicy {
     fn default() -> LifetimePolicy {
-        LifetimePolicy { hot_returns_min: 3, history_span: HistorySpan::LiveWrites { tenths: 25 } }
+        LifetimePolicy { hot_returns_min: 3, history_span: HistorySpan::LiveWrites { tenths: 25 }, separating: true }
     }
 }
 
 impl LifetimePolicy {
     pub const CLASSES: u32 = 3;
+    /// Headroom (in slots the GC can win back) per slot that separating costs, from which
+    /// the classes get zones of their own; they share one again below
+    /// `HEADROOM_PER_COST_LEAVE`, so a headroom near the line does not flip the layout on
+    /// every swap-out.
+    pub const HEADROOM_PER_COST: u64 = 4;
+    pub const HEADROOM_PER_COST_LEAVE: f64 = 3.5;
+
+    /// Slots the separated layout keeps from the GC beyond the shared one: each extra open
+    /// zone is half unwritten on average, and the GC reserves an empty zone per stream
+    /// beyond its two (`Config::gc_reserve_zones`' default).
+    pub fn separation_cost_slots(info: &SwapInfo) -> u64 {
+        let zone_slots = info.num_slots / u64::from(info.num_zones.max(1));
+        let extra_open = u64::from(Self::CLASSES.min(info.swap_zones) - 1) + u64::from(info.gc_streams - 1);
+        let extra_reserve = u64::from(info.gc_streams.saturating_sub(2));
+        zone_slots * extra_open / 2 + zone_slots * extra_reserve
+    }
+
+    /// Slots the GC can win back: those not live, less the empty zones its watermarks keep
+    /// (on average halfway between them).
+    pub fn headroom_slots(info: &SwapInfo) -> u64 {
+        let zone_slots = info.num_slots / u64::from(info.num_zones.max(1));
+        let kept_empty = zone_slots * u64::from(info.low_wmark + info.high_wmark) / 2;
+        info.num_slots.saturating_sub(info.live_slots).saturating_sub(kept_empty)
+    }
+
+    /// Decides, from the headroom now, whether the classes get zones of their own.
+    pub fn fits_streams(&mut self, info: &SwapInfo) -> bool {
+        let cost = Self::separation_cost_slots(info);
+        let headroom = Self::headroom_slots(info);
+        self.separating = if self.separating {
+            headroom as f64 >= Self::HEADROOM_PER_COST_LEAVE * cost as f64
+        } else {
+            headroom >= Self::HEADROOM_PER_COST * cost
+        };
+        self.separating
+    }
 
     /// 0 hot, 1 warm, 2 cold, from the returns the history holds.
     pub fn class(&self, returns: u32) -> u32 {
@@ -272,31 +323,22 @@ impl Policy for LifetimePolicy {
     }
 
     fn swap_zone(&mut self, page: &PageInfo, view: &dyn PolicyView) -> SwapZoneId {
-        let class = self.swap_out_class(page.access_history);
-        class_zone(class, Self::CLASSES, page.core, view.swap_inf().swap_zones)
+        let info = view.swap_inf();
+        if !self.fits_streams(&info) {
+            return 0;
+        }
+        // One zone per class: cores share it (an append needs no lock on the zone), and
+        // every zone more would be half unwritten headroom.
+        self.swap_out_class(page.access_history).min(info.swap_zones - 1)
     }
 
     fn gc_stream(&mut self, page: &PageInfo, view: &dyn PolicyView) -> u32 {
+        let info = view.swap_inf();
+        if !self.separating {
+            return 0;
+        }
         // With fewer streams, neighbouring classes share one (two: hot with warm, cold alone).
-        self.class(page.access_history.count_ones()) * view.swap_inf().gc_streams / Self::CLASSES
-    }
-}
-
-/// The swap-zone of a page of class `class` (0 the hottest) of `classes`: each class gets
-/// an equal run of the swap-zones, the hottest the remainder too (it takes the most
-/// writes), and cores multiplex within a run. With fewer swap-zones than classes the
-/// coldest classes share the last one.
-fn class_zone(class: u32, classes: u32, core: u32, zones: u32) -> SwapZoneId {
-    assert!(class < classes);
-    if zones < classes {
-        return class.min(zones.saturating_sub(1));
-    }
-    let run = zones / classes;
-    let hot_run = run + zones % classes;
-    if class == 0 {
-        core % hot_run
-    } else {
-        hot_run + (class - 1) * run + core % run
+        self.class(page.access_history.count_ones()) * info.gc_streams / Self::CLASSES
     }
 }
 
@@ -421,6 +463,26 @@ mod tests {
     struct View {
         zones: Vec<ZoneInfo>,
         tenant_slots: Vec<u64>,
+        /// `swap_inf`'s answer; `View::new` gives one with nothing live on 64 zones.
+        info: SwapInfo,
+    }
+
+    impl View {
+        fn new(zones: Vec<ZoneInfo>, tenant_slots: Vec<u64>) -> View {
+            let info = SwapInfo {
+                num_slots: 64 * 1024,
+                num_zones: 64,
+                free_slots: 64 * 1024,
+                live_slots: 0,
+                free_zones: 64,
+                high_wmark: 6,
+                low_wmark: 4,
+                gc_running: false,
+                swap_zones: 4,
+                gc_streams: 1,
+            };
+            View { zones, tenant_slots, info }
+        }
     }
 
     impl PolicyView for View {
@@ -431,17 +493,7 @@ mod tests {
             None
         }
         fn swap_inf(&self) -> SwapInfo {
-            SwapInfo {
-                num_slots: 0,
-                num_zones: self.zones.len() as u32,
-                free_slots: 0,
-                free_zones: 0,
-                high_wmark: 4,
-                low_wmark: 2,
-                gc_running: false,
-                swap_zones: 4,
-                gc_streams: 1,
-            }
+            self.info
         }
         fn tenant_slots(&self, tenant: u16) -> u64 {
             self.tenant_slots[tenant as usize]
@@ -468,7 +520,7 @@ mod tests {
 
     #[test]
     fn hot_and_cold_pages_split() {
-        let view = View { zones: vec![], tenant_slots: vec![] };
+        let view = View::new(vec![], vec![]);
         let mut policy = HotColdPolicy::default();
         assert!(policy.swap_zone(&page(0, 0b1011, 0), &view) < 2);
         assert!(policy.swap_zone(&page(0, 0b1000, 0), &view) >= 2);
@@ -477,29 +529,32 @@ mod tests {
 
     #[test]
     fn lifetime_splits_three_classes_by_earlier_returns() {
-        let view = View { zones: vec![], tenant_slots: vec![] };
+        let mut view = View::new(vec![], vec![]);
+        view.info.gc_streams = 3;
         let mut policy = LifetimePolicy::default();
-        // Four swap-zones, three classes: hot 0-1, warm 2, cold 3.
+        // A zone per class, whatever the core: hot 0, warm 1, cold 2.
         // Only the access that brought the page in: cold.
-        assert_eq!(policy.swap_zone(&page(0, 0b1, 0), &view), 3);
-        assert_eq!(policy.swap_zone(&page(0, 0, 1), &view), 3);
+        assert_eq!(policy.swap_zone(&page(0, 0b1, 0), &view), 2);
+        assert_eq!(policy.swap_zone(&page(0, 0, 1), &view), 2);
         // One or two earlier returns: warm.
-        assert_eq!(policy.swap_zone(&page(0, 0b1001, 0), &view), 2);
-        assert_eq!(policy.swap_zone(&page(0, 0b1011, 1), &view), 2);
-        // Three: hot, cores multiplexed over the hot run.
+        assert_eq!(policy.swap_zone(&page(0, 0b1001, 0), &view), 1);
+        assert_eq!(policy.swap_zone(&page(0, 0b1011, 1), &view), 1);
+        // Three: hot, on every core.
         assert_eq!(policy.swap_zone(&page(0, 0b11011, 0), &view), 0);
-        assert_eq!(policy.swap_zone(&page(0, 0b11011, 1), &view), 1);
-        // Survivors count every sample; one stream takes every class.
+        assert_eq!(policy.swap_zone(&page(0, 0b11011, 5), &view), 0);
+        // Survivors count every sample.
         assert_eq!(policy.class(0b1u16.count_ones()), 1);
         assert_eq!(policy.gc_stream(&page(0, 0b1111, 0), &view), 0);
+        assert_eq!(policy.gc_stream(&page(0, 0b101, 0), &view), 1);
+        assert_eq!(policy.gc_stream(&page(0, 0, 0), &view), 2);
+        // One stream takes every class; fewer swap-zones than classes: the coldest share the last.
+        view.info.gc_streams = 1;
+        assert_eq!(policy.gc_stream(&page(0, 0, 0), &view), 0);
+        view.info.swap_zones = 2;
+        assert_eq!(policy.swap_zone(&page(0, 0b1001, 0), &view), 1);
+        assert_eq!(policy.swap_zone(&page(0, 0b1, 0), &view), 1);
         assert_eq!(policy.history_span(), HistorySpan::LiveWrites { tenths: 25 });
         assert_eq!(PerCorePolicy.history_span(), HistorySpan::DeviceWrites(1));
-        // Fewer swap-zones than classes: the coldest share the last.
-        assert_eq!(class_zone(2, 3, 0, 2), 1);
-        assert_eq!(class_zone(1, 3, 0, 2), 1);
-        assert_eq!(class_zone(0, 3, 5, 8), 1);
-        assert_eq!(class_zone(1, 3, 1, 8), 5);
-        assert_eq!(class_zone(2, 3, 1, 8), 7);
         assert_eq!(policy.victim_selection(), Some(VictimSelection::CostBenefit));
         assert_eq!(PerCorePolicy.victim_selection(), None);
         for (kind, name) in PolicyKind::ALL.into_iter().zip(PolicyKind::NAMES) {
@@ -508,6 +563,43 @@ mod tests {
             assert_eq!(kind.build(1).name(), kind.name());
         }
         assert_eq!(PolicyKind::from_name("hotcold"), None);
+    }
+
+    #[test]
+    fn lifetime_separates_only_while_the_headroom_pays_for_it() {
+        // 64 zones of 1024 slots, watermarks 4 / 6, three classes and three GC streams:
+        // separating costs (2 + 2) / 2 + 1 = 3 zones, so it needs 12 zones of headroom,
+        // and stops under 10.5.
+        let mut view = View::new(vec![], vec![]);
+        view.info.gc_streams = 3;
+        assert_eq!(LifetimePolicy::separation_cost_slots(&view.info), 3 * 1024);
+        let live = |zones_free: f64| ((64.0 - 5.0 - zones_free) * 1024.0) as u64;
+        let mut policy = LifetimePolicy::default();
+        let cold = page(0, 0b1, 0);
+        let survivor = page(0, 0, 0);
+        // 70 % used: 19.2 spare zones, 14.2 of headroom. Separate.
+        view.info.live_slots = (64.0 * 1024.0 * 0.7) as u64;
+        assert_eq!(LifetimePolicy::headroom_slots(&view.info), 64 * 1024 - view.info.live_slots - 5 * 1024);
+        assert_eq!(policy.swap_zone(&cold, &view), 2);
+        assert_eq!(policy.gc_stream(&survivor, &view), 2);
+        // 80 %: 7.8 zones of headroom. Every class shares swap-zone 0 and GC stream 0.
+        view.info.live_slots = (64.0 * 1024.0 * 0.8) as u64;
+        assert_eq!(policy.swap_zone(&cold, &view), 0);
+        assert_eq!(policy.gc_stream(&survivor, &view), 0);
+        // Back at 11 zones of headroom: not yet (hysteresis); at 12, separate again.
+        view.info.live_slots = live(11.0);
+        assert_eq!(policy.swap_zone(&cold, &view), 0);
+        view.info.live_slots = live(12.0);
+        assert_eq!(policy.swap_zone(&cold, &view), 2);
+        // Down to 11 again: still separating, under 10.5 it stops.
+        view.info.live_slots = live(11.0);
+        assert_eq!(policy.swap_zone(&cold, &view), 2);
+        view.info.live_slots = live(10.4);
+        assert_eq!(policy.swap_zone(&cold, &view), 0);
+        // A single GC stream and swap-zone cost nothing to separate: always separated.
+        view.info.gc_streams = 1;
+        view.info.swap_zones = 1;
+        assert_eq!(LifetimePolicy::separation_cost_slots(&view.info), 0);
     }
 
     #[test]
@@ -527,10 +619,11 @@ mod tests {
 
     #[test]
     fn tenant_most_over_limit_loses_its_emptiest_zone() {
-        let view = View {
-            zones: vec![zone(0, 0, 3), zone(1, 1, 9), zone(2, 1, 2), zone(3, 1, 5), zone(4, 0, 1)],
-            tenant_slots: vec![20, 30],
-        };
+        let mut view = View::new(
+            vec![zone(0, 0, 3), zone(1, 1, 9), zone(2, 1, 2), zone(3, 1, 5), zone(4, 0, 1)],
+            vec![20, 30],
+        );
+        view.info.num_zones = 5;
         let mut policy = TenantPolicy::new(2);
         policy.slot_limits = vec![15, 10];
         policy.reclaim_zones_max = 2;

@@ -34,6 +34,8 @@ pub struct Stats {
     /// Resets of zones with unwritten capacity left (wear FAR tries to avoid).
     pub resets_partial: u64,
     pub finishes: u64,
+    /// Open zones finished because their swap-zone took no page for a device write.
+    pub zones_retired_idle: u64,
     pub finish_errors: u64,
     pub append_errors: u64,
     pub read_errors: u64,
@@ -71,6 +73,7 @@ impl Stats {
             resets: self.resets - earlier.resets,
             resets_partial: self.resets_partial - earlier.resets_partial,
             finishes: self.finishes - earlier.finishes,
+            zones_retired_idle: self.zones_retired_idle - earlier.zones_retired_idle,
             finish_errors: self.finish_errors - earlier.finish_errors,
             append_errors: self.append_errors - earlier.append_errors,
             read_errors: self.read_errors - earlier.read_errors,

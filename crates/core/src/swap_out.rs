@@ -103,6 +103,9 @@ impl Engine {
         let zone = sz.zone;
         let generation = self.slots.zone(zone).resets;
         let per_page = self.derived.encoding == RecordEncoding::PerPageMetadata;
+        let side = usize::from(self.is_gc_swap_zone(swap_zone));
+        self.pages_queued[side] += 1;
+        self.swap_zones[swap_zone as usize].last_page_at = self.pages_queued[side];
         let descriptor = self.ios.get_mut(io).expect("pending io");
         descriptor.pages.push(page);
         descriptor.tags.push(tag);

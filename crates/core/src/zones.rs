@@ -57,7 +57,34 @@ impl Engine {
         }
         assert!(self.open_user_zones + self.open_gc_zones <= self.derived.open_zones_max);
         self.swap_zones[swap_zone as usize].zone = zone;
+        self.swap_zones[swap_zone as usize].last_page_at = self.pages_queued[usize::from(gc)];
         true
+    }
+
+    /// Finishes the zone of every swap-zone that took no page while a device's worth of
+    /// slots (`Config::idle_zone_finish_pages`) was queued to the others of its side (swap-out
+    /// or GC): a zone the policy stopped using (a thread that no
+    /// longer swaps, the lifetime policy's classes folded into one) would otherwise stay
+    /// open for good, its unwritten rest headroom the GC can never collect. Finished, its
+    /// rest counts invalid and the zone is a victim like any full one. Called before the
+    /// GC picks victims, which is when headroom is wanted.
+    pub(crate) fn retire_idle_swap_zones(&mut self) {
+        for swap_zone in 0..self.swap_zones.len() {
+            let sz = &self.swap_zones[swap_zone];
+            if sz.zone == NO_ZONE || sz.pending.is_some() {
+                continue;
+            }
+            let side = usize::from(self.is_gc_swap_zone(swap_zone as u32));
+            if self.pages_queued[side] - sz.last_page_at < self.derived.idle_zone_finish_pages {
+                continue;
+            }
+            let zone = sz.zone;
+            self.detach_zone(swap_zone as u32);
+            if !self.finish_wanted.contains(&zone) {
+                self.finish_wanted.push(zone);
+            }
+            self.stats.zones_retired_idle += 1;
+        }
     }
 
     pub(crate) fn detach_zone(&mut self, swap_zone: u32) {

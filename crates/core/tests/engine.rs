@@ -776,3 +776,94 @@ fn a_live_writes_history_ticks_with_the_live_slots_not_the_device() {
     let device = epochs_between_returns(HistorySpan::DeviceWrites(1), 64);
     assert!(device <= 1, "{device} epochs");
 }
+
+/// Owner 1's pages to swap-zone 1, everyone else's to swap-zone 0.
+struct ByOwner;
+
+impl Policy for ByOwner {
+    fn name(&self) -> &'static str {
+        "by-owner"
+    }
+    fn swap_zone(&mut self, page: &PageInfo, _view: &dyn PolicyView) -> SwapZoneId {
+        u32::from(page.owner == 1)
+    }
+}
+
+#[test]
+fn a_swap_zone_left_idle_has_its_zone_finished_and_collected() {
+    let zone_of = |h: &Harness, owner: u32, page: u64| {
+        h.engine.page_state(owner, page).unwrap().address().expect("on the device").zone(32)
+    };
+    // Owner 1 swaps out five pages and goes quiet: its zone stays open, 27 slots unwritten.
+    // Idle means three zones' worth of pages queued elsewhere here (the default, a device
+    // write, comes after this little device's GC has done its work).
+    let mut config = Config::new(geometry(16));
+    config.idle_zone_finish_pages = 96;
+    let mut h = Harness::with_policy(config, Box::new(ByOwner));
+    h.engine.register_owner(0, 240, 0).unwrap();
+    h.engine.register_owner(1, 5, 0).unwrap();
+    for page in 0..5 {
+        h.swap_out(1, page, 100 + page);
+    }
+    h.settle();
+    let idle_zone = zone_of(&h, 1, 0);
+    assert_eq!(h.engine.zn_inf(idle_zone).written_slots, 5);
+    // Owner 0 overwrites its pages until the GC runs: a victim pick after 96 pages queued
+    // elsewhere finishes the idle zone.
+    let versions = overwrite_until_gc(&mut h, 240, 12);
+    let stats = h.engine.stats();
+    assert!(stats.zones_retired_idle >= 1, "{stats:?}");
+    assert!(stats.finishes >= 1, "{stats:?}");
+    // Its rest counted invalid, the zone was a victim like any full one: the GC moved
+    // owner 1's pages out and reset it.
+    assert_ne!(zone_of(&h, 1, 0), idle_zone, "owner 1's pages moved out of the finished zone");
+    for page in 0..5 {
+        assert_eq!(h.swap_in(1, page), Some(100 + page), "owner 1 page {page}");
+    }
+    for page in 0..240 {
+        let got = h.swap_in(0, page).or(Some(versions[page as usize]));
+        assert_eq!(got, Some(versions[page as usize]), "owner 0 page {page}");
+    }
+    h.engine.check_invariants();
+}
+
+#[test]
+fn a_swap_zone_in_use_is_never_finished() {
+    // Owner 0 overwrites its pages while owner 1 swaps one page out every 40 of owner 0's,
+    // under the 96 swap-outs that make a zone idle here: owner 1's zone keeps taking
+    // pages, and nothing is finished for being idle. The GC moves about 1.5 pages per
+    // swap-out meanwhile, and swap-outs wait for it at times: those pages run the GC
+    // streams' clock, not the user zones'. (One page in 200 finishes owner 1's zone
+    // 14 times.)
+    let mut config = Config::new(geometry(16));
+    config.idle_zone_finish_pages = 96;
+    let mut h = Harness::with_policy(config, Box::new(ByOwner));
+    h.engine.register_owner(0, 240, 0).unwrap();
+    h.engine.register_owner(1, 16, 0).unwrap();
+    let mut versions = [vec![0u64; 240], vec![0u64; 16]];
+    let mut next = 1;
+    let mut draw = 1u64;
+    for step in 0..3_000u64 {
+        // Owner 0's pages in a scattered order, so zones do not die whole.
+        draw = draw.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        let (owner, page) = if step % 40 == 39 { (1, step / 40 % 16) } else { (0, (draw >> 33) % 240) };
+        if versions[owner as usize][page as usize] > 0 {
+            assert_eq!(h.swap_in(owner, page), Some(versions[owner as usize][page as usize]));
+            h.engine.dirtied(owner, page, h.now).unwrap();
+        }
+        loop {
+            match h.engine.swap_out(owner, page, next, h.now) {
+                Ok(_) => break,
+                Err(SwapOutError::Backpressure) => h.settle(),
+                Err(error) => panic!("{error}"),
+            }
+        }
+        versions[owner as usize][page as usize] = next;
+        next += 1;
+        h.settle();
+    }
+    let stats = h.engine.stats();
+    assert!(stats.gc_runs > 0, "{stats:?}");
+    assert_eq!(stats.zones_retired_idle, 0, "{stats:?}");
+    h.engine.check_invariants();
+}

@@ -63,6 +63,9 @@ const SEED_TESTS: &[SeedTest] = &[
         r.stats.records_rejected > 0
     }),
     ("seeds_with_zones_offline_share", "seeds with a zone offline or retired", |r| r.stats.zones_offline > 0),
+    ("seeds_with_idle_zone_finished_share", "seeds that finished a swap-zone's idle open zone", |r| {
+        r.stats.zones_retired_idle > 0
+    }),
     ("seeds_with_pages_lost_share", "seeds that lost pages to an offline zone", |r| r.stats.pages_lost > 0),
     ("seeds_with_backpressure_share", "seeds where a swap-out met backpressure", |r| r.stats.backpressure > 0),
     ("seeds_with_gc_stall_share", "seeds whose GC progress guard stopped a run", |r| r.stats.gc_stalls > 0),

@@ -113,6 +113,7 @@ pub fn config_for(scenario: &mut Scenario) -> Config {
         config.gc_victims_max = scenario.gc_victims_max;
         config.gc_batch_pages_max = scenario.gc_batch_pages_max;
         config.gc_read_gap_pages_max = scenario.gc_read_gap_pages_max;
+        config.idle_zone_finish_pages = scenario.idle_zone_finish_pages;
         config.gc_streams = scenario.gc_streams;
         config.tenants_max = scenario.tenants.max(1);
         config.owners_max = scenario.owners.max(1) + u32::from(scenario.cold_cycles);

@@ -111,6 +111,10 @@ pub struct Scenario {
     /// Without them a seed at low utilization or with small zones never needs the GC
     /// (zones die whole first), and the GC's races with frees and releases go untested.
     pub cold_cycles: bool,
+    /// `Config::idle_zone_finish_pages` (0: the default, one device write). Short ones
+    /// finish zones of swap-zones still in use, to test the finish against the GC, faults
+    /// and swap-outs.
+    pub idle_zone_finish_pages: u64,
 }
 
 impl Scenario {
@@ -174,7 +178,12 @@ impl Scenario {
             // meaning.
             gc_read_gap_pages_max: [0, 1, 8, 63][below(rng, 4) as usize],
             cold_cycles: true,
+            idle_zone_finish_pages: 0,
         };
+        // From the draws above, not a new one, so every seed keeps its run: a third of the
+        // seeds each finish zones idle for a quarter of a zone's worth of pages, or a zone's.
+        let zone = u64::from(scenario.geometry.zone_capacity_pages);
+        scenario.idle_zone_finish_pages = [0, (zone / 4).max(1), zone][((scenario.owners + scenario.cores) % 3) as usize];
         // Hot/cold seeds that drew cost-benefit victims run lifetime, which picks those
         // victims itself; decided from the draws above so they keep their meaning. Two
         // streams drawn means as many as the policy splits survivors into (lifetime: 3).
@@ -225,6 +234,7 @@ impl Scenario {
             gc_watermarks: Some((4, 6)),
             // The WAF tables measure the workload alone.
             cold_cycles: false,
+            idle_zone_finish_pages: 0,
         }
     }
 }
