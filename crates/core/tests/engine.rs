@@ -841,7 +841,6 @@ fn a_swap_zone_in_use_is_never_finished() {
     h.engine.register_owner(0, 240, 0).unwrap();
     h.engine.register_owner(1, 16, 0).unwrap();
     let mut versions = [vec![0u64; 240], vec![0u64; 16]];
-    let mut next = 1;
     let mut draw = 1u64;
     for step in 0..3_000u64 {
         // Owner 0's pages in a scattered order, so zones do not die whole.
@@ -852,14 +851,13 @@ fn a_swap_zone_in_use_is_never_finished() {
             h.engine.dirtied(owner, page, h.now).unwrap();
         }
         loop {
-            match h.engine.swap_out(owner, page, next, h.now) {
+            match h.engine.swap_out(owner, page, step + 1, h.now) {
                 Ok(_) => break,
                 Err(SwapOutError::Backpressure) => h.settle(),
                 Err(error) => panic!("{error}"),
             }
         }
-        versions[owner as usize][page as usize] = next;
-        next += 1;
+        versions[owner as usize][page as usize] = step + 1;
         h.settle();
     }
     let stats = h.engine.stats();
