@@ -83,7 +83,8 @@ struct SwapBenchArgs {
     /// Where swapped-out pages go: per-core (a swap-zone per core), hot-cold (the
     /// paper's: two or more accesses in 16 samples is hot), lifetime (hot, warm and
     /// cold by returns while the live pages are rewritten 2.5 times, GC survivors by
-    /// class, cost-benefit victims), tenant (a swap-zone per tenant).
+    /// class, cost-benefit victims; a zone per class only while the device's free
+    /// headroom pays for the zones it keeps open), tenant (a swap-zone per tenant).
     #[arg(long, default_value = "per-core", value_parser = policy)]
     policy: znswap_core::PolicyKind,
     /// Serve page faults with this many handler threads reading userfaultfd events

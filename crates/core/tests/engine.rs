@@ -808,6 +808,7 @@ fn a_swap_zone_left_idle_has_its_zone_finished_and_collected() {
     h.settle();
     let idle_zone = zone_of(&h, 1, 0);
     assert_eq!(h.engine.zn_inf(idle_zone).written_slots, 5);
+    assert_eq!(h.engine.swap_inf().live_slots, 5, "swap_inf counts the valid slots");
     // Owner 0 overwrites its pages until the GC runs: a victim pick after 96 pages queued
     // elsewhere finishes the idle zone.
     let versions = overwrite_until_gc(&mut h, 240, 12);
