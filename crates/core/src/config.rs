@@ -110,7 +110,7 @@ pub struct Config {
     pub swap_zones_default: u32,
     /// A swap-zone whose open zone took no page while this many pages were queued to the
     /// others of its side (swap-outs for a user swap-zone, GC moves for a GC stream) has
-    /// that zone finished when the next GC run starts, so its unwritten rest
+    /// that zone finished before the GC next picks a victim, so its unwritten rest
     /// becomes collectable (`Engine::retire_idle_swap_zones`); 0 picks one device write
     /// (every slot), long enough that no stream in use goes idle.
     pub idle_zone_finish_pages: u64,

@@ -231,7 +231,13 @@ impl Engine {
         let record_bytes_max =
             (derived.append_pages_max as usize * record::PAGE_RECORD_BYTES).max(record::FOOTER_BYTES);
         let swap_zones = (0..derived.user_swap_zones + derived.gc_streams)
-            .map(|_| SwapZone { zone: NO_ZONE, pending: None, chunk_data_pages: 0, pending_since_ns: 0, last_page_at: 0 })
+            .map(|_| SwapZone {
+                zone: NO_ZONE,
+                pending: None,
+                chunk_data_pages: 0,
+                pending_since_ns: 0,
+                last_page_at: 0,
+            })
             .collect();
         let total_slots = derived.total_slots;
         let history_span = policy.history_span();

@@ -231,7 +231,7 @@ impl Policy for HotColdPolicy {
 ///   GC cannot collect (`separation_cost_slots`). Separating cuts the WAF by about a
 ///   quarter where the headroom is wide (the probe's 256 zones), and losing C of the H
 ///   zones of headroom raises it by about C / H, so the policy separates only while
-///   H >= 4 C (`HEADROOM_PER_COST`). Below that, every class shares swap-zone 0 and GC
+///   H >= 4 C (`HEADROOM_PER_COST_TENTHS`). Below that, every class shares swap-zone 0 and GC
 ///   stream 0 (per-core's layout with cost-benefit victims), and the engine finishes the
 ///   zones the other streams leave idle. On 64 zones at 80 % (H about 8 zones) separating
 ///   loses 6.6 % on pmbench, and even the oracle gains nothing; on 64 zones at 70 % (H
@@ -254,18 +254,22 @@ impl Default for LifetimePolicy {
 
 impl LifetimePolicy {
     pub const CLASSES: u32 = 3;
-    /// Headroom (in slots the GC can win back) per slot that separating costs, from which
-    /// the classes get zones of their own; they share one again below
-    /// `HEADROOM_PER_COST_LEAVE`, so a headroom near the line does not flip the layout on
-    /// every swap-out.
-    pub const HEADROOM_PER_COST: u64 = 4;
-    pub const HEADROOM_PER_COST_LEAVE: f64 = 3.5;
+    /// Headroom (in slots the GC can win back) per slot that separating costs, in tenths,
+    /// from which the classes get zones of their own; they share one again below
+    /// `HEADROOM_PER_COST_LEAVE_TENTHS`, so a headroom near the line does not flip the
+    /// layout on every swap-out.
+    pub const HEADROOM_PER_COST_TENTHS: u64 = 40;
+    pub const HEADROOM_PER_COST_LEAVE_TENTHS: u64 = 35;
+
+    fn zone_slots(info: &SwapInfo) -> u64 {
+        info.num_slots / u64::from(info.num_zones.max(1))
+    }
 
     /// Slots the separated layout keeps from the GC beyond the shared one: each extra open
     /// zone is half unwritten on average, and the GC reserves an empty zone per stream
     /// beyond its two (`Config::gc_reserve_zones`' default).
     pub fn separation_cost_slots(info: &SwapInfo) -> u64 {
-        let zone_slots = info.num_slots / u64::from(info.num_zones.max(1));
+        let zone_slots = Self::zone_slots(info);
         let extra_open = u64::from(Self::CLASSES.min(info.swap_zones) - 1) + u64::from(info.gc_streams - 1);
         let extra_reserve = u64::from(info.gc_streams.saturating_sub(2));
         zone_slots * extra_open / 2 + zone_slots * extra_reserve
@@ -274,7 +278,7 @@ impl LifetimePolicy {
     /// Slots the GC can win back: those not live, less the empty zones its watermarks keep
     /// (on average halfway between them).
     pub fn headroom_slots(info: &SwapInfo) -> u64 {
-        let zone_slots = info.num_slots / u64::from(info.num_zones.max(1));
+        let zone_slots = Self::zone_slots(info);
         let kept_empty = zone_slots * u64::from(info.low_wmark + info.high_wmark) / 2;
         info.num_slots.saturating_sub(info.live_slots).saturating_sub(kept_empty)
     }
@@ -283,11 +287,9 @@ impl LifetimePolicy {
     pub fn fits_streams(&mut self, info: &SwapInfo) -> bool {
         let cost = Self::separation_cost_slots(info);
         let headroom = Self::headroom_slots(info);
-        self.separating = if self.separating {
-            headroom as f64 >= Self::HEADROOM_PER_COST_LEAVE * cost as f64
-        } else {
-            headroom >= Self::HEADROOM_PER_COST * cost
-        };
+        let tenths =
+            if self.separating { Self::HEADROOM_PER_COST_LEAVE_TENTHS } else { Self::HEADROOM_PER_COST_TENTHS };
+        self.separating = headroom * 10 >= tenths * cost;
         self.separating
     }
 
@@ -333,12 +335,13 @@ impl Policy for LifetimePolicy {
     }
 
     fn gc_stream(&mut self, page: &PageInfo, view: &dyn PolicyView) -> u32 {
-        let info = view.swap_inf();
+        // The layout `swap_zone` chose last: survivors follow it, with no headroom sums per
+        // page moved.
         if !self.separating {
             return 0;
         }
         // With fewer streams, neighbouring classes share one (two: hot with warm, cold alone).
-        self.class(page.access_history.count_ones()) * info.gc_streams / Self::CLASSES
+        self.class(page.access_history.count_ones()) * view.swap_inf().gc_streams / Self::CLASSES
     }
 }
 
@@ -619,10 +622,8 @@ mod tests {
 
     #[test]
     fn tenant_most_over_limit_loses_its_emptiest_zone() {
-        let mut view = View::new(
-            vec![zone(0, 0, 3), zone(1, 1, 9), zone(2, 1, 2), zone(3, 1, 5), zone(4, 0, 1)],
-            vec![20, 30],
-        );
+        let mut view =
+            View::new(vec![zone(0, 0, 3), zone(1, 1, 9), zone(2, 1, 2), zone(3, 1, 5), zone(4, 0, 1)], vec![20, 30]);
         view.info.num_zones = 5;
         let mut policy = TenantPolicy::new(2);
         policy.slot_limits = vec![15, 10];

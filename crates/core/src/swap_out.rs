@@ -379,9 +379,7 @@ impl Engine {
                 self.seal(swap_zone);
                 self.detach_zone(swap_zone);
             }
-            if !self.finish_wanted.contains(&zone) {
-                self.finish_wanted.push(zone);
-            }
+            self.want_finish(zone);
         }
     }
 

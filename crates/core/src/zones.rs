@@ -80,10 +80,16 @@ impl Engine {
             }
             let zone = sz.zone;
             self.detach_zone(swap_zone as u32);
-            if !self.finish_wanted.contains(&zone) {
-                self.finish_wanted.push(zone);
-            }
+            self.want_finish(zone);
             self.stats.zones_retired_idle += 1;
+        }
+    }
+
+    /// Queues a Finish for an open zone that takes no more appends; `progress` sends it
+    /// once the zone's appends in flight are done.
+    pub(crate) fn want_finish(&mut self, zone: u32) {
+        if !self.finish_wanted.contains(&zone) {
+            self.finish_wanted.push(zone);
         }
     }
 

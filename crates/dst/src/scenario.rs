@@ -183,7 +183,8 @@ impl Scenario {
         // From the draws above, not a new one, so every seed keeps its run: a third of the
         // seeds each finish zones idle for a quarter of a zone's worth of pages, or a zone's.
         let zone = u64::from(scenario.geometry.zone_capacity_pages);
-        scenario.idle_zone_finish_pages = [0, (zone / 4).max(1), zone][((scenario.owners + scenario.cores) % 3) as usize];
+        scenario.idle_zone_finish_pages =
+            [0, (zone / 4).max(1), zone][((scenario.owners + scenario.cores) % 3) as usize];
         // Hot/cold seeds that drew cost-benefit victims run lifetime, which picks those
         // victims itself; decided from the draws above so they keep their meaning. Two
         // streams drawn means as many as the policy splits survivors into (lifetime: 3).
