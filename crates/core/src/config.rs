@@ -84,6 +84,8 @@ pub struct Config {
     /// GC stops at this many empty zones; 0 picks max(low + 2, zones / 25).
     pub gc_high_watermark_zones: u32,
     /// Empty zones swap-out may never take: they are the GC's, so GC cannot deadlock.
+    /// At least 1; the same whatever `gc_streams` (the GC's first stream may take the
+    /// last empty zone, the others leave it: `Engine::may_attach`).
     pub gc_reserve_zones: u32,
     /// Pages the GC moves per batch (1024 = 4 MiB of data).
     pub gc_batch_pages_max: u32,
@@ -94,8 +96,9 @@ pub struct Config {
     pub gc_read_gap_pages_max: u32,
     /// GC destination streams (1 ..= `GC_STREAMS_MAX`), each an open zone of its own;
     /// the policy picks the stream of each moved page (hot/cold and lifetime: survivors
-    /// split by access history). The GC's reserve of empty zones is at least one per
-    /// stream, so every stream can open a zone.
+    /// split by access history). A stream that cannot open a zone without taking the
+    /// last empty one sends its pages to the first stream, so more streams need no
+    /// larger reserve (nor higher watermarks).
     pub gc_streams: u32,
     /// Victims gathered together (>1: the small-zone multi-victim mode).
     pub gc_victims_max: u32,
@@ -220,7 +223,10 @@ impl Config {
         }
         let open_zones_max = limit;
         let user_open_zones_max = limit - self.gc_streams;
-        let reserve = self.gc_reserve_zones.max(self.gc_streams);
+        if self.gc_reserve_zones == 0 {
+            return Err(invalid("gc_reserve_zones", 0u32, ">= 1 (the GC needs an empty zone to move pages into)"));
+        }
+        let reserve = self.gc_reserve_zones;
         let low = if self.gc_low_watermark_zones == 0 {
             (reserve + 2).max(g.zone_count / 50)
         } else {

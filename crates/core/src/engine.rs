@@ -659,7 +659,13 @@ impl Engine {
         let mut policy = self.policy.take().expect("policy present");
         let stream = policy.gc_stream(&info, &self.view()) % self.derived.gc_streams;
         self.policy = Some(policy);
-        self.gc_swap_zone() + stream
+        let swap_zone = self.gc_swap_zone() + stream;
+        if stream > 0 && self.swap_zones[swap_zone as usize].zone == NO_ZONE && !self.may_attach(swap_zone) {
+            // The stream would need the last empty zone: the first stream takes the page.
+            self.stats.gc_stream_fallbacks += 1;
+            return self.gc_swap_zone();
+        }
+        swap_zone
     }
 
     /// Lets the policy react to the low watermark (`rec_zn` requests).

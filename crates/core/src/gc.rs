@@ -22,8 +22,11 @@
 //! - The GC writes into its own swap-zones (1 to 3 "GC streams", the policy picks the
 //!   stream per page), never into user swap-zones: a zone the GC opened from the reserve
 //!   would otherwise be filled by swap-outs, and the reserve could run dry (deadlock).
-//!   With one victim at a time whose valid slots fit in one zone, the GC needs at most one
-//!   empty zone per stream, which `gc_reserve_zones` (at least one per stream) keeps for it.
+//!   With one victim at a time whose valid slots fit in one zone, the GC's first stream
+//!   needs at most one empty zone per victim. The other streams open a zone only while
+//!   another is left for it, and send their pages to it otherwise, so `gc_reserve_zones`
+//!   (at least 1, 2 by default) need not grow with the streams: a larger reserve would
+//!   raise the watermarks and keep a zone more of headroom empty for good.
 //! - Dropping a swap-cached slot needs its owner, and there is no reverse table: the GC
 //!   reads the slot's record (per-LBA metadata with the data, or just the chunk footer)
 //!   and drops it without writing. Reads, not writes: WAF is unaffected.

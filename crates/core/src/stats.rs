@@ -36,6 +36,9 @@ pub struct Stats {
     pub finishes: u64,
     /// Open zones finished because their swap-zone took no page for a device write.
     pub zones_retired_idle: u64,
+    /// Pages the GC moved to its first stream because theirs could not open a zone
+    /// without taking the last empty one.
+    pub gc_stream_fallbacks: u64,
     pub finish_errors: u64,
     pub append_errors: u64,
     pub read_errors: u64,
@@ -74,6 +77,7 @@ impl Stats {
             resets_partial: self.resets_partial - earlier.resets_partial,
             finishes: self.finishes - earlier.finishes,
             zones_retired_idle: self.zones_retired_idle - earlier.zones_retired_idle,
+            gc_stream_fallbacks: self.gc_stream_fallbacks - earlier.gc_stream_fallbacks,
             finish_errors: self.finish_errors - earlier.finish_errors,
             append_errors: self.append_errors - earlier.append_errors,
             read_errors: self.read_errors - earlier.read_errors,

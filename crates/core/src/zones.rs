@@ -27,18 +27,26 @@ pub struct HoldsInfo {
 impl Engine {
     // ------------------------------------------------------------------ zones
 
-    /// Gives swap-zone `swap_zone` a fresh zone if the limits allow. Swap-out may not take
-    /// the GC's reserve of empty zones nor its open zone; the GC may.
+    /// Whether swap-zone `swap_zone` may open a fresh zone now. Swap-out may not take the
+    /// GC's reserve of empty zones nor its open zones; the GC may. The GC's first stream
+    /// may take the last empty zone, the others must leave it: a victim's survivors fit in
+    /// one zone, so the first stream needs at most one fresh zone per victim, and a reserve
+    /// of two lets every victim finish whatever the streams (the others' survivors go to
+    /// the first stream meanwhile, `policy_gc_swap_zone`).
+    pub(crate) fn may_attach(&self, swap_zone: u32) -> bool {
+        let empty = self.empty_zones.len() as u32;
+        if !self.is_gc_swap_zone(swap_zone) {
+            return self.open_user_zones < self.derived.user_open_zones_max && empty > self.derived.gc_reserve_zones;
+        }
+        let keep = u32::from(swap_zone != self.gc_swap_zone());
+        self.open_gc_zones < self.derived.gc_streams && empty > keep
+    }
+
+    /// Gives swap-zone `swap_zone` a fresh zone if the limits allow (`may_attach`).
     pub(crate) fn attach_zone(&mut self, swap_zone: u32, tenant: u16) -> bool {
         assert_eq!(self.swap_zones[swap_zone as usize].zone, NO_ZONE);
         let gc = self.is_gc_swap_zone(swap_zone);
-        let allowed = if gc {
-            self.open_gc_zones < self.derived.gc_streams && !self.empty_zones.is_empty()
-        } else {
-            self.open_user_zones < self.derived.user_open_zones_max
-                && self.empty_zones.len() as u32 > self.derived.gc_reserve_zones
-        };
-        if !allowed {
+        if !self.may_attach(swap_zone) {
             return false;
         }
         let zone = self.empty_zones.pop_front().expect("checked non-empty");

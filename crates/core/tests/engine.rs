@@ -866,3 +866,68 @@ fn a_swap_zone_in_use_is_never_finished() {
     assert_eq!(stats.zones_retired_idle, 0, "{stats:?}");
     h.engine.check_invariants();
 }
+
+/// Spreads the pages the GC moves over its three streams by page number.
+struct SecondaryStreams;
+
+impl Policy for SecondaryStreams {
+    fn name(&self) -> &'static str {
+        "secondary-streams"
+    }
+    fn swap_zone(&mut self, _page: &PageInfo, _view: &dyn PolicyView) -> SwapZoneId {
+        0
+    }
+    fn gc_stream(&mut self, page: &PageInfo, _view: &dyn PolicyView) -> u32 {
+        (page.page % 3) as u32
+    }
+}
+
+#[test]
+fn more_gc_streams_need_no_larger_reserve() {
+    // Three GC streams keep the reserve (2) and watermarks (4 / 6) of one. The policy
+    // spreads survivors over the three; with 320 of 512 slots live the empty zones run down to
+    // the reserve, and a stream that would take the last empty zone sends its pages to
+    // stream 0 instead. Every swap-out goes through, and every page reads back.
+    let mut g = geometry(16);
+    g.max_open_zones = 5;
+    g.max_active_zones = 5;
+    let mut config = Config::new(g);
+    config.gc_streams = 3;
+    let mut h = Harness::with_policy(config, Box::new(SecondaryStreams));
+    let derived = *h.engine.derived();
+    assert_eq!((derived.gc_reserve_zones, derived.gc_low_watermark_zones, derived.gc_high_watermark_zones), (2, 4, 6));
+    let pages = 320u64;
+    h.engine.register_owner(0, pages, 0).unwrap();
+    let mut versions = vec![0u64; pages as usize];
+    let mut draw = 7u64;
+    for step in 0..6_000u64 {
+        draw = draw.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        let page = if step < pages { step } else { (draw >> 33) % pages };
+        if versions[page as usize] > 0 {
+            assert_eq!(h.swap_in(0, page), Some(versions[page as usize]), "page {page} at step {step}");
+            h.engine.dirtied(0, page, h.now).unwrap();
+        }
+        let mut tries = 0;
+        loop {
+            match h.engine.swap_out(0, page, step + 1, h.now) {
+                Ok(_) => break,
+                Err(SwapOutError::Backpressure) if tries < 100 => {
+                    tries += 1;
+                    h.settle();
+                }
+                Err(error) => panic!("step {step}: {error} ({:?})", h.engine.stats()),
+            }
+        }
+        versions[page as usize] = step + 1;
+        h.settle();
+        assert!(!h.engine.swap_full(), "step {step}");
+    }
+    let stats = h.engine.stats();
+    assert!(stats.pages_moved > 1000, "{stats:?}");
+    assert!(stats.gc_stream_fallbacks > 0, "{stats:?}");
+    for page in 0..pages {
+        let got = h.swap_in(0, page).or(Some(versions[page as usize]));
+        assert_eq!(got, Some(versions[page as usize]), "page {page}");
+    }
+    h.engine.check_invariants();
+}

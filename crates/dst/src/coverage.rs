@@ -66,6 +66,11 @@ const SEED_TESTS: &[SeedTest] = &[
     ("seeds_with_idle_zone_finished_share", "seeds that finished a swap-zone's idle open zone", |r| {
         r.stats.zones_retired_idle > 0
     }),
+    (
+        "seeds_with_gc_stream_fallback_share",
+        "seeds where a GC stream sent pages to the first for want of a zone",
+        |r| r.stats.gc_stream_fallbacks > 0,
+    ),
     ("seeds_with_pages_lost_share", "seeds that lost pages to an offline zone", |r| r.stats.pages_lost > 0),
     ("seeds_with_backpressure_share", "seeds where a swap-out met backpressure", |r| r.stats.backpressure > 0),
     ("seeds_with_gc_stall_share", "seeds whose GC progress guard stopped a run", |r| r.stats.gc_stalls > 0),
