@@ -97,8 +97,8 @@ pub struct Config {
     /// GC destination streams (1 ..= `GC_STREAMS_MAX`), each an open zone of its own;
     /// the policy picks the stream of each moved page (hot/cold and lifetime: survivors
     /// split by access history). A stream that cannot open a zone without taking the
-    /// last empty one sends its pages to the first stream, so more streams need no
-    /// larger reserve (nor higher watermarks).
+    /// last empty one sends its pages to a stream below it that has one open (else the
+    /// first), so more streams need no larger reserve (nor higher watermarks).
     pub gc_streams: u32,
     /// Victims gathered together (>1: the small-zone multi-victim mode).
     pub gc_victims_max: u32,

@@ -661,9 +661,15 @@ impl Engine {
         self.policy = Some(policy);
         let swap_zone = self.gc_swap_zone() + stream;
         if stream > 0 && self.swap_zones[swap_zone as usize].zone == NO_ZONE && !self.may_attach(swap_zone) {
-            // The stream would need the last empty zone: the first stream takes the page.
+            // The stream would need the last empty zone: the nearest stream below it with a
+            // zone open takes the page (the policies number streams from hot to cold), else
+            // the first stream, which may open that zone.
             self.stats.gc_stream_fallbacks += 1;
-            return self.gc_swap_zone();
+            let first = self.gc_swap_zone();
+            return (first + 1..swap_zone)
+                .rev()
+                .find(|&nearer| self.swap_zones[nearer as usize].zone != NO_ZONE)
+                .unwrap_or(first);
         }
         swap_zone
     }

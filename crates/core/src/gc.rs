@@ -24,9 +24,9 @@
 //!   would otherwise be filled by swap-outs, and the reserve could run dry (deadlock).
 //!   With one victim at a time whose valid slots fit in one zone, the GC's first stream
 //!   needs at most one empty zone per victim. The other streams open a zone only while
-//!   another is left for it, and send their pages to it otherwise, so `gc_reserve_zones`
-//!   (at least 1, 2 by default) need not grow with the streams: a larger reserve would
-//!   raise the watermarks and keep a zone more of headroom empty for good.
+//!   another is left for it, and send their pages to a lower stream otherwise, so
+//!   `gc_reserve_zones` (at least 1, 2 by default) need not grow with the streams: a
+//!   larger reserve would raise the watermarks and keep a zone more of headroom empty.
 //! - Dropping a swap-cached slot needs its owner, and there is no reverse table: the GC
 //!   reads the slot's record (per-LBA metadata with the data, or just the chunk footer)
 //!   and drops it without writing. Reads, not writes: WAF is unaffected.

@@ -32,7 +32,7 @@ impl Engine {
     /// may take the last empty zone, the others must leave it: a victim's survivors fit in
     /// one zone, so the first stream needs at most one fresh zone per victim, and a reserve
     /// of two lets every victim finish whatever the streams (the others' survivors go to
-    /// the first stream meanwhile, `policy_gc_swap_zone`).
+    /// a lower stream meanwhile, `policy_gc_swap_zone`).
     pub(crate) fn may_attach(&self, swap_zone: u32) -> bool {
         let empty = self.empty_zones.len() as u32;
         if !self.is_gc_swap_zone(swap_zone) {
