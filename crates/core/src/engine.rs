@@ -660,10 +660,11 @@ impl Engine {
         let stream = policy.gc_stream(&info, &self.view()) % self.derived.gc_streams;
         self.policy = Some(policy);
         let swap_zone = self.gc_swap_zone() + stream;
-        if stream > 0 && self.swap_zones[swap_zone as usize].zone == NO_ZONE && !self.may_attach(swap_zone) {
+        if stream > 0 && self.swap_zones[swap_zone as usize].zone == NO_ZONE && !self.spares_last_empty_zone() {
             // The stream would need the last empty zone: the nearest stream below it with a
             // zone open takes the page (the policies number streams from hot to cold), else
-            // the first stream, which may open that zone.
+            // the first stream, which may open that zone. (A stream held back by the open
+            // limit waits instead: a zone closes as soon as its appends are done.)
             self.stats.gc_stream_fallbacks += 1;
             let first = self.gc_swap_zone();
             return (first + 1..swap_zone)

@@ -36,8 +36,8 @@ pub struct Stats {
     pub finishes: u64,
     /// Open zones finished because their swap-zone took no page for a device write.
     pub zones_retired_idle: u64,
-    /// Pages the GC moved to its first stream because theirs could not open a zone
-    /// without taking the last empty one.
+    /// Pages the GC moved to a lower stream than the policy's because theirs could not
+    /// open a zone without taking the last empty one.
     pub gc_stream_fallbacks: u64,
     pub finish_errors: u64,
     pub append_errors: u64,

@@ -38,8 +38,14 @@ impl Engine {
         if !self.is_gc_swap_zone(swap_zone) {
             return self.open_user_zones < self.derived.user_open_zones_max && empty > self.derived.gc_reserve_zones;
         }
-        let keep = u32::from(swap_zone != self.gc_swap_zone());
-        self.open_gc_zones < self.derived.gc_streams && empty > keep
+        let first = swap_zone == self.gc_swap_zone();
+        self.open_gc_zones < self.derived.gc_streams && if first { empty > 0 } else { self.spares_last_empty_zone() }
+    }
+
+    /// Whether a GC stream past the first may open a zone and still leave one empty zone
+    /// for the first (`may_attach`).
+    pub(crate) fn spares_last_empty_zone(&self) -> bool {
+        self.empty_zones.len() > 1
     }
 
     /// Gives swap-zone `swap_zone` a fresh zone if the limits allow (`may_attach`).
