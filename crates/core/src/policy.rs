@@ -125,6 +125,14 @@ pub trait Policy: Send {
         None
     }
 
+    /// The swap-zones the policy sends pages to now, as (user swap-zones, GC streams)
+    /// counted from the first: a policy that folds its zones says so, and the engine
+    /// finishes the open zones of the rest before the GC next picks a victim, instead of
+    /// waiting for them to go idle (`Config::idle_zone_finish_pages`). `None`: all.
+    fn swap_zones_in_use(&self) -> Option<(u32, u32)> {
+        None
+    }
+
     /// What the 16 samples of `PageInfo::access_history` span (the paper's: one device
     /// write, an epoch being 1/16 of the device written). The engine reads it once, at
     /// start.
@@ -322,6 +330,10 @@ impl Policy for LifetimePolicy {
 
     fn history_span(&self) -> HistorySpan {
         self.history_span
+    }
+
+    fn swap_zones_in_use(&self) -> Option<(u32, u32)> {
+        (!self.separating).then_some((1, 1))
     }
 
     fn swap_zone(&mut self, page: &PageInfo, view: &dyn PolicyView) -> SwapZoneId {
@@ -585,10 +597,13 @@ mod tests {
         assert_eq!(LifetimePolicy::headroom_slots(&view.info), 64 * 1024 - view.info.live_slots - 5 * 1024);
         assert_eq!(policy.swap_zone(&cold, &view), 2);
         assert_eq!(policy.gc_stream(&survivor, &view), 2);
-        // 80 %: 7.8 zones of headroom. Every class shares swap-zone 0 and GC stream 0.
+        assert_eq!(policy.swap_zones_in_use(), None);
+        // 80 %: 7.8 zones of headroom. Every class shares swap-zone 0 and GC stream 0, and
+        // the policy tells the engine, which finishes the others' zones.
         view.info.live_slots = (64.0 * 1024.0 * 0.8) as u64;
         assert_eq!(policy.swap_zone(&cold, &view), 0);
         assert_eq!(policy.gc_stream(&survivor, &view), 0);
+        assert_eq!(policy.swap_zones_in_use(), Some((1, 1)));
         // Back at 11 zones of headroom: not yet (hysteresis); at 12, separate again.
         view.info.live_slots = live(11.0);
         assert_eq!(policy.swap_zone(&cold, &view), 0);

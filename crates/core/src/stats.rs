@@ -34,7 +34,8 @@ pub struct Stats {
     /// Resets of zones with unwritten capacity left (wear FAR tries to avoid).
     pub resets_partial: u64,
     pub finishes: u64,
-    /// Open zones finished because their swap-zone took no page for a device write.
+    /// Open zones finished because their swap-zone took no page for a device write, or
+    /// the policy stopped using it (`Policy::swap_zones_in_use`).
     pub zones_retired_idle: u64,
     /// Pages the GC moved to a lower stream than the policy's because theirs could not
     /// open a zone without taking the last empty one.

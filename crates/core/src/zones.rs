@@ -81,15 +81,28 @@ impl Engine {
     /// longer swaps, the lifetime policy's classes folded into one) would otherwise stay
     /// open for good, its unwritten rest headroom the GC can never collect. Finished, its
     /// rest counts invalid and the zone is a victim like any full one. Called before the
-    /// GC picks victims, which is when headroom is wanted.
+    /// GC picks victims, which is when headroom is wanted. A policy that says it folded
+    /// its swap-zones (`Policy::swap_zones_in_use`) has the rest finished at once.
     pub(crate) fn retire_idle_swap_zones(&mut self) {
+        let (user_in_use, gc_in_use) = self
+            .policy
+            .as_ref()
+            .expect("policy present")
+            .swap_zones_in_use()
+            .unwrap_or((self.derived.user_swap_zones, self.derived.gc_streams));
         for swap_zone in 0..self.swap_zones.len() {
             let sz = &self.swap_zones[swap_zone];
             if sz.zone == NO_ZONE || sz.pending.is_some() {
                 continue;
             }
-            let side = usize::from(self.is_gc_swap_zone(swap_zone as u32));
-            if self.pages_queued[side] - sz.last_page_at < self.derived.idle_zone_finish_pages {
+            let gc = self.is_gc_swap_zone(swap_zone as u32);
+            let unused = if gc {
+                swap_zone as u32 - self.gc_swap_zone() >= gc_in_use.max(1)
+            } else {
+                swap_zone as u32 >= user_in_use.max(1)
+            };
+            let idle = self.pages_queued[usize::from(gc)] - sz.last_page_at >= self.derived.idle_zone_finish_pages;
+            if !unused && !idle {
                 continue;
             }
             let zone = sz.zone;

@@ -828,6 +828,82 @@ fn a_swap_zone_left_idle_has_its_zone_finished_and_collected() {
     h.engine.check_invariants();
 }
 
+/// `ByOwner` until `folded` is set, then everything to swap-zone 0, and says so.
+struct Folding(std::sync::Arc<std::sync::atomic::AtomicBool>);
+
+impl Policy for Folding {
+    fn name(&self) -> &'static str {
+        "folding"
+    }
+    fn swap_zone(&mut self, page: &PageInfo, _view: &dyn PolicyView) -> SwapZoneId {
+        u32::from(page.owner == 1 && !self.0.load(std::sync::atomic::Ordering::Relaxed))
+    }
+    fn swap_zones_in_use(&self) -> Option<(u32, u32)> {
+        self.0.load(std::sync::atomic::Ordering::Relaxed).then_some((1, 1))
+    }
+}
+
+#[test]
+fn a_swap_zone_the_policy_stopped_using_is_finished_at_the_next_victim_pick() {
+    // Owner 1's five pages sit in swap-zone 1's zone, 27 slots unwritten; then the policy
+    // folds every page into swap-zone 0. With the idle finish out of reach, only the
+    // policy's word finishes that zone.
+    let folded = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut config = Config::new(geometry(16));
+    config.idle_zone_finish_pages = 1 << 40;
+    let mut h = Harness::with_policy(config, Box::new(Folding(folded.clone())));
+    h.engine.register_owner(0, 240, 0).unwrap();
+    h.engine.register_owner(1, 5, 0).unwrap();
+    for page in 0..5 {
+        h.swap_out(1, page, 100 + page);
+    }
+    h.settle();
+    let address_of = |h: &Harness, page: u64| h.engine.page_state(1, page).unwrap().address().expect("swapped");
+    let first_address = address_of(&h, 0);
+    let unused_zone = first_address.zone(32);
+    // Not folded yet: a GC run leaves the zone open.
+    let versions = overwrite_until_gc(&mut h, 240, 6);
+    assert!(h.engine.stats().gc_runs > 0);
+    assert_eq!(h.engine.stats().zones_retired_idle, 0, "{:?}", h.engine.stats());
+    assert_eq!(address_of(&h, 0), first_address);
+    folded.store(true, std::sync::atomic::Ordering::Relaxed);
+    let gc_runs_before = h.engine.stats().gc_runs;
+    let mut versions = versions;
+    let mut next = 10_000;
+    let mut draw = 1u64;
+    for _ in 0..1_500 {
+        // Pages in a scattered order, so zones do not die whole and the GC picks victims.
+        draw = draw.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        let page = (draw >> 33) % 240;
+        assert_eq!(h.swap_in(0, page), Some(versions[page as usize]), "owner 0 page {page}");
+        h.engine.dirtied(0, page, h.now).unwrap();
+        while let Err(error) = h.engine.swap_out(0, page, next, h.now) {
+            assert_eq!(error, SwapOutError::Backpressure);
+            h.settle();
+        }
+        versions[page as usize] = next;
+        next += 1;
+        h.settle();
+    }
+    let stats = h.engine.stats();
+    assert!(stats.gc_runs > gc_runs_before, "{stats:?}");
+    assert_eq!(stats.zones_retired_idle, 1, "{stats:?}");
+    assert!(stats.finishes >= 1, "{stats:?}");
+    // Finished: its rest counts invalid and it is a victim like any full zone (or was
+    // collected already).
+    let info = h.engine.zn_inf(unused_zone);
+    let collected = address_of(&h, 0) != first_address;
+    assert!(collected || (info.swap_zone_id.is_none() && info.reclaimable && info.invalid_slots == 27), "{info:?}");
+    for page in 0..5 {
+        assert_eq!(h.swap_in(1, page), Some(100 + page), "owner 1 page {page}");
+    }
+    for page in 0..240 {
+        let got = h.swap_in(0, page).or(Some(versions[page as usize]));
+        assert_eq!(got, Some(versions[page as usize]), "owner 0 page {page}");
+    }
+    h.engine.check_invariants();
+}
+
 #[test]
 fn a_swap_zone_in_use_is_never_finished() {
     // Owner 0 overwrites its pages while owner 1 swaps one page out every 40 of owner 0's,

@@ -5,9 +5,12 @@
 //! report's full scale unless told otherwise.
 //!
 //! `cargo run --release -p znswap-sim --example placement_sim -- [--set-share 1.0]
-//! [--swapped 80,90] [--scale full|quick|tiny] [--seed 1] [--json]`
+//! [--swapped 80,90] [--scale full|quick|tiny] [--warmup-swaps F] [--seed 1] [--json]`
 //!
 //! `--set-share`: the set's pages over the swap's (the paper's: 320 / 512 = 0.625).
+//! `--warmup-swaps`: swap-out volume before measuring, in swap sizes (the scale's
+//! `placement_warmup_swaps`, 3 at full scale, unless given): to see whether the gap has
+//! settled.
 
 use std::time::Instant;
 
@@ -23,6 +26,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut scale = Scale::full();
     let mut seed = 1;
     let mut json_out = false;
+    let mut warmup_swaps = None;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         let mut value = || args.next().ok_or_else(|| format!("{arg} needs a value (try --help)"));
@@ -40,12 +44,20 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 scale = Scale::by_name(&name).ok_or_else(|| format!("--scale: unknown {name:?} (full, quick, tiny)"))?
             }
             "--seed" => seed = value()?.parse().map_err(|_| "--seed: a number")?,
+            "--warmup-swaps" => {
+                let swaps: f64 = value()?.parse().map_err(|_| "--warmup-swaps: a number of swap sizes such as 6")?;
+                if !(0.5..=50.0).contains(&swaps) {
+                    return Err("--warmup-swaps: from 0.5 to 50 swap sizes".into());
+                }
+                warmup_swaps = Some(swaps);
+            }
             "--json" => json_out = true,
             "-h" | "--help" => {
                 println!(
                     "placement_sim: §6.1.2 (pmbench normal writes) per-core against lifetime in the simulator\n\
                      options: --set-share F (set pages / swap pages, default 1.0; the paper's 0.625)\n\
-                     --swapped 80,90 (share of the set swapped out, %) --scale full|quick|tiny --seed S --json"
+                     --swapped 80,90 (share of the set swapped out, %) --scale full|quick|tiny --seed S --json\n\
+                     --warmup-swaps F (swap-out volume before measuring, in swap sizes; default the scale's)"
                 );
                 return Ok(());
             }
@@ -54,6 +66,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     if !(0.05..=1.5).contains(&set_share) {
         return Err("--set-share: between 0.05 and 1.5 (the swap must hold what is swapped out)".into());
+    }
+    if let Some(swaps) = warmup_swaps {
+        scale.placement_warmup_swaps = swaps;
     }
     let pages = (scale.swap_pages as f64 * set_share) as u64;
     let policies = [PolicyKind::PerCore, PolicyKind::Lifetime];
@@ -107,7 +122,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         println!(
             "{}",
             serde_json::to_string_pretty(&json!({
-                "experiment": "placement_sim", "scale": scale.name, "seed": seed, "set_share": set_share, "rows": rows,
+                "experiment": "placement_sim", "scale": scale.name, "seed": seed, "set_share": set_share,
+                "warmup_swaps": scale.placement_warmup_swaps, "rows": rows,
             }))?
         );
     }
