@@ -126,6 +126,8 @@ pub struct SwapBench {
     /// Pages the GC read per page it moved (> 1: reads span gaps of dead slots).
     pub gc_read_pages_per_page_moved: f64,
     pub gc_runs: u64,
+    /// Open zones finished because their swap-zone went idle or the policy stopped using it.
+    pub zones_retired_idle: u64,
     pub resident_max_bytes: u64,
     pub budget_slack_bytes: u64,
     /// Faults served past the budget because swap was full, or room came too slowly
@@ -420,6 +422,7 @@ pub fn run(device: Arc<dyn ZonedDevice>, options: &SwapBenchOptions) -> Result<S
             / (stats.gc_bytes_written / PAGE_BYTES as u64).max(1) as f64,
         gc_read_pages_per_page_moved: stats.gc_bytes_read as f64 / stats.gc_bytes_written.max(1) as f64,
         gc_runs: stats.gc_runs,
+        zones_retired_idle: stats.zones_retired_idle,
         resident_max_bytes: stats.resident_pages_max * PAGE_BYTES as u64,
         budget_slack_bytes: options.slack_pages * PAGE_BYTES as u64,
         budget_overruns: stats.budget_overruns,

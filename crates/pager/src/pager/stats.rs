@@ -94,6 +94,8 @@ pager_stats! {
     /// Bytes the GC read from victims (gaps a read spans included).
     count gc_bytes_read,
     count gc_runs,
+    /// Open zones finished for their swap-zone going idle or unused (`Stats::zones_retired_idle`).
+    count zones_retired_idle,
     /// Gauges: nanoseconds since the pager started, now and when its first swap-out
     /// append was issued (0: none yet). A sequential writer swaps nothing out until the
     /// budget is full, so its swap-out bandwidth is over the time since then.
@@ -163,6 +165,7 @@ impl Shared {
             gc_bytes_written: engine.gc_pages_written * page,
             gc_bytes_read: engine.gc_pages_read * page,
             gc_runs: engine.gc_runs,
+            zones_retired_idle: engine.zones_retired_idle,
             uptime_ns: self.now(),
             first_swap_out_ns: core.first_swap_out_ns,
         }
