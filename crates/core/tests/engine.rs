@@ -777,6 +777,19 @@ fn a_live_writes_history_ticks_with_the_live_slots_not_the_device() {
     assert!(device <= 1, "{device} epochs");
 }
 
+/// Owner 1's five pages (versions 100 + page) and owner 0's 240 read back as last
+/// written (owner 0's resident ones are not read), and the engine is consistent.
+fn owners_read_back(h: &mut Harness, versions: &[u64]) {
+    for page in 0..5 {
+        assert_eq!(h.swap_in(1, page), Some(100 + page), "owner 1 page {page}");
+    }
+    for page in 0..240 {
+        let got = h.swap_in(0, page).or(Some(versions[page as usize]));
+        assert_eq!(got, Some(versions[page as usize]), "owner 0 page {page}");
+    }
+    h.engine.check_invariants();
+}
+
 /// Owner 1's pages to swap-zone 1, everyone else's to swap-zone 0.
 struct ByOwner;
 
@@ -818,14 +831,7 @@ fn a_swap_zone_left_idle_has_its_zone_finished_and_collected() {
     // Its rest counted invalid, the zone was a victim like any full one: the GC moved
     // owner 1's pages out and reset it.
     assert_ne!(zone_of(&h, 1, 0), idle_zone, "owner 1's pages moved out of the finished zone");
-    for page in 0..5 {
-        assert_eq!(h.swap_in(1, page), Some(100 + page), "owner 1 page {page}");
-    }
-    for page in 0..240 {
-        let got = h.swap_in(0, page).or(Some(versions[page as usize]));
-        assert_eq!(got, Some(versions[page as usize]), "owner 0 page {page}");
-    }
-    h.engine.check_invariants();
+    owners_read_back(&mut h, &versions);
 }
 
 /// `ByOwner` until `folded` is set, then everything to swap-zone 0, and says so.
@@ -894,14 +900,7 @@ fn a_swap_zone_the_policy_stopped_using_is_finished_at_the_next_victim_pick() {
     let info = h.engine.zn_inf(unused_zone);
     let collected = address_of(&h, 0) != first_address;
     assert!(collected || (info.swap_zone_id.is_none() && info.reclaimable && info.invalid_slots == 27), "{info:?}");
-    for page in 0..5 {
-        assert_eq!(h.swap_in(1, page), Some(100 + page), "owner 1 page {page}");
-    }
-    for page in 0..240 {
-        let got = h.swap_in(0, page).or(Some(versions[page as usize]));
-        assert_eq!(got, Some(versions[page as usize]), "owner 0 page {page}");
-    }
-    h.engine.check_invariants();
+    owners_read_back(&mut h, &versions);
 }
 
 #[test]
