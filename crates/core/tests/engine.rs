@@ -875,9 +875,8 @@ fn a_swap_zone_the_policy_stopped_using_is_finished_at_the_next_victim_pick() {
     folded.store(true, std::sync::atomic::Ordering::Relaxed);
     let gc_runs_before = h.engine.stats().gc_runs;
     let mut versions = versions;
-    let mut next = 10_000;
     let mut draw = 1u64;
-    for _ in 0..1_500 {
+    for next in 10_000..11_500 {
         // Pages in a scattered order, so zones do not die whole and the GC picks victims.
         draw = draw.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
         let page = (draw >> 33) % 240;
@@ -888,7 +887,6 @@ fn a_swap_zone_the_policy_stopped_using_is_finished_at_the_next_victim_pick() {
             h.settle();
         }
         versions[page as usize] = next;
-        next += 1;
         h.settle();
     }
     let stats = h.engine.stats();
