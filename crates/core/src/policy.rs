@@ -234,16 +234,15 @@ impl Policy for HotColdPolicy {
 ///   slowly; greedy keeps them until they are almost empty and starves the hot zones of
 ///   room, where the age term collects a stable cold zone earlier (LFS §3.5).
 /// - **One zone per class, whatever the core**, and **only when the headroom pays for
-///   them.** Every stream is an open zone, half unwritten on average, and a third GC
-///   stream takes a third reserved empty zone: separating costs about three zones that the
-///   GC cannot collect (`separation_cost_slots`). Separating cuts the WAF by about a
-///   quarter where the headroom is wide (the probe's 256 zones), and losing C of the H
-///   zones of headroom raises it by about C / H, so the policy separates only while
-///   H >= 4 C (`HEADROOM_PER_COST_TENTHS`). Below that, every class shares swap-zone 0 and GC
-///   stream 0 (per-core's layout with cost-benefit victims), and the engine finishes the
-///   zones the other streams leave idle. On 64 zones at 80 % (H about 8 zones) separating
-///   loses 6.6 % on pmbench, and even the oracle gains nothing; on 64 zones at 70 % (H
-///   about 14) it gains 8.5 % (crates/dst/RESULTS.md, "The zone count").
+///   them.** Every stream is an open zone, half unwritten on average: the two extra user
+///   zones and two extra GC streams cost about two zones the GC cannot collect
+///   (`separation_cost_slots`). Separating cuts the WAF by about a quarter where the
+///   headroom H is wide (the probe's 256 zones); on 64 zones at 80 % (H about 8 zones) it
+///   loses 6.6 % on pmbench, and even the oracle gains nothing; at 70 % (H about 14) it
+///   gains 8.5 % (crates/dst/RESULTS.md, "The zone count"). So the policy separates only
+///   from 12 zones of headroom (`HEADROOM_PER_COST_TENTHS`). Below that, every class shares
+///   swap-zone 0 and GC stream 0 (per-core's layout with cost-benefit victims), and it
+///   tells the engine (`swap_zones_in_use`), which finishes the other zones.
 #[derive(Debug)]
 pub struct LifetimePolicy {
     /// Earlier returns (of the 16 samples) from which a page is hot.

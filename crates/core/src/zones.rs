@@ -76,13 +76,13 @@ impl Engine {
     }
 
     /// Finishes the zone of every swap-zone that took no page while a device's worth of
-    /// slots (`Config::idle_zone_finish_pages`) was queued to the others of its side (swap-out
-    /// or GC): a zone the policy stopped using (a thread that no
-    /// longer swaps, the lifetime policy's classes folded into one) would otherwise stay
-    /// open for good, its unwritten rest headroom the GC can never collect. Finished, its
-    /// rest counts invalid and the zone is a victim like any full one. Called before the
-    /// GC picks victims, which is when headroom is wanted. A policy that says it folded
-    /// its swap-zones (`Policy::swap_zones_in_use`) has the rest finished at once.
+    /// slots (`Config::idle_zone_finish_pages`) was queued to the others of its side
+    /// (swap-out or GC), or that the policy says it no longer uses
+    /// (`Policy::swap_zones_in_use`): a zone nobody writes (a thread that no longer swaps,
+    /// the lifetime policy's classes folded into one) would otherwise stay open for good,
+    /// its unwritten rest headroom the GC can never collect. Finished, its rest counts
+    /// invalid and the zone is a victim like any full one. Called before the GC picks
+    /// victims, which is when headroom is wanted.
     pub(crate) fn retire_idle_swap_zones(&mut self) {
         let (user_in_use, gc_in_use) = self
             .policy

@@ -941,11 +941,11 @@ fn a_swap_zone_in_use_is_never_finished() {
 }
 
 /// Spreads the pages the GC moves over its three streams by page number.
-struct SecondaryStreams;
+struct SpreadStreams;
 
-impl Policy for SecondaryStreams {
+impl Policy for SpreadStreams {
     fn name(&self) -> &'static str {
-        "secondary-streams"
+        "spread-streams"
     }
     fn swap_zone(&mut self, _page: &PageInfo, _view: &dyn PolicyView) -> SwapZoneId {
         0
@@ -966,7 +966,7 @@ fn more_gc_streams_need_no_larger_reserve() {
     g.max_active_zones = 5;
     let mut config = Config::new(g);
     config.gc_streams = 3;
-    let mut h = Harness::with_policy(config, Box::new(SecondaryStreams));
+    let mut h = Harness::with_policy(config, Box::new(SpreadStreams));
     let derived = *h.engine.derived();
     assert_eq!((derived.gc_reserve_zones, derived.gc_low_watermark_zones, derived.gc_high_watermark_zones), (2, 4, 6));
     let pages = 320u64;
