@@ -68,7 +68,7 @@ const SEED_TESTS: &[SeedTest] = &[
     }),
     (
         "seeds_with_gc_stream_fallback_share",
-        "seeds where a GC stream sent pages to the first for want of a zone",
+        "seeds where a GC stream sent pages to a lower one for want of a zone",
         |r| r.stats.gc_stream_fallbacks > 0,
     ),
     ("seeds_with_pages_lost_share", "seeds that lost pages to an offline zone", |r| r.stats.pages_lost > 0),
