@@ -5,12 +5,16 @@
 //! report's full scale unless told otherwise.
 //!
 //! `cargo run --release -p znswap-sim --example placement_sim -- [--set-share 1.0]
-//! [--swapped 80,90] [--scale full|quick|tiny] [--warmup-swaps F] [--seed 1] [--json]`
+//! [--swapped 80,90] [--scale full|quick|tiny] [--warmup-swaps F] [--cpus N] [--threads N]
+//! [--seed 1] [--json]`
 //!
 //! `--set-share`: the set's pages over the swap's (the paper's: 320 / 512 = 0.625).
 //! `--warmup-swaps`: swap-out volume before measuring, in swap sizes (the scale's
 //! `placement_warmup_swaps`, 3 at full scale, unless given): to see whether the gap has
 //! settled.
+//! `--cpus`, `--threads`: the host's cores and pmbench's threads (the scale's 32 / 64 unless
+//! given): per-core opens a swap-zone per core, so the count of cores is part of what
+//! is compared (the live bench on this machine runs 2 threads on 2 cores).
 
 use std::time::Instant;
 
@@ -27,6 +31,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut seed = 1;
     let mut json_out = false;
     let mut warmup_swaps = None;
+    let mut cpus = None;
+    let mut threads = None;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         let mut value = || args.next().ok_or_else(|| format!("{arg} needs a value (try --help)"));
@@ -51,13 +57,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 }
                 warmup_swaps = Some(swaps);
             }
+            "--cpus" => {
+                cpus = Some(value()?.parse::<u32>().ok().filter(|n| (1..=256).contains(n)).ok_or("--cpus: 1 to 256")?)
+            }
+            "--threads" => {
+                threads =
+                    Some(value()?.parse::<u32>().ok().filter(|n| (1..=1024).contains(n)).ok_or("--threads: 1 to 1024")?)
+            }
             "--json" => json_out = true,
             "-h" | "--help" => {
                 println!(
                     "placement_sim: §6.1.2 (pmbench normal writes) per-core against lifetime in the simulator\n\
                      options: --set-share F (set pages / swap pages, default 1.0; the paper's 0.625)\n\
                      --swapped 80,90 (share of the set swapped out, %) --scale full|quick|tiny --seed S --json\n\
-                     --warmup-swaps F (swap-out volume before measuring, in swap sizes; default the scale's)"
+                     --warmup-swaps F (swap-out volume before measuring, in swap sizes; default the scale's)\n\
+                     --cpus N --threads N (host cores, pmbench threads; default the scale's)"
                 );
                 return Ok(());
             }
@@ -67,6 +81,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if !(0.05..=1.5).contains(&set_share) {
         return Err("--set-share: between 0.05 and 1.5 (the swap must hold what is swapped out)".into());
     }
+    scale.cpus = cpus.unwrap_or(scale.cpus);
+    scale.threads = threads.unwrap_or(scale.threads);
     if let Some(swaps) = warmup_swaps {
         scale.placement_warmup_swaps = swaps;
     }
@@ -122,7 +138,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         println!(
             "{}",
             serde_json::to_string_pretty(&json!({
-                "experiment": "placement_sim", "scale": scale.name, "seed": seed, "set_share": set_share,
+                "experiment": "placement_sim", "scale": scale.name, "cpus": scale.cpus, "threads": scale.threads, "seed": seed, "set_share": set_share,
                 "warmup_swaps": scale.placement_warmup_swaps, "rows": rows,
             }))?
         );
