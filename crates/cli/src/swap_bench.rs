@@ -49,6 +49,8 @@ pub struct SwapBenchOptions {
     pub reference_sampling: bool,
     pub seconds: f64,
     pub ops_max: u64,
+    /// Accesses run after the first writes, before the clock starts (all threads).
+    pub warm_up_ops: u64,
     pub seed: u64,
     pub ceiling_seconds: f64,
     /// Write every page once before the clock starts (see [`warms_up`]).
@@ -70,6 +72,8 @@ pub struct SwapBench {
     pub handler_threads: usize,
     /// Every page was written once before the clock started.
     pub warmed_up: bool,
+    /// Accesses run after that, before the clock started.
+    pub warm_up_ops: u64,
     pub readahead_pages: u32,
     pub evictor_threads: usize,
     pub io_threads: usize,
@@ -386,6 +390,7 @@ pub fn run(device: Arc<dyn ZonedDevice>, options: &SwapBenchOptions) -> Result<S
         evict_batch_pages: options.evict_batch_pages,
         reference_sampling: options.reference_sampling,
         warmed_up: options.warm_up && warms_up(options.workload),
+        warm_up_ops: options.warm_up_ops,
         handler_threads: match options.fault_mode {
             FaultMode::HandlerThreads(count) => count,
             FaultMode::SelfPaging => 0,
@@ -561,6 +566,7 @@ fn drive<T: Send>(
     take_figures: impl Fn() -> T + Sync,
 ) -> Driven<T> {
     let ops_done = AtomicU64::new(0);
+    let warm_ops_done = AtomicU64::new(0);
     let workers_done = AtomicBool::new(false);
     // Workers meet at `warmed`/`timed` around the start of the timed part, and at
     // `workload_over`/`figures_taken` around its end; figures are taken in between, before
@@ -581,7 +587,8 @@ fn drive<T: Send>(
     let (results, figures) = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..options.threads)
             .map(|thread| {
-                let (ops_done, workload_over, figures_taken) = (&ops_done, &workload_over, &figures_taken);
+                let (ops_done, warm_ops_done) = (&ops_done, &warm_ops_done);
+                let (workload_over, figures_taken) = (&workload_over, &figures_taken);
                 let (warmed, timed, clock) = (&warmed, &timed, &clock);
                 scope.spawn(move || {
                     let first = thread as u64 * per_thread;
@@ -600,13 +607,42 @@ fn drive<T: Send>(
                             fill(bytes, page, 1);
                         }
                     }
+                    let mut generator =
+                        Generator::new(options.workload, per_thread, options.seed ^ (thread as u64) << 32);
+                    let mut result = ThreadResult { faults_ns: Vec::with_capacity(1 << 16), verified: 0, corrupted: 0 };
+                    // The warm-up's accesses: the same stream, untimed; what they read is
+                    // verified too, but counted apart from the timed part's figures.
+                    let mut warm_result = ThreadResult { faults_ns: Vec::new(), verified: 0, corrupted: 0 };
+                    let warm_ops_max = options.warm_up_ops / options.threads as u64;
+                    let mut warm_ops = 0u64;
+                    while warm_ops < warm_ops_max {
+                        let access = generator.next().expect("generators are endless");
+                        let page = first + access.page;
+                        if is_lost(page) {
+                            continue;
+                        }
+                        // SAFETY: this thread alone touches pages first..first+per_thread.
+                        let bytes = unsafe {
+                            std::slice::from_raw_parts_mut((base + page as usize * PAGE_BYTES) as *mut u8, PAGE_BYTES)
+                        };
+                        let slot = access.page as usize;
+                        if access.write {
+                            versions[slot] += 1;
+                            fill(bytes, page, versions[slot]);
+                        } else {
+                            verify(&mut warm_result, bytes, page, versions[slot], is_lost);
+                        }
+                        warm_ops += 1;
+                        if warm_ops.is_multiple_of(4096) {
+                            warm_ops_done.fetch_add(4096, Relaxed);
+                        }
+                    }
+                    result.verified += warm_result.verified;
+                    result.corrupted += warm_result.corrupted;
                     warmed.wait();
                     timed.wait();
                     let deadline =
                         *clock.get().expect("set before the timed part") + Duration::from_secs_f64(options.seconds);
-                    let mut generator =
-                        Generator::new(options.workload, per_thread, options.seed ^ (thread as u64) << 32);
-                    let mut result = ThreadResult { faults_ns: Vec::with_capacity(1 << 16), verified: 0, corrupted: 0 };
                     let ops_max = options.ops_max / options.threads as u64;
                     let mut ops = 0u64;
                     // Accesses drawn, lost pages' included (those are skipped, not counted
@@ -646,7 +682,7 @@ fn drive<T: Send>(
                             verify(&mut result, bytes, page, versions[slot], is_lost);
                         }
                         ops += 1;
-                        if ops % 4096 == 0 {
+                        if ops.is_multiple_of(4096) {
                             ops_done.fetch_add(4096, Relaxed);
                         }
                     }
@@ -671,6 +707,14 @@ fn drive<T: Send>(
         let reporter = scope.spawn(|| {
             while !workers_done.load(Relaxed) {
                 let Some(started) = clock.get() else {
+                    let warm = warm_ops_done.load(Relaxed);
+                    if warm > 0 {
+                        progress(&format!(
+                            "warming up: {warm} of {} accesses, {}",
+                            options.warm_up_ops,
+                            status()
+                        ));
+                    }
                     std::thread::sleep(Duration::from_millis(50));
                     continue;
                 };
@@ -722,6 +766,9 @@ pub fn print(bench: &SwapBench) {
         format_size(bench.budget_bytes),
         bench.swap_utilization * 100.0
     );
+    if bench.warm_up_ops > 0 {
+        println!("measured after {} untimed accesses of warm-up", bench.warm_up_ops);
+    }
     let mut table = Table::new(&["measure", "value", "against"]);
     let ceiling_name = if bench.workload == "anon-w-seq" { "raw appends" } else { "appends + paired reads" };
     let (ceiling, [before, after]) = if bench.workload == "anon-w-seq" {
