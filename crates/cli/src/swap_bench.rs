@@ -99,6 +99,9 @@ pub struct SwapBench {
     /// Pages written to the device by swap-out, and read back by swap-in, in the timed run.
     pub swap_out_pages: u64,
     pub swap_in_pages: u64,
+    /// Faults on pages not mapped (swap-ins, zero fills), in the timed run.
+    pub missing_faults: u64,
+    pub zero_fills: u64,
     /// Swap-ins over the whole run, the final verification of every page included.
     pub swap_in_pages_with_verification: u64,
     pub fault_p50_us: f64,
@@ -407,6 +410,8 @@ pub fn run(device: Arc<dyn ZonedDevice>, options: &SwapBenchOptions) -> Result<S
         swap_in_mib_s: (stats.swap_in_reads * PAGE_BYTES as u64) as f64 / MIB / seconds,
         swap_out_pages: stats.swap_outs_written,
         swap_in_pages: stats.swap_in_reads,
+        missing_faults: stats.missing_faults,
+        zero_fills: stats.zero_fills,
         swap_in_pages_with_verification: final_stats.swap_in_reads,
         fault_p50_us: fault_latency.p50_us,
         fault_p99_us: fault_latency.p99_us,
