@@ -519,6 +519,24 @@ fn find_every_lost_page(base: usize, pages: u64, lost: &lost_pages::Watch, pager
     }
 }
 
+/// After an access has touched `page`: a write fills it with its next version, a read
+/// checks the last one.
+fn write_or_verify(
+    result: &mut ThreadResult,
+    version: &mut u64,
+    write: bool,
+    bytes: &mut [u8],
+    page: u64,
+    is_lost: &dyn Fn(u64) -> bool,
+) {
+    if write {
+        *version += 1;
+        fill(bytes, page, *version);
+    } else {
+        verify(result, bytes, page, *version, is_lost);
+    }
+}
+
 /// Counts a page read back as verified or corrupted, unless it is lost: skipped if it
 /// was before, and if it turned out lost during the comparison, the handler had mapped a
 /// fresh page over it (its bytes are not the pager's to answer for).
@@ -615,9 +633,8 @@ fn drive<T: Send>(
                     let mut generator =
                         Generator::new(options.workload, per_thread, options.seed ^ (thread as u64) << 32);
                     let mut result = ThreadResult { faults_ns: Vec::with_capacity(1 << 16), verified: 0, corrupted: 0 };
-                    // The warm-up's accesses: the same stream, untimed; what they read is
-                    // verified too, but counted apart from the timed part's figures.
-                    let mut warm_result = ThreadResult { faults_ns: Vec::new(), verified: 0, corrupted: 0 };
+                    // The warm-up's accesses: the same stream, untimed (no fault latencies);
+                    // what they read is verified all the same.
                     let warm_ops_max = options.warm_up_ops / options.threads as u64;
                     let mut warm_ops = 0u64;
                     while warm_ops < warm_ops_max {
@@ -630,20 +647,19 @@ fn drive<T: Send>(
                         let bytes = unsafe {
                             std::slice::from_raw_parts_mut((base + page as usize * PAGE_BYTES) as *mut u8, PAGE_BYTES)
                         };
-                        let slot = access.page as usize;
-                        if access.write {
-                            versions[slot] += 1;
-                            fill(bytes, page, versions[slot]);
-                        } else {
-                            verify(&mut warm_result, bytes, page, versions[slot], is_lost);
-                        }
+                        write_or_verify(
+                            &mut result,
+                            &mut versions[access.page as usize],
+                            access.write,
+                            bytes,
+                            page,
+                            is_lost,
+                        );
                         warm_ops += 1;
                         if warm_ops.is_multiple_of(4096) {
                             warm_ops_done.fetch_add(4096, Relaxed);
                         }
                     }
-                    result.verified += warm_result.verified;
-                    result.corrupted += warm_result.corrupted;
                     warmed.wait();
                     timed.wait();
                     let deadline =
@@ -679,13 +695,14 @@ fn drive<T: Send>(
                         if touch_ns >= FAULT_THRESHOLD_NS {
                             result.faults_ns.push(touch_ns);
                         }
-                        let slot = access.page as usize;
-                        if access.write {
-                            versions[slot] += 1;
-                            fill(bytes, page, versions[slot]);
-                        } else {
-                            verify(&mut result, bytes, page, versions[slot], is_lost);
-                        }
+                        write_or_verify(
+                            &mut result,
+                            &mut versions[access.page as usize],
+                            access.write,
+                            bytes,
+                            page,
+                            is_lost,
+                        );
                         ops += 1;
                         if ops.is_multiple_of(4096) {
                             ops_done.fetch_add(4096, Relaxed);
@@ -714,11 +731,7 @@ fn drive<T: Send>(
                 let Some(started) = clock.get() else {
                     let warm = warm_ops_done.load(Relaxed);
                     if warm > 0 {
-                        progress(&format!(
-                            "warming up: {warm} of {} accesses, {}",
-                            options.warm_up_ops,
-                            status()
-                        ));
+                        progress(&format!("warming up: {warm} of {} accesses, {}", options.warm_up_ops, status()));
                     }
                     std::thread::sleep(Duration::from_millis(50));
                     continue;
