@@ -80,7 +80,8 @@ struct SwapBenchArgs {
     /// [default: the number of CPUs].
     #[arg(long)]
     threads: Option<usize>,
-    /// Where swapped-out pages go: per-core (a swap-zone per core), hot-cold (the
+    /// Where swapped-out pages go: per-core (a swap-zone per core that swaps out; here
+    /// the pager's evictor does every swap-out, so one swap-zone), hot-cold (the
     /// paper's: two or more accesses in 16 samples is hot), lifetime (hot, warm and
     /// cold by returns while the live pages are rewritten 2.5 times, GC survivors by
     /// class, cost-benefit victims; a zone per class only while the device's free
