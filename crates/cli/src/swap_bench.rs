@@ -634,10 +634,14 @@ fn drive<T: Send>(
                         Generator::new(options.workload, per_thread, options.seed ^ (thread as u64) << 32);
                     let mut result = ThreadResult { faults_ns: Vec::with_capacity(1 << 16), verified: 0, corrupted: 0 };
                     // The warm-up's accesses: the same stream, untimed (no fault latencies);
-                    // what they read is verified all the same.
+                    // what they read is verified all the same. Draws of lost pages count
+                    // here (the timed part skips them), so a thread whose pages are all
+                    // lost still gets through.
                     let warm_ops_max = options.warm_up_ops / options.threads as u64;
-                    let mut warm_ops = 0u64;
-                    while warm_ops < warm_ops_max {
+                    for warm_ops in 1..=warm_ops_max {
+                        if warm_ops.is_multiple_of(4096) {
+                            warm_ops_done.fetch_add(4096, Relaxed);
+                        }
                         let access = generator.next().expect("generators are endless");
                         let page = first + access.page;
                         if is_lost(page) {
@@ -655,10 +659,6 @@ fn drive<T: Send>(
                             page,
                             is_lost,
                         );
-                        warm_ops += 1;
-                        if warm_ops.is_multiple_of(4096) {
-                            warm_ops_done.fetch_add(4096, Relaxed);
-                        }
                     }
                     warmed.wait();
                     timed.wait();
