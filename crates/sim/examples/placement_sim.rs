@@ -61,8 +61,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 cpus = Some(value()?.parse::<u32>().ok().filter(|n| (1..=256).contains(n)).ok_or("--cpus: 1 to 256")?)
             }
             "--threads" => {
-                threads =
-                    Some(value()?.parse::<u32>().ok().filter(|n| (1..=1024).contains(n)).ok_or("--threads: 1 to 1024")?)
+                threads = Some(
+                    value()?.parse::<u32>().ok().filter(|n| (1..=1024).contains(n)).ok_or("--threads: 1 to 1024")?,
+                )
             }
             "--json" => json_out = true,
             "-h" | "--help" => {
@@ -83,9 +84,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     scale.cpus = cpus.unwrap_or(scale.cpus);
     scale.threads = threads.unwrap_or(scale.threads);
-    if let Some(swaps) = warmup_swaps {
-        scale.placement_warmup_swaps = swaps;
-    }
+    scale.placement_warmup_swaps = warmup_swaps.unwrap_or(scale.placement_warmup_swaps);
     let pages = (scale.swap_pages as f64 * set_share) as u64;
     let policies = [PolicyKind::PerCore, PolicyKind::Lifetime];
     let mut rows = Vec::new();
