@@ -8,6 +8,13 @@
 //! I/O thread over a model of the page tables and the device. Page states and their
 //! transitions are drawn in this crate's README.
 //!
+//! # Actors
+//! The three loops that drive the core (the evictor, a fault's resolution, the I/O
+//! thread) are written once, here, as step functions ([`Evictor`], [`FaultTask`],
+//! [`IoThread`]) over a [`Shell`] that holds the locks and does the work outside them.
+//! The live pager's threads call them in a loop; the pager DST calls the same steps in
+//! the order its seed picks. The calling order below is what those steps follow.
+//!
 //! # Calling order
 //! Every call is made holding the pager's lock, with `now` in nanoseconds; the
 //! [`Action`]s a call leaves are carried out before the lock is released. Between
@@ -56,6 +63,7 @@
 #![forbid(unsafe_code)]
 
 mod action;
+mod actor;
 mod evict;
 mod fault;
 mod io;
@@ -64,6 +72,9 @@ mod program;
 mod region;
 
 pub use action::{Action, Actions, CopyFrom, Wakeups};
+pub use actor::{
+    Evictor, EvictorDid, EvictorShell, FaultShell, FaultTask, IoShell, IoThread, Next, Shell, WaitOn,
+};
 pub use evict::{AddressRange, DiscardBatch, EvictRound, EvictorWork, ProtectRange};
 pub use fault::{Fault, FaultKind, FaultStep, Pause, ROOM_WAIT_MAX_NS, ZERO_FILL_AROUND_PAGES};
 pub use io::{IoCompletion, IoPlan, PageSource};

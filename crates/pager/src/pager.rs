@@ -44,6 +44,7 @@ mod evict;
 mod fault;
 mod io;
 mod program;
+mod shell;
 mod stats;
 
 use evict::self_pidfd_for_discard;
@@ -205,7 +206,8 @@ pub(crate) struct Shared {
     self_pidfd: Option<i32>,
     /// Scratch for a fault that discards dropped pages while it waits for room (direct
     /// reclaim); a fault that finds it busy just waits.
-    fault_discard: Mutex<DiscardBatch>,
+    /// (Taken out while in use: the fault that does the discard holds it.)
+    fault_discard: Mutex<Option<DiscardBatch>>,
     started: Instant,
     counters: Counters,
 }
@@ -287,7 +289,7 @@ impl Pager {
             footer_mode,
             self_pidfd: self_pidfd_for_discard(),
             mappings: RwLock::new(()),
-            fault_discard: Mutex::new(core.discard_batch()),
+            fault_discard: Mutex::new(Some(core.discard_batch())),
             readahead_pages,
             readahead_buffer: Mutex::new(if readahead_pages > 0 {
                 vec![crate::page_buffers::AlignedPage::ZERO; readahead_pages as usize + 1]

@@ -2,18 +2,22 @@
 //! regions it pages (what userfaultfd would do with each action), the model zoned
 //! device with injected faults, and the actors whose steps the seed interleaves.
 //!
-//! A step is either one call into the core (under the pager's lock, with the actions it
-//! returns carried out at once, as the shell does) or one piece of work the shell does
-//! outside the lock (a device command, write-protecting a range, reading a victim,
-//! a discard). Application accesses are steps of their own and land between any two.
+//! The pager's actors (the evictor, a fault, the I/O thread) are the core's own
+//! (`znswap_pager_core::{Evictor, FaultTask, IoThread}`), the very step functions the
+//! live threads call; here [`Sim`] is their shell, and the seed picks which actor steps
+//! next. A step is one lock hold (a call into the core, with the actions it returns
+//! carried out at once) or one piece of work outside the lock (a device command,
+//! write-protecting a range, reading a victim, a discard). Application accesses are
+//! steps of their own and land between any two.
 
 use std::collections::VecDeque;
 
 use znswap_core::driver::{Captured, Completion, ContractBreach, DeviceHooks, Driver, Stage};
 use znswap_core::{AppendPage, Buf, IoError, IoRequest, PageState as EnginePage};
 use znswap_pager_core::{
-    Action, Actions, ChildPage, CopyFrom, DiscardBatch, EvictRound, EvictorWork, Fault, FaultKind, FaultStep, ForkHold,
-    IoCompletion, IoPlan, PageSource, PageState, PagerCore, Pause, PAGE_BYTES,
+    Action, Actions, AddressRange, ChildPage, CopyFrom, DiscardBatch, Evictor, EvictorDid, EvictorShell, Fault,
+    FaultKind, FaultShell, FaultTask, ForkHold, IoCompletion, IoPlan, IoShell, IoThread, Next, PageSource, PageState,
+    PagerCore, Pause, Shell, WaitOn, PAGE_BYTES,
 };
 
 use super::scenario::{Access, PagerFaultMode, PagerFaults, PagerScenario};
@@ -166,37 +170,39 @@ struct ForkModel {
     next_read_step: u64,
 }
 
+/// An actor's wait between two steps, as its thread would wait.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Waiting {
     No,
-    /// Runnable again at this step, or when woken.
-    Until(u64),
+    /// A pause: runnable again at this step.
+    Paused(u64),
+    /// Asleep on a condvar: runnable again when woken, or at this step (the timeout).
+    Asleep(u64),
 }
 
-/// One fault being resolved: by a self-paging application thread, or a handler.
-struct FaultTask {
-    fault: Fault,
-    phase: FaultPhase,
-    /// Holds the read-ahead buffer (one per pager, like the shell's).
-    readahead: bool,
-    /// The direct-reclaim batch (one per pager), held from its take to its done.
-    discard: Option<DiscardBatch>,
+impl Waiting {
+    fn until(self) -> Option<u64> {
+        match self {
+            Waiting::No => None,
+            Waiting::Paused(until) | Waiting::Asleep(until) => Some(until),
+        }
+    }
 }
 
-enum FaultPhase {
-    Call,
-    Read { zone: u32, slot: u32, pages: u32 },
-    ReadDone { result: Result<(), IoError>, versions: Vec<u64> },
-    Paused(Waiting),
-    WaitRoom(Waiting, u64),
-    Discard(DiscardPhase),
+/// A thread's fault resolution: the core's task, its wait between steps, and the
+/// versions its last device read brought (its read buffer).
+struct FaultSlot {
+    task: FaultTask,
+    waiting: Waiting,
+    /// Asleep for room: woken once the room epoch moves past this.
+    room_epoch: u64,
+    read: Vec<u64>,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum DiscardPhase {
-    Take,
-    Madvise,
-    Done,
+impl FaultSlot {
+    fn new(readahead_pages: u32) -> Box<FaultSlot> {
+        Box::new(FaultSlot { task: FaultTask::new(readahead_pages), waiting: Waiting::No, room_epoch: 0, read: Vec::new() })
+    }
 }
 
 enum AppPhase {
@@ -206,11 +212,11 @@ enum AppPhase {
         page: u64,
         write: bool,
     },
+    /// Self-paging: resolving its own fault (the task in `App::fault`).
     Faulting {
         place: usize,
         page: u64,
         write: bool,
-        task: Box<FaultTask>,
     },
     /// Handler mode: asleep in the kernel until a wake-up covers the page.
     Blocked {
@@ -230,41 +236,24 @@ struct App {
     /// The final sweep: (place, page) to read next.
     sweep: Option<(usize, u64)>,
     woken: bool,
+    /// Its fault task (self-paging), out of place while it steps.
+    fault: Option<Box<FaultSlot>>,
 }
 
 struct Handler {
-    task: Option<Box<FaultTask>>,
+    /// Its fault task, out of place while it steps.
+    fault: Option<Box<FaultSlot>>,
 }
 
-enum EvictorPhase {
-    Check,
-    Sleeping(Waiting),
-    Discard(DiscardPhase),
-    Protect { range: usize, pause: Option<Pause> },
-    ZeroCheck { pause: Option<Pause> },
-    HandOver { pause: Option<Pause> },
-    Paused(Waiting),
-}
-
-struct Evictor {
-    phase: EvictorPhase,
-    round: EvictRound,
-    batch: DiscardBatch,
-    actions: Actions,
+struct EvictorSlot {
+    evictor: Evictor,
+    waiting: Waiting,
     woken: bool,
 }
 
-enum IoPhase {
-    Next,
-    Sleeping(Waiting),
-    Device { records: Vec<u8> },
-    Complete { completion: IoCompletion, records: Vec<u8> },
-}
-
-struct IoThread {
-    phase: IoPhase,
-    plan: IoPlan,
-    holds_mappings: bool,
+struct IoSlot {
+    io: IoThread,
+    waiting: Waiting,
     woken: bool,
 }
 
@@ -307,17 +296,18 @@ pub struct World {
     mappings_readers: u32,
     /// The direct-reclaim discard batch (one per pager), free or taken.
     fault_discard: Option<DiscardBatch>,
+    /// An actor holds the state lock (within its step, or into a wait).
+    locked: bool,
     readahead_free: bool,
     version: u64,
     offline_at_steps: Vec<u64>,
     next_churn_step: u64,
     apps: Vec<App>,
     handlers: Vec<Handler>,
-    evictors: Vec<Option<Evictor>>,
-    ios: Vec<Option<IoThread>>,
+    evictors: Vec<Option<EvictorSlot>>,
+    ios: Vec<Option<IoSlot>>,
     /// Room wake-ups so far: a fault waiting for room runs again once this moves on.
     room_epoch: u64,
-    actions: Actions,
     pub coverage: Coverage,
     pub violations: Vec<String>,
     pub corrupted: u64,
@@ -341,6 +331,8 @@ impl World {
         let mut rng = rng;
         let offline_at_steps =
             (0..scenario.faults.offline_zones).map(|_| steps / 4 + below(&mut rng, steps / 2 + 1)).collect();
+        let readahead_pages = core.config().readahead_pages;
+        let self_paging = scenario.fault_mode == PagerFaultMode::SelfPaging;
         let apps = (0..scenario.app_threads)
             .map(|_| App {
                 phase: AppPhase::Idle,
@@ -349,30 +341,25 @@ impl World {
                 cursor: (0, 0),
                 sweep: None,
                 woken: false,
+                fault: self_paging.then(|| FaultSlot::new(readahead_pages)),
             })
             .collect();
         let handlers = match scenario.fault_mode {
             PagerFaultMode::SelfPaging => Vec::new(),
-            PagerFaultMode::HandlerThreads(count) => (0..count).map(|_| Handler { task: None }).collect(),
+            PagerFaultMode::HandlerThreads(count) => {
+                (0..count).map(|_| Handler { fault: Some(FaultSlot::new(readahead_pages)) }).collect()
+            }
         };
         let evictors = (0..scenario.evictor_threads)
-            .map(|_| {
-                Some(Evictor {
-                    phase: EvictorPhase::Check,
-                    round: core.evict_round(),
-                    batch: core.discard_batch(),
-                    actions: Actions::with_capacity(core.hand_over_actions_max()),
-                    woken: false,
-                })
-            })
+            .map(|_| Some(EvictorSlot { evictor: Evictor::new(&mut core), waiting: Waiting::No, woken: false }))
             .collect();
         let ios = (0..scenario.io_threads)
-            .map(|_| Some(IoThread { phase: IoPhase::Next, plan: core.io_plan(), holds_mappings: false, woken: false }))
+            .map(|_| Some(IoSlot { io: IoThread::new(&core), waiting: Waiting::No, woken: false }))
             .collect();
         let churn = scenario.region_churn_steps;
         World {
             fault_discard: Some(core.discard_batch()),
-            actions: Actions::with_capacity(Actions::FAULT_MAX.max(core.hand_over_actions_max())),
+            locked: false,
             core,
             driver,
             rng,
@@ -591,7 +578,7 @@ impl World {
             }
         }
         if wakeups.io {
-            if let Some(io) = self.ios.iter_mut().flatten().find(|io| matches!(io.phase, IoPhase::Sleeping(_))) {
+            if let Some(io) = self.ios.iter_mut().flatten().find(|io| matches!(io.waiting, Waiting::Asleep(_))) {
                 io.woken = true;
             }
         }
@@ -608,16 +595,30 @@ impl World {
         }
     }
 
-    fn waiting_for(&mut self, steps: u64) -> Waiting {
-        Waiting::Until(self.step + 1 + below(&mut self.rng, steps.max(1)))
+    /// A step within the next `steps`.
+    fn within(&mut self, steps: u64) -> u64 {
+        self.step + 1 + below(&mut self.rng, steps.max(1))
     }
 
     fn pause_steps(&mut self, pause: Pause) -> Waiting {
         match pause {
             Pause::None => Waiting::No,
-            Pause::Yield => self.waiting_for(4),
-            Pause::Micros(micros) => self.waiting_for(micros as u64 / 4),
+            Pause::Yield => Waiting::Paused(self.within(4)),
+            Pause::Micros(micros) => Waiting::Paused(self.within(micros as u64 / 4)),
         }
+    }
+
+    /// An actor's step asked to wait (`Next::Wait`), the state lock still held: the
+    /// lock goes as the wait begins, as a condvar's wait lets it go.
+    fn wait(&mut self) -> Waiting {
+        self.unlock();
+        Waiting::Asleep(self.within(WAIT_TIMEOUT_STEPS))
+    }
+
+    fn unlock(&mut self) {
+        assert!(self.locked, "the state lock released but not held");
+        self.locked = false;
+        self.after_lock_step();
     }
 
     // ------------------------------------------------------------------- device
@@ -753,29 +754,28 @@ impl World {
 
     /// The earliest step a waiting actor's timer fires at.
     fn first_timer(&self) -> Option<u64> {
-        let task_timer = |task: &FaultTask| match task.phase {
-            FaultPhase::Paused(Waiting::Until(until)) | FaultPhase::WaitRoom(Waiting::Until(until), _) => Some(until),
-            _ => None,
-        };
         let apps = self.apps.iter().filter_map(|app| match &app.phase {
-            AppPhase::Faulting { task, .. } => task_timer(task),
+            AppPhase::Faulting { .. } => app.fault.as_ref().and_then(|slot| slot.waiting.until()),
             _ => None,
         });
-        let handlers = self.handlers.iter().filter_map(|handler| handler.task.as_deref().and_then(task_timer));
-        let evictors = self.evictors.iter().flatten().filter_map(|evictor| match evictor.phase {
-            EvictorPhase::Sleeping(Waiting::Until(until)) | EvictorPhase::Paused(Waiting::Until(until)) => Some(until),
-            _ => None,
-        });
-        let ios = self.ios.iter().flatten().filter_map(|io| match io.phase {
-            IoPhase::Sleeping(Waiting::Until(until)) => Some(until),
-            _ => None,
-        });
+        let handlers = self.handlers.iter().filter_map(|handler| handler.fault.as_ref()?.waiting.until());
+        let evictors = self.evictors.iter().flatten().filter_map(|evictor| evictor.waiting.until());
+        let ios = self.ios.iter().flatten().filter_map(|io| io.waiting.until());
         let zap = match self.discard {
             ProgramDiscard::Read { zap_step, .. } => Some(zap_step),
             _ => None,
         };
         let child = self.fork.as_ref().map(|fork| fork.next_read_step);
         apps.chain(handlers).chain(evictors).chain(ios).chain(zap).chain(child).min()
+    }
+
+    /// Whether an actor waiting as `waiting` may step: its timer fired, or it was woken.
+    fn ready(&self, waiting: Waiting, woken: bool) -> bool {
+        match waiting {
+            Waiting::No => true,
+            Waiting::Paused(until) => self.step >= until,
+            Waiting::Asleep(until) => woken || self.step >= until,
+        }
     }
 
     fn runnable(&self) -> Vec<(u8, usize)> {
@@ -786,30 +786,25 @@ impl World {
             }
         }
         for (index, handler) in self.handlers.iter().enumerate() {
-            let remove_queued = matches!(self.discard, ProgramDiscard::Queued { .. });
-            if handler.task.as_ref().map_or(!self.events.is_empty() || remove_queued, |task| self.task_runnable(task)) {
+            let slot = handler.fault.as_ref().expect("in place between steps");
+            let ready = if slot.task.is_resolved() {
+                !self.events.is_empty() || matches!(self.discard, ProgramDiscard::Queued { .. })
+            } else {
+                self.fault_ready(slot)
+            };
+            if ready {
                 runnable.push((1, index));
             }
         }
         for (index, evictor) in self.evictors.iter().enumerate() {
             let evictor = evictor.as_ref().expect("in place between steps");
-            let ready = match evictor.phase {
-                EvictorPhase::Sleeping(Waiting::Until(until)) | EvictorPhase::Paused(Waiting::Until(until)) => {
-                    evictor.woken || self.step >= until
-                }
-                _ => true,
-            };
-            if ready {
+            if self.ready(evictor.waiting, evictor.woken) {
                 runnable.push((2, index));
             }
         }
         for (index, io) in self.ios.iter().enumerate() {
             let io = io.as_ref().expect("in place between steps");
-            let ready = match io.phase {
-                IoPhase::Sleeping(Waiting::Until(until)) => io.woken || self.step >= until,
-                _ => true,
-            };
-            if ready {
+            if self.ready(io.waiting, io.woken) {
                 runnable.push((3, index));
             }
         }
@@ -836,19 +831,14 @@ impl World {
             AppPhase::Finished => false,
             AppPhase::Idle => !self.sweeping || app.sweep.is_some(),
             AppPhase::Blocked { .. } => app.woken,
-            AppPhase::Faulting { task, .. } => self.task_runnable(task),
+            AppPhase::Faulting { .. } => self.fault_ready(app.fault.as_ref().expect("a self-paging thread's task")),
             AppPhase::Access { .. } => true,
         }
     }
 
-    fn task_runnable(&self, task: &FaultTask) -> bool {
-        match task.phase {
-            FaultPhase::Paused(Waiting::Until(until)) => self.step >= until,
-            FaultPhase::WaitRoom(Waiting::Until(until), epoch) => self.room_epoch != epoch || self.step >= until,
-            // Direct reclaim takes the scratch; another fault waits for it.
-            FaultPhase::Discard(DiscardPhase::Take) => task.discard.is_some() || self.fault_discard.is_some(),
-            _ => true,
-        }
+    /// A fault asleep for room wakes when the room epoch moves on.
+    fn fault_ready(&self, slot: &FaultSlot) -> bool {
+        self.ready(slot.waiting, self.room_epoch != slot.room_epoch)
     }
 
     // ------------------------------------------------------------- application
@@ -921,11 +911,14 @@ impl World {
                 AppPhase::Access { place, page, write }
             }
             AppPhase::Access { place, page, write } => self.access(index, place, page, write),
-            AppPhase::Faulting { place, page, write, mut task } => {
-                if self.step_task(&mut task) {
+            AppPhase::Faulting { place, page, write } => {
+                let mut slot = self.apps[index].fault.take().expect("a self-paging thread's task");
+                let resolved = self.step_fault(&mut slot);
+                self.apps[index].fault = Some(slot);
+                if resolved {
                     AppPhase::Access { place, page, write }
                 } else {
-                    AppPhase::Faulting { place, page, write, task }
+                    AppPhase::Faulting { place, page, write }
                 }
             }
             AppPhase::Finished => AppPhase::Finished,
@@ -966,9 +959,10 @@ impl World {
             }
             return match self.scenario.fault_mode {
                 PagerFaultMode::SelfPaging => {
-                    let fault = Fault::new(address, FaultKind::Sigbus { write });
-                    let task = Box::new(FaultTask { fault, phase: FaultPhase::Call, readahead: false, discard: None });
-                    AppPhase::Faulting { place, page, write, task }
+                    let slot = self.apps[index].fault.as_mut().expect("a self-paging thread's task");
+                    slot.task.start(Fault::new(address, FaultKind::Sigbus { write }));
+                    slot.waiting = Waiting::No;
+                    AppPhase::Faulting { place, page, write }
                 }
                 PagerFaultMode::HandlerThreads(_) => {
                     self.events.push_back((address, kind));
@@ -1042,294 +1036,67 @@ impl World {
     }
 
     fn step_handler(&mut self, index: usize) {
-        let mut task = match self.handlers[index].task.take() {
-            Some(task) => task,
-            None if self.events.is_empty() => {
+        let mut slot = self.handlers[index].fault.take().expect("in place between steps");
+        if slot.task.is_resolved() {
+            if self.events.is_empty() {
                 // Faults are read before other events: a REMOVE now, and the discard
                 // applied in the same lock hold as its read.
+                self.handlers[index].fault = Some(slot);
                 self.read_program_discard();
                 return;
             }
-            None => {
-                let (address, kind) = self.events.pop_front().expect("runnable with an event");
-                let stale = self.locate(address).is_none_or(|(place, page)| {
-                    let pte = self.regions[place].as_ref().expect("live").ptes[page as usize];
-                    pte.mapped && !(pte.write_protected && kind == FaultKind::WriteProtect)
-                });
-                self.coverage.stale_events += stale as u64;
-                Box::new(FaultTask {
-                    fault: Fault::new(address, kind),
-                    phase: FaultPhase::Call,
-                    readahead: false,
-                    discard: None,
-                })
-            }
-        };
-        if !self.step_task(&mut task) {
-            self.handlers[index].task = Some(task);
+            let (address, kind) = self.events.pop_front().expect("runnable with an event");
+            let stale = self.locate(address).is_none_or(|(place, page)| {
+                let pte = self.regions[place].as_ref().expect("live").ptes[page as usize];
+                pte.mapped && !(pte.write_protected && kind == FaultKind::WriteProtect)
+            });
+            self.coverage.stale_events += stale as u64;
+            slot.task.start(Fault::new(address, kind));
+            slot.waiting = Waiting::No;
         }
+        self.step_fault(&mut slot);
+        self.handlers[index].fault = Some(slot);
     }
 
-    /// One step of a fault; true when it is resolved.
-    fn step_task(&mut self, task: &mut FaultTask) -> bool {
-        let phase = std::mem::replace(&mut task.phase, FaultPhase::Call);
-        let mut actions = std::mem::replace(&mut self.actions, Actions::with_capacity(0));
-        let resolved = match phase {
-            FaultPhase::Call => {
-                let readahead_pages = self.core.config().readahead_pages;
-                if readahead_pages > 0 && self.readahead_free && task.fault.kind() != FaultKind::WriteProtect {
-                    self.readahead_free = false;
-                    task.readahead = true;
-                }
-                task.fault.readahead_room = if task.readahead { readahead_pages } else { 0 };
-                let step = self.core.fault(&mut task.fault, self.now_ns, &mut actions);
-                self.apply(&mut actions, &[]);
-                self.after_lock_step();
-                if !matches!(step, FaultStep::Read { pages, .. } if pages > 1) {
-                    self.release_readahead(task);
-                }
-                match step {
-                    FaultStep::Done | FaultStep::NotOurs => true,
-                    FaultStep::Again(pause) => {
-                        self.coverage.fault_pauses += 1;
-                        task.phase = FaultPhase::Paused(self.pause_steps(pause));
-                        false
-                    }
-                    FaultStep::WaitRoom { discard } => {
-                        self.coverage.room_waits += 1;
-                        task.phase = if discard && self.fault_discard.is_some() {
-                            FaultPhase::Discard(DiscardPhase::Take)
-                        } else {
-                            FaultPhase::WaitRoom(self.waiting_for(WAIT_TIMEOUT_STEPS), self.room_epoch)
-                        };
-                        false
-                    }
-                    FaultStep::Read { zone, slot, pages } => {
-                        task.phase = FaultPhase::Read { zone, slot, pages };
-                        false
-                    }
-                    FaultStep::ZeroFill { address } => {
-                        // Still under the lock: a zero page lands only where nothing is.
-                        let landed = self.locate(address).is_some_and(|(place, page)| {
-                            let pte = self.regions[place].as_ref().expect("live").ptes[page as usize];
-                            !pte.mapped && !pte.poisoned
-                        });
-                        if landed {
-                            self.coverage.zero_fills_landed += 1;
-                            self.install(address, 0, false, false, "ZeroFill");
-                            self.wake(address, 1);
-                        } else {
-                            self.coverage.zero_fills_refused += 1;
-                        }
-                        let step = self.core.fault_zero_filled(&mut task.fault, landed, self.now_ns, &mut actions);
-                        self.apply(&mut actions, &[]);
-                        self.after_lock_step();
-                        if step != FaultStep::Done {
-                            self.violation(format!("a zero fill answered {step:?}"));
-                        }
-                        true
-                    }
-                }
-            }
-            FaultPhase::Read { zone, slot, pages } => {
-                let (result, versions) = self.device_read(zone, slot, pages);
-                task.phase = FaultPhase::ReadDone { result, versions };
+    /// One step of a fault's task (the core's, as the live pager runs it); true when the
+    /// fault is resolved.
+    fn step_fault(&mut self, slot: &mut FaultSlot) -> bool {
+        let next = slot.task.step(&mut Sim { world: self, read: &mut slot.read });
+        slot.waiting = Waiting::No;
+        match next {
+            Next::Continue => false,
+            Next::Pause(pause) => {
+                self.coverage.fault_pauses += 1;
+                slot.waiting = self.pause_steps(pause);
                 false
             }
-            FaultPhase::ReadDone { result, versions } => {
-                let step = self.core.fault_read_done(&mut task.fault, result, self.now_ns, &mut actions);
-                self.apply(&mut actions, &versions);
-                self.after_lock_step();
-                self.release_readahead(task);
-                match step {
-                    FaultStep::Done => true,
-                    FaultStep::Again(pause) => {
-                        task.phase = FaultPhase::Paused(self.pause_steps(pause));
-                        false
-                    }
-                    other => {
-                        self.violation(format!("a read completion answered {other:?}"));
-                        true
-                    }
-                }
-            }
-            FaultPhase::Paused(_) | FaultPhase::WaitRoom(..) => false,
-            FaultPhase::Discard(discard) => {
-                let mut batch = match task.discard.take() {
-                    Some(batch) => batch,
-                    None => self.fault_discard.take().expect("runnable with the scratch free"),
-                };
-                match self.discard_step(discard, &mut batch) {
-                    Some(next) => {
-                        task.phase = FaultPhase::Discard(next);
-                        task.discard = Some(batch);
-                    }
-                    None => {
-                        self.fault_discard = Some(batch);
-                        self.coverage.fault_discards += 1;
-                    }
-                }
+            Next::Wait(on) => {
+                assert_eq!(on, WaitOn::Room, "a fault waits only for room");
+                self.coverage.room_waits += 1;
+                slot.waiting = self.wait();
+                slot.room_epoch = self.room_epoch;
                 false
             }
-        };
-        self.actions = actions;
-        resolved
-    }
-
-    fn release_readahead(&mut self, task: &mut FaultTask) {
-        if task.readahead {
-            task.readahead = false;
-            self.readahead_free = true;
-        }
-    }
-
-    /// One step of a discard; the next phase, or None when done.
-    fn discard_step(&mut self, phase: DiscardPhase, batch: &mut DiscardBatch) -> Option<DiscardPhase> {
-        match phase {
-            DiscardPhase::Take => {
-                self.mappings_readers += 1;
-                let taken = self.core.discard_take(batch);
-                self.after_lock_step();
-                if taken {
-                    Some(DiscardPhase::Madvise)
-                } else {
-                    self.mappings_readers -= 1;
-                    None
-                }
-            }
-            DiscardPhase::Madvise => {
-                for range in batch.ranges().to_vec() {
-                    self.trace(range.start as u64, (range.len / PAGE_BYTES) as u64, &|| format!("discard {range:?}"));
-                    for index in 0..(range.len / PAGE_BYTES) as u64 {
-                        let address = range.start as u64 + index * PAGE_BYTES as u64;
-                        match self.locate(address) {
-                            Some((place, page)) => {
-                                self.regions[place].as_mut().expect("live").ptes[page as usize] = Pte::default();
-                            }
-                            None => self.violation(format!("a discard of {address:#x}, outside any region")),
-                        }
-                    }
-                }
-                Some(DiscardPhase::Done)
-            }
-            DiscardPhase::Done => {
-                self.core.discard_done(batch);
-                self.after_lock_step();
-                self.mappings_readers -= 1;
-                None
-            }
+            Next::Resolved { .. } => true,
         }
     }
 
     // ----------------------------------------------------------------- evictor
 
     fn step_evictor(&mut self, index: usize) {
-        let mut evictor = self.evictors[index].take().expect("in place between steps");
-        let phase = std::mem::replace(&mut evictor.phase, EvictorPhase::Check);
-        evictor.phase = match phase {
-            EvictorPhase::Check | EvictorPhase::Sleeping(_) | EvictorPhase::Paused(_) => {
-                evictor.woken = false;
-                match self.core.evictor_work() {
-                    EvictorWork::Sleep => {
-                        self.core.evictor_sleeps();
-                        self.after_lock_step();
-                        EvictorPhase::Sleeping(self.waiting_for(WAIT_TIMEOUT_STEPS))
-                    }
-                    EvictorWork::Discard => {
-                        self.after_lock_step();
-                        EvictorPhase::Discard(DiscardPhase::Take)
-                    }
-                    EvictorWork::Evict => {
-                        // `mappings` is held from the pick to the hand-over.
-                        self.mappings_readers += 1;
-                        self.coverage.rounds += 1;
-                        let pause = self.core.evict_pick(&mut evictor.round);
-                        self.after_lock_step();
-                        if evictor.round.ranges().is_empty() {
-                            self.mappings_readers -= 1;
-                            match pause {
-                                Some(pause) => EvictorPhase::Paused(self.pause_steps(pause)),
-                                None => EvictorPhase::Check,
-                            }
-                        } else {
-                            EvictorPhase::Protect { range: 0, pause }
-                        }
-                    }
-                }
-            }
-            EvictorPhase::Discard(discard) => match self.discard_step(discard, &mut evictor.batch) {
-                Some(next) => EvictorPhase::Discard(next),
-                None => {
-                    self.coverage.evictor_discards += 1;
-                    EvictorPhase::Check
-                }
-            },
-            EvictorPhase::Protect { range, pause } => {
-                let ProtectRangeModel { start, end } = {
-                    let protect = evictor.round.ranges()[range];
-                    ProtectRangeModel { start: protect.start, end: protect.end }
-                };
-                self.trace(start, (end - start) / PAGE_BYTES as u64, &|| {
-                    format!("evictor {index} protects {start:#x}..{end:#x}")
-                });
-                let protected = self.write_protect(start, end);
-                evictor.round.ranges_mut()[range].protected = protected;
-                if range + 1 < evictor.round.ranges().len() {
-                    EvictorPhase::Protect { range: range + 1, pause }
-                } else {
-                    EvictorPhase::ZeroCheck { pause }
-                }
-            }
-            EvictorPhase::ZeroCheck { pause } => {
-                for victim in 0..evictor.round.victims() {
-                    if let Some(address) = evictor.round.victim_to_check(victim) {
-                        self.trace(address, 1, &|| format!("evictor {index} zero check"));
-                        let zero = match self.locate(address) {
-                            Some((place, page)) => {
-                                let region = self.regions[place].as_ref().expect("live");
-                                let pte = region.ptes[page as usize];
-                                let discarded = region.zapped[page as usize]
-                                    || region.pre[page as usize].is_some()
-                                    || self.core.page_state(region.owner, page) == Some(PageState::Removed);
-                                if !pte.mapped && !discarded {
-                                    // The shell would fault inside the evictor here.
-                                    self.violation(format!("the evictor read the unmapped victim {place}:{page}"));
-                                }
-                                // (A victim the program's discard zapped faults in the
-                                // evictor, and reads zero once a handler maps a zero
-                                // page: modelled as read at once.)
-                                !pte.mapped || pte.version == 0
-                            }
-                            None => {
-                                self.violation(format!("the evictor read {address:#x}, outside any region"));
-                                false
-                            }
-                        };
-                        evictor.round.set_zero(victim, zero);
-                    }
-                }
-                EvictorPhase::HandOver { pause }
-            }
-            EvictorPhase::HandOver { pause } => {
-                if let Some((place, page)) = self.trace {
-                    if self.regions.get(place).is_some_and(Option::is_some) {
-                        let address = self.address(place, page);
-                        self.trace(address, 1, &|| format!("evictor {index} hands over (before)"));
-                    }
-                }
-                self.core.evict_hand_over(&mut evictor.round, self.now_ns, &mut evictor.actions);
-                let mut actions = std::mem::replace(&mut evictor.actions, Actions::with_capacity(0));
-                self.apply(&mut actions, &[]);
-                evictor.actions = actions;
-                self.after_lock_step();
-                self.mappings_readers -= 1;
-                match pause {
-                    Some(pause) => EvictorPhase::Paused(self.pause_steps(pause)),
-                    None => EvictorPhase::Check,
-                }
-            }
+        let mut slot = self.evictors[index].take().expect("in place between steps");
+        slot.woken = false;
+        let mut did = EvictorDid::default();
+        let next = slot.evictor.step(&mut Sim { world: self, read: &mut Vec::new() }, &mut did);
+        self.coverage.rounds += did.rounds;
+        self.coverage.evictor_discards += did.discards;
+        slot.waiting = match next {
+            Next::Continue => Waiting::No,
+            Next::Pause(pause) => self.pause_steps(pause),
+            Next::Wait(_) => self.wait(),
+            Next::Resolved { .. } => panic!("the evictor resolved a fault"),
         };
-        self.evictors[index] = Some(evictor);
+        self.evictors[index] = Some(slot);
     }
 
     /// `UFFDIO_WRITEPROTECT` of `start..end`: mapped entries get the bit; fails outside
@@ -1349,50 +1116,76 @@ impl World {
         true
     }
 
+    /// Whether the victim at `address` reads all zeroes, as the evictor would read it.
+    fn victim_is_zero(&mut self, address: u64) -> bool {
+        self.trace(address, 1, &|| "evictor zero check".to_string());
+        match self.locate(address) {
+            Some((place, page)) => {
+                let region = self.regions[place].as_ref().expect("live");
+                let pte = region.ptes[page as usize];
+                let discarded = region.zapped[page as usize]
+                    || region.pre[page as usize].is_some()
+                    || self.core.page_state(region.owner, page) == Some(PageState::Removed);
+                if !pte.mapped && !discarded {
+                    // The shell would fault inside the evictor here.
+                    self.violation(format!("the evictor read the unmapped victim {place}:{page}"));
+                }
+                // (A victim the program's discard zapped faults in the evictor, and reads
+                // zero once a handler maps a zero page: modelled as read at once.)
+                !pte.mapped || pte.version == 0
+            }
+            None => {
+                self.violation(format!("the evictor read {address:#x}, outside any region"));
+                false
+            }
+        }
+    }
+
+    /// `MADV_DONTNEED` of a discard's ranges: their entries go.
+    fn discard_ranges(&mut self, ranges: &[AddressRange]) {
+        for range in ranges {
+            self.trace(range.start as u64, (range.len / PAGE_BYTES) as u64, &|| format!("discard {range:?}"));
+            for index in 0..(range.len / PAGE_BYTES) as u64 {
+                let address = range.start as u64 + index * PAGE_BYTES as u64;
+                match self.locate(address) {
+                    Some((place, page)) => {
+                        self.regions[place].as_mut().expect("live").ptes[page as usize] = Pte::default();
+                    }
+                    None => self.violation(format!("a discard of {address:#x}, outside any region")),
+                }
+            }
+        }
+    }
+
+    /// Maps a zero page at `address` only where nothing is (a fault's `ZeroFill`).
+    fn zero_fill(&mut self, address: u64) -> bool {
+        let landed = self.locate(address).is_some_and(|(place, page)| {
+            let pte = self.regions[place].as_ref().expect("live").ptes[page as usize];
+            !pte.mapped && !pte.poisoned
+        });
+        if landed {
+            self.coverage.zero_fills_landed += 1;
+            self.install(address, 0, false, false, "ZeroFill");
+            self.wake(address, 1);
+        } else {
+            self.coverage.zero_fills_refused += 1;
+        }
+        landed
+    }
+
     // --------------------------------------------------------------------- I/O
 
     fn step_io(&mut self, index: usize) {
-        let mut io = self.ios[index].take().expect("in place between steps");
-        let phase = std::mem::replace(&mut io.phase, IoPhase::Next);
-        io.phase = match phase {
-            IoPhase::Next | IoPhase::Sleeping(_) => {
-                io.woken = false;
-                self.mappings_readers += 1;
-                if self.core.io_next(&mut io.plan, self.now_ns) {
-                    let records = match io.plan.request() {
-                        IoRequest::Append { .. } => {
-                            io.holds_mappings = true;
-                            self.core.append_records(&io.plan).to_vec()
-                        }
-                        _ => {
-                            self.mappings_readers -= 1;
-                            Vec::new()
-                        }
-                    };
-                    self.after_lock_step();
-                    IoPhase::Device { records }
-                } else {
-                    self.mappings_readers -= 1;
-                    self.core.io_sleeps();
-                    self.after_lock_step();
-                    IoPhase::Sleeping(self.waiting_for(WAIT_TIMEOUT_STEPS))
-                }
-            }
-            IoPhase::Device { records } => {
-                let (completion, records) = self.device_command(&io.plan, records);
-                IoPhase::Complete { completion, records }
-            }
-            IoPhase::Complete { completion, records } => {
-                self.core.io_done(&mut io.plan, completion, &records, self.now_ns);
-                self.after_lock_step();
-                if io.holds_mappings {
-                    io.holds_mappings = false;
-                    self.mappings_readers -= 1;
-                }
-                IoPhase::Next
-            }
+        let mut slot = self.ios[index].take().expect("in place between steps");
+        slot.woken = false;
+        let next = slot.io.step(&mut Sim { world: self, read: &mut Vec::new() });
+        slot.waiting = match next {
+            Next::Continue => Waiting::No,
+            Next::Pause(pause) => self.pause_steps(pause),
+            Next::Wait(_) => self.wait(),
+            Next::Resolved { .. } => panic!("the I/O thread resolved a fault"),
         };
-        self.ios[index] = Some(io);
+        self.ios[index] = Some(slot);
     }
 
     // ------------------------------------------------------- program memory
@@ -1691,17 +1484,7 @@ impl World {
 
     /// What every actor is doing, for a hang's report.
     pub fn describe(&self) -> String {
-        let task = |task: &FaultTask| {
-            let phase = match &task.phase {
-                FaultPhase::Call => "call".to_string(),
-                FaultPhase::Read { .. } => "read".to_string(),
-                FaultPhase::ReadDone { .. } => "read done".to_string(),
-                FaultPhase::Paused(waiting) => format!("paused {waiting:?}"),
-                FaultPhase::WaitRoom(waiting, epoch) => format!("waiting for room {waiting:?} epoch {epoch}"),
-                FaultPhase::Discard(phase) => format!("discard {phase:?}"),
-            };
-            format!("fault at {:#x} {:?}: {phase}", task.fault.address(), task.fault.kind())
-        };
+        let fault = |slot: &FaultSlot| format!("{} {:?} room epoch {}", slot.task.describe(), slot.waiting, slot.room_epoch);
         let mut lines = vec![format!(
             "step {} resident {} budget {} slack {} evictor work {:?} events {} room epoch {} mappings readers {}",
             self.step,
@@ -1718,33 +1501,24 @@ impl World {
         lines.push(format!("engine {:?}", self.core.engine().swap_inf()));
         lines.push(format!("engine stats {:?}", self.core.engine().stats()));
         for handler in &self.handlers {
-            lines.push(format!("handler: {}", handler.task.as_deref().map_or("idle".to_string(), task)));
+            let slot = handler.fault.as_deref().expect("in place between steps");
+            lines.push(format!("handler: {}", if slot.task.is_resolved() { "idle".to_string() } else { fault(slot) }));
         }
         for app in &self.apps {
-            if let AppPhase::Faulting { task: fault, .. } = &app.phase {
-                lines.push(format!("app: {}", task(fault)));
+            if let (AppPhase::Faulting { .. }, Some(slot)) = (&app.phase, app.fault.as_deref()) {
+                lines.push(format!("app: {}", fault(slot)));
             }
         }
         for evictor in self.evictors.iter().flatten() {
-            let phase = match &evictor.phase {
-                EvictorPhase::Check => "check".to_string(),
-                EvictorPhase::Sleeping(waiting) => format!("sleeping {waiting:?} woken {}", evictor.woken),
-                EvictorPhase::Discard(phase) => format!("discard {phase:?}"),
-                EvictorPhase::Protect { .. } => "protect".to_string(),
-                EvictorPhase::ZeroCheck { .. } => "zero check".to_string(),
-                EvictorPhase::HandOver { .. } => "hand over".to_string(),
-                EvictorPhase::Paused(waiting) => format!("paused {waiting:?}"),
-            };
-            lines.push(format!("evictor: {phase}"));
+            lines.push(format!(
+                "evictor: {} {:?} woken {}",
+                evictor.evictor.describe(),
+                evictor.waiting,
+                evictor.woken
+            ));
         }
         for io in self.ios.iter().flatten() {
-            let phase = match &io.phase {
-                IoPhase::Next => "next",
-                IoPhase::Sleeping(_) => "sleeping",
-                IoPhase::Device { .. } => "device",
-                IoPhase::Complete { .. } => "complete",
-            };
-            lines.push(format!("io: {phase}"));
+            lines.push(format!("io: {} {:?} woken {}", io.io.describe(), io.waiting, io.woken));
         }
         lines.join("\n")
     }
@@ -1764,7 +1538,104 @@ impl World {
     }
 }
 
-struct ProtectRangeModel {
-    start: u64,
-    end: u64,
+/// The shell the core's actors step against in the simulation: the world stands for
+/// the locks (one actor steps at a time; the lock flags check the actors' discipline),
+/// the kernel (the page table model) and the device (the model device with its errors).
+struct Sim<'a> {
+    world: &'a mut World,
+    /// The versions the fault's last device read brought: its read buffer.
+    read: &'a mut Vec<u64>,
+}
+
+impl Shell for Sim<'_> {
+    fn now(&mut self) -> u64 {
+        self.world.now_ns
+    }
+
+    fn lock(&mut self) {
+        assert!(!self.world.locked, "the state lock taken while held");
+        self.world.locked = true;
+    }
+
+    fn unlock(&mut self) {
+        self.world.unlock();
+    }
+
+    fn core(&mut self) -> &mut PagerCore {
+        assert!(self.world.locked, "the core reached without the state lock");
+        &mut self.world.core
+    }
+
+    fn apply(&mut self, actions: &mut Actions) {
+        assert!(self.world.locked, "actions carried out without the state lock");
+        self.world.apply(actions, self.read);
+    }
+
+    fn mappings_read(&mut self) {
+        assert!(!self.world.locked, "`mappings` taken under the state lock (lock order)");
+        self.world.mappings_readers += 1;
+    }
+
+    fn mappings_release(&mut self) {
+        self.world.mappings_readers =
+            self.world.mappings_readers.checked_sub(1).expect("`mappings` released but not held");
+    }
+
+    fn discard_pages(&mut self, ranges: &[AddressRange]) {
+        assert!(self.world.mappings_readers > 0, "a discard without `mappings`");
+        self.world.discard_ranges(ranges);
+    }
+}
+
+impl EvictorShell for Sim<'_> {
+    fn write_protect(&mut self, start: u64, end: u64) -> bool {
+        self.world.trace(start, (end - start) / PAGE_BYTES as u64, &|| format!("evictor protects {start:#x}..{end:#x}"));
+        self.world.write_protect(start, end)
+    }
+
+    fn page_is_zero(&mut self, address: u64) -> bool {
+        assert!(!self.world.locked, "region memory read under the state lock");
+        self.world.victim_is_zero(address)
+    }
+}
+
+impl FaultShell for Sim<'_> {
+    fn readahead_take(&mut self) -> bool {
+        std::mem::replace(&mut self.world.readahead_free, false)
+    }
+
+    fn readahead_release(&mut self) {
+        assert!(!self.world.readahead_free, "the read-ahead buffer released but not held");
+        self.world.readahead_free = true;
+    }
+
+    fn read(&mut self, zone: u32, slot: u32, pages: u32) -> Result<(), IoError> {
+        assert!(!self.world.locked, "a device read under the state lock");
+        let (result, versions) = self.world.device_read(zone, slot, pages);
+        *self.read = versions;
+        result
+    }
+
+    fn zero_fill(&mut self, address: u64) -> bool {
+        assert!(self.world.locked, "a zero fill outside the state lock");
+        self.world.zero_fill(address)
+    }
+
+    fn fault_discard_take(&mut self) -> Option<DiscardBatch> {
+        self.world.fault_discard.take()
+    }
+
+    fn fault_discard_return(&mut self, batch: DiscardBatch) {
+        assert!(self.world.fault_discard.replace(batch).is_none(), "two direct-reclaim batches");
+        self.world.coverage.fault_discards += 1;
+    }
+}
+
+impl IoShell for Sim<'_> {
+    fn run_request(&mut self, plan: &IoPlan, records: &mut Vec<u8>) -> IoCompletion {
+        assert!(!self.world.locked, "a device command under the state lock");
+        let (completion, read) = self.world.device_command(plan, std::mem::take(records));
+        *records = read;
+        completion
+    }
 }

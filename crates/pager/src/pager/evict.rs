@@ -1,8 +1,9 @@
 //! The evictor thread: discards, and eviction rounds whose write-protection and zero
 //! checks run outside the lock.
 
-use znswap_pager_core::{AddressRange, EvictRound, EvictorWork};
+use znswap_pager_core::{AddressRange, Evictor, EvictorDid, EvictorShell, Next};
 
+use super::shell::{Live, Role};
 use super::*;
 
 /// Whether the page at `address` reads all zeroes. Volatile word reads: a writer may
@@ -47,96 +48,58 @@ pub(super) fn self_pidfd_for_discard() -> Option<i32> {
     }
 }
 
+/// The evictor's part of its [`Live`] shell.
+pub(super) struct EvictorRole;
+
+impl Role for EvictorRole {}
+
+impl EvictorShell for Live<'_, EvictorRole> {
+    fn write_protect(&mut self, start: u64, end: u64) -> bool {
+        self.shared.uffd.write_protect(start, end - start, true, false).is_ok()
+    }
+
+    fn page_is_zero(&mut self, address: u64) -> bool {
+        // SAFETY: the page is a victim, mapped (its region cannot be unmapped while
+        // `mappings` is held, from the pick to the hand-over) and readable.
+        unsafe { page_is_zero(address) }
+    }
+}
+
 impl Shared {
     /// The evictor picks and write-protects victims and hands them to the engine; the
     /// I/O thread writes them. So the next batch is prepared while the last is on its way
     /// to the device (one thread doing both spent about 3 µs of CPU and then 3-4 µs
-    /// waiting for the append per page, with no overlap).
+    /// waiting for the append per page, with no overlap). Its steps are the core's
+    /// (`znswap_pager_core::Evictor`).
     pub(super) fn evict_loop(&self) {
-        let (mut round, mut batch, mut actions) = {
-            let mut state = self.lock();
-            let round = state.evict_round();
-            let actions = Actions::with_capacity(state.hand_over_actions_max());
-            (round, state.discard_batch(), actions)
-        };
+        let mut evictor = Evictor::new(&mut self.lock());
+        let mut shell = Live::new(self, EvictorRole);
+        let mut did = EvictorDid::default();
         let mut cpu_counted = thread_cpu_ns();
-        while !self.stop.load(Relaxed) {
-            // A victim's region stays mapped from its pick to its hand-over: freed
-            // between them, its addresses could belong to a new region by the time the
-            // victims are protected and read.
-            let mappings = self.mappings.read().unwrap_or_else(|p| p.into_inner());
-            let mut state = self.lock();
-            match state.evictor_work() {
-                EvictorWork::Sleep => {
-                    drop(mappings);
-                    state.evictor_sleeps();
+        // A round in flight is finished before the thread stops.
+        while !(evictor.at_rest() && self.stop.load(Relaxed)) {
+            match evictor.step(&mut shell, &mut did) {
+                Next::Continue => {}
+                Next::Pause(pause) => Self::pause(pause),
+                Next::Wait(on) => {
+                    let cpu = thread_cpu_ns();
+                    self.counters.evictor_cpu_ns.fetch_add(cpu - cpu_counted, Relaxed);
+                    cpu_counted = cpu;
                     let idle = Instant::now();
-                    drop(state.wait_timeout(&self.evict_wanted, Duration::from_millis(5)));
+                    shell.wait(on);
                     self.counters.evictor_idle_ns.fetch_add(idle.elapsed().as_nanos() as u64, Relaxed);
-                    continue;
                 }
-                EvictorWork::Discard => {
-                    drop(state);
-                    drop(mappings);
-                    self.discard(&mut batch);
-                }
-                EvictorWork::Evict => {
-                    let pause = state.evict_pick(&mut round);
-                    drop(state);
-                    if !round.ranges().is_empty() {
-                        self.protect_victims(&mut round);
-                        let mut state = self.lock();
-                        state.evict_hand_over(&mut round, self.now(), &mut actions);
-                        self.run(&mut actions, &[]);
-                    }
-                    drop(mappings);
-                    if let Some(pause) = pause {
-                        Self::pause(pause);
-                    }
-                }
-            }
-            let cpu = thread_cpu_ns();
-            self.counters.evictor_cpu_ns.fetch_add(cpu - cpu_counted, Relaxed);
-            cpu_counted = cpu;
-        }
-    }
-
-    /// Write-protects the round's ranges and looks for all-zero victims, without the
-    /// state lock (each protection costs a TLB flush, and faults should not wait behind
-    /// them), holding `mappings` since the pick. Writers fault from here on, so the pages
-    /// stay as the zero check and the append see them unless a write dirties them (which
-    /// aborts their swap-out).
-    fn protect_victims(&self, round: &mut EvictRound) {
-        for range in round.ranges_mut() {
-            range.protected = self.uffd.write_protect(range.start, range.end - range.start, true, false).is_ok();
-        }
-        for index in 0..round.victims() {
-            if let Some(address) = round.victim_to_check(index) {
-                // SAFETY: the page is mapped (its region cannot be unmapped while
-                // `mappings` is held); a write fault meanwhile takes it back, and it is
-                // kept at the hand-over, whatever this saw.
-                let zero = unsafe { page_is_zero(address) };
-                round.set_zero(index, zero);
+                Next::Resolved { .. } => unreachable!("the evictor resolves no fault"),
             }
         }
-    }
-
-    /// Discards the pages awaiting it (`MADV_DONTNEED`) outside the state lock; the
-    /// regions stay mapped meanwhile (`mappings` is held: `Region::drop` takes it
-    /// exclusively). Returns how many pages it took.
-    pub(super) fn discard(&self, batch: &mut DiscardBatch) -> usize {
-        let _mappings = self.mappings.read().unwrap_or_else(|p| p.into_inner());
-        if !self.lock().discard_take(batch) {
-            return 0;
-        }
-        self.madvise_dontneed(batch.ranges());
-        self.lock().discard_done(batch)
+        debug_assert!(shell.holds_nothing());
+        self.counters.evictor_cpu_ns.fetch_add(thread_cpu_ns() - cpu_counted, Relaxed);
     }
 
     /// `MADV_DONTNEED` over `ranges`: one `process_madvise` per batch where the kernel
     /// allows it on the calling process (6.13+; a TLB flush per batch instead of per page,
     /// about 0.35 instead of 1.2-2.5 µs per scattered page here), else one `madvise` each.
-    fn madvise_dontneed(&self, ranges: &[AddressRange]) {
+    pub(super) fn madvise_dontneed(&self, ranges: &[AddressRange]) {
         // Kernels cap a vector at IOV_MAX entries.
         const BATCH: usize = 512;
         let mut rest = ranges;

@@ -3,25 +3,24 @@
 
 use std::cell::Cell;
 
-use znswap_pager_core::{Fault, FaultKind, FaultStep};
+use znswap_pager_core::{Fault, FaultKind, FaultShell, FaultTask, Next};
 
+use super::shell::{Live, Role};
 use super::*;
 use crate::page_buffers::{bytes, bytes_mut, AlignedPage};
 use crate::uffd::Event as UffdEvent;
 
-/// What one fault works in: its page buffer (aligned, so the device reads into it
-/// without a bounce copy) and its actions. Allocated once per thread.
+/// What a thread resolving faults works in: its fault task (actions included) and a
+/// page buffer (aligned, so the device reads into it without a bounce copy). Allocated
+/// once per thread.
 pub(crate) struct FaultScratch {
     page: Box<AlignedPage>,
-    actions: Actions,
+    task: FaultTask,
 }
 
 impl FaultScratch {
-    fn new() -> Box<FaultScratch> {
-        Box::new(FaultScratch {
-            page: Box::new(AlignedPage::ZERO),
-            actions: Actions::with_capacity(Actions::FAULT_MAX),
-        })
+    fn new(readahead_pages: u32) -> Box<FaultScratch> {
+        Box::new(FaultScratch { page: Box::new(AlignedPage::ZERO), task: FaultTask::new(readahead_pages) })
     }
 }
 
@@ -31,9 +30,81 @@ thread_local! {
     static SIGBUS_SCRATCH: Cell<Option<Box<FaultScratch>>> = const { Cell::new(None) };
 }
 
+/// A fault's part of its [`Live`] shell: the buffers a read fills.
+pub(super) struct FaultRole<'a> {
+    page: &'a mut AlignedPage,
+    readahead: Option<MutexGuard<'a, Vec<AlignedPage>>>,
+    /// Pages the last read filled (more than one: in the read-ahead buffer).
+    read_pages: u32,
+    /// A read's pages await their install: its time is counted.
+    installing: Option<Instant>,
+}
+
+impl Role for FaultRole<'_> {
+    const FAULT: bool = true;
+
+    fn read_buffer(&self) -> &[u8] {
+        match self.readahead.as_ref() {
+            Some(buffer) if self.read_pages > 1 => bytes(&buffer[..self.read_pages as usize]),
+            _ => &self.page.0,
+        }
+    }
+
+    fn applying(&mut self, counters: &Counters, done: bool) {
+        if !done && self.read_pages > 0 {
+            self.installing = Some(Instant::now());
+        } else if let Some(installing) = self.installing.take().filter(|_| done) {
+            counters.fault_install_ns.fetch_add(installing.elapsed().as_nanos() as u64, Relaxed);
+            self.read_pages = 0;
+        }
+    }
+}
+
+impl<'a> FaultShell for Live<'a, FaultRole<'a>> {
+    fn readahead_take(&mut self) -> bool {
+        debug_assert!(self.role.readahead.is_none());
+        self.role.readahead = self.shared.readahead_buffer.try_lock().ok();
+        self.role.readahead.is_some()
+    }
+
+    fn readahead_release(&mut self) {
+        assert!(self.role.readahead.take().is_some(), "the read-ahead buffer released but not held");
+    }
+
+    fn read(&mut self, zone: u32, slot: u32, pages: u32) -> Result<(), IoError> {
+        let reading = Instant::now();
+        let role = &mut self.role;
+        let buffer: &mut [u8] = match role.readahead.as_mut() {
+            Some(buffer) if pages > 1 => bytes_mut(&mut buffer[..pages as usize]),
+            _ => &mut role.page.0,
+        };
+        assert_eq!(buffer.len(), pages as usize * PAGE_BYTES, "a read larger than its buffer");
+        let result = self.shared.read_slots(zone, slot, buffer, None);
+        role.read_pages = pages;
+        self.shared.counters.fault_read_ns.fetch_add(reading.elapsed().as_nanos() as u64, Relaxed);
+        self.shared.counters.fault_reads.fetch_add(1, Relaxed);
+        result
+    }
+
+    fn zero_fill(&mut self, address: u64) -> bool {
+        // Under the lock: EEXIST means something is mapped there.
+        self.shared.uffd.copy(address, &ZERO_PAGES[..PAGE_BYTES], false, true).expect("mapping a zero page")
+    }
+
+    fn fault_discard_take(&mut self) -> Option<DiscardBatch> {
+        // Only tried, never waited for: the state lock is held.
+        self.shared.fault_discard.try_lock().ok().and_then(|mut batch| batch.take())
+    }
+
+    fn fault_discard_return(&mut self, batch: DiscardBatch) {
+        let mut slot = self.shared.fault_discard.lock().unwrap_or_else(|p| p.into_inner());
+        assert!(slot.replace(batch).is_none(), "two direct-reclaim batches");
+    }
+}
+
 impl Shared {
     pub(super) fn handle_faults(&self) {
-        let mut scratch = FaultScratch::new();
+        let mut scratch = FaultScratch::new(self.readahead_pages);
         while !self.stop.load(Relaxed) {
             match self.uffd.poll(50) {
                 Ok(true) => {}
@@ -54,89 +125,33 @@ impl Shared {
     /// A SIGBUS in self-paging mode at `address`: resolves it if it is a page of one of
     /// this pager's regions (in the faulting thread), else returns false.
     pub(crate) fn resolve_in_thread(&self, address: u64, write: bool) -> bool {
-        let mut scratch = SIGBUS_SCRATCH.with(Cell::take).unwrap_or_else(FaultScratch::new);
-        let step = self.resolve(Fault::new(address, FaultKind::Sigbus { write }), &mut scratch);
+        let mut scratch =
+            SIGBUS_SCRATCH.with(Cell::take).unwrap_or_else(|| FaultScratch::new(self.readahead_pages));
+        let ours = self.resolve(Fault::new(address, FaultKind::Sigbus { write }), &mut scratch);
         SIGBUS_SCRATCH.with(|cell| cell.set(Some(scratch)));
-        step != FaultStep::NotOurs
+        ours
     }
 
-    /// Runs one fault through the core until it is resolved (`Done`) or not ours.
-    fn resolve(&self, mut fault: Fault, scratch: &mut FaultScratch) -> FaultStep {
-        let FaultScratch { page, actions } = scratch;
-        let mut state = self.lock_for_fault();
-        let mut waiting_for_room: Option<Instant> = None;
+    /// Runs one fault through the core's steps (`znswap_pager_core::FaultTask`) until
+    /// it is resolved; whether it was ours.
+    fn resolve(&self, fault: Fault, scratch: &mut FaultScratch) -> bool {
+        let FaultScratch { page, task } = scratch;
+        task.start(fault);
+        let role = FaultRole { page, readahead: None, read_pages: 0, installing: None };
+        let mut shell = Live::new(self, role);
         loop {
-            let wants_readahead = self.readahead_pages > 0 && !matches!(fault.kind(), FaultKind::WriteProtect);
-            let mut readahead = wants_readahead.then(|| self.readahead_buffer.try_lock().ok()).flatten();
-            fault.readahead_room = readahead.as_ref().map_or(0, |buffer| buffer.len() as u32 - 1);
-            let step = state.fault(&mut fault, self.now(), actions);
-            self.run(actions, &[]);
-            let step = match step {
-                FaultStep::Read { zone, slot, pages } => {
-                    drop(state);
-                    let reading = Instant::now();
-                    let buffer: &mut [u8] = match readahead.as_mut() {
-                        Some(buffer) if pages > 1 => bytes_mut(&mut buffer[..pages as usize]),
-                        _ => &mut page.0,
-                    };
-                    assert_eq!(buffer.len(), pages as usize * PAGE_BYTES, "a read larger than its buffer");
-                    let result = self.read_slots(zone, slot, buffer, None);
-                    self.counters.fault_read_ns.fetch_add(reading.elapsed().as_nanos() as u64, Relaxed);
-                    self.counters.fault_reads.fetch_add(1, Relaxed);
-                    state = self.lock_for_fault();
-                    let step = state.fault_read_done(&mut fault, result, self.now(), actions);
-                    let installing = Instant::now();
-                    match readahead.as_ref() {
-                        Some(buffer) if pages > 1 => self.run(actions, bytes(&buffer[..pages as usize])),
-                        _ => self.run(actions, &page.0),
-                    }
-                    self.counters.fault_install_ns.fetch_add(installing.elapsed().as_nanos() as u64, Relaxed);
-                    step
-                }
-                // Still under the lock: EEXIST means something is mapped there.
-                FaultStep::ZeroFill { address } => {
-                    let landed =
-                        self.uffd.copy(address, &ZERO_PAGES[..PAGE_BYTES], false, true).expect("mapping a zero page");
-                    let step = state.fault_zero_filled(&mut fault, landed, self.now(), actions);
-                    self.run(actions, &[]);
-                    step
-                }
-                step => step,
-            };
-            drop(readahead);
-            match step {
-                FaultStep::NotOurs | FaultStep::Done => {
-                    if let Some(since) = waiting_for_room {
+            match task.step(&mut shell) {
+                Next::Continue => {}
+                Next::Pause(pause) => Self::pause(pause),
+                Next::Wait(on) => shell.wait(on),
+                Next::Resolved { ours } => {
+                    debug_assert!(shell.holds_nothing() && shell.role.readahead.is_none());
+                    if let Some(since) = task.room_wait_since_ns() {
                         self.counters.budget_waits.fetch_add(1, Relaxed);
-                        self.counters.budget_wait_ns.fetch_add(since.elapsed().as_nanos() as u64, Relaxed);
+                        self.counters.budget_wait_ns.fetch_add(self.now().saturating_sub(since), Relaxed);
                     }
-                    return step;
-                }
-                FaultStep::Again(pause) => {
-                    drop(state);
-                    Self::pause(pause);
-                    state = self.lock_for_fault();
-                }
-                FaultStep::WaitRoom { discard } => {
-                    waiting_for_room.get_or_insert_with(Instant::now);
-                    // Pages already written out wait only for their discard: do it here
-                    // rather than sleep until an evictor does (direct reclaim). This CPU
-                    // would idle, while the evictor's may be busy (measured on 2 vCPUs:
-                    // the one running the evictor, I/O thread and disk interrupts was).
-                    let scratch = if discard { self.fault_discard.try_lock().ok() } else { None };
-                    match scratch {
-                        Some(mut batch) => {
-                            drop(state);
-                            let discarded = self.discard(&mut batch);
-                            drop(batch);
-                            self.counters.fault_discarded_pages.fetch_add(discarded as u64, Relaxed);
-                            state = self.lock_for_fault();
-                        }
-                        None => state = state.wait_timeout(&self.space_freed, Duration::from_millis(10)),
-                    }
-                }
-                FaultStep::Read { .. } | FaultStep::ZeroFill { .. } => {
-                    unreachable!("a read or zero fill completion asks for no second one")
+                    self.counters.fault_discarded_pages.fetch_add(task.discarded_pages(), Relaxed);
+                    return ours;
                 }
             }
         }

@@ -3,8 +3,9 @@
 use std::io::IoSlice;
 
 use znswap_core::{Buf, IoRequest};
-use znswap_pager_core::{IoCompletion, IoPlan, PageSource};
+use znswap_pager_core::{IoCompletion, IoPlan, IoShell, IoThread, Next, PageSource};
 
+use super::shell::{Live, Role};
 use super::*;
 use crate::page_buffers::{bytes, bytes_mut, AlignedPage, ZERO_PAGE};
 
@@ -32,103 +33,108 @@ impl IoScratch {
     }
 }
 
+/// The I/O thread's part of its [`Live`] shell.
+pub(super) struct IoRole {
+    scratch: IoScratch,
+}
+
+impl Role for IoRole {}
+
+impl IoShell for Live<'_, IoRole> {
+    fn run_request(&mut self, plan: &IoPlan, records: &mut Vec<u8>) -> IoCompletion {
+        let shared = self.shared;
+        let scratch = &mut self.role.scratch;
+        match plan.request() {
+            IoRequest::Append { zone, pages, .. } => shared.append(plan, zone, pages as usize, records, scratch),
+            IoRequest::Read { zone, slot, pages, buf, with_metadata, .. } => {
+                let pages = pages as usize;
+                scratch.prepare(pages);
+                let metadata = if with_metadata && shared.metadata_bytes > 0 {
+                    scratch.metadata.resize(pages * shared.metadata_bytes, 0);
+                    Some(scratch.metadata.as_mut_slice())
+                } else {
+                    None
+                };
+                let result = match buf {
+                    Buf::Gc(first) => {
+                        // SAFETY: this read owns its GC buffer pages until `io_done`.
+                        let data = unsafe { shared.gc_buffers.pages_mut(first as usize, pages) };
+                        shared.read_slots(zone, slot, data, metadata)
+                    }
+                    Buf::Footer | Buf::Page(_) | Buf::Zero => {
+                        shared.read_slots(zone, slot, bytes_mut(&mut scratch.pages[..pages]), metadata)
+                    }
+                };
+                records.clear();
+                match buf {
+                    Buf::Gc(_) => records.extend_from_slice(&scratch.metadata),
+                    Buf::Footer => records.extend_from_slice(bytes(&scratch.pages[..1])),
+                    Buf::Page(_) | Buf::Zero => {}
+                }
+                IoCompletion::Read(result)
+            }
+            IoRequest::Reset { zone, .. } => IoCompletion::Reset(
+                shared.with_device(|device| device.reset(zone)).map_err(|e| shared.device_error(&e)),
+            ),
+            IoRequest::Finish { zone, .. } => IoCompletion::Finish(
+                shared.with_device(|device| device.finish(zone)).map_err(|e| shared.device_error(&e)),
+            ),
+        }
+    }
+}
+
 impl Shared {
     /// Runs the engine's I/O until none is queued, then sleeps until an eviction queues
     /// more or the engine's clock needs a tick (the GC and the swap-zone flush run on
-    /// ticks).
+    /// ticks). Its steps are the core's (`znswap_pager_core::IoThread`).
     pub(super) fn io_loop(&self) {
-        let (mut plan, mut scratch) = {
+        let (mut io, scratch) = {
             let state = self.lock();
-            (state.io_plan(), IoScratch::new(state.append_pages_max()))
+            (IoThread::new(&state), IoScratch::new(state.append_pages_max()))
         };
+        let mut shell = Live::new(self, IoRole { scratch });
         let mut cpu_counted = thread_cpu_ns();
-        while !self.stop.load(Relaxed) {
-            // Swap-out appends read the pages in place: their regions stay mapped until
-            // the append is done (`Region::drop` takes `mappings` exclusively).
-            let mappings = self.mappings.read().unwrap_or_else(|p| p.into_inner());
-            let mut state = self.lock();
-            if !state.io_next(&mut plan, self.now()) {
-                drop(mappings);
-                state.io_sleeps();
-                let cpu = thread_cpu_ns();
-                self.counters.io_cpu_ns.fetch_add(cpu - cpu_counted, Relaxed);
-                cpu_counted = cpu;
-                let idle = Instant::now();
-                drop(state.wait_timeout(&self.io_wanted, Duration::from_millis(5)));
-                self.counters.io_idle_ns.fetch_add(idle.elapsed().as_nanos() as u64, Relaxed);
-                continue;
+        let mut request_cpu_started = 0;
+        while !(io.at_rest() && self.stop.load(Relaxed)) {
+            let idle = io.at_rest();
+            let next = io.step(&mut shell);
+            match (idle, io.at_rest()) {
+                (true, false) => request_cpu_started = thread_cpu_ns(),
+                (false, true) if io.plan().is_gc() => {
+                    self.counters.gc_cpu_ns.fetch_add(thread_cpu_ns().saturating_sub(request_cpu_started), Relaxed);
+                }
+                _ => {}
             }
-            let cpu_started = thread_cpu_ns();
-            let completion = match plan.request() {
-                IoRequest::Append { zone, pages, .. } => {
-                    self.append(state, mappings, &plan, zone, pages as usize, &mut scratch)
+            match next {
+                Next::Continue => {}
+                Next::Pause(pause) => Self::pause(pause),
+                Next::Wait(on) => {
+                    let cpu = thread_cpu_ns();
+                    self.counters.io_cpu_ns.fetch_add(cpu - cpu_counted, Relaxed);
+                    cpu_counted = cpu;
+                    let idle = Instant::now();
+                    shell.wait(on);
+                    self.counters.io_idle_ns.fetch_add(idle.elapsed().as_nanos() as u64, Relaxed);
                 }
-                IoRequest::Read { zone, slot, pages, buf, with_metadata, .. } => {
-                    drop(state);
-                    drop(mappings);
-                    let pages = pages as usize;
-                    scratch.prepare(pages);
-                    let metadata = if with_metadata && self.metadata_bytes > 0 {
-                        scratch.metadata.resize(pages * self.metadata_bytes, 0);
-                        Some(scratch.metadata.as_mut_slice())
-                    } else {
-                        None
-                    };
-                    let result = match buf {
-                        Buf::Gc(first) => {
-                            // SAFETY: this read owns its GC buffer pages until `io_done`.
-                            let data = unsafe { self.gc_buffers.pages_mut(first as usize, pages) };
-                            self.read_slots(zone, slot, data, metadata)
-                        }
-                        Buf::Footer | Buf::Page(_) | Buf::Zero => {
-                            self.read_slots(zone, slot, bytes_mut(&mut scratch.pages[..pages]), metadata)
-                        }
-                    };
-                    IoCompletion::Read(result)
-                }
-                IoRequest::Reset { zone, .. } => {
-                    drop(state);
-                    drop(mappings);
-                    IoCompletion::Reset(
-                        self.with_device(|device| device.reset(zone)).map_err(|e| self.device_error(&e)),
-                    )
-                }
-                IoRequest::Finish { zone, .. } => {
-                    drop(state);
-                    drop(mappings);
-                    IoCompletion::Finish(
-                        self.with_device(|device| device.finish(zone)).map_err(|e| self.device_error(&e)),
-                    )
-                }
-            };
-            let records: &[u8] = match plan.request() {
-                IoRequest::Read { buf: Buf::Gc(_), .. } => &scratch.metadata,
-                IoRequest::Read { buf: Buf::Footer, .. } => bytes(&scratch.pages[..1]),
-                _ => &[],
-            };
-            self.lock().io_done(&mut plan, completion, records, self.now());
-            let cpu = thread_cpu_ns();
-            if plan.is_gc() {
-                self.counters.gc_cpu_ns.fetch_add(cpu.saturating_sub(cpu_started), Relaxed);
+                Next::Resolved { .. } => unreachable!("the I/O thread resolves no fault"),
             }
-            self.counters.io_cpu_ns.fetch_add(cpu - cpu_counted, Relaxed);
-            cpu_counted = cpu;
         }
+        debug_assert!(shell.holds_nothing());
+        self.counters.io_cpu_ns.fetch_add(thread_cpu_ns() - cpu_counted, Relaxed);
     }
 
     /// One append: its pages go to the device from where they are, in one `pwritev`,
-    /// outside the lock (which is released here).
+    /// outside the lock, with `records` (the engine's, taken under the lock) as per-LBA
+    /// metadata or in the footer page.
     fn append(
         &self,
-        state: StateGuard<'_>,
-        mappings: std::sync::RwLockReadGuard<'_, ()>,
         plan: &IoPlan,
         zone: u32,
         pages: usize,
+        records: &[u8],
         scratch: &mut IoScratch,
     ) -> IoCompletion {
         scratch.prepare(pages);
-        let records = state.append_records(plan);
         if self.footer_mode {
             if let Some(index) = plan.sources().iter().position(|source| *source == PageSource::Footer) {
                 scratch.pages[index].0.copy_from_slice(records);
@@ -140,7 +146,6 @@ impl Shared {
                 scratch.metadata.resize(scratch.metadata.len() + self.metadata_bytes - RECORD_BYTES, 0);
             }
         }
-        drop(state);
         // One vector per append (a few KiB; the append is 4 KiB a page, so this is not
         // where time goes).
         let pieces: Vec<IoSlice<'_>> = plan
@@ -150,10 +155,10 @@ impl Shared {
             .map(|(index, source)| {
                 IoSlice::new(match *source {
                     // SAFETY: the page's region was live under the lock and stays mapped
-                    // while `mappings` is held. A write to the page meanwhile races with
-                    // the device reading it, but dirties the page first (write-protect
-                    // fault), which aborts this swap-out (Appendix A): those bytes are
-                    // never read back.
+                    // while `mappings` is held (the I/O thread holds it from the request
+                    // to here). A write to the page meanwhile races with the device
+                    // reading it, but dirties the page first (write-protect fault), which
+                    // aborts this swap-out (Appendix A): those bytes are never read back.
                     PageSource::Region { address } => unsafe {
                         std::slice::from_raw_parts(address as *const u8, PAGE_BYTES)
                     },
@@ -172,7 +177,6 @@ impl Shared {
             .map(|lba| ((lba - self.device.geometry().zone_start_lba(zone)) / self.lbas_per_page) as u32)
             .map_err(|e| self.device_error(&e));
         drop(pieces);
-        drop(mappings);
         if !plan.is_gc() {
             self.counters.evictor_append_ns.fetch_add(appending.elapsed().as_nanos() as u64, Relaxed);
         }

@@ -1,0 +1,586 @@
+//! The pager's actors as step functions: the evictor, one fault's resolution and the I/O
+//! thread. Each is a small state machine whose [`step`](Evictor::step) does one piece of
+//! its loop (a lock hold, or one piece of work outside the lock) through a [`Shell`]
+//! and says what should happen before the next ([`Next`]).
+//!
+//! The live pager's threads call `step` in a loop, carrying out `Next` with real
+//! waits; the pager DST calls the very same `step` when its seed picks that actor, over
+//! a model of the page tables and the device. So the order of calls, which lock is held
+//! where, and what runs outside the lock are written once, here, and what the DST tests
+//! is what runs.
+//!
+//! ```text
+//!  evictor:  Check ──Sleep──> Wait(Evictors)            (lock held into the wait)
+//!              │ ├──Discard──> Discard(Take → Madvise → Done) ──> Check
+//!              │ └──Evict────> Protect(range 0..n) → ZeroCheck → HandOver ──> Check
+//!  fault:    Call ──Read──> Read → ReadDone ──> resolved / Call
+//!              ├──ZeroFill (under the same lock hold) ──> resolved
+//!              ├──WaitRoom──> Discard(Take → Madvise → Done) ──> Call, or Wait(Room)
+//!              └──Again──> Pause ──> Call
+//!  I/O:      Next ──none──> Wait(Io)
+//!              └──> Device (outside the lock) → Complete ──> Next
+//! ```
+
+use znswap_core::{IoError, IoRequest};
+
+use crate::evict::{AddressRange, DiscardBatch, EvictRound, EvictorWork};
+use crate::fault::{Fault, FaultKind, FaultStep, Pause};
+use crate::io::{IoCompletion, IoPlan};
+use crate::{Actions, PagerCore};
+
+/// What the shell does before the actor's next step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Next {
+    /// Step again at once.
+    Continue,
+    /// Wait for the wake-up named, or its timeout. The state lock is still held: the
+    /// shell releases it as the wait begins, so a wake-up sent in between is not lost.
+    Wait(WaitOn),
+    /// Pause as asked (no lock held), then step again.
+    Pause(Pause),
+    /// The fault is resolved; `ours`: it was a page of this pager's (self-paging hands
+    /// a signal that is not on).
+    Resolved { ours: bool },
+}
+
+/// The wake-ups an actor waits for (`Wakeups` of the core).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WaitOn {
+    Evictors,
+    Io,
+    Room,
+}
+
+impl WaitOn {
+    /// The longest wait: the evictor and the I/O thread look again on a timer (the
+    /// engine's flushes and GC pacing run on ticks); a fault waiting for room retries
+    /// on one (the core lets it past the budget after `ROOM_WAIT_MAX_NS`).
+    pub fn timeout_ns(self) -> u64 {
+        match self {
+            WaitOn::Evictors | WaitOn::Io => 5_000_000,
+            WaitOn::Room => 10_000_000,
+        }
+    }
+}
+
+/// What every actor needs of its shell: the clock, the state lock with the core behind
+/// it, the `mappings` lock, the core's actions carried out, and discards.
+///
+/// Lock order (`crate` docs): `mappings` before the state lock.
+pub trait Shell {
+    /// Nanoseconds on the shell's clock.
+    fn now(&mut self) -> u64;
+    /// Takes the state lock.
+    fn lock(&mut self);
+    /// Releases the state lock; the wake-ups and the notice the core owes go out.
+    fn unlock(&mut self);
+    /// The core: only while the state lock is held.
+    fn core(&mut self) -> &mut PagerCore;
+    /// Carries out (and drains) `actions` under the state lock. A copy from the read
+    /// buffer takes the pages the last [`FaultShell::read`] filled.
+    fn apply(&mut self, actions: &mut Actions);
+    /// Takes `mappings` shared: regions stay mapped until the release.
+    fn mappings_read(&mut self);
+    fn mappings_release(&mut self);
+    /// `MADV_DONTNEED` over `ranges`, outside the state lock, under `mappings`.
+    fn discard_pages(&mut self, ranges: &[AddressRange]);
+}
+
+/// The evictor's work outside the state lock.
+pub trait EvictorShell: Shell {
+    /// Write-protects `start..end` (`UFFDIO_WRITEPROTECT`); false if it failed (the
+    /// region went away).
+    fn write_protect(&mut self, start: u64, end: u64) -> bool;
+    /// Whether the write-protected victim at `address` reads all zeroes.
+    fn page_is_zero(&mut self, address: u64) -> bool;
+}
+
+/// A fault's work outside the state lock, and its shared scratch.
+pub trait FaultShell: Shell {
+    /// Tries to take the read-ahead buffer (one per pager; never waited for).
+    fn readahead_take(&mut self) -> bool;
+    fn readahead_release(&mut self);
+    /// Reads `pages` slots of `zone` from `slot` outside the lock: into the read-ahead
+    /// buffer when more than one page (the fault holds it), else the fault's page.
+    fn read(&mut self, zone: u32, slot: u32, pages: u32) -> Result<(), IoError>;
+    /// Under the state lock: maps a page of zeroes at `address` only where nothing is
+    /// mapped, waking the faulting threads; whether it landed.
+    fn zero_fill(&mut self, address: u64) -> bool;
+    /// Takes the direct-reclaim batch (one per pager) if no other fault has it.
+    fn fault_discard_take(&mut self) -> Option<DiscardBatch>;
+    fn fault_discard_return(&mut self, batch: DiscardBatch);
+}
+
+/// The I/O thread's device command.
+pub trait IoShell: Shell {
+    /// Runs the plan's request on the device outside the state lock. An append writes
+    /// `records` with its pages (per-LBA metadata, or the footer page); a GC or footer
+    /// read leaves the records it read in `records`.
+    fn run_request(&mut self, plan: &IoPlan, records: &mut Vec<u8>) -> IoCompletion;
+}
+
+// ----------------------------------------------------------------------- discards
+
+/// A discard of written-out pages, by the evictor or by a fault (direct reclaim).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum DiscardPhase {
+    /// `mappings` and the lock: take the pages awaiting their discard.
+    Take,
+    /// Outside the lock, under `mappings`: `MADV_DONTNEED`.
+    Madvise,
+    /// The lock: the pages leave the resident set.
+    Done,
+}
+
+/// One step of a discard: the next phase, or `Err(pages)` when it is over.
+fn discard_step(shell: &mut impl Shell, phase: DiscardPhase, batch: &mut DiscardBatch) -> Result<DiscardPhase, usize> {
+    match phase {
+        DiscardPhase::Take => {
+            shell.mappings_read();
+            shell.lock();
+            let taken = shell.core().discard_take(batch);
+            shell.unlock();
+            if taken {
+                Ok(DiscardPhase::Madvise)
+            } else {
+                shell.mappings_release();
+                Err(0)
+            }
+        }
+        DiscardPhase::Madvise => {
+            shell.discard_pages(batch.ranges());
+            Ok(DiscardPhase::Done)
+        }
+        DiscardPhase::Done => {
+            shell.lock();
+            let pages = shell.core().discard_done(batch);
+            shell.unlock();
+            shell.mappings_release();
+            Err(pages)
+        }
+    }
+}
+
+// ------------------------------------------------------------------------ evictor
+
+#[derive(Clone, Copy, Debug)]
+enum EvictorPhase {
+    Check,
+    Discard(DiscardPhase),
+    /// Write-protect range `range` of the round (`mappings` held since the pick).
+    Protect { range: usize, pause: Option<Pause> },
+    /// Look for all-zero victims (they need no write).
+    ZeroCheck { pause: Option<Pause> },
+    HandOver { pause: Option<Pause> },
+}
+
+/// The evictor: discards written-out pages, picks victims, write-protects them and looks
+/// for all-zero ones outside the lock, and hands them to the engine. Its round and
+/// discard batch are allocated once.
+pub struct Evictor {
+    phase: EvictorPhase,
+    round: EvictRound,
+    batch: DiscardBatch,
+    actions: Actions,
+}
+
+/// What an evictor's step did, for the shell's counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EvictorDid {
+    /// An eviction round was picked.
+    pub rounds: u64,
+    /// A discard finished.
+    pub discards: u64,
+}
+
+impl Evictor {
+    pub fn new(core: &mut PagerCore) -> Evictor {
+        Evictor {
+            phase: EvictorPhase::Check,
+            round: core.evict_round(),
+            batch: core.discard_batch(),
+            actions: Actions::with_capacity(core.hand_over_actions_max()),
+        }
+    }
+
+    /// Between rounds and discards: the shell's loop may stop here.
+    pub fn at_rest(&self) -> bool {
+        matches!(self.phase, EvictorPhase::Check)
+    }
+
+    /// Where it is, for a hang's report.
+    pub fn describe(&self) -> String {
+        format!("{:?}", self.phase)
+    }
+
+    /// One step; `did` counts what it finished.
+    pub fn step(&mut self, shell: &mut impl EvictorShell, did: &mut EvictorDid) -> Next {
+        match self.phase {
+            EvictorPhase::Check => {
+                // A victim's region stays mapped from its pick to its hand-over: freed
+                // between them, its addresses could belong to a new region by the time
+                // the victims are protected and read.
+                shell.mappings_read();
+                shell.lock();
+                match shell.core().evictor_work() {
+                    EvictorWork::Sleep => {
+                        shell.mappings_release();
+                        shell.core().evictor_sleeps();
+                        Next::Wait(WaitOn::Evictors)
+                    }
+                    EvictorWork::Discard => {
+                        shell.unlock();
+                        shell.mappings_release();
+                        self.phase = EvictorPhase::Discard(DiscardPhase::Take);
+                        Next::Continue
+                    }
+                    EvictorWork::Evict => {
+                        did.rounds += 1;
+                        let pause = shell.core().evict_pick(&mut self.round);
+                        shell.unlock();
+                        if self.round.ranges().is_empty() {
+                            shell.mappings_release();
+                            return pause.map_or(Next::Continue, Next::Pause);
+                        }
+                        self.phase = EvictorPhase::Protect { range: 0, pause };
+                        Next::Continue
+                    }
+                }
+            }
+            EvictorPhase::Discard(phase) => {
+                match discard_step(shell, phase, &mut self.batch) {
+                    Ok(next) => self.phase = EvictorPhase::Discard(next),
+                    Err(_) => {
+                        did.discards += 1;
+                        self.phase = EvictorPhase::Check;
+                    }
+                }
+                Next::Continue
+            }
+            // Without the state lock: each protection costs a TLB flush, and faults
+            // should not wait behind them. Writers fault from here on, so the pages stay
+            // as the zero check and the append see them unless a write dirties them
+            // (which aborts their swap-out: Appendix A).
+            EvictorPhase::Protect { range, pause } => {
+                let protect = self.round.ranges()[range];
+                let protected = shell.write_protect(protect.start, protect.end);
+                self.round.ranges_mut()[range].protected = protected;
+                self.phase = if range + 1 < self.round.ranges().len() {
+                    EvictorPhase::Protect { range: range + 1, pause }
+                } else {
+                    EvictorPhase::ZeroCheck { pause }
+                };
+                Next::Continue
+            }
+            EvictorPhase::ZeroCheck { pause } => {
+                for victim in 0..self.round.victims() {
+                    if let Some(address) = self.round.victim_to_check(victim) {
+                        // A write fault meanwhile takes the page back: it is kept at the
+                        // hand-over, whatever this saw.
+                        let zero = shell.page_is_zero(address);
+                        self.round.set_zero(victim, zero);
+                    }
+                }
+                self.phase = EvictorPhase::HandOver { pause };
+                Next::Continue
+            }
+            EvictorPhase::HandOver { pause } => {
+                shell.lock();
+                let now = shell.now();
+                shell.core().evict_hand_over(&mut self.round, now, &mut self.actions);
+                shell.apply(&mut self.actions);
+                shell.unlock();
+                shell.mappings_release();
+                self.phase = EvictorPhase::Check;
+                pause.map_or(Next::Continue, Next::Pause)
+            }
+        }
+    }
+}
+
+// -------------------------------------------------------------------------- fault
+
+#[derive(Clone, Copy, Debug)]
+enum FaultPhase {
+    /// Not started, or resolved.
+    Idle,
+    /// The lock: ask the core.
+    Call,
+    /// Outside the lock: the device read the core asked for.
+    Read { zone: u32, slot: u32, pages: u32 },
+    /// The lock: the read's result to the core, the pages installed.
+    ReadDone { result: Result<(), IoError> },
+    /// Direct reclaim while waiting for room.
+    Discard(DiscardPhase),
+}
+
+/// One fault's resolution, by a handler thread or by the faulting thread itself
+/// (self-paging: in its SIGBUS handler, so nothing here allocates). Made once per
+/// thread and reused ([`FaultTask::start`]).
+pub struct FaultTask {
+    fault: Fault,
+    phase: FaultPhase,
+    actions: Actions,
+    readahead_pages: u32,
+    /// Holds the read-ahead buffer.
+    readahead: bool,
+    /// Holds the direct-reclaim batch.
+    discard: Option<DiscardBatch>,
+    /// When it first waited for room, on the shell's clock.
+    room_wait_since_ns: Option<u64>,
+    /// Pages this fault discarded while it waited for room.
+    discarded_pages: u64,
+}
+
+impl FaultTask {
+    /// `readahead_pages`: the core's (`CoreConfig::readahead_pages`, clamped).
+    pub fn new(readahead_pages: u32) -> FaultTask {
+        FaultTask {
+            fault: Fault::new(0, FaultKind::Missing { write: false }),
+            phase: FaultPhase::Idle,
+            actions: Actions::with_capacity(Actions::FAULT_MAX),
+            readahead_pages,
+            readahead: false,
+            discard: None,
+            room_wait_since_ns: None,
+            discarded_pages: 0,
+        }
+    }
+
+    /// Starts resolving `fault` (the last one must be resolved).
+    pub fn start(&mut self, fault: Fault) {
+        assert!(matches!(self.phase, FaultPhase::Idle), "a fault started before the last one was resolved");
+        debug_assert!(!self.readahead && self.discard.is_none());
+        self.fault = fault;
+        self.phase = FaultPhase::Call;
+        self.room_wait_since_ns = None;
+        self.discarded_pages = 0;
+    }
+
+    pub fn fault(&self) -> &Fault {
+        &self.fault
+    }
+
+    /// When the fault first waited for room (the shell's clock), if it did.
+    pub fn room_wait_since_ns(&self) -> Option<u64> {
+        self.room_wait_since_ns
+    }
+
+    /// Pages it discarded while waiting for room.
+    pub fn discarded_pages(&self) -> u64 {
+        self.discarded_pages
+    }
+
+    /// Where it is, for a hang's report.
+    pub fn describe(&self) -> String {
+        format!("fault at {:#x} {:?}: {:?}", self.fault.address(), self.fault.kind(), self.phase)
+    }
+
+    /// Whether it is resolved (or was never started).
+    pub fn is_resolved(&self) -> bool {
+        matches!(self.phase, FaultPhase::Idle)
+    }
+
+    fn release_readahead(&mut self, shell: &mut impl FaultShell) {
+        if self.readahead {
+            self.readahead = false;
+            shell.readahead_release();
+        }
+    }
+
+    fn resolved(&mut self, shell: &mut impl FaultShell, ours: bool) -> Next {
+        self.release_readahead(shell);
+        self.phase = FaultPhase::Idle;
+        Next::Resolved { ours }
+    }
+
+    /// One step.
+    pub fn step(&mut self, shell: &mut impl FaultShell) -> Next {
+        match self.phase {
+            FaultPhase::Idle => panic!("a fault stepped before it was started"),
+            FaultPhase::Call => {
+                if self.readahead_pages > 0 && self.fault.kind() != FaultKind::WriteProtect && !self.readahead {
+                    self.readahead = shell.readahead_take();
+                }
+                self.fault.readahead_room = if self.readahead { self.readahead_pages } else { 0 };
+                shell.lock();
+                let now = shell.now();
+                let step = shell.core().fault(&mut self.fault, now, &mut self.actions);
+                shell.apply(&mut self.actions);
+                match step {
+                    FaultStep::NotOurs | FaultStep::Done => {
+                        shell.unlock();
+                        self.resolved(shell, step == FaultStep::Done)
+                    }
+                    FaultStep::Read { zone, slot, pages } => {
+                        shell.unlock();
+                        if pages <= 1 {
+                            self.release_readahead(shell);
+                        }
+                        self.phase = FaultPhase::Read { zone, slot, pages };
+                        Next::Continue
+                    }
+                    // Still under the lock: a zero page lands only where nothing is.
+                    FaultStep::ZeroFill { address } => {
+                        let landed = shell.zero_fill(address);
+                        let step = shell.core().fault_zero_filled(&mut self.fault, landed, now, &mut self.actions);
+                        shell.apply(&mut self.actions);
+                        shell.unlock();
+                        assert_eq!(step, FaultStep::Done, "a zero fill completion asks for nothing more");
+                        self.resolved(shell, true)
+                    }
+                    FaultStep::Again(pause) => {
+                        shell.unlock();
+                        self.release_readahead(shell);
+                        Next::Pause(pause)
+                    }
+                    FaultStep::WaitRoom { discard } => {
+                        self.room_wait_since_ns.get_or_insert(now);
+                        self.release_readahead(shell);
+                        // Pages already written out wait only for their discard: do it
+                        // here rather than sleep until an evictor does (direct reclaim).
+                        // This CPU would idle, while the evictor's may be busy (measured
+                        // on 2 vCPUs: the one running the evictor, I/O thread and disk
+                        // interrupts was).
+                        if discard {
+                            if let Some(batch) = shell.fault_discard_take() {
+                                shell.unlock();
+                                self.discard = Some(batch);
+                                self.phase = FaultPhase::Discard(DiscardPhase::Take);
+                                return Next::Continue;
+                            }
+                        }
+                        Next::Wait(WaitOn::Room)
+                    }
+                }
+            }
+            FaultPhase::Read { zone, slot, pages } => {
+                let result = shell.read(zone, slot, pages);
+                self.phase = FaultPhase::ReadDone { result };
+                Next::Continue
+            }
+            FaultPhase::ReadDone { result } => {
+                shell.lock();
+                let now = shell.now();
+                let step = shell.core().fault_read_done(&mut self.fault, result, now, &mut self.actions);
+                shell.apply(&mut self.actions);
+                shell.unlock();
+                self.release_readahead(shell);
+                match step {
+                    FaultStep::Done => self.resolved(shell, true),
+                    FaultStep::Again(pause) => {
+                        self.phase = FaultPhase::Call;
+                        Next::Pause(pause)
+                    }
+                    other => panic!("a read completion answered {other:?}"),
+                }
+            }
+            FaultPhase::Discard(phase) => {
+                let mut batch = self.discard.take().expect("a discarding fault holds the batch");
+                let next = discard_step(shell, phase, &mut batch);
+                match next {
+                    Ok(next) => {
+                        self.discard = Some(batch);
+                        self.phase = FaultPhase::Discard(next);
+                    }
+                    Err(pages) => {
+                        shell.fault_discard_return(batch);
+                        self.discarded_pages += pages as u64;
+                        self.phase = FaultPhase::Call;
+                    }
+                }
+                Next::Continue
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------- I/O
+
+#[derive(Clone, Copy, Debug)]
+enum IoPhase {
+    /// The lock: take the engine's next request.
+    Next,
+    /// Outside the lock: run it on the device.
+    Device,
+    /// The lock: its completion to the engine.
+    Complete(IoCompletion),
+}
+
+/// The I/O thread: runs every I/O the engine asks for (swap-out appends straight from
+/// the victim pages in place, GC reads and moves, resets, finishes). Its plan and record
+/// buffer are allocated once.
+pub struct IoThread {
+    phase: IoPhase,
+    plan: IoPlan,
+    records: Vec<u8>,
+    holds_mappings: bool,
+}
+
+impl IoThread {
+    pub fn new(core: &PagerCore) -> IoThread {
+        IoThread { phase: IoPhase::Next, plan: core.io_plan(), records: Vec::new(), holds_mappings: false }
+    }
+
+    /// The request under way, or the last one (for the shell's counters: GC time is the
+    /// GC's).
+    pub fn plan(&self) -> &IoPlan {
+        &self.plan
+    }
+
+    /// Between requests: the shell's loop may stop here.
+    pub fn at_rest(&self) -> bool {
+        matches!(self.phase, IoPhase::Next)
+    }
+
+    /// Where it is, for a hang's report.
+    pub fn describe(&self) -> String {
+        format!("{:?}", self.phase)
+    }
+
+    /// One step.
+    pub fn step(&mut self, shell: &mut impl IoShell) -> Next {
+        match self.phase {
+            IoPhase::Next => {
+                // Swap-out appends read the pages in place: their regions stay mapped
+                // until the append is done (a region's removal takes `mappings`
+                // exclusively).
+                shell.mappings_read();
+                shell.lock();
+                let now = shell.now();
+                if !shell.core().io_next(&mut self.plan, now) {
+                    shell.mappings_release();
+                    shell.core().io_sleeps();
+                    return Next::Wait(WaitOn::Io);
+                }
+                self.records.clear();
+                if let IoRequest::Append { .. } = self.plan.request() {
+                    self.records.extend_from_slice(shell.core().append_records(&self.plan));
+                    self.holds_mappings = true;
+                } else {
+                    shell.mappings_release();
+                }
+                shell.unlock();
+                self.phase = IoPhase::Device;
+                Next::Continue
+            }
+            IoPhase::Device => {
+                let completion = shell.run_request(&self.plan, &mut self.records);
+                if self.holds_mappings {
+                    self.holds_mappings = false;
+                    shell.mappings_release();
+                }
+                self.phase = IoPhase::Complete(completion);
+                Next::Continue
+            }
+            IoPhase::Complete(completion) => {
+                shell.lock();
+                let now = shell.now();
+                shell.core().io_done(&mut self.plan, completion, &self.records, now);
+                shell.unlock();
+                self.phase = IoPhase::Next;
+                Next::Continue
+            }
+        }
+    }
+}

@@ -1,0 +1,100 @@
+//! The live side of the pager core's actors (`znswap_pager_core::{Evictor, FaultTask,
+//! IoThread}`): one [`Live`] per thread carries out what an actor's step asks with the
+//! real locks, ioctls and device, and [`Live::wait`] / [`Shared::pause`] turn its `Next`
+//! into real waits. The steps themselves, and so the order of calls, live in the core,
+//! where the pager DST runs them too.
+
+use std::sync::RwLockReadGuard;
+
+use znswap_pager_core::{AddressRange, Shell, WaitOn};
+
+use super::*;
+
+/// What the actor behind a [`Live`] adds to it: its read buffer, and whether its lock
+/// waits are counted as a fault's.
+pub(super) trait Role {
+    /// Faults spin for the state lock a little before they sleep, and count the wait.
+    const FAULT: bool = false;
+    /// The pages the last read filled, for `CopyFrom::ReadBuffer`.
+    fn read_buffer(&self) -> &[u8] {
+        &[]
+    }
+    /// Called around carrying out actions (a fault times its install).
+    fn applying(&mut self, _counters: &Counters, _done: bool) {}
+}
+
+/// One pager thread's hold on the shared state: the state lock and `mappings` while the
+/// actor holds them, and the role's own parts.
+pub(super) struct Live<'a, R: Role> {
+    pub(super) shared: &'a Shared,
+    state: Option<StateGuard<'a>>,
+    mappings: Option<RwLockReadGuard<'a, ()>>,
+    pub(super) role: R,
+}
+
+impl<'a, R: Role> Live<'a, R> {
+    pub(super) fn new(shared: &'a Shared, role: R) -> Live<'a, R> {
+        Live { shared, state: None, mappings: None, role }
+    }
+
+    /// Carries out `Next::Wait`: releases the state lock as the wait begins, waits for
+    /// the wake-up or the timeout, and returns without the lock.
+    pub(super) fn wait(&mut self, on: WaitOn) {
+        let state = self.state.take().expect("an actor waits holding the state lock");
+        let condvar = match on {
+            WaitOn::Evictors => &self.shared.evict_wanted,
+            WaitOn::Io => &self.shared.io_wanted,
+            WaitOn::Room => &self.shared.space_freed,
+        };
+        drop(state.wait_timeout(condvar, Duration::from_nanos(on.timeout_ns())));
+    }
+
+    /// Nothing held: checked between a thread's steps' loops and at its exit.
+    pub(super) fn holds_nothing(&self) -> bool {
+        self.state.is_none() && self.mappings.is_none()
+    }
+}
+
+impl<R: Role> Shell for Live<'_, R> {
+    fn now(&mut self) -> u64 {
+        self.shared.now()
+    }
+
+    fn lock(&mut self) {
+        assert!(self.state.is_none(), "the state lock taken twice");
+        self.state = Some(if R::FAULT { self.shared.lock_for_fault() } else { self.shared.lock() });
+    }
+
+    fn unlock(&mut self) {
+        assert!(self.state.take().is_some(), "the state lock released but not held");
+    }
+
+    fn core(&mut self) -> &mut PagerCore {
+        self.state.as_mut().expect("the core is reached under the state lock")
+    }
+
+    fn apply(&mut self, actions: &mut Actions) {
+        debug_assert!(self.state.is_some(), "actions are carried out under the state lock that made them");
+        if actions.is_empty() {
+            return;
+        }
+        self.role.applying(&self.shared.counters, false);
+        self.shared.run(actions, self.role.read_buffer());
+        self.role.applying(&self.shared.counters, true);
+    }
+
+    fn mappings_read(&mut self) {
+        // Lock order: `mappings` before the state lock.
+        assert!(self.state.is_none() && self.mappings.is_none(), "`mappings` taken out of order");
+        self.mappings = Some(self.shared.mappings.read().unwrap_or_else(|p| p.into_inner()));
+    }
+
+    fn mappings_release(&mut self) {
+        assert!(self.mappings.take().is_some(), "`mappings` released but not held");
+    }
+
+    fn discard_pages(&mut self, ranges: &[AddressRange]) {
+        debug_assert!(self.mappings.is_some() && self.state.is_none());
+        self.shared.madvise_dontneed(ranges);
+    }
+}
