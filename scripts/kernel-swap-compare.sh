@@ -79,7 +79,7 @@ for round in $(seq 1 "$rounds"); do
     swapoff "$swapfile"
     echo "== round $round of $rounds: znswap" >&2
     sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null || true
-    "$znswap" device create --path "$device" --zones "$zones" --zone-size 64M --zone-capacity 62M --force >/dev/null
+    "$znswap" device create --device "$device" --zones "$zones" --zone-size 64M --zone-capacity 62M --force >/dev/null
     znswap_runs+=("$(ZNSWAP_DEVICE="$device" "$znswap" bench --workload "$workload" --memory "$memory" \
         --wss "$wss" --threads "$threads" --seconds "$seconds" --json)")
 done

@@ -190,7 +190,7 @@ run_side() {
         make_cgroup  # a fresh cgroup per round: its peak is this round's
         sh -c 'echo $$ > "$1/cgroup.procs"; shift; exec "$@"' sh "$cgroup" "${server_cmd[@]}" >"$log" 2>&1 &
     else
-        "$znswap" device create --path "$device" --zones "$(( (footprint * 2 + (62 << 20) - 1) / (62 << 20) ))" \
+        "$znswap" device create --device "$device" --zones "$(( (footprint * 2 + (62 << 20) - 1) / (62 << 20) ))" \
             --zone-size 64M --zone-capacity 62M --force >/dev/null
         stats="$work/$side-$round.stats.json"
         # shellcheck disable=SC2086 # --znswap-args are words

@@ -34,7 +34,7 @@ pids=()
 cleanup() { for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
 trap cleanup EXIT
 [ -n "$device" ] || device=$work/device.zns
-"$znswap" device create --path "$device" --zones 32 --zone-size 64M --force >/dev/null
+"$znswap" device create --device "$device" --zones 32 --zone-size 64M --force >/dev/null
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 wait_port() {

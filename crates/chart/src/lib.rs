@@ -26,6 +26,7 @@ pub mod font;
 mod frame;
 mod line;
 mod palette;
+mod table;
 mod ticks;
 
 pub use bar::BarChart;
@@ -34,6 +35,7 @@ pub use error::{ChartError, Result};
 pub use frame::{Layout, PlotRect, Side};
 pub use line::{LineChart, LineStyle, Series};
 pub use palette::{series_color, series_marker, Marker, PALETTE};
+pub use table::Table;
 pub use ticks::{format_tick, nice_ticks, Ticks};
 
 /// Largest width or height accepted by the renderers, in pixels.

@@ -4,7 +4,6 @@
 //! seeds end with their coverage (which engine paths and fault stages the seeds
 //! reached), checked against floors with `--floors`.
 
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -13,7 +12,8 @@ use serde::Serialize;
 use znswap_dst::coverage::Value;
 use znswap_dst::{run, Coverage, DstOptions, DstReport, Floors, Shortfall};
 
-use crate::stats::Table;
+use crate::progress::Progress;
+use crate::stats::{Latency, Table};
 
 pub struct DstRequest {
     pub seed: u64,
@@ -56,16 +56,14 @@ pub fn dst(request: &DstRequest) -> Result<bool> {
     if let Some(floors) = &floors {
         Coverage::of(&[]).shortfalls(floors).with_context(|| floors_context(request))?;
     }
-    let show_progress = !request.json && std::io::stderr().is_terminal();
+    let progress = Progress::new(!request.json);
     let mut table =
         Table::new(&["seed", "ops", "verified", "lost", "corrupted", "waf", "gc runs", "policy", "seconds", "verdict"]);
     let mut failed = Vec::new();
     let mut reports = Vec::new();
     let mut seconds_per_seed = Vec::new();
     for seed in request.seed..request.seed + request.seeds {
-        if show_progress {
-            eprint!("\r\x1b[2Kseed {seed} ({} of {})", seed - request.seed + 1, request.seeds);
-        }
+        progress.set(format!("seed {seed} ({} of {})", seed - request.seed + 1, request.seeds));
         let started = Instant::now();
         let report = run(&DstOptions::new(seed, request.ops));
         let seconds = started.elapsed().as_secs_f64();
@@ -87,9 +85,7 @@ pub fn dst(request: &DstRequest) -> Result<bool> {
         reports.push(report);
         seconds_per_seed.push(seconds);
     }
-    if show_progress {
-        eprint!("\r\x1b[2K");
-    }
+    progress.clear();
     let coverage = Coverage::of(&reports);
     let shortfalls = match &floors {
         Some(floors) => Some(coverage.shortfalls(floors).with_context(|| floors_context(request))?),
@@ -130,8 +126,8 @@ pub fn read_floors(path: &Path) -> Result<Floors> {
     Floors::parse(&text).with_context(|| format!("parsing coverage floors from {}", path.display()))
 }
 
-/// One seed: its report as before. Several: `{"seeds": [...], "coverage": {...}}`, plus
-/// `"below_floors"` with `--floors`.
+/// `{"seeds": [...], "coverage": {...}}` however many seeds, plus `"below_floors"` with
+/// `--floors`.
 fn print_json(
     reports: &[DstReport],
     seconds_per_seed: &[f64],
@@ -140,10 +136,6 @@ fn print_json(
 ) -> Result<()> {
     let seeds: Vec<SeedLine> =
         reports.iter().zip(seconds_per_seed).map(|(report, &seconds)| SeedLine { report, seconds }).collect();
-    if seeds.len() == 1 {
-        println!("{}", serde_json::to_string_pretty(&seeds[0])?);
-        return Ok(());
-    }
     let below_floors = shortfalls.map(|shortfalls| {
         shortfalls
             .iter()
@@ -184,13 +176,13 @@ pub fn coverage_table(coverage: &Coverage, floors: Option<&Floors>, seconds_per_
             of,
         ]);
     }
-    let mut sorted = seconds_per_seed.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    if let (Some(first), Some(last)) = (sorted.first(), sorted.last()) {
-        let median = sorted[(sorted.len() - 1) / 2];
+    let nanoseconds: Vec<u64> = seconds_per_seed.iter().map(|&seconds| (seconds * 1e9) as u64).collect();
+    let spread = Latency::from_ns(&nanoseconds);
+    if spread.count > 0 {
+        let seconds = |us: f64| us / 1e6;
         table.row(vec![
             "seconds_per_seed (min/median/max)".into(),
-            format!("{first:.2}/{median:.2}/{last:.2}"),
+            format!("{:.2}/{:.2}/{:.2}", seconds(spread.min_us), seconds(spread.p50_us), seconds(spread.max_us)),
             String::new(),
             String::new(),
             String::new(),

@@ -3,13 +3,13 @@
 //! pager core's actors over a model of the page tables and the device; every read is
 //! checked against the last write.
 
-use std::io::IsTerminal;
 use std::time::Instant;
 
 use anyhow::Result;
 use serde::Serialize;
 use znswap_dst::pager::{run, PagerDstOptions, PagerDstReport};
 
+use crate::progress::Progress;
 use crate::stats::Table;
 
 #[derive(Serialize)]
@@ -66,7 +66,7 @@ pub struct PagerDstRequest {
 
 /// Runs the seeds; returns whether all passed.
 pub fn dst(request: &PagerDstRequest) -> Result<bool> {
-    let show_progress = !request.json && std::io::stderr().is_terminal();
+    let progress = Progress::new(!request.json);
     let mut table = Table::new(&[
         "seed",
         "steps",
@@ -83,9 +83,7 @@ pub fn dst(request: &PagerDstRequest) -> Result<bool> {
     let mut failed = Vec::new();
     let mut coverage = PagerCoverage { swap_ins_verified_min: u64::MAX, ..PagerCoverage::default() };
     for seed in request.seed..request.seed + request.seeds {
-        if show_progress {
-            eprint!("\r\x1b[2Kpager seed {seed} ({} of {})", seed - request.seed + 1, request.seeds);
-        }
+        progress.set(format!("pager seed {seed} ({} of {})", seed - request.seed + 1, request.seeds));
         let started = Instant::now();
         let report = run(&PagerDstOptions::new(seed, request.steps));
         let seconds = started.elapsed().as_secs_f64();
@@ -144,9 +142,7 @@ pub fn dst(request: &PagerDstRequest) -> Result<bool> {
         ]);
         lines.push((report, seconds));
     }
-    if show_progress {
-        eprint!("\r\x1b[2K");
-    }
+    progress.clear();
     if request.json {
         let seeds: Vec<SeedLine> =
             lines.iter().map(|(report, seconds)| SeedLine { report, seconds: *seconds }).collect();

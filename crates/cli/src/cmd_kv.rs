@@ -29,6 +29,7 @@ use serde::Serialize;
 use znswap_workload::{EtcConfig, EtcLayout, EtcStream, KvStream, OpKind, YcsbConfig, YcsbStream};
 use znswap_zoned::format_size;
 
+use crate::progress::Progress;
 use crate::stats::Table;
 use protocol::{Connection, Protocol};
 use values::{Keyspace, ValueSize};
@@ -296,17 +297,16 @@ fn in_parallel(
     let work = &work;
     std::thread::scope(|scope| {
         let handles: Vec<_> = workers.iter_mut().map(|worker| scope.spawn(move || work(worker))).collect();
+        let line = Progress::new(progress.is_some());
         let mut shown = start;
         while !handles.iter().all(|handle| handle.is_finished()) {
             std::thread::sleep(Duration::from_millis(20));
             if let Some(progress) = progress.filter(|_| shown.elapsed() >= Duration::from_millis(500)) {
-                eprint!("\r\x1b[2K{}", progress(start.elapsed()));
+                line.set(progress(start.elapsed()));
                 shown = Instant::now();
             }
         }
-        if progress.is_some() && shown != start {
-            eprint!("\r\x1b[2K");
-        }
+        line.clear();
         let elapsed = start.elapsed();
         for handle in handles {
             handle.join().expect("a kv connection thread panicked")?;

@@ -4,7 +4,8 @@
 //! passes signals on, and at exit prints what the pager did (from the figures the
 //! library writes) and returns CMD's exit status.
 
-use std::io::IsTerminal;
+use std::fs::File;
+use std::io::Write;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -12,52 +13,45 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use znswap_pager::run_env::{self, RunReport};
-use znswap_pager::PAGE_BYTES;
+use znswap_pager::run_env::{self, RunConfig, RunReport};
+use znswap_pager::{Pager, PAGE_BYTES};
 use znswap_zoned::format_size;
 
 use crate::device_path;
+use crate::flags::{size, DeviceFlag, FaultFlags, JsonFlag, MemoryFlag, PolicyFlag};
+use crate::progress::Progress;
 
 #[derive(Args)]
 pub struct RunArgs {
-    /// Resident memory the program's heap may use; the rest is swapped to the device.
-    #[arg(long, default_value = "256M", value_parser = crate::size)]
-    memory: u64,
-    /// The zoned device [default: the embedded default device]. Its data is destroyed.
-    #[arg(long, visible_alias = "path")]
-    device: Option<PathBuf>,
-    /// Where swapped-out pages go: per-core (a swap-zone per core that swaps out; here
-    /// the pager's evictor does every swap-out, so one swap-zone), hot-cold (the
-    /// paper's: two or more accesses in 16 samples is hot), lifetime (hot, warm and
-    /// cold by returns while the live pages are rewritten 2.5 times, GC survivors by
-    /// class, cost-benefit victims; a zone per class only while the device's free
-    /// headroom pays for the zones it keeps open), tenant (a swap-zone per tenant).
-    #[arg(long, default_value = "per-core", value_parser = crate::policy)]
-    policy: znswap_core::PolicyKind,
-    /// Threads resolving the program's page faults (one per program thread that may
-    /// fault at once lets their reads be in flight together).
-    #[arg(long, default_value_t = 2)]
-    handler_threads: usize,
-    /// Pages read ahead after a fault that continues a sequential run of faults, when
-    /// their slots follow on the device (0: none; at most 32).
-    #[arg(long, default_value_t = 0)]
-    readahead: u32,
+    #[command(flatten)]
+    device: DeviceFlag,
+    #[command(flatten)]
+    memory: MemoryFlag,
+    #[command(flatten)]
+    policy: PolicyFlag,
+    #[command(flatten)]
+    faults: FaultFlags,
     /// Address space reserved for the heap [default: the budget plus the device's
-    /// capacity, doubled for fragmentation, at most 8 GiB]. Costs about 9
-    /// bytes of pager memory per 4 KiB page (the engine's owner table and the pager's
-    /// page states), nothing else until used.
-    #[arg(long, value_parser = crate::size)]
+    /// capacity, doubled for fragmentation, at most 8 GiB]. Costs about 9 bytes of
+    /// pager memory per 4 KiB page (the engine's owner table and the pager's page
+    /// states), nothing else until used.
+    #[arg(long, value_parser = size)]
     arena: Option<u64>,
-    /// Write the summary as JSON to FILE.
+    /// Also write the summary as JSON to FILE (checked before the program starts).
     #[arg(long, value_name = "FILE")]
     stats: Option<PathBuf>,
-    /// Print the summary as JSON (on stderr, which the program shares) instead of a table.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    json: JsonFlag,
     /// The program and its arguments.
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "CMD")]
     command: Vec<String>,
 }
+
+/// Fault handler threads when `--handler-threads` is not given: two let a program's
+/// two threads have their swap-in reads in flight together.
+const HANDLER_THREADS_DEFAULT: u32 = 2;
+/// The smallest budget: two eviction batches and the slack.
+const MEMORY_MIN_BYTES: u64 = 4 << 20;
 
 const LIBRARY: &str = "libznswap_preload.so";
 
@@ -99,59 +93,108 @@ fn signal_set(signals: &[i32]) -> libc::sigset_t {
     }
 }
 
+/// What the launcher decided before the program starts: everything is checked here,
+/// so a problem is reported before the program runs rather than after.
+struct Launch {
+    library: PathBuf,
+    config: RunConfig,
+    /// `--stats`, opened (so known writable) before the program starts.
+    stats_file: Option<(PathBuf, File)>,
+}
+
+/// Checks the arguments, the device and the output paths; starts nothing.
+fn prepare(args: &RunArgs, stats_path: PathBuf, alive_fd: i32) -> Result<Launch> {
+    let library = find_library()?;
+    let memory = args.memory.memory;
+    anyhow::ensure!(
+        memory >= MEMORY_MIN_BYTES,
+        "--memory {} is too small: the pager needs at least {} (two eviction batches and its slack)",
+        format_size(memory),
+        format_size(MEMORY_MIN_BYTES)
+    );
+    let device_path = args.device.device.clone().unwrap_or_else(device_path::default_path);
+    // Opened now (created, for the default) so that its errors come with help, then let
+    // go: the program opens it (and locks it) itself.
+    let geometry = *device_path::open(args.device.device.as_deref())?.geometry();
+    let capacity = geometry.zone_count as u64 * geometry.zone_capacity_bytes();
+    let arena = match args.arena {
+        Some(arena) => {
+            anyhow::ensure!(
+                arena > memory,
+                "--arena {} must be larger than --memory {}",
+                format_size(arena),
+                format_size(memory)
+            );
+            anyhow::ensure!(
+                arena <= run_env::ARENA_MAX_BYTES,
+                "--arena {} is more than the allocator can manage in one arena ({}); give a smaller one",
+                format_size(arena),
+                format_size(run_env::ARENA_MAX_BYTES)
+            );
+            arena
+        }
+        None => {
+            let arena = (2 * (memory + capacity)).min(run_env::ARENA_MAX_BYTES);
+            anyhow::ensure!(
+                arena > memory,
+                "--memory {} leaves nothing to swap: znswap run pages a heap of at most {} (one allocator \
+                 arena), so give a smaller --memory (a program that fits in {} needs no swap)",
+                format_size(memory),
+                format_size(run_env::ARENA_MAX_BYTES),
+                format_size(memory)
+            );
+            arena
+        }
+    };
+    let ld_preload_before = match std::env::var_os("LD_PRELOAD").filter(|value| !value.is_empty()) {
+        None => None,
+        Some(value) => Some(value.into_string().map_err(|_| anyhow::anyhow!("$LD_PRELOAD is not UTF-8"))?),
+    };
+    let config = RunConfig {
+        device: device_path.clone(),
+        budget_bytes: memory,
+        arena_bytes: arena,
+        policy: args.policy.policy,
+        handler_threads: args.faults.handler_threads.unwrap_or(HANDLER_THREADS_DEFAULT) as usize,
+        readahead_pages: args.faults.readahead,
+        stats: stats_path,
+        alive_fd,
+        ld_preload_before,
+    };
+    config.check().map_err(|error| anyhow::anyhow!("internal: the run configuration is wrong: {error}"))?;
+    anyhow::ensure!(config.device.to_str().is_some(), "the device path {} is not UTF-8", device_path.display());
+    Pager::check(&geometry, &config.pager_config())
+        .with_context(|| format!("{} cannot serve as swap with --memory {}", device_path.display(), format_size(memory)))?;
+    // Last, so that a refusal above leaves no file behind.
+    let stats_file = match &args.stats {
+        Some(path) => {
+            let file = File::create(path)
+                .with_context(|| format!("--stats {}: cannot write the summary there", path.display()))?;
+            Some((path.clone(), file))
+        }
+        None => None,
+    };
+    Ok(Launch { library, config, stats_file })
+}
+
 /// Runs the program; returns its exit status (128+N when a signal ended it).
 pub fn run(args: RunArgs) -> Result<u8> {
-    anyhow::ensure!(args.handler_threads > 0, "--handler-threads must be at least 1");
-    let library = find_library()?;
-    let device_path = args.device.clone().unwrap_or_else(device_path::default_path);
-    // Check (and create, for the default) the device now, with errors that help, and
-    // let it go: the program opens it (and locks it) itself.
-    let capacity = {
-        let device = device_path::open(args.device.as_deref())?;
-        let geometry = device.geometry();
-        geometry.zone_count as u64 * geometry.zone_capacity_bytes()
-    };
-    let min_budget = 4 << 20;
-    anyhow::ensure!(
-        args.memory >= min_budget,
-        "--memory {} is too small: the pager needs at least {} (two eviction batches and its slack)",
-        format_size(args.memory),
-        format_size(min_budget)
-    );
-    let arena = args.arena.unwrap_or((2 * (args.memory + capacity)).min(run_env::ARENA_MAX_BYTES));
-    anyhow::ensure!(arena > args.memory, "--arena must be larger than --memory");
-    anyhow::ensure!(
-        arena <= run_env::ARENA_MAX_BYTES,
-        "--arena {} is more than the allocator can manage in one arena ({}); give a smaller one",
-        format_size(arena),
-        format_size(run_env::ARENA_MAX_BYTES)
-    );
-
     // A private directory for the library's figures, removed however this ends.
     let stats_dir =
         tempfile::Builder::new().prefix("znswap-run-").tempdir().context("creating a temporary directory")?;
     let stats_path = stats_dir.path().join("stats.json");
     let (alive_read, alive_write) = pipe()?;
+    let Launch { library, config, mut stats_file } = prepare(&args, stats_path.clone(), alive_write)?;
+    let program = args.command[0].clone();
 
-    let mut command = Command::new(&args.command[0]);
+    let mut command = Command::new(&program);
     command.args(&args.command[1..]);
-    let before = std::env::var_os("LD_PRELOAD").unwrap_or_default();
-    let mut preload = library.clone().into_os_string();
-    if !before.is_empty() {
+    let mut preload = library.into_os_string();
+    if let Some(before) = &config.ld_preload_before {
         preload.push(":");
-        preload.push(&before);
+        preload.push(before);
     }
-    command
-        .env("LD_PRELOAD", preload)
-        .env(run_env::LD_PRELOAD_BEFORE, &before)
-        .env(run_env::DEVICE, &device_path)
-        .env(run_env::MEMORY, args.memory.to_string())
-        .env(run_env::ARENA, arena.to_string())
-        .env(run_env::POLICY, args.policy.name())
-        .env(run_env::HANDLERS, args.handler_threads.to_string())
-        .env(run_env::READAHEAD, args.readahead.min(znswap_pager::READAHEAD_PAGES_MAX).to_string())
-        .env(run_env::STATS, &stats_path)
-        .env(run_env::ALIVE_FD, alive_write.to_string());
+    command.env("LD_PRELOAD", preload).env(run_env::CONFIG, config.to_env());
     // CPython keeps small objects in arenas it maps itself, which the pager would not
     // see; through malloc they are paged. (A user's own setting wins.)
     if std::env::var_os("PYTHONMALLOC").is_none() {
@@ -176,12 +219,28 @@ pub fn run(args: RunArgs) -> Result<u8> {
     // SAFETY: blocking signals in this (single-threaded) launcher.
     unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &waited, std::ptr::null_mut()) };
     let started = Instant::now();
-    let mut child = command.spawn().with_context(|| format!("cannot run {}", args.command[0]))?;
+    let mut child = match command.spawn() {
+        Ok(child) => child,
+        Err(error) => {
+            if let Some((path, _)) = &stats_file {
+                let _ = std::fs::remove_file(path);
+            }
+            return Err(error).with_context(|| format!("cannot run {program}"));
+        }
+    };
     // SAFETY: our own descriptor; the child has its copy.
     unsafe { libc::close(alive_write) };
     let pid = child.id() as i32;
-    let live = std::io::stderr().is_terminal();
+    // What the pager is doing, on a progress line while stderr is a terminal.
+    let line = Progress::new(!args.json.json);
     let mut last_live = Instant::now();
+    // What the program runs as (its interpreter, for a script): if that changes while
+    // the alive pipe closes (the library marks it close-on-exec), it executed another
+    // program, which runs without the pager.
+    let first_exe = std::fs::read_link(format!("/proc/{pid}/exe")).ok();
+    let mut executed: Option<(f64, PathBuf)> = None;
+    // A stop signal passed on (Ctrl-C): when, which, and whether the wait was explained.
+    let mut stopping: Option<(Instant, i32, u64, bool)> = None;
     let status = loop {
         if let Some(status) = child.try_wait()? {
             break status;
@@ -193,89 +252,209 @@ pub fn run(args: RunArgs) -> Result<u8> {
         if signal > 0 && unsafe { libc::sigismember(&forwarded, signal) } == 1 {
             // SAFETY: signalling our own child.
             unsafe { libc::kill(pid, signal) };
+            if STOPPING.contains(&signal) && stopping.is_none() {
+                let swapped_in = read_report(&stats_path).map_or(0, |report| report.swapped_in_pages);
+                stopping = Some((Instant::now(), signal, swapped_in, false));
+            }
         } else if signal == libc::SIGUSR1 {
             if let Some(report) = read_report(&stats_path) {
-                eprintln!("{}", live_line(&report));
+                line.say(&live_line(&report));
             }
         }
-        if live && last_live.elapsed() >= Duration::from_secs(2) {
+        // A program that frees its heap on the way out reads its swapped-out memory back
+        // first (Python does): say why the wait, once it is noticeable.
+        if let Some((since, signal, swapped_in, said)) = &mut stopping {
+            if !*said && since.elapsed() >= Duration::from_secs(2) {
+                *said = true;
+                let now = read_report(&stats_path).map_or(*swapped_in, |report| report.swapped_in_pages);
+                line.say(&format!(
+                    "znswap run: {program} (pid {pid}) got {} {:.0} s ago and is still exiting: its exit \
+                     handlers touch swapped-out memory, which comes back from the device first ({} pages so \
+                     far); `kill -KILL {pid}` ends it at once",
+                    signal_name(*signal),
+                    since.elapsed().as_secs_f64(),
+                    now.saturating_sub(*swapped_in)
+                ));
+            }
+        }
+        if executed.is_none() && pipe_closed(alive_read) {
+            let exe = std::fs::read_link(format!("/proc/{pid}/exe")).ok();
+            if let Some(exe) = exe.filter(|exe| Some(exe) != first_exe.as_ref()) {
+                executed = Some((started.elapsed().as_secs_f64(), exe));
+            }
+        }
+        if last_live.elapsed() >= Duration::from_secs(2) {
             last_live = Instant::now();
             if let Some(report) = read_report(&stats_path) {
-                eprint!("\r{}\x1b[K", live_line(&report));
+                line.set(live_line(&report));
             }
         }
     };
-    if live {
-        eprint!("\r\x1b[K");
-    }
+    line.clear();
     let elapsed = started.elapsed();
     let daemonized = outlived_by_forks(alive_read);
     let report = read_report(&stats_path);
     drop(stats_dir);
-    let code = match (status.code(), status.signal()) {
-        (Some(code), _) => code,
-        (None, Some(signal)) => 128 + signal,
-        _ => 1,
+    let ended = match (status.code(), status.signal()) {
+        (Some(code), _) => Ended::Exited(code),
+        (None, Some(signal)) => Ended::Signal(signal),
+        _ => Ended::Exited(1),
     };
-    if code == run_env::EXIT_PAGER_FAILED && report.is_none() {
-        bail!("the pager did not start in {} (its message is above)", args.command[0]);
+    let code = ended.status();
+    let failed = (ended == Ended::Exited(run_env::EXIT_PAGER_FAILED) && report.is_none()) || daemonized;
+    if let (true, Some((path, _))) = (failed, &stats_file) {
+        // Nothing to summarize: no empty file left behind.
+        let _ = std::fs::remove_file(path);
+    }
+    if ended == Ended::Exited(run_env::EXIT_PAGER_FAILED) && report.is_none() {
+        bail!("the pager did not start in {program} (its message is above)");
     }
     if daemonized {
         bail!(
-            "{} daemonized (a forked child outlived it): znswap pages a program only while it runs in the foreground; \
-             run it without its daemon option (memcached: drop -d; redis: --daemonize no)",
-            args.command[0]
+            "{program} daemonized (a forked child outlived it): znswap pages a program only while it runs in the \
+             foreground; run it without its daemon option (memcached: drop -d; redis: --daemonize no)"
         );
     }
-    let summary =
-        Summary { command: args.command.join(" "), exit_status: code, seconds: elapsed.as_secs_f64(), report };
-    if let Some(path) = &args.stats {
-        std::fs::write(path, serde_json::to_vec_pretty(&summary)?)
-            .with_context(|| format!("writing the summary to {}", path.display()))?;
-    }
-    if args.json {
+    let summary = Summary {
+        executed: executed.map(|(seconds, exe)| Executed { seconds, program: exe.display().to_string() }),
+        command: args.command.join(" "),
+        exit_status: code,
+        signal: match ended {
+            Ended::Signal(signal) => Some(signal_name(signal)),
+            Ended::Exited(_) => None,
+        },
+        seconds: elapsed.as_secs_f64(),
+        report,
+    };
+    if args.json.json {
         eprintln!("{}", serde_json::to_string(&summary)?);
     } else {
-        eprint!("{}", summary.table());
+        eprint!("{}", summary.table(&program));
+    }
+    // The summary is out and the program's status is kept whatever happens to the file.
+    if let Some((path, file)) = stats_file.as_mut() {
+        let written = serde_json::to_vec_pretty(&summary)
+            .map_err(std::io::Error::other)
+            .and_then(|json| file.write_all(&json));
+        if let Err(error) = written {
+            eprintln!("znswap run: warning: --stats {}: the summary could not be written: {error}", path.display());
+        }
     }
     Ok(code.clamp(0, 255) as u8)
+}
+
+/// How the program ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Ended {
+    Exited(i32),
+    Signal(i32),
+}
+
+impl Ended {
+    /// The status a shell would report: the exit code, or 128 + the signal.
+    fn status(self) -> i32 {
+        match self {
+            Ended::Exited(code) => code,
+            Ended::Signal(signal) => 128 + signal,
+        }
+    }
+}
+
+/// Signals that ask a program to stop, after which a slow exit is explained.
+const STOPPING: [i32; 4] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT];
+
+/// A signal's name (`SIGKILL`), or its number.
+fn signal_name(signal: i32) -> String {
+    const NAMES: [(i32, &str); 20] = [
+        (libc::SIGHUP, "SIGHUP"),
+        (libc::SIGINT, "SIGINT"),
+        (libc::SIGQUIT, "SIGQUIT"),
+        (libc::SIGILL, "SIGILL"),
+        (libc::SIGTRAP, "SIGTRAP"),
+        (libc::SIGABRT, "SIGABRT"),
+        (libc::SIGBUS, "SIGBUS"),
+        (libc::SIGFPE, "SIGFPE"),
+        (libc::SIGKILL, "SIGKILL"),
+        (libc::SIGUSR1, "SIGUSR1"),
+        (libc::SIGSEGV, "SIGSEGV"),
+        (libc::SIGUSR2, "SIGUSR2"),
+        (libc::SIGPIPE, "SIGPIPE"),
+        (libc::SIGALRM, "SIGALRM"),
+        (libc::SIGTERM, "SIGTERM"),
+        (libc::SIGCHLD, "SIGCHLD"),
+        (libc::SIGXCPU, "SIGXCPU"),
+        (libc::SIGXFSZ, "SIGXFSZ"),
+        (libc::SIGSYS, "SIGSYS"),
+        (libc::SIGWINCH, "SIGWINCH"),
+    ];
+    NAMES.iter().find(|(number, _)| *number == signal).map_or(format!("signal {signal}"), |(_, name)| name.to_string())
 }
 
 #[derive(serde::Serialize)]
 struct Summary {
     command: String,
+    /// The exit code, or 128 + the signal that ended the program.
     exit_status: i32,
+    /// The signal that ended the program, if one did.
+    signal: Option<String>,
     seconds: f64,
-    /// The library's last figures (none if the program ended before writing any).
+    /// The library's last figures (none if the pager never started in the program).
     report: Option<RunReport>,
+    /// The program executed another one, which ran without the pager.
+    executed: Option<Executed>,
+}
+
+#[derive(serde::Serialize)]
+struct Executed {
+    /// When, in seconds after the start.
+    seconds: f64,
+    program: String,
 }
 
 impl Summary {
-    fn table(&self) -> String {
+    fn ended(&self) -> String {
+        match &self.signal {
+            Some(signal) => format!("was killed by {signal}"),
+            None => format!("exited ({})", self.exit_status),
+        }
+    }
+
+    fn table(&self, program: &str) -> String {
         let Some(r) = &self.report else {
-            // The library writes its figures every second and at exit: none at all means
-            // it never ran in the program, or the program ended without its exit handlers.
             return format!(
-                "znswap run: {} exited ({}) after {:.1} s, and the pager reported nothing: it never ran in the \
-                 program, or the program ended without running its exit handlers. Programs a command execs run \
-                 without the pager, so if {} is a wrapper that execs the real program (a shell script, a pyenv \
-                 shim), give the real program instead (e.g. /usr/bin/python3)\n",
+                "znswap run: {} {} after {:.1} s, and the pager never started in it: {}\n",
                 self.command,
-                self.exit_status,
+                self.ended(),
                 self.seconds,
-                self.command.split_whitespace().next().unwrap_or("the command")
+                why_no_pager(program)
             );
         };
         let page = PAGE_BYTES as u64;
-        let waf = if r.host_bytes_written == 0 {
-            1.0
-        } else {
-            (r.host_bytes_written + r.gc_bytes_written) as f64 / r.host_bytes_written as f64
-        };
+        let waf = znswap_core::waf(
+            r.host_bytes_written,
+            r.host_bytes_written + r.gc_bytes_written + r.record_bytes_written,
+        );
         let paged = r.resident_pages * page;
         let uncovered = r.rss_anon_bytes.saturating_sub(paged);
-        let mut out =
-            format!("znswap run: {} exited ({}) after {:.1} s\n", self.command, self.exit_status, self.seconds);
+        let mut out = format!("znswap run: {} {} after {:.1} s\n", self.command, self.ended(), self.seconds);
+        if let Some(executed) = &self.executed {
+            out.push_str(&format!(
+                "  ({program} executed {} after {:.1} s, which ran without the pager: programs a paged program \
+                 executes are not paged, so give the program itself (e.g. /usr/bin/python3 script.py rather than \
+                 a wrapper); the figures are the pager's until then)\n",
+                executed.program, executed.seconds
+            ));
+        } else if !r.at_exit && self.signal.is_some() {
+            out.push_str("  (the signal ended it at once: the figures are its last ones, up to a second old)\n");
+        } else if !r.at_exit {
+            // `_exit` is wrapped to write the figures: an exit without them is an exec
+            // (or a raw exit system call).
+            out.push_str(&format!(
+                "  ({program} ended without the pager's last report: most likely it executed another program, \
+                 which ran without the pager (give the program itself, e.g. /usr/bin/python3 script.py rather than \
+                 a wrapper); the figures are its last ones, up to a second old)\n"
+            ));
+        }
         let mut line = |name: &str, value: String| out.push_str(&format!("  {name:<22} {value}\n"));
         line(
             "swapped out / in",
@@ -289,13 +468,17 @@ impl Summary {
         );
         line(
             "faults",
-            format!(
-                "{} missing, {} write-protect; p50 {:.1} us, p99 {:.1} us",
-                r.missing_faults,
-                r.write_protect_faults,
-                r.fault_p50_ns as f64 / 1e3,
-                r.fault_p99_ns as f64 / 1e3
-            ),
+            if r.missing_faults + r.write_protect_faults == 0 {
+                "none".to_string()
+            } else {
+                format!(
+                    "{} missing, {} write-protect; p50 ≤ {:.1} µs, p99 ≤ {:.1} µs",
+                    r.missing_faults,
+                    r.write_protect_faults,
+                    r.fault_p50_ns as f64 / 1e3,
+                    r.fault_p99_ns as f64 / 1e3
+                )
+            },
         );
         let faults = r.missing_faults + r.write_protect_faults;
         if faults > 0 && r.fault_handled_ns > 0 {
@@ -303,7 +486,7 @@ impl Summary {
             line(
                 "fault time",
                 format!(
-                    "{:.1} us per fault in the handlers: device reads {:.1} ({} reads of {:.1} us), lock {:.1}, \
+                    "{:.1} µs per fault in the handlers: device reads {:.1} ({} reads of {:.1} µs), lock {:.1}, \
                      install {:.1}, waiting for room {:.1}",
                     per_fault(r.fault_handled_ns),
                     per_fault(r.fault_read_ns),
@@ -316,15 +499,21 @@ impl Summary {
             );
         }
         line(
-            "resident max / budget",
-            format!("{} / {}", format_size(r.resident_pages_max * page), format_size(r.budget_bytes)),
+            "paged heap resident",
+            format!(
+                "max {} (budget {} + slack {})",
+                format_size(r.resident_pages_max * page),
+                format_size(r.budget_bytes),
+                format_size(r.slack_pages * page)
+            ),
         );
         line("device WAF", format!("{waf:.2} ({} GC runs)", r.gc_runs));
         line("lost pages", r.lost_pages.to_string());
         line(
-            "not covered",
+            "not paged",
             format!(
-                "{} of anonymous memory outside the paged heap (the pager's own tables, stacks){}",
+                "{} of anonymous memory outside the paged heap (stacks, memory from before the pager started, \
+                 the pager's own tables){}",
                 format_size(uncovered),
                 if r.overflow_bytes > 0 {
                     format!("; {} allocated outside a full arena", format_size(r.overflow_bytes))
@@ -348,13 +537,47 @@ impl Summary {
         if r.mlocks_ignored > 0 {
             line("mlock ignored", format!("{} calls", r.mlocks_ignored));
         }
+        out.push_str(LEGEND);
         out
+    }
+}
+
+/// What the summary's terms mean, for a reader who never read the paper.
+const LEGEND: &str = "  (missing: a touch of a page not in memory, first use or swapped out; write-protect: a \
+write to a page being swapped out or sampled for reference; latencies are upper bounds, within a quarter; WAF: \
+device bytes written per byte swapped out, the garbage collector's copies and record pages included)\n";
+
+/// Why a program never loaded the pager, from what it is.
+fn why_no_pager(program: &str) -> String {
+    let path = if program.contains('/') {
+        Some(PathBuf::from(program))
+    } else {
+        std::env::var_os("PATH")
+            .and_then(|paths| std::env::split_paths(&paths).map(|dir| dir.join(program)).find(|path| path.is_file()))
+    };
+    let mut head = [0u8; 4];
+    let read = path.as_ref().and_then(|path| File::open(path).ok()).map(|mut file| {
+        use std::io::Read;
+        file.read(&mut head).unwrap_or(0)
+    });
+    match read {
+        Some(n) if n >= 2 && &head[..2] == b"#!" => format!(
+            "{program} is a script, and the programs a script execs run without the pager: give the program it \
+             runs (e.g. /usr/bin/python3 script.py, not a pyenv shim or wrapper script)"
+        ),
+        Some(4) if &head == b"\x7fELF" => format!(
+            "{program} did not load the preload library (a statically linked or setuid program ignores \
+             LD_PRELOAD), or it ended before the library's start-up ran"
+        ),
+        _ => "the program given never ran with the library (it may exec another program, which runs without \
+              the pager: give the real program instead, e.g. /usr/bin/python3)"
+            .to_string(),
     }
 }
 
 fn live_line(report: &RunReport) -> String {
     format!(
-        "znswap: resident {} / {}, out {} in {} pages, fault p99 {:.0} us",
+        "znswap: paged heap resident {} / {}, out {} in {} pages, fault p99 ≤ {:.0} µs",
         format_size(report.resident_pages * PAGE_BYTES as u64),
         format_size(report.budget_bytes),
         report.swapped_out_pages,
@@ -365,6 +588,14 @@ fn live_line(report: &RunReport) -> String {
 
 fn read_report(path: &Path) -> Option<RunReport> {
     serde_json::from_slice(&std::fs::read(path).ok()?).ok()
+}
+
+/// Whether every holder of the alive pipe's write end has closed it (exec, or exit).
+fn pipe_closed(alive_read: i32) -> bool {
+    let mut poll = libc::pollfd { fd: alive_read, events: libc::POLLIN, revents: 0 };
+    // SAFETY: polls one descriptor we own, without waiting.
+    let ready = unsafe { libc::poll(&mut poll, 1, 0) };
+    ready > 0 && poll.revents & libc::POLLHUP != 0 && poll.revents & libc::POLLIN == 0
 }
 
 /// After the program exited: whether forked descendants that did not exec still hold

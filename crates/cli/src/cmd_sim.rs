@@ -38,7 +38,7 @@ pub struct PaperArgs {
     /// Runs simulated in parallel [default: the number of CPUs].
     #[arg(long)]
     jobs: Option<usize>,
-    /// Print the figures' JSON instead of tables.
+    /// Print the figures' JSON (an array, one element per figure) instead of tables.
     #[arg(long)]
     json: bool,
 }
@@ -73,16 +73,20 @@ fn paper(args: PaperArgs) -> Result<bool> {
     let jobs = args.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get())).max(1);
     let scale = if args.quick { Scale::quick() } else { Scale::full() };
     let options = PaperOptions { scale, seed: args.seed, jobs };
-    let progress = Progress::new(!args.json);
+    let line = std::sync::Arc::new(crate::progress::Progress::new(!args.json));
+    let progress = {
+        let line = line.clone();
+        Progress::new(move |message| line.set(message.to_string()))
+    };
     let figures = if args.all {
         let outputs = paper::run_all(&options, &args.out, &progress)?;
-        progress.clear();
+        line.clear();
         outputs
     } else {
         let figure = args.figure.expect("clap requires --figure without --all");
         let mut cache = RunCache::default();
         let output = paper::run_figure(&figure, &options, &mut cache, &progress)?;
-        progress.clear();
+        line.clear();
         output.write(&args.out)?;
         vec![output]
     };
@@ -97,12 +101,9 @@ fn paper(args: PaperArgs) -> Result<bool> {
         }
     }
     if args.json {
+        // An array however many figures.
         let all: Vec<&serde_json::Value> = figures.iter().map(|figure| &figure.json).collect();
-        if all.len() == 1 {
-            println!("{}", serde_json::to_string_pretty(all[0])?);
-        } else {
-            println!("{}", serde_json::to_string_pretty(&all)?);
-        }
+        println!("{}", serde_json::to_string_pretty(&all)?);
     } else {
         for figure in &figures {
             println!("{}\n", figure.title);

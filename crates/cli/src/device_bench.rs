@@ -4,7 +4,6 @@
 //!
 //! Destructive: every zone is reset first and last.
 
-use std::io::IsTerminal;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -17,6 +16,7 @@ use znswap_pager::PAGE_BYTES;
 use znswap_zoned::conformance::pattern;
 use znswap_zoned::{format_size, AlignedBuf, AppendMerger, Geometry, ZoneCondition, ZoneError, ZonedDevice};
 
+use crate::progress::Progress;
 use crate::stats::{Latency, Table};
 
 const MIB: f64 = (1 << 20) as f64;
@@ -71,11 +71,6 @@ struct Phase<'a> {
     deadline: Instant,
 }
 
-fn progress(enabled: bool, message: &str) {
-    if enabled {
-        eprint!("\r\x1b[2K{message}");
-    }
-}
 
 /// Appends `io_bytes` chunks into zones claimed one after another until the budget or
 /// the deadline; returns bytes written.
@@ -190,14 +185,14 @@ fn random_reads(
         handles.into_iter().map(|h| h.join().expect("read thread panicked")).collect()
     })?;
     let seconds = started.elapsed().as_secs_f64();
-    let mut all: Vec<u64> = samples.into_iter().flatten().collect();
+    let all: Vec<u64> = samples.into_iter().flatten().collect();
     let iops = all.len() as f64 / seconds;
-    Ok((Latency::from_ns(&mut all), iops))
+    Ok((Latency::from_ns(&all), iops))
 }
 
 pub fn run(device: &dyn ZonedDevice, options: &BenchOptions) -> Result<DeviceBench> {
     let geometry = *device.geometry();
-    let show = !options.json && std::io::stderr().is_terminal();
+    let line = Progress::new(!options.json);
     let granule = geometry.write_granularity_bytes as u64;
     let io_bytes = (options.io_bytes.min(geometry.zone_append_max_bytes as u64) / granule).max(1) * granule;
     // Four append phases share the device; keep a fifth of it per phase by default.
@@ -206,21 +201,21 @@ pub fn run(device: &dyn ZonedDevice, options: &BenchOptions) -> Result<DeviceBen
     let threads = options.threads.clamp(1, open_limit);
     let phase_duration = Duration::from_secs_f64(options.phase_seconds);
 
-    progress(show, "resetting zones");
+    line.set("resetting zones");
     device.reset_all().context("resetting the device before the bench")?;
     let supply = ZoneSupply { next: AtomicU32::new(0), zone_count: geometry.zone_count };
     let phase =
         |budget_bytes| Phase { device, supply: &supply, budget_bytes, deadline: Instant::now() + phase_duration };
 
-    progress(show, "append, 1 thread");
+    line.set("append, 1 thread");
     let one = phase(phase_bytes);
     let append_1t_mib_s = run_append_phase(1, |written| append_own_zones(&one, io_bytes, written))?;
 
-    progress(show, &format!("append, {threads} threads, a zone each"));
+    line.set(format!("append, {threads} threads, a zone each"));
     let many = phase(phase_bytes);
     let append_nt_mib_s = run_append_phase(threads, |written| append_own_zones(&many, io_bytes, written))?;
 
-    progress(show, &format!("append, {threads} threads, one zone"));
+    line.set(format!("append, {threads} threads, one zone"));
     let shared = phase(phase_bytes);
     let current = Mutex::new(supply.claim());
     let append_nt_one_zone_mib_s =
@@ -231,7 +226,7 @@ pub fn run(device: &dyn ZonedDevice, options: &BenchOptions) -> Result<DeviceBen
 
     // Many writers of single pages: what the swap-out path looks like before merging.
     let merged_append_threads = (threads * 4).max(4);
-    progress(show, &format!("4 KiB appends, {merged_append_threads} threads, merged"));
+    line.set(format!("4 KiB appends, {merged_append_threads} threads, merged"));
     let merger = AppendMerger::new(device, 2);
     let merged = phase(phase_bytes / 4);
     let current = Mutex::new(supply.claim());
@@ -244,12 +239,12 @@ pub fn run(device: &dyn ZonedDevice, options: &BenchOptions) -> Result<DeviceBen
     let merge_stats = merger.stats();
     let merge_factor = merge_stats.requests as f64 / merge_stats.device_appends.max(1) as f64;
 
-    progress(show, "4 KiB random reads, 1 thread");
+    line.set("4 KiB random reads, 1 thread");
     let (read_4k_qd1, read_4k_qd1_iops) = random_reads(device, 1, Instant::now() + phase_duration, 1 << 20)?;
-    progress(show, &format!("4 KiB random reads, {threads} threads"));
+    line.set(format!("4 KiB random reads, {threads} threads"));
     let (read_4k_nt, read_4k_nt_iops) = random_reads(device, threads, Instant::now() + phase_duration, 1 << 20)?;
 
-    progress(show, "zone resets");
+    line.set("zone resets");
     let mut reset_ns = Vec::with_capacity(geometry.zone_count as usize);
     for zone in device.report_zones()? {
         if !matches!(zone.condition, ZoneCondition::Empty | ZoneCondition::ReadOnly | ZoneCondition::Offline) {
@@ -259,7 +254,7 @@ pub fn run(device: &dyn ZonedDevice, options: &BenchOptions) -> Result<DeviceBen
         }
     }
     device.sync()?;
-    progress(show, "");
+    line.clear();
 
     Ok(DeviceBench {
         device: device.describe(),
@@ -277,7 +272,7 @@ pub fn run(device: &dyn ZonedDevice, options: &BenchOptions) -> Result<DeviceBen
         read_4k_nt,
         read_4k_nt_iops,
         read_4k_nt_mib_s: read_4k_nt_iops * PAGE_BYTES as f64 / MIB,
-        reset: Latency::from_ns(&mut reset_ns),
+        reset: Latency::from_ns(&reset_ns),
     })
 }
 

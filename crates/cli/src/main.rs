@@ -8,6 +8,8 @@ mod cmd_run;
 mod cmd_sim;
 mod device_bench;
 mod device_path;
+mod flags;
+mod progress;
 mod stats;
 mod swap_bench;
 
@@ -17,7 +19,9 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::{Args, Parser, Subcommand};
 use znswap_workload::Workload;
-use znswap_zoned::{parse_size, FaultSpec};
+use znswap_zoned::FaultSpec;
+
+use flags::{size, DeviceFlag, FaultFlags, JsonFlag, MemoryFlag, PolicyFlag};
 
 #[derive(Parser)]
 #[command(
@@ -25,7 +29,7 @@ use znswap_zoned::{parse_size, FaultSpec};
     version,
     about = "Swap for zoned (ZNS) SSDs, after ZNSwap (USENIX ATC '22)",
     long_about = "Swap for zoned (ZNS) SSDs, after ZNSwap (USENIX ATC '22).\n\n\
-        Commands work on a zoned device given by --path, or on the embedded default: a \
+        Commands work on a zoned device given by --device, or on the embedded default: a \
         file-backed emulated ZNS device at $ZNSWAP_DEVICE or ~/.cache/znswap/default.zns, \
         created on first use (64 zones of 64 MiB with 62 MiB capacity, 4 KiB LBAs with \
         16 B metadata, 14 open / 14 active zones)."
@@ -63,16 +67,14 @@ enum Command {
 
 #[derive(Args)]
 struct SwapBenchArgs {
-    /// The zoned device [default: the embedded default device]. Its data is destroyed.
-    #[arg(long, visible_alias = "path")]
-    device: Option<PathBuf>,
+    #[command(flatten)]
+    device: DeviceFlag,
     /// anon-w-rand (random writes), anon-w-seq (sequential writes), anon-r-rand (fill,
     /// then random reads), pmbench (normal, sigma = set/12), hotspot (80 % on 20 %).
     #[arg(long, default_value = "anon-w-rand", value_parser = workload)]
     workload: Workload,
-    /// Resident memory budget.
-    #[arg(long, value_parser = size, default_value = "256M")]
-    memory: u64,
+    #[command(flatten)]
+    memory: MemoryFlag,
     /// Working set [default: four times --memory].
     #[arg(long, value_parser = size)]
     wss: Option<u64>,
@@ -80,24 +82,10 @@ struct SwapBenchArgs {
     /// [default: the number of CPUs].
     #[arg(long)]
     threads: Option<usize>,
-    /// Where swapped-out pages go: per-core (a swap-zone per core that swaps out; here
-    /// the pager's evictor does every swap-out, so one swap-zone), hot-cold (the
-    /// paper's: two or more accesses in 16 samples is hot), lifetime (hot, warm and
-    /// cold by returns while the live pages are rewritten 2.5 times, GC survivors by
-    /// class, cost-benefit victims; a zone per class only while the device's free
-    /// headroom pays for the zones it keeps open), tenant (a swap-zone per tenant).
-    #[arg(long, default_value = "per-core", value_parser = policy)]
-    policy: znswap_core::PolicyKind,
-    /// Serve page faults with this many handler threads reading userfaultfd events
-    /// (the mode for programs that pass paged memory to system calls) instead of
-    /// self-paging, where each faulting thread resolves its own fault in a SIGBUS handler
-    /// with no context switch [default: self-paging].
-    #[arg(long)]
-    handler_threads: Option<usize>,
-    /// Pages read ahead after a fault that continues a sequential run, when their slots
-    /// follow on the device (0: no readahead, the right choice for random access).
-    #[arg(long, default_value_t = 0)]
-    readahead: u32,
+    #[command(flatten)]
+    policy: PolicyFlag,
+    #[command(flatten)]
+    faults: FaultFlags,
     /// Threads picking and snapshotting pages to evict.
     #[arg(long, default_value_t = 1)]
     evictor_threads: usize,
@@ -156,19 +144,12 @@ struct SwapBenchArgs {
     /// if a page reads back wrong.
     #[arg(long, value_name = "SPEC", value_parser = fault_spec, conflicts_with = "kernel_swap")]
     inject_faults: Option<FaultSpec>,
-    /// Print JSON instead of a table.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    json: JsonFlag,
 }
 
 fn fault_spec(text: &str) -> Result<FaultSpec, String> {
     text.parse().map_err(|error: znswap_zoned::FaultSpecError| error.to_string())
-}
-
-/// `--policy`, shared by `bench` and `run`.
-pub(crate) fn policy(name: &str) -> Result<znswap_core::PolicyKind, String> {
-    znswap_core::PolicyKind::from_name(name)
-        .ok_or_else(|| format!("unknown policy {name:?}: use one of {}", znswap_core::PolicyKind::NAMES.join(", ")))
 }
 
 fn workload(name: &str) -> Result<Workload, String> {
@@ -187,9 +168,9 @@ struct DstArgs {
     /// Operations per seed.
     #[arg(long, default_value_t = 1_000_000)]
     ops: u64,
-    /// Print JSON: one seed's report for one seed; for several,
-    /// `{"seeds": [reports], "coverage": {figure: value}}` (shares of seeds as
-    /// fractions), plus `"below_floors": [{name, value, floor}]` with --floors.
+    /// Print JSON: `{"seeds": [reports], "coverage": {figure: value}}` however many
+    /// seeds (shares of seeds as fractions), plus `"below_floors": [{name, value,
+    /// floor}]` with --floors.
     #[arg(long)]
     json: bool,
     /// Fail (exit non-zero, naming each figure) when a coverage figure of the run falls
@@ -218,15 +199,11 @@ enum DeviceCommand {
     Check(CheckArgs),
 }
 
-fn size(text: &str) -> Result<u64, String> {
-    parse_size(text)
-}
-
 #[derive(Args)]
 struct CreateArgs {
     /// Where to create the device (a file, created if missing, or a block device).
-    #[arg(long, visible_alias = "device")]
-    path: PathBuf,
+    #[arg(long, visible_alias = "path", value_name = "DEVICE")]
+    device: PathBuf,
     /// Number of zones.
     #[arg(long)]
     zones: u32,
@@ -260,16 +237,9 @@ struct CreateArgs {
 }
 
 #[derive(Args)]
-struct PathArg {
-    /// The device [default: the embedded default device].
-    #[arg(long, visible_alias = "device")]
-    path: Option<PathBuf>,
-}
-
-#[derive(Args)]
 struct ReportArgs {
     #[command(flatten)]
-    device: PathArg,
+    device: DeviceFlag,
     /// Print JSON: the geometry, counters and a `zones` array.
     #[arg(long)]
     json: bool,
@@ -278,7 +248,7 @@ struct ReportArgs {
 #[derive(Args)]
 struct ResetArgs {
     #[command(flatten)]
-    device: PathArg,
+    device: DeviceFlag,
     /// The zone to reset.
     #[arg(long, conflicts_with = "all")]
     zone: Option<u32>,
@@ -290,7 +260,7 @@ struct ResetArgs {
 #[derive(Args)]
 struct BenchArgs {
     #[command(flatten)]
-    device: PathArg,
+    device: DeviceFlag,
     /// Threads for the multi-threaded phases [default: the number of CPUs].
     #[arg(long)]
     threads: Option<usize>,
@@ -311,7 +281,7 @@ struct BenchArgs {
 #[derive(Args)]
 struct CheckArgs {
     #[command(flatten)]
-    device: PathArg,
+    device: DeviceFlag,
     /// Print JSON instead of a list.
     #[arg(long)]
     json: bool,
@@ -326,21 +296,22 @@ fn run(cli: Cli) -> Result<ExitCode> {
             );
             let threads =
                 args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get())).max(1);
+            let memory = args.memory.memory;
             let options = swap_bench::SwapBenchOptions {
                 workload: args.workload,
-                policy: args.policy,
-                budget_bytes: args.memory,
-                wss_bytes: args.wss.unwrap_or(4 * args.memory),
+                policy: args.policy.policy,
+                budget_bytes: memory,
+                wss_bytes: args.wss.unwrap_or(4 * memory),
                 threads,
-                readahead_pages: args.readahead.min(znswap_pager::READAHEAD_PAGES_MAX),
+                readahead_pages: args.faults.readahead,
                 evictor_threads: args.evictor_threads.max(1),
                 io_threads: args.io_threads.max(1),
                 evict_batch_pages: args.evict_batch as usize,
-                slack_pages: args.slack.unwrap_or(znswap_pager::PagerConfig::new(args.memory).slack_pages),
+                slack_pages: args.slack.unwrap_or(znswap_pager::PagerConfig::new(memory).slack_pages),
                 reference_sampling: !args.no_reference_sampling,
-                fault_mode: match args.handler_threads {
+                fault_mode: match args.faults.handler_threads {
                     None => znswap_pager::FaultMode::SelfPaging,
-                    Some(count) => znswap_pager::FaultMode::HandlerThreads(count.max(1)),
+                    Some(count) => znswap_pager::FaultMode::HandlerThreads(count as usize),
                 },
                 seconds: args.seconds,
                 ops_max: args.ops.unwrap_or(u64::MAX),
@@ -349,11 +320,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 ceiling_seconds: args.ceiling_seconds,
                 warm_up: !args.no_warm_up,
                 inject_faults: args.inject_faults,
-                json: args.json,
+                json: args.json.json,
             };
             if args.kernel_swap {
                 let bench = swap_bench::run_kernel(&options)?;
-                if args.json {
+                if options.json {
                     println!("{}", serde_json::to_string_pretty(&bench)?);
                 } else {
                     println!(
@@ -367,11 +338,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 return Ok(ExitCode::SUCCESS);
             }
             let device: std::sync::Arc<dyn znswap_zoned::ZonedDevice> =
-                device_path::open(args.device.as_deref())?.into();
-            let device_name = args.device.unwrap_or_else(device_path::default_path);
+                device_path::open(args.device.device.as_deref())?.into();
+            let device_name = args.device.device.unwrap_or_else(device_path::default_path);
             swap_bench::reset_earlier_run(&*device, &device_name.display().to_string())?;
             let bench = swap_bench::run(device, &options)?;
-            if args.json {
+            if options.json {
                 println!("{}", serde_json::to_string_pretty(&bench)?);
             } else {
                 swap_bench::print(&bench);
@@ -421,7 +392,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Device(command) => match command {
             DeviceCommand::Create(args) => cmd_device::create(cmd_device::CreateRequest {
-                path: args.path,
+                path: args.device,
                 zones: args.zones,
                 zone_size_bytes: args.zone_size,
                 zone_capacity_bytes: args.zone_capacity,
@@ -433,11 +404,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 zone_append_max_bytes: args.zone_append_max,
                 force: args.force,
             })?,
-            DeviceCommand::Report(args) => cmd_device::report(args.device.path.as_deref(), args.json)?,
-            DeviceCommand::Reset(args) => cmd_device::reset(args.device.path.as_deref(), args.zone, args.all)?,
+            DeviceCommand::Report(args) => cmd_device::report(args.device.device.as_deref(), args.json)?,
+            DeviceCommand::Reset(args) => cmd_device::reset(args.device.device.as_deref(), args.zone, args.all)?,
             DeviceCommand::Bench(args) => {
                 anyhow::ensure!(args.seconds > 0.0, "--seconds must be positive");
-                let device = device_path::open(args.device.path.as_deref())?;
+                let device = device_path::open(args.device.device.as_deref())?;
                 let options = device_bench::BenchOptions {
                     threads: args
                         .threads
@@ -455,7 +426,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 }
             }
             DeviceCommand::Check(args) => {
-                if !cmd_device::check(args.device.path.as_deref(), args.json)? {
+                if !cmd_device::check(args.device.device.as_deref(), args.json)? {
                     return Ok(ExitCode::FAILURE);
                 }
             }
@@ -472,9 +443,16 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(code) => code,
         Err(error) => {
-            eprintln!("error: {error}");
+            // The chain, each cause once: many errors say their source in their own
+            // message, and a cause already shown above is not repeated.
+            let mut shown = error.to_string();
+            eprintln!("error: {shown}");
             for cause in error.chain().skip(1) {
-                eprintln!("  caused by: {cause}");
+                let text = cause.to_string();
+                if !shown.contains(&text) {
+                    eprintln!("  caused by: {text}");
+                    shown.push_str(&text);
+                }
             }
             ExitCode::FAILURE
         }

@@ -11,7 +11,6 @@
 //! the bench go on. A lost page is never verified again: losses are expected, a page read
 //! back wrong never is.
 
-use std::io::IsTerminal;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -22,11 +21,13 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 use serde::Serialize;
 use znswap_core::PolicyKind;
 use znswap_pager::{lost_pages, FaultMode, Pager, PagerConfig, PAGE_BYTES};
+use znswap_workload::pattern::{fill, holds};
 use znswap_workload::{Generator, Workload};
 use znswap_zoned::{
     format_size, AlignedBuf, FaultSpec, FaultyDevice, InjectedFaults, ZoneCondition, ZoneError, ZonedDevice,
 };
 
+use crate::progress::Progress;
 use crate::stats::{Latency, Table};
 
 /// A page access slower than this faulted (a resident page is touched in well under a
@@ -182,43 +183,6 @@ pub struct SwapBench {
     pub efficiency_steady: f64,
 }
 
-/// The 64-bit seed of a page's content at a version (splitmix64's finalizer: seeds of
-/// different (page, version) pairs differ but by chance, 2^-64).
-fn pattern_seed(page: u64, version: u64) -> u64 {
-    let mut z = page.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ version.wrapping_add(0xD1B5_4A32_D192_ED03);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
-/// Word `index` of a page's pattern. Distinct indexes give distinct words, so a page is
-/// never all zero (the pager would keep an all-zero page as a zero entry, which is right,
-/// but the bench means to measure swap traffic), and no word depends on another, so
-/// filling and checking a page vectorize: the xorshift chain this replaced cost about
-/// 1 µs a page, a third of an anon-w-seq run's time, the same for the kernel's swap.
-fn pattern_word(seed: u64, index: usize) -> u64 {
-    seed ^ (index as u64 * 0x1_0000_0001)
-}
-
-fn fill(bytes: &mut [u8], page: u64, version: u64) {
-    let seed = pattern_seed(page, version);
-    for (index, chunk) in bytes.chunks_exact_mut(8).enumerate() {
-        chunk.copy_from_slice(&pattern_word(seed, index).to_le_bytes());
-    }
-}
-
-/// Whether `bytes` hold the page's content at `version` (all zero at version 0).
-fn matches(bytes: &[u8], page: u64, version: u64) -> bool {
-    if version == 0 {
-        return bytes.iter().fold(0u8, |acc, &b| acc | b) == 0;
-    }
-    let seed = pattern_seed(page, version);
-    let diff = bytes.chunks_exact(8).enumerate().fold(0u64, |acc, (index, chunk)| {
-        acc | (u64::from_le_bytes(chunk.try_into().expect("8 bytes")) ^ pattern_word(seed, index))
-    });
-    diff == 0
-}
-
 /// Appends of `append_bytes` to zones in turn for `duration`; with `read_pairs`, each
 /// appended page is paired with one 4 KiB random read of earlier data. Returns append
 /// MiB/s and the read latencies.
@@ -292,19 +256,15 @@ fn device_ceiling(
         handles.into_iter().map(|h| h.join().expect("ceiling thread panicked")).collect()
     })?;
     let seconds = started.elapsed().as_secs_f64();
-    let mut all: Vec<u64> = samples.into_iter().flatten().collect();
+    let all: Vec<u64> = samples.into_iter().flatten().collect();
     device.reset_all().context("resetting the device")?;
-    Ok((appended.load(Relaxed) as f64 / MIB / seconds, Latency::from_ns(&mut all)))
+    Ok((appended.load(Relaxed) as f64 / MIB / seconds, Latency::from_ns(&all)))
 }
 
 pub fn run(device: Arc<dyn ZonedDevice>, options: &SwapBenchOptions) -> Result<SwapBench> {
     let geometry = *device.geometry();
-    let show = !options.json && std::io::stderr().is_terminal();
-    let progress = |message: &str| {
-        if show {
-            eprint!("\r\x1b[2K{message}");
-        }
-    };
+    let line = Progress::new(!options.json);
+    let progress = |message: &str| line.set(message.to_string());
     let capacity = geometry.capacity_bytes();
     ensure!(
         options.wss_bytes < capacity,
@@ -364,9 +324,9 @@ pub fn run(device: Arc<dyn ZonedDevice>, options: &SwapBenchOptions) -> Result<S
     let stats = end.since(&start);
     let device_written = device_written_after - device_written_before;
     let host_written = stats.swap_outs_written * PAGE_BYTES as u64;
-    let mut faults: Vec<u64> = results.iter().flat_map(|r| r.faults_ns.iter().copied()).collect();
+    let faults: Vec<u64> = results.iter().flat_map(|r| r.faults_ns.iter().copied()).collect();
     let faults_sampled = faults.len() as u64;
-    let fault_latency = Latency::from_ns(&mut faults);
+    let fault_latency = Latency::from_ns(&faults);
     let swap_out_mib_s = host_written as f64 / MIB / seconds;
     // (The pager's clock: its uptime when the timed part began and ended.)
     let swap_out_seconds = if end.first_swap_out_ns == 0 {
@@ -425,7 +385,7 @@ pub fn run(device: Arc<dyn ZonedDevice>, options: &SwapBenchOptions) -> Result<S
         evictor_idle_ms: stats.evictor_idle_ns as f64 / 1e6,
         evictor_append_pages_avg: stats.swap_outs_written as f64 / stats.swap_out_appends.max(1) as f64,
         io_idle_ms: stats.io_idle_ns as f64 / 1e6,
-        waf: if host_written > 0 { device_written as f64 / host_written as f64 } else { 0.0 },
+        waf: znswap_core::waf(host_written, device_written),
         gc_cpu_pct: stats.gc_cpu_ns as f64 / 1e9 / seconds * 100.0,
         gc_cpu_us_per_page_moved: stats.gc_cpu_ns as f64
             / 1e3
@@ -544,7 +504,7 @@ fn verify(result: &mut ThreadResult, bytes: &[u8], page: u64, version: u64, is_l
     if is_lost(page) {
         return;
     }
-    let same = matches(bytes, page, version);
+    let same = holds(bytes, page, version);
     if is_lost(page) {
         return;
     }
@@ -601,12 +561,8 @@ fn drive<T: Send>(
     let warm_up = options.warm_up && warms_up(options.workload);
     let clock = std::sync::OnceLock::<Instant>::new();
     let per_thread = pages / options.threads as u64;
-    let show = !options.json && std::io::stderr().is_terminal();
-    let progress = |message: &str| {
-        if show {
-            eprint!("\r\x1b[2K{message}");
-        }
-    };
+    let line = Progress::new(!options.json);
+    let progress = |message: &str| line.set(message.to_string());
     let (results, figures) = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..options.threads)
             .map(|thread| {
@@ -763,7 +719,7 @@ fn drive<T: Send>(
         reporter.join().ok();
         (results, figures)
     });
-    progress("");
+    line.clear();
     let ops = ops_done.load(Relaxed);
     let (seconds, before, figures) = figures;
     Driven { results, seconds, ops, before, figures }
@@ -943,8 +899,8 @@ pub fn run_kernel(options: &SwapBenchOptions) -> Result<KernelSwapBench> {
     // SAFETY: our mapping, no longer used.
     unsafe { libc::munmap(base, len) };
     let Driven { results, seconds, ops, before, figures: after } = driven;
-    let mut faults: Vec<u64> = results.iter().flat_map(|r| r.faults_ns.iter().copied()).collect();
-    let latency = Latency::from_ns(&mut faults);
+    let faults: Vec<u64> = results.iter().flat_map(|r| r.faults_ns.iter().copied()).collect();
+    let latency = Latency::from_ns(&faults);
     let swapped_in = after.1 - before.1;
     Ok(KernelSwapBench {
         workload: options.workload.name(),
@@ -981,34 +937,4 @@ pub fn reset_earlier_run(device: &dyn ZonedDevice, name: &str) -> Result<()> {
     }
     eprintln!("znswap: {name} holds zones written by an earlier run ({written} not empty); resetting them");
     device.reset_all().with_context(|| format!("resetting the zones of {name}"))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn patterns_tell_pages_and_versions_apart_and_catch_any_flipped_byte() {
-        let mut page = vec![0u8; PAGE_BYTES];
-        assert!(matches(&page, 7, 0), "a never-written page is all zero");
-        for (number, version) in [(0u64, 1u64), (7, 1), (7, 2), (u64::MAX - 1, u64::MAX - 1)] {
-            fill(&mut page, number, version);
-            assert!(page.iter().any(|&b| b != 0), "page {number} v{version} is all zero");
-            assert!(matches(&page, number, version));
-            assert!(!matches(&page, number, version + 1), "a newer version must not match");
-            assert!(!matches(&page, number.wrapping_add(1), version), "another page must not match");
-            assert!(!matches(&page, number, 0));
-            for at in [0, 1, 4095, 2048] {
-                page[at] ^= 0x10;
-                assert!(!matches(&page, number, version), "a flipped byte at {at} went unnoticed");
-                page[at] ^= 0x10;
-            }
-        }
-        // Seeds of neighbouring pages and versions differ (the pattern's only input).
-        let mut seeds: Vec<u64> = (0..64).flat_map(|p| (1..64).map(move |v| pattern_seed(p, v))).collect();
-        let count = seeds.len();
-        seeds.sort_unstable();
-        seeds.dedup();
-        assert_eq!(seeds.len(), count);
-    }
 }

@@ -58,22 +58,26 @@ fn ensure_library() {
     ensure_built("znswap-preload");
 }
 
-/// The shared library of workspace package `package`, next to the binaries, built by
-/// cargo unless it is there; returns its path.
+/// The shared library of workspace package `package`, next to the binaries, built (or
+/// brought up to date) by cargo once per test run: `cargo test -p znswap` builds neither
+/// library, and one left from an earlier build may be stale. Returns its path.
 fn ensure_built(package: &str) -> PathBuf {
+    static BUILT: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
     let dir = Path::new(ZNSWAP).parent().unwrap();
     let path = dir.join(format!("lib{}.so", package.replace('-', "_")));
-    if path.is_file() {
+    let mut built = BUILT.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    if built.iter().any(|done| done == package) {
         return path;
     }
     let release = dir.ends_with("release");
     let mut build = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-    build.args(["build", "-p", package]);
+    build.args(["build", "--quiet", "-p", package]);
     if release {
         build.arg("--release");
     }
     let status = build.status().unwrap_or_else(|error| panic!("running cargo to build {package}: {error}"));
-    assert!(status.success(), "building {package} failed");
+    assert!(status.success() && path.is_file(), "building {package} failed");
+    built.push(package.to_string());
     path
 }
 
@@ -279,4 +283,142 @@ fn the_programs_own_mappings_are_paged_through_munmap_mremap_map_fixed_and_mprot
     // 10 mappings, the one mremap moved, and 4 made after the unmaps.
     assert!(run.figure("mmaps_paged") >= 15, "{:?}", run.report);
     assert_eq!(run.figure("mapped_bytes"), 4 * (8 << 20), "only the last 4 mappings are left: {:?}", run.report);
+}
+
+// What a new user met (issue 32), each as it behaves now.
+
+/// `znswap run` on `device` with `args`, running `program`.
+fn launch(device: &Path, args: &[&str], program: &[&str]) -> Output {
+    output_within_limit(Command::new(ZNSWAP).arg("run").arg("--device").arg(device).args(args).arg("--").args(program))
+}
+
+/// Every line of an error said once (a cause already in the message is not repeated).
+fn assert_said_once(stderr: &str) {
+    let lines: Vec<&str> = stderr.lines().map(str::trim).filter(|line| !line.is_empty()).collect();
+    for (index, line) in lines.iter().enumerate() {
+        let text = line.trim_start_matches("caused by: ").trim_start_matches("error: ");
+        let earlier = lines[..index].iter().any(|earlier| earlier.contains(text));
+        assert!(!earlier, "said twice: {line:?} in\n{stderr}");
+    }
+}
+
+#[test]
+fn arguments_and_the_stats_path_are_checked_before_the_program_runs() {
+    ensure_library();
+    let dir = tempfile::tempdir().unwrap();
+    let device = device(dir.path());
+    let marker = dir.path().join("ran");
+    let touch = format!("touch {}", marker.display());
+    let program = ["/bin/sh", "-c", touch.as_str()];
+    let refused = |args: &[&str], expected: &[&str], absent: &[&str]| {
+        let output = launch(&device, args, &program);
+        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+        assert!(!output.status.success(), "{args:?} was accepted: {stderr}");
+        assert!(!marker.exists(), "{args:?}: the program ran before the arguments were checked");
+        for text in expected {
+            assert!(stderr.contains(text), "{args:?}: no {text:?} in {stderr}");
+        }
+        for text in absent {
+            assert!(!stderr.contains(text), "{args:?}: {text:?} in {stderr}");
+        }
+        assert_said_once(&stderr);
+    };
+    refused(&["--stats", "/nonexistent/dir/run.json"], &["--stats /nonexistent/dir/run.json"], &[]);
+    // The user gave --memory only: the message names it, not the --arena they never gave.
+    refused(&["--memory", "9G"], &["--memory 9 GiB", "at most 8 GiB"], &["--arena"]);
+    refused(&["--readahead", "99"], &["--readahead", "0..=32"], &[]);
+    refused(&["--handler-threads", "0"], &["--handler-threads"], &[]);
+    // And a good run does run it.
+    let output = launch(&device, &["--memory", "16M"], &program);
+    assert!(output.status.success() && marker.exists(), "{}", String::from_utf8_lossy(&output.stderr));
+}
+
+#[test]
+fn a_device_with_too_few_zones_is_refused_naming_the_zones_it_needs() {
+    ensure_library();
+    let dir = tempfile::tempdir().unwrap();
+    let small = dir.path().join("small.zns");
+    let created = Command::new(ZNSWAP)
+        .args(["device", "create", "--zones", "4", "--zone-size", "16M", "--device"])
+        .arg(&small)
+        .output()
+        .unwrap();
+    assert!(created.status.success(), "{}", String::from_utf8_lossy(&created.stderr));
+    let output = launch(&small, &["--memory", "16M"], &["/bin/true"]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "a 4-zone device was taken: {stderr}");
+    assert!(stderr.contains("has 4 zones") && stderr.contains("needs at least"), "{stderr}");
+    assert!(!stderr.contains("watermark"), "an internal formula instead of the minimum: {stderr}");
+    assert_said_once(&stderr);
+}
+
+#[test]
+fn the_device_counters_are_saved_by_run() {
+    ensure_library();
+    let dir = tempfile::tempdir().unwrap();
+    let device = device(dir.path());
+    let output = launch(&device, &["--memory", "16M"], &[HEAP_CHECK, "heap", "64"]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let report = Command::new(ZNSWAP).args(["device", "report", "--json", "--device"]).arg(&device).output().unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&report.stdout).expect("device report JSON");
+    // 64 MiB in a 16 MiB budget: about 48 MiB went to the device, at least.
+    let written = report["counters"]["bytes_written"].as_u64().unwrap();
+    assert!(written >= 32 << 20, "device report after a run: {written} B written: {report}");
+    assert!(report["counters"]["appends"].as_u64().unwrap() > 0, "{report}");
+}
+
+#[test]
+fn the_summary_says_how_the_program_ended() {
+    ensure_library();
+    let dir = tempfile::tempdir().unwrap();
+    let device = device(dir.path());
+    let stderr = |output: &Output| String::from_utf8_lossy(&output.stderr).into_owned();
+
+    let killed = launch(&device, &["--memory", "16M"], &["/bin/sh", "-c", "kill -KILL $$"]);
+    assert_eq!(killed.status.code(), Some(128 + libc::SIGKILL));
+    assert!(stderr(&killed).contains("was killed by SIGKILL"), "{}", stderr(&killed));
+    assert!(!stderr(&killed).contains("wrapper"), "a hint about wrappers for a signal: {}", stderr(&killed));
+
+    // `_exit` runs no exit handlers; the figures still come (the library wraps it).
+    let stats = dir.path().join("exit.json");
+    let fast = launch(
+        &device,
+        &["--memory", "16M", "--stats", stats.to_str().unwrap()],
+        &[HEAP_CHECK, "exit-fast", "64"],
+    );
+    assert_eq!(fast.status.code(), Some(3), "{}", stderr(&fast));
+    let summary: serde_json::Value = serde_json::from_slice(&std::fs::read(&stats).unwrap()).unwrap();
+    assert!(summary["report"]["at_exit"].as_bool().unwrap(), "{summary}");
+    assert!(summary["report"]["swapped_out_pages"].as_u64().unwrap() > 0, "{summary}");
+    assert!(stderr(&fast).contains("exited (3)"), "{}", stderr(&fast));
+
+    // A program that executes another: the summary says the other ran unpaged.
+    let execd = launch(&device, &["--memory", "16M"], &["/bin/sh", "-c", "sleep 0.5; exec /bin/true"]);
+    assert!(execd.status.success());
+    assert!(stderr(&execd).contains("executed") && stderr(&execd).contains("without the pager"), "{}", stderr(&execd));
+    // Each term of the table explained.
+    assert!(stderr(&execd).contains("missing: ") && stderr(&execd).contains("WAF: "), "{}", stderr(&execd));
+}
+
+#[test]
+fn a_slow_exit_after_ctrl_c_is_explained() {
+    ensure_library();
+    let dir = tempfile::tempdir().unwrap();
+    let device = device(dir.path());
+    // A program that takes 3 s to exit after SIGINT.
+    let mut child = Command::new(ZNSWAP)
+        .args(["run", "--memory", "16M", "--device"])
+        .arg(&device)
+        .args(["--", "/bin/sh", "-c", "trap 'kill $!; sleep 3; exit 0' INT; sleep 30 >/dev/null 2>&1 & wait"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(700));
+    // SAFETY: signals the launcher this test started.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let mut stderr = String::new();
+    child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{stderr}");
+    assert!(stderr.contains("got SIGINT") && stderr.contains("still exiting"), "no word while it exited: {stderr}");
 }

@@ -38,5 +38,5 @@ pub use io::{AppendPage, Buf, IoError, IoId, IoRequest};
 pub use owner_table::{OwnerError, PageState};
 pub use policy::{HistorySpan, PageInfo, Policy, PolicyKind, PolicyView, SwapInfo, SwapZoneId, VmInfo, ZoneInfo};
 pub use slot_map::SlotAddress;
-pub use stats::Stats;
+pub use stats::{waf, Stats};
 pub use zones::{far_threshold_pages, HoldsInfo, ResetHold};

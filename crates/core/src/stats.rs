@@ -2,6 +2,17 @@
 
 use serde::Serialize;
 
+/// Write amplification: what the device wrote per byte (or page) the host asked it to
+/// write for swap-out, both in one unit. The device's writes are the host's plus the
+/// GC's copies plus record pages (chunk footers and their padding); with nothing
+/// written it is 1 (nothing amplified). Every report computes it here.
+pub fn waf(host_written: u64, device_written: u64) -> f64 {
+    if host_written == 0 {
+        return 1.0;
+    }
+    device_written as f64 / host_written as f64
+}
+
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Stats {
     pub swap_outs: u64,
@@ -92,20 +103,8 @@ impl Stats {
         }
     }
 
-    /// Device pages written per host page written.
+    /// Device pages written per host page written ([`waf`]).
     pub fn waf(&self) -> f64 {
-        if self.host_pages_written == 0 {
-            return 1.0;
-        }
-        (self.host_pages_written + self.gc_pages_written + self.record_pages_written) as f64
-            / self.host_pages_written as f64
-    }
-
-    /// Write amplification from GC copies alone (no footer overhead).
-    pub fn gc_waf(&self) -> f64 {
-        if self.host_pages_written == 0 {
-            return 1.0;
-        }
-        (self.host_pages_written + self.gc_pages_written) as f64 / self.host_pages_written as f64
+        waf(self.host_pages_written, self.host_pages_written + self.gc_pages_written + self.record_pages_written)
     }
 }

@@ -174,11 +174,7 @@ pub fn run(options: &DstOptions) -> DstReport {
         sim.violations.push(format!("panic: {message}"));
     }
     let stats = sim.engine.stats().clone();
-    let host = stats.host_pages_written - baseline.host_pages_written;
-    let device = host
-        + (stats.gc_pages_written - baseline.gc_pages_written)
-        + (stats.record_pages_written - baseline.record_pages_written);
-    let waf = if host == 0 { 1.0 } else { device as f64 / host as f64 };
+    let waf = stats.since(&baseline).waf();
     let mut violations = sim.violations.clone();
     if !violations.is_empty() {
         violations.push(format!("reproduce with seed {}", options.seed));

@@ -10,6 +10,8 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Mutex;
 use std::thread::JoinHandle;
 
+use znswap_workload::pattern;
+
 const MIB: usize = 1 << 20;
 /// Per thread: more than the test's budget of 16 MiB between the two.
 const CHUNKS: usize = 24;
@@ -18,20 +20,19 @@ const THREADS: usize = 2;
 static STARTED_BEFORE_PAGER: AtomicBool = AtomicBool::new(false);
 static THREADS_RUNNING: Mutex<Vec<JoinHandle<Result<usize, String>>>> = Mutex::new(Vec::new());
 
-fn expected(thread: usize, chunk: usize, offset: usize) -> u8 {
-    let x = (thread as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)
-        ^ (chunk as u64).wrapping_mul(0xBF58_476D_1CE4_E5B9)
-        ^ (offset as u64 / 8).wrapping_mul(0x94D0_49BB_1331_11EB);
-    let x = x ^ (x >> 31);
-    (x >> ((offset % 8) * 8)) as u8 | 1
+/// A chunk's content: `znswap_workload::pattern`'s, with the thread's chunks as pages.
+fn page(thread: usize, chunk: usize) -> u64 {
+    (thread * CHUNKS + chunk) as u64
 }
 
 fn filled(thread: usize, chunk: usize, len: usize) -> Vec<u8> {
-    (0..len).map(|offset| expected(thread, chunk, offset)).collect()
+    let mut bytes = vec![0u8; len];
+    pattern::fill(&mut bytes, page(thread, chunk), 1);
+    bytes
 }
 
 fn check(bytes: &[u8], thread: usize, chunk: usize) -> Result<(), String> {
-    match (0..bytes.len()).find(|&offset| bytes[offset] != expected(thread, chunk, offset)) {
+    match pattern::first_wrong_byte(bytes, page(thread, chunk), 1) {
         Some(offset) => {
             Err(format!("thread {thread} chunk {chunk} offset {offset}: wrong byte {:#04x}", bytes[offset]))
         }
@@ -64,8 +65,9 @@ fn work(thread: usize) -> Result<usize, String> {
 }
 
 extern "C" fn start() {
-    // Still set: the pager's library removes its configuration when it starts.
-    STARTED_BEFORE_PAGER.store(std::env::var_os("ZNSWAP_RUN_DEVICE").is_some(), Relaxed);
+    // Still set: the pager's library removes its configuration when it starts (the
+    // name is `znswap_pager::run_env::CONFIG`; this test library links nothing of ours).
+    STARTED_BEFORE_PAGER.store(std::env::var_os("ZNSWAP_RUN_CONFIG").is_some(), Relaxed);
     let mut running = THREADS_RUNNING.lock().unwrap();
     for thread in 0..THREADS {
         running.push(std::thread::spawn(move || work(thread)));

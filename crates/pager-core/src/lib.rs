@@ -45,10 +45,20 @@
 //! - After every call: [`PagerCore::take_wakeups`].
 //!
 //! # Locks, and the rule self-paging rests on
-//! The shell's locks are taken in this order: a fault's discard scratch, then
-//! `mappings` (shared while anyone reads or discards region pages outside the state
-//! lock, exclusive while a region is unmapped), then the state lock (this core). Buffer
-//! locks (read-ahead) are only ever tried, never waited for.
+//! Every lock of the pager (`znswap-pager`) and of `znswap run`'s preload library
+//! (`znswap-preload`), in the order they are taken: a thread holding one takes only
+//! those below it. Extend this table with any new lock.
+//!
+//! | lock | where | held across | checked |
+//! |---|---|---|---|
+//! | mapping table (`MAPPING_TABLE`) | preload `mapping.rs` | heap allocation, touches of paged memory (faults, served by handler threads), `program_discard`, `fork` | never taken by a pager thread (aborts) |
+//! | `forks` | pager `program.rs` | nothing (taken alone) | |
+//! | direct-reclaim batch (`fault_discard`) | pager, faults | nothing: taken out (only tried under the state lock) and put back | |
+//! | read-ahead buffer | pager, faults | a fault's read and its install (only tried, never waited for) | |
+//! | `mappings` (regions stay mapped) | pager | evictor rounds, appends reading victims, discards; exclusive while a region is unmapped | taken before the state lock (`Shell::mappings_read` asserts) |
+//! | `device_gate` | pager | every device command (shared), `fork` (exclusive) | |
+//! | state lock (this core) | pager | calls into the core and the actions they return; never a device command or a touch of region memory | device commands and region reads assert they are outside it |
+//! | `CLAIM`, `INSTALL` | pager `lost_pages.rs`, `self_paging.rs` | nothing (leaves) | |
 //!
 //! In self-paging mode a fault is resolved in the faulting thread's SIGBUS handler,
 //! which takes the state lock. That is sound only because **no pager code touches
@@ -123,6 +133,13 @@ pub enum CoreError {
     TooManyRegions { max: u32 },
     #[error("the engine refused the region: {0}")]
     Owner(#[from] OwnerError),
+    #[error(
+        "the device has {zones} zones and the swap engine needs at least {zones_min} of this size (its open \
+         swap-zones, the GC's zones and its reserve of empty zones): use a device with more zones"
+    )]
+    TooFewZones { zones: u32, zones_min: u32 },
+    #[error("read-ahead of {pages} pages asked for: at most {max}")]
+    ReadaheadTooLarge { pages: u32, max: u32 },
 }
 
 /// Something the user should hear about, once.
@@ -213,6 +230,39 @@ pub(crate) struct Dropping {
     generation: u64,
 }
 
+/// The engine's configuration for a device of `geometry`. A small device cannot keep as
+/// many zones open as it allows and still hold the GC's empty-zone watermarks: fewer
+/// are opened (always within the device's limits), and with too few open zones for
+/// every GC stream the policy asks for, survivors of neighbouring classes share one,
+/// down to a single stream.
+fn engine_config(geometry: Geometry, chunk_footer: bool, config: &CoreConfig) -> Result<Config, ConfigError> {
+    let mut engine_config = Config::new(geometry);
+    if chunk_footer {
+        engine_config.record_encoding = Some(RecordEncoding::ChunkFooter);
+    }
+    engine_config.owners_max = config.regions_max;
+    engine_config.tenants_max = config.tenants.max(1);
+    engine_config.gc_streams = config.policy.gc_streams();
+    while let Err(error) = engine_config.derive() {
+        let g = &mut engine_config.geometry;
+        let limit = match (g.max_open_zones, g.max_active_zones) {
+            (0, 0) => engine_config.swap_zones_default,
+            (0, a) | (a, 0) => a,
+            (o, a) => o.min(a),
+        };
+        if limit <= 3 {
+            if engine_config.gc_streams > 1 {
+                engine_config.gc_streams -= 1;
+                continue;
+            }
+            return Err(error);
+        }
+        g.max_open_zones = limit - 1;
+        g.max_active_zones = limit - 1;
+    }
+    Ok(engine_config)
+}
+
 /// The pager's state machine. See the crate docs for the calling order.
 pub struct PagerCore {
     engine: Engine,
@@ -258,46 +308,40 @@ pub struct PagerCore {
 }
 
 impl PagerCore {
-    /// A core for a device of `geometry` (in pages). `chunk_footer`: the device cannot
-    /// carry a 16-byte record per page, so records go in a footer page per chunk.
-    pub fn new(geometry: Geometry, chunk_footer: bool, config: CoreConfig) -> Result<PagerCore, CoreError> {
+    /// Checks that a core could start with `config` on a device of `geometry`, with no
+    /// allocation: for a launcher that wants to refuse a device or a budget before it
+    /// starts anything.
+    pub fn check(geometry: Geometry, chunk_footer: bool, config: &CoreConfig) -> Result<(), CoreError> {
         let min_pages = 2 * config.evict_batch_pages as u64;
         if config.budget_pages < min_pages {
             return Err(CoreError::BudgetTooSmall { budget_pages: config.budget_pages, min_pages });
         }
-        let mut engine_config = Config::new(geometry);
-        if chunk_footer {
-            engine_config.record_encoding = Some(RecordEncoding::ChunkFooter);
+        if config.readahead_pages > READAHEAD_PAGES_MAX {
+            return Err(CoreError::ReadaheadTooLarge { pages: config.readahead_pages, max: READAHEAD_PAGES_MAX });
         }
-        engine_config.owners_max = config.regions_max;
-        engine_config.tenants_max = config.tenants.max(1);
-        engine_config.gc_streams = config.policy.gc_streams();
-        // A small device cannot keep as many zones open as it allows and still hold the
-        // GC's empty-zone watermarks: open fewer (always within the device's limits).
-        while let Err(error) = engine_config.derive() {
-            let g = &mut engine_config.geometry;
-            let limit = match (g.max_open_zones, g.max_active_zones) {
-                (0, 0) => engine_config.swap_zones_default,
-                (0, a) | (a, 0) => a,
-                (o, a) => o.min(a),
-            };
-            if limit <= 3 {
-                // Too few open zones for every GC stream the policy asks for: survivors
-                // of neighbouring classes share one, down to a single stream.
-                if engine_config.gc_streams > 1 {
-                    engine_config.gc_streams -= 1;
-                    continue;
-                }
-                return Err(CoreError::Config(error));
+        match engine_config(geometry, chunk_footer, config) {
+            Ok(_) => Ok(()),
+            Err(error) => {
+                // Too few zones is the usual reason: say how many it takes.
+                let fits = |zones: u32| engine_config(Geometry { zone_count: zones, ..geometry }, chunk_footer, config);
+                let zones_min = (geometry.zone_count + 1..=geometry.zone_count.saturating_mul(2).max(64))
+                    .find(|&zones| fits(zones).is_ok());
+                Err(match zones_min {
+                    Some(zones_min) => CoreError::TooFewZones { zones: geometry.zone_count, zones_min },
+                    None => CoreError::Config(error),
+                })
             }
-            g.max_open_zones = limit - 1;
-            g.max_active_zones = limit - 1;
         }
+    }
+
+    /// A core for a device of `geometry` (in pages). `chunk_footer`: the device cannot
+    /// carry a 16-byte record per page, so records go in a footer page per chunk.
+    pub fn new(geometry: Geometry, chunk_footer: bool, config: CoreConfig) -> Result<PagerCore, CoreError> {
+        PagerCore::check(geometry, chunk_footer, &config)?;
+        let engine_config = engine_config(geometry, chunk_footer, &config)?;
         let engine = Engine::new(engine_config, config.policy.build(config.tenants.max(1)))?;
         let append_pages_max = engine.derived().append_pages_max as usize;
         let out_count = config.evict_batch_pages * evict::ROUND_BATCHES_MAX + append_pages_max;
-        let mut config = config;
-        config.readahead_pages = config.readahead_pages.min(READAHEAD_PAGES_MAX);
         Ok(PagerCore {
             engine,
             regions: Vec::with_capacity(config.regions_max as usize),

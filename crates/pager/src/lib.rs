@@ -15,6 +15,8 @@ mod signals;
 pub use self_paging::SelfPagingError;
 pub mod uffd;
 
+pub use znswap_pager_core::CoreError;
+
 pub use pager::{
     map_anonymous, FaultMode, Pager, PagerConfig, PagerError, PagerStats, Region, PAGE_BYTES, READAHEAD_PAGES_MAX,
 };

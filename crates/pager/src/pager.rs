@@ -31,7 +31,7 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock, TryLockError};
 use std::time::{Duration, Instant};
 
-use znswap_core::{ConfigError, Geometry as EngineGeometry, IoError, OwnerError, PolicyKind};
+use znswap_core::{Geometry as EngineGeometry, IoError, PolicyKind};
 use znswap_pager_core::{Action, Actions, CopyFrom, CoreConfig, CoreError, DiscardBatch, PagerCore, Pause};
 use znswap_zoned::{ZoneError, ZonedDevice};
 
@@ -148,32 +148,13 @@ impl PagerConfig {
 pub enum PagerError {
     #[error(transparent)]
     Uffd(#[from] UffdError),
-    #[error("the engine refused the device geometry: {0}")]
-    Config(#[source] ConfigError),
-    #[error("the budget ({budget_bytes} B) must hold at least {min_pages} pages (two eviction batches)")]
-    BudgetTooSmall { budget_bytes: u64, min_pages: u64 },
+    /// The core refused the device, the budget or a region (its message says which).
+    #[error(transparent)]
+    Core(#[from] CoreError),
     #[error("mmap of {bytes} B failed: {source}")]
     Map { bytes: u64, source: std::io::Error },
-    #[error("too many regions alive ({max}, the pager's `regions_max`); free one or raise it")]
-    TooManyRegions { max: u32 },
-    #[error("the engine refused the region: {0}")]
-    Region(#[source] OwnerError),
     #[error(transparent)]
     SelfPaging(#[from] SelfPagingError),
-}
-
-impl From<CoreError> for PagerError {
-    fn from(error: CoreError) -> PagerError {
-        match error {
-            CoreError::BudgetTooSmall { budget_pages, min_pages } => {
-                PagerError::BudgetTooSmall { budget_bytes: budget_pages * PAGE_BYTES as u64, min_pages }
-            }
-            CoreError::Config(error) => PagerError::Config(error),
-            CoreError::TooManyRegions { max } => PagerError::TooManyRegions { max },
-            CoreError::Owner(error) => PagerError::Region(error),
-            other => panic!("a core error the pager does not know: {other}"),
-        }
-    }
 }
 
 pub(crate) struct Shared {
@@ -240,8 +221,7 @@ pub struct Region {
 unsafe impl Send for Region {}
 unsafe impl Sync for Region {}
 
-fn engine_geometry(device: &dyn ZonedDevice) -> EngineGeometry {
-    let geometry = device.geometry();
+fn engine_geometry(geometry: &znswap_zoned::Geometry) -> EngineGeometry {
     let page = PAGE_BYTES as u64;
     EngineGeometry {
         zone_count: geometry.zone_count,
@@ -261,21 +241,39 @@ fn io_error(error: &ZoneError) -> IoError {
     }
 }
 
+/// Whether records go in a footer page per chunk: the device cannot carry a 16-byte
+/// record beside each 4 KiB page.
+fn footer_mode(geometry: &znswap_zoned::Geometry) -> bool {
+    geometry.lba_bytes as usize != PAGE_BYTES || geometry.metadata_bytes < RECORD_BYTES as u32
+}
+
+impl PagerConfig {
+    fn core_config(&self) -> CoreConfig {
+        CoreConfig {
+            budget_pages: self.budget_bytes / PAGE_BYTES as u64,
+            slack_pages: self.slack_pages,
+            evict_batch_pages: self.evict_batch_pages,
+            reference_sampling: self.reference_sampling,
+            readahead_pages: self.readahead_pages,
+            regions_max: self.regions_max,
+            tenants: self.tenants,
+            policy: self.policy,
+        }
+    }
+}
+
 impl Pager {
+    /// Checks that a pager could start with `config` on a device of `geometry` (the
+    /// budget, the read-ahead, enough zones), starting nothing: for a launcher that
+    /// wants to refuse before it runs a program.
+    pub fn check(geometry: &znswap_zoned::Geometry, config: &PagerConfig) -> Result<(), PagerError> {
+        Ok(PagerCore::check(engine_geometry(geometry), footer_mode(geometry), &config.core_config())?)
+    }
+
     pub fn new(device: Arc<dyn ZonedDevice>, config: PagerConfig) -> Result<Pager, PagerError> {
         let geometry = *device.geometry();
-        let footer_mode = geometry.lba_bytes as usize != PAGE_BYTES || geometry.metadata_bytes < RECORD_BYTES as u32;
-        let core_config = CoreConfig {
-            budget_pages: config.budget_bytes / PAGE_BYTES as u64,
-            slack_pages: config.slack_pages,
-            evict_batch_pages: config.evict_batch_pages,
-            reference_sampling: config.reference_sampling,
-            readahead_pages: config.readahead_pages,
-            regions_max: config.regions_max,
-            tenants: config.tenants,
-            policy: config.policy,
-        };
-        let core = PagerCore::new(engine_geometry(&*device), footer_mode, core_config)?;
+        let footer_mode = footer_mode(&geometry);
+        let core = PagerCore::new(engine_geometry(&geometry), footer_mode, config.core_config())?;
         let required = match config.fault_mode {
             FaultMode::HandlerThreads(_) => features::PAGEFAULT_FLAG_WP,
             FaultMode::SelfPaging => features::PAGEFAULT_FLAG_WP | features::SIGBUS,

@@ -1,36 +1,103 @@
-//! How `znswap run` hands its configuration to the preload library in the program: the
-//! names of the environment variables, defined once for both sides. The preload library
-//! removes them (and itself from `LD_PRELOAD`) at start-up, so programs the paged one
-//! executes run without the pager.
+//! How `znswap run` hands its configuration to the preload library in the program: one
+//! environment variable holding a [`RunConfig`] as JSON, with every value decided by the
+//! launcher (the library applies no defaults of its own). The preload library removes it
+//! (and itself from `LD_PRELOAD`) at start-up, so programs the paged one executes run
+//! without the pager.
 
-/// The device path (already checked and created by the launcher).
-pub const DEVICE: &str = "ZNSWAP_RUN_DEVICE";
-/// The budget of resident paged memory, in bytes.
-pub const MEMORY: &str = "ZNSWAP_RUN_MEMORY";
-/// Bytes of address space reserved for the paged heap.
-pub const ARENA: &str = "ZNSWAP_RUN_ARENA";
-/// `per-core`, `hot-cold`, `tenant` or `lifetime` (`PolicyKind::NAMES`).
-pub const POLICY: &str = "ZNSWAP_RUN_POLICY";
-/// Fault handler threads.
-pub const HANDLERS: &str = "ZNSWAP_RUN_HANDLERS";
-/// Pages read ahead after a sequential fault (`PagerConfig::readahead_pages`).
-pub const READAHEAD: &str = "ZNSWAP_RUN_READAHEAD";
-/// Where the library writes its figures as JSON (every second, and at exit).
-pub const STATS: &str = "ZNSWAP_RUN_STATS";
-/// A pipe's write end the program and its forked (not exec'd) descendants keep open:
-/// the launcher sees it close when the last of them is gone, and so learns that a
-/// program daemonized (its forked child outlived it).
-pub const ALIVE_FD: &str = "ZNSWAP_RUN_ALIVE_FD";
-/// `LD_PRELOAD` as it was before the launcher added the library (restored at start-up).
-pub const LD_PRELOAD_BEFORE: &str = "ZNSWAP_RUN_LD_PRELOAD_BEFORE";
+use std::path::PathBuf;
+
+use znswap_core::PolicyKind;
+
+/// The variable that carries the [`RunConfig`].
+pub const CONFIG: &str = "ZNSWAP_RUN_CONFIG";
+
+/// Everything the library needs to start the pager in the program.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunConfig {
+    /// The device (checked, and created for the default device, by the launcher).
+    pub device: PathBuf,
+    /// Resident paged memory the pager keeps the heap within, in bytes.
+    pub budget_bytes: u64,
+    /// Address space reserved for the paged heap, in bytes.
+    pub arena_bytes: u64,
+    pub policy: PolicyKind,
+    /// Fault handler threads (at least one).
+    pub handler_threads: usize,
+    /// Pages read ahead after a sequential fault, at most `READAHEAD_PAGES_MAX`.
+    pub readahead_pages: u32,
+    /// Where the library writes its figures as JSON: at start, every second, at exit.
+    pub stats: PathBuf,
+    /// A pipe's write end the program and its forked (not exec'd) descendants keep
+    /// open: the launcher sees it close when the last of them is gone, and so learns
+    /// that a program daemonized (its forked child outlived it).
+    pub alive_fd: i32,
+    /// `LD_PRELOAD` as it was before the launcher added the library (restored at
+    /// start-up), if it was set.
+    pub ld_preload_before: Option<String>,
+}
+
+impl RunConfig {
+    /// Checks what the launcher decided: a library given a configuration it cannot run
+    /// says which value is wrong rather than adjusting it.
+    pub fn check(&self) -> Result<(), String> {
+        if self.handler_threads == 0 {
+            return Err("handler_threads is 0: at least one thread must serve faults".into());
+        }
+        if self.readahead_pages > crate::READAHEAD_PAGES_MAX {
+            return Err(format!(
+                "readahead_pages is {}: at most {}",
+                self.readahead_pages,
+                crate::READAHEAD_PAGES_MAX
+            ));
+        }
+        if self.arena_bytes <= self.budget_bytes || self.arena_bytes > ARENA_MAX_BYTES {
+            return Err(format!(
+                "arena_bytes {} must be above budget_bytes {} and at most {ARENA_MAX_BYTES}",
+                self.arena_bytes, self.budget_bytes
+            ));
+        }
+        Ok(())
+    }
+
+    /// The pager's configuration: the launcher checks it against the device
+    /// (`Pager::check`) before the program starts, and the library starts the pager with
+    /// it (adding its thread hooks).
+    pub fn pager_config(&self) -> crate::PagerConfig {
+        crate::PagerConfig {
+            policy: self.policy,
+            // The arena is the one region.
+            regions_max: 2,
+            // Handler threads, not self-paging: the kernel itself touches a program's
+            // heap (`read()` into it, `write()` from it), and a SIGBUS handler cannot
+            // serve that.
+            fault_mode: crate::FaultMode::HandlerThreads(self.handler_threads),
+            readahead_pages: self.readahead_pages,
+            ..crate::PagerConfig::new(self.budget_bytes)
+        }
+    }
+
+    /// The value of [`CONFIG`].
+    pub fn to_env(&self) -> String {
+        serde_json::to_string(self).expect("a run configuration serializes")
+    }
+
+    /// The launcher's configuration from the environment; `None` when the library was
+    /// loaded without one (preloaded by hand, or in a program the paged one executed).
+    pub fn from_env() -> Result<Option<RunConfig>, String> {
+        let Some(value) = std::env::var_os(CONFIG) else { return Ok(None) };
+        let value = value.into_string().map_err(|_| format!("{CONFIG} is not UTF-8"))?;
+        let config: RunConfig = serde_json::from_str(&value)
+            .map_err(|error| format!("{CONFIG} is not a configuration of this znswap ({error}): {value}"))?;
+        config.check()?;
+        Ok(Some(config))
+    }
+}
 
 /// The largest arena. mimalloc v3 covers at most 16 GiB with one arena's bitmaps and
 /// splits larger memory into several, but here it refused 15.9 GiB (and 20.6 GiB) while
 /// 8.8 GiB worked; why is not known yet, so arenas stop at 8 GiB.
 pub const ARENA_MAX_BYTES: u64 = 8 << 30;
-
-/// Every variable above, for the library to remove.
-pub const ALL: [&str; 9] = [DEVICE, MEMORY, ARENA, POLICY, HANDLERS, READAHEAD, STATS, ALIVE_FD, LD_PRELOAD_BEFORE];
 
 /// Exit status of a program whose pager could not start (the launcher explains it).
 pub const EXIT_PAGER_FAILED: i32 = 125;
@@ -44,6 +111,9 @@ pub struct RunReport {
     /// Written at exit (the last one), not a periodic snapshot.
     pub at_exit: bool,
     pub budget_bytes: u64,
+    /// Pages faults may map above the budget before they wait for room.
+    #[serde(default)]
+    pub slack_pages: u64,
     pub arena_bytes: u64,
     pub swapped_out_pages: u64,
     pub swapped_in_pages: u64,
@@ -55,6 +125,9 @@ pub struct RunReport {
     pub resident_pages_max: u64,
     pub host_bytes_written: u64,
     pub gc_bytes_written: u64,
+    /// Chunk footers and their padding (devices without per-LBA metadata).
+    #[serde(default)]
+    pub record_bytes_written: u64,
     pub gc_runs: u64,
     pub lost_pages: u64,
     pub budget_overruns: u64,

@@ -434,7 +434,10 @@ fn regions_beyond_regions_max_fail_clearly_and_freed_ids_are_reused() {
     let mut first = pager.alloc(4 * PAGE_BYTES as u64, 0).unwrap();
     let _second = pager.alloc(4 * PAGE_BYTES as u64, 0).unwrap();
     let error = pager.alloc(4 * PAGE_BYTES as u64, 0).err().expect("a third region alive over regions_max 2");
-    assert!(matches!(error, znswap_pager::PagerError::TooManyRegions { max: 2 }), "{error}");
+    assert!(
+        matches!(error, znswap_pager::PagerError::Core(znswap_pager::CoreError::TooManyRegions { max: 2 })),
+        "{error}"
+    );
     assert!(error.to_string().contains("regions_max"), "{error}");
     for round in 0..8u64 {
         fill(&mut first.as_mut_slice()[..PAGE_BYTES], 0, round + 1);

@@ -27,6 +27,8 @@ thread_local! {
     /// Set on the pager's threads (and while the preload itself works): their
     /// allocations must never land in paged memory, which only they can bring back.
     static INTERNAL: Cell<bool> = const { Cell::new(false) };
+    /// Set for good on the pager's own threads (`mark_internal_thread`).
+    static PAGER_THREAD: Cell<bool> = const { Cell::new(false) };
 }
 
 /// Marks the calling thread as one of the pager's for good (`PagerConfig::thread_start`),
@@ -35,6 +37,7 @@ thread_local! {
 /// and the pager's system calls need no `EINTR` handling.
 pub(crate) fn mark_internal_thread() {
     INTERNAL.with(|internal| internal.set(true));
+    PAGER_THREAD.with(|pager| pager.set(true));
     // SAFETY: changes only this thread's signal mask.
     unsafe {
         let mut all: libc::sigset_t = std::mem::zeroed();
@@ -45,6 +48,12 @@ pub(crate) fn mark_internal_thread() {
 
 pub(crate) fn is_internal_thread() -> bool {
     INTERNAL.with(Cell::get)
+}
+
+/// Whether the calling thread is one of the pager's (not a program thread inside one of
+/// this library's calls).
+pub(crate) fn is_pager_thread() -> bool {
+    PAGER_THREAD.with(Cell::get)
 }
 
 /// The calling thread counts as internal while this lives.
@@ -67,6 +76,9 @@ impl Drop for Internal {
 /// covered) from the default heap. The thread counts as internal during the call, so an
 /// `mmap` mimalloc makes inside it goes to the kernel (`mapping.rs`), never back into
 /// the allocator it is in the middle of.
+///
+/// # Safety
+/// `paged` and `default` are calls into mimalloc that may be made from any thread.
 #[inline]
 unsafe fn allocate(
     size: usize,
@@ -100,18 +112,24 @@ unsafe fn allocate(
 /// The pager's Rust allocations: the default heap, never the paged one.
 pub struct InternalAllocator;
 
+// SAFETY: mimalloc's aligned calls honour the layout's size and alignment, and a block
+// is freed or grown only through the calls that made it.
 unsafe impl GlobalAlloc for InternalAllocator {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        mi::mi_malloc_aligned(layout.size(), layout.align()).cast()
+        // SAFETY: see the impl.
+        unsafe { mi::mi_malloc_aligned(layout.size(), layout.align()).cast() }
     }
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        mi::mi_zalloc_aligned(layout.size(), layout.align()).cast()
+        // SAFETY: see the impl.
+        unsafe { mi::mi_zalloc_aligned(layout.size(), layout.align()).cast() }
     }
     unsafe fn dealloc(&self, ptr: *mut u8, _layout: Layout) {
-        mi::mi_free(ptr.cast())
+        // SAFETY: `ptr` came from this allocator (GlobalAlloc's contract).
+        unsafe { mi::mi_free(ptr.cast()) }
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        mi::mi_realloc_aligned(ptr.cast(), new_size, layout.align()).cast()
+        // SAFETY: `ptr` came from this allocator with `layout` (GlobalAlloc's contract).
+        unsafe { mi::mi_realloc_aligned(ptr.cast(), new_size, layout.align()).cast() }
     }
 }
 
@@ -120,49 +138,73 @@ pub(crate) fn set_errno(value: i32) {
     unsafe { *libc::__errno_location() = value };
 }
 
+// The malloc family. Each is the C function: the caller's contract is the C library's
+// (a block passed in came from this family and is not used after it is freed), and
+// mimalloc keeps it (its `mi_free` and `mi_usable_size` take blocks of any of its heaps).
+
+/// # Safety
+/// As the C function.
 #[no_mangle]
 pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
-    allocate(size, |heap| mi::mi_heap_malloc(heap, size), || mi::mi_malloc(size))
+    // SAFETY: allocations from mimalloc's heaps, callable from any thread.
+    unsafe { allocate(size, |heap| mi::mi_heap_malloc(heap, size), || mi::mi_malloc(size)) }
 }
 
+/// # Safety
+/// As the C function.
 #[no_mangle]
 pub unsafe extern "C" fn calloc(count: usize, size: usize) -> *mut c_void {
     let Some(bytes) = count.checked_mul(size) else {
         set_errno(libc::ENOMEM);
         return std::ptr::null_mut();
     };
-    allocate(bytes, |heap| mi::mi_heap_calloc(heap, count, size), || mi::mi_calloc(count, size))
+    // SAFETY: as in `malloc`.
+    unsafe { allocate(bytes, |heap| mi::mi_heap_calloc(heap, count, size), || mi::mi_calloc(count, size)) }
 }
 
+/// # Safety
+/// As the C function: `block` is null or a live block of this family.
 #[no_mangle]
 pub unsafe extern "C" fn free(block: *mut c_void) {
-    mi::mi_free(block)
+    // SAFETY: per the contract.
+    unsafe { mi::mi_free(block) }
 }
 
+/// # Safety
+/// As `free`.
 #[no_mangle]
 pub unsafe extern "C" fn cfree(block: *mut c_void) {
-    mi::mi_free(block)
+    // SAFETY: per the contract.
+    unsafe { mi::mi_free(block) }
 }
 
+/// # Safety
+/// As the C function: `block` is null or a live block of this family.
 #[no_mangle]
 pub unsafe extern "C" fn realloc(block: *mut c_void, size: usize) -> *mut c_void {
     if block.is_null() {
-        return malloc(size);
+        // SAFETY: as `malloc`.
+        return unsafe { malloc(size) };
     }
     if size == 0 {
         // glibc frees and returns null; programs rely on it.
-        mi::mi_free(block);
+        // SAFETY: per the contract.
+        unsafe { mi::mi_free(block) };
         return std::ptr::null_mut();
     }
     // A block moves to the paged heap as it grows once the pager runs; with the arena
     // full it stays in (or moves to) the default heap.
-    allocate(size, |heap| mi::mi_heap_realloc(heap, block, size), || mi::mi_realloc(block, size))
+    // SAFETY: per the contract; mimalloc reallocates a block of any of its heaps.
+    unsafe { allocate(size, |heap| mi::mi_heap_realloc(heap, block, size), || mi::mi_realloc(block, size)) }
 }
 
+/// # Safety
+/// As `realloc`.
 #[no_mangle]
 pub unsafe extern "C" fn reallocarray(block: *mut c_void, count: usize, size: usize) -> *mut c_void {
     match count.checked_mul(size) {
-        Some(bytes) => realloc(block, bytes),
+        // SAFETY: per the contract.
+        Some(bytes) => unsafe { realloc(block, bytes) },
         None => {
             set_errno(libc::ENOMEM);
             std::ptr::null_mut()
@@ -170,10 +212,20 @@ pub unsafe extern "C" fn reallocarray(block: *mut c_void, count: usize, size: us
     }
 }
 
-unsafe fn aligned(alignment: usize, size: usize) -> *mut c_void {
-    allocate(size, |heap| mi::mi_heap_malloc_aligned(heap, size, alignment), || mi::mi_malloc_aligned(size, alignment))
+/// A block of `size` bytes aligned to `alignment` (a power of two).
+fn aligned(alignment: usize, size: usize) -> *mut c_void {
+    // SAFETY: allocations from mimalloc's heaps, callable from any thread.
+    unsafe {
+        allocate(
+            size,
+            |heap| mi::mi_heap_malloc_aligned(heap, size, alignment),
+            || mi::mi_malloc_aligned(size, alignment),
+        )
+    }
 }
 
+/// # Safety
+/// As the C function: `out` is writable.
 #[no_mangle]
 pub unsafe extern "C" fn posix_memalign(out: *mut *mut c_void, alignment: usize, size: usize) -> i32 {
     if !alignment.is_power_of_two() || alignment % std::mem::size_of::<*mut c_void>() != 0 {
@@ -183,10 +235,13 @@ pub unsafe extern "C" fn posix_memalign(out: *mut *mut c_void, alignment: usize,
     if block.is_null() && size != 0 {
         return libc::ENOMEM;
     }
-    *out = block;
+    // SAFETY: per the contract.
+    unsafe { *out = block };
     0
 }
 
+/// # Safety
+/// As the C function.
 #[no_mangle]
 pub unsafe extern "C" fn aligned_alloc(alignment: usize, size: usize) -> *mut c_void {
     if !alignment.is_power_of_two() {
@@ -196,34 +251,47 @@ pub unsafe extern "C" fn aligned_alloc(alignment: usize, size: usize) -> *mut c_
     aligned(alignment, size)
 }
 
+/// # Safety
+/// As the C function.
 #[no_mangle]
 pub unsafe extern "C" fn memalign(alignment: usize, size: usize) -> *mut c_void {
     // glibc rounds a non-power-of-two alignment up rather than failing.
     aligned(alignment.max(1).next_power_of_two(), size)
 }
 
+/// # Safety
+/// As the C function.
 #[no_mangle]
 pub unsafe extern "C" fn valloc(size: usize) -> *mut c_void {
     aligned(znswap_pager::PAGE_BYTES, size)
 }
 
+/// # Safety
+/// As the C function.
 #[no_mangle]
 pub unsafe extern "C" fn pvalloc(size: usize) -> *mut c_void {
     let page = znswap_pager::PAGE_BYTES;
     aligned(page, size.div_ceil(page).max(1) * page)
 }
 
+/// # Safety
+/// As the C function: `block` is null or a live block of this family.
 #[no_mangle]
 pub unsafe extern "C" fn malloc_usable_size(block: *mut c_void) -> usize {
     if block.is_null() {
         0
     } else {
-        mi::mi_usable_size(block)
+        // SAFETY: per the contract.
+        unsafe { mi::mi_usable_size(block) }
     }
 }
 
 /// jemalloc's "what would `malloc(size)` really give": redis sizes buffers with it.
+///
+/// # Safety
+/// None beyond the C function's (it touches no memory).
 #[no_mangle]
 pub unsafe extern "C" fn nallocx(size: usize, _flags: i32) -> usize {
-    mi::mi_good_size(size)
+    // SAFETY: a size computation.
+    unsafe { mi::mi_good_size(size) }
 }

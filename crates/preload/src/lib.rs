@@ -8,14 +8,24 @@
 //! - `mapping.rs`: the program's own anonymous mappings (`mmap`, `munmap`, `mremap`),
 //!   paged in the same arena.
 //! - `wrap.rs`: what programs do to their memory beyond malloc (`mlock`, ...).
-//! - this file: start-up from the launcher's environment, and the figures it writes.
+//! - `say.rs`: messages that never allocate, lock or panic.
+//! - this file: start-up from the launcher's configuration, and the figures it writes.
 //!
-//! Nothing here may unwind into the program (C frames): start-up failures print a
-//! message and exit with `EXIT_PAGER_FAILED`, which the launcher explains.
+//! Nothing here may unwind into the program (C frames): no assertion or `eprintln!` on
+//! a path the program's calls take (`say!` instead); start-up failures print a message
+//! and exit with `EXIT_PAGER_FAILED`, which the launcher explains. Every `unsafe` block
+//! says why it is sound (`undocumented_unsafe_blocks`), and unsafe functions do their
+//! unsafe work in such blocks too (`unsafe_op_in_unsafe_fn`).
+
+#![deny(unsafe_op_in_unsafe_fn)]
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 mod alloc;
 mod mapping;
+mod say;
 mod wrap;
+
+use say::say;
 
 use std::ffi::c_void;
 use std::path::PathBuf;
@@ -23,10 +33,9 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use libmimalloc_sys as mi;
-use znswap_core::PolicyKind;
 use znswap_pager::pager_thread::PagerThread;
-use znswap_pager::run_env::{self, RunReport};
-use znswap_pager::{FaultMode, Pager, PagerConfig, Region};
+use znswap_pager::run_env::{self, RunConfig, RunReport};
+use znswap_pager::{Pager, PagerConfig, Region};
 
 use alloc::Internal;
 
@@ -55,41 +64,6 @@ fn tell_launcher_daemonized() {
     }
 }
 
-struct Config {
-    device: PathBuf,
-    budget_bytes: u64,
-    arena_bytes: u64,
-    policy: PolicyKind,
-    handlers: usize,
-    readahead_pages: u32,
-    stats: Option<PathBuf>,
-}
-
-impl Config {
-    /// The launcher's configuration; `None` when the library was loaded without it.
-    fn from_env() -> Result<Option<Config>, String> {
-        let Some(device) = std::env::var_os(run_env::DEVICE) else { return Ok(None) };
-        let number = |name: &str| -> Result<u64, String> {
-            let value = std::env::var(name).map_err(|_| format!("{name} is not set"))?;
-            value.parse().map_err(|_| format!("{name}={value} is not a number"))
-        };
-        let policy = match std::env::var(run_env::POLICY) {
-            Err(_) => PolicyKind::PerCore,
-            Ok(name) => PolicyKind::from_name(&name)
-                .ok_or_else(|| format!("unknown policy {name:?} ({})", PolicyKind::NAMES.join(", ")))?,
-        };
-        Ok(Some(Config {
-            device: device.into(),
-            budget_bytes: number(run_env::MEMORY)?,
-            arena_bytes: number(run_env::ARENA)?,
-            policy,
-            handlers: number(run_env::HANDLERS).unwrap_or(2).max(1) as usize,
-            readahead_pages: number(run_env::READAHEAD).unwrap_or(0) as u32,
-            stats: std::env::var_os(run_env::STATS).map(PathBuf::from),
-        }))
-    }
-}
-
 /// The running pager and its arena, for the life of the process.
 struct Runtime {
     pager: Pager,
@@ -97,7 +71,9 @@ struct Runtime {
     region: Region,
     arena_bytes: u64,
     budget_bytes: u64,
-    stats: Option<PathBuf>,
+    slack_pages: u64,
+    /// Where the figures go (`RunConfig::stats`).
+    stats: PathBuf,
     /// The process that started the pager (a forked child must not write its figures).
     pid: u32,
 }
@@ -107,15 +83,13 @@ static RUNTIME: OnceLock<Runtime> = OnceLock::new();
 extern "C" fn init() {
     let _internal = Internal::enter();
     let started = std::panic::catch_unwind(|| -> Result<(), String> {
-        let Some(config) = Config::from_env()? else { return Ok(()) };
-        if let Some(fd) = std::env::var(run_env::ALIVE_FD).ok().and_then(|fd| fd.parse::<i32>().ok()) {
-            // Kept by forks, dropped by exec: the launcher sees end-of-file when the
-            // last process running the program is gone.
-            // SAFETY: flags of a descriptor the launcher gave us.
-            unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
-            ALIVE_FD.store(fd, std::sync::atomic::Ordering::Relaxed);
-        }
-        scrub_environment();
+        let Some(config) = RunConfig::from_env()? else { return Ok(()) };
+        // Kept by forks, dropped by exec: the launcher sees end-of-file when the last
+        // process running the program is gone.
+        // SAFETY: flags of a descriptor the launcher gave us.
+        unsafe { libc::fcntl(config.alive_fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+        ALIVE_FD.store(config.alive_fd, std::sync::atomic::Ordering::Relaxed);
+        scrub_environment(config.ld_preload_before.as_deref());
         start(config)
     });
     let error = match started {
@@ -123,41 +97,33 @@ extern "C" fn init() {
         Ok(Err(error)) => error,
         Err(_) => "the pager panicked while starting".to_string(),
     };
-    eprintln!("znswap run: {error}");
+    say!("znswap run: {error}");
     // SAFETY: ends the process before `main`; nothing of the program ran yet.
     unsafe { libc::_exit(run_env::EXIT_PAGER_FAILED) };
 }
 
-/// Removes the launcher's variables and the library itself from the environment, so
+/// Removes the launcher's variable and the library itself from the environment, so
 /// programs this one executes run without the pager (forked children keep it: they are
 /// this process).
-fn scrub_environment() {
-    let before = std::env::var_os(run_env::LD_PRELOAD_BEFORE).filter(|value| !value.is_empty());
-    for name in run_env::ALL {
-        std::env::remove_var(name);
-    }
-    match before {
+fn scrub_environment(ld_preload_before: Option<&str>) {
+    std::env::remove_var(run_env::CONFIG);
+    match ld_preload_before.filter(|value| !value.is_empty()) {
         Some(value) => std::env::set_var("LD_PRELOAD", value),
         None => std::env::remove_var("LD_PRELOAD"),
     }
 }
 
-fn start(config: Config) -> Result<(), String> {
+fn start(config: RunConfig) -> Result<(), String> {
     let device = znswap_zoned::open_path(&config.device).map_err(|error| error.to_string())?;
     // Swap holds nothing across runs (as `swapon` discards a swap area's contents): the
     // engine starts from empty zones.
     device.reset_all().map_err(|error| format!("resetting {}: {error}", config.device.display()))?;
     let pager_config = PagerConfig {
-        policy: config.policy,
-        regions_max: 2,
-        // Handler threads, not self-paging: the kernel itself touches a program's heap
-        // (`read()` into it, `write()` from it), and a SIGBUS handler cannot serve that.
-        fault_mode: FaultMode::HandlerThreads(config.handlers),
-        readahead_pages: config.readahead_pages,
         thread_start: Some(alloc::mark_internal_thread),
         child_orphaned: Some(tell_launcher_daemonized),
-        ..PagerConfig::new(config.budget_bytes)
+        ..config.pager_config()
     };
+    let slack_pages = pager_config.slack_pages;
     let pager = Pager::new(device.into(), pager_config).map_err(|error| error.to_string())?;
     let arena_bytes = config.arena_bytes.div_ceil(ARENA_ALIGN) * ARENA_ALIGN;
     let region = pager
@@ -209,6 +175,7 @@ fn start(config: Config) -> Result<(), String> {
         region,
         arena_bytes,
         budget_bytes: config.budget_bytes,
+        slack_pages,
         stats: config.stats,
         pid: std::process::id(),
     };
@@ -216,16 +183,19 @@ fn start(config: Config) -> Result<(), String> {
         return Err("the library was started twice".into());
     }
     alloc::PAGED_HEAP.store(heap, std::sync::atomic::Ordering::Release);
-    if RUNTIME.get().is_some_and(|runtime| runtime.stats.is_some()) {
-        // Detached: it writes the figures each second until the process ends.
-        let _ = PagerThread::spawn("znswap-stats", "stats thread", Some(alloc::mark_internal_thread), || loop {
-            std::thread::sleep(Duration::from_secs(1));
-            write_report(false);
-        })
-        .map_err(|error| format!("starting the stats thread: {error}"))?;
-        // SAFETY: registers a plain function; it runs at exit on the exiting thread.
-        unsafe { libc::atexit(at_exit) };
-    }
+    // A first report now: the launcher then knows the pager started, however the
+    // program ends.
+    write_report(false);
+    // Detached: it writes the figures (and saves the device's counters) each second
+    // until the process ends, so a program that ends in `_exit` or by a signal leaves
+    // them as of its last second.
+    PagerThread::spawn("znswap-stats", "stats thread", Some(alloc::mark_internal_thread), || loop {
+        std::thread::sleep(Duration::from_secs(1));
+        write_report(false);
+    })
+    .map_err(|error| format!("starting the stats thread: {error}"))?;
+    // SAFETY: registers a plain function; it runs at exit on the exiting thread.
+    unsafe { libc::atexit(at_exit) };
     Ok(())
 }
 
@@ -243,7 +213,8 @@ pub(crate) fn arena_bounds() -> (u64, u64) {
     })
 }
 
-extern "C" fn at_exit() {
+/// The last figures, as the process ends (its exit handlers, or `_exit`).
+pub(crate) extern "C" fn at_exit() {
     let _internal = Internal::enter();
     let _ = std::panic::catch_unwind(|| write_report(true));
 }
@@ -256,6 +227,7 @@ fn report(runtime: &Runtime, at_exit: bool) -> RunReport {
         pid: runtime.pid,
         at_exit,
         budget_bytes: runtime.budget_bytes,
+        slack_pages: runtime.slack_pages,
         arena_bytes: runtime.arena_bytes,
         swapped_out_pages: stats.swap_outs_written,
         swapped_in_pages: stats.swap_in_reads,
@@ -267,6 +239,7 @@ fn report(runtime: &Runtime, at_exit: bool) -> RunReport {
         resident_pages_max: stats.resident_pages_max,
         host_bytes_written: stats.host_bytes_written,
         gc_bytes_written: stats.gc_bytes_written,
+        record_bytes_written: stats.record_bytes_written,
         gc_runs: stats.gc_runs,
         lost_pages: stats.lost_pages,
         budget_overruns: stats.budget_overruns,
@@ -291,10 +264,11 @@ fn report(runtime: &Runtime, at_exit: bool) -> RunReport {
 /// the launcher never reads half a report.
 fn write_report(at_exit: bool) {
     let Some(runtime) = RUNTIME.get() else { return };
-    let Some(path) = runtime.stats.as_ref() else { return };
+    let path = &runtime.stats;
     if std::process::id() != runtime.pid {
         return;
     }
+    runtime.pager.device().save_counters();
     let Ok(json) = serde_json::to_vec(&report(runtime, at_exit)) else { return };
     let temporary = path.with_extension(format!("tmp{}", runtime.pid));
     if std::fs::write(&temporary, json).is_ok() {

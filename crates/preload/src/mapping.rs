@@ -31,6 +31,7 @@ use libmimalloc_sys as mi;
 use znswap_pager::PAGE_BYTES;
 
 use crate::alloc::{self, Internal};
+use crate::say::say;
 
 /// A paged mapping: its block of the heap, and the ranges of it the program unmapped.
 pub(crate) struct Mapping {
@@ -84,28 +85,37 @@ impl Mapping {
     }
 }
 
-/// The paged mappings by start address. Taken before the pager's locks (never the
-/// other way round), and by the fork wrapper around the fork, so a child never
-/// inherits it taken.
-static MAPPINGS: Mutex<BTreeMap<u64, Mapping>> = Mutex::new(BTreeMap::new());
+/// The paged mappings by start address: the mapping table. First in the lock order
+/// (`znswap_pager_core`'s crate docs): held while this library allocates from the heap,
+/// touches paged memory (a fault, which the pager's handler threads serve) and calls the
+/// pager (`program_discard`, `fork`, which take the pager's locks); so the pager's own
+/// threads never take it (asserted in [`table`]). The fork wrapper holds it across the
+/// fork, so a child never inherits it taken.
+static MAPPING_TABLE: Mutex<BTreeMap<u64, Mapping>> = Mutex::new(BTreeMap::new());
 
 /// Program mappings served from paged memory, and the bytes they hold now.
 pub(crate) static MMAPS_PAGED: AtomicU64 = AtomicU64::new(0);
 pub(crate) static MAPPED_BYTES: AtomicU64 = AtomicU64::new(0);
 
 thread_local! {
-    /// Set while this thread holds `MAPPINGS`: a signal handler or a `pthread_atfork`
-    /// handler (the fork wrapper holds the table across `fork`) that maps memory must
-    /// not wait for its own thread.
+    /// Set while this thread holds the mapping table: a signal handler or a
+    /// `pthread_atfork` handler (the fork wrapper holds the table across `fork`) that maps
+    /// memory must not wait for its own thread.
     static HOLDING: Cell<bool> = const { Cell::new(false) };
 }
 
-/// The table, taken; `None` if this thread already holds it (a nested call).
-pub(crate) fn lock() -> Option<Table> {
+/// The mapping table, taken; `None` if this thread already holds it (a nested call).
+/// A pager thread never takes it: holders fault on paged memory, which only the pager's
+/// threads serve, so one of them waiting here could wait for itself.
+pub(crate) fn table() -> Option<Table> {
+    if alloc::is_pager_thread() {
+        say!("znswap run: a pager thread reached for the program's mapping table; stopping rather than deadlocking");
+        std::process::abort();
+    }
     if HOLDING.with(|holding| holding.replace(true)) {
         return None;
     }
-    Some(Table(MAPPINGS.lock().unwrap_or_else(|poisoned| poisoned.into_inner())))
+    Some(Table(MAPPING_TABLE.lock().unwrap_or_else(|poisoned| poisoned.into_inner())))
 }
 
 pub(crate) struct Table(MutexGuard<'static, BTreeMap<u64, Mapping>>);
@@ -132,8 +142,9 @@ impl std::ops::DerefMut for Table {
 /// A nested call (from a handler on a thread in the middle of one) cannot change paged
 /// mappings: refused with a message rather than a deadlock.
 fn nested(what: &str) {
-    eprintln!(
-        "znswap run: {what} of paged memory from a signal or fork handler that interrupted another is not supported; refused"
+    say!(
+        "znswap run: {what} of paged memory from a signal or fork handler that interrupted another is not \
+         supported; refused"
     );
 }
 
@@ -148,10 +159,17 @@ fn fail<T>(errno: i32, value: T) -> T {
     value
 }
 
+/// The kernel's `mmap`, for what is not paged.
+///
+/// # Safety
+/// As the C function (a `MAP_FIXED` mapping replaces what was there).
 unsafe fn kernel_mmap(addr: *mut c_void, len: usize, prot: i32, flags: i32, fd: i32, offset: i64) -> *mut c_void {
-    libc::syscall(libc::SYS_mmap, addr, len, prot, flags, fd, offset) as *mut c_void
+    // SAFETY: per the contract: the caller's own call, as it was made.
+    unsafe { libc::syscall(libc::SYS_mmap, addr, len, prot, flags, fd, offset) as *mut c_void }
 }
 
+/// # Safety
+/// As the C function.
 #[no_mangle]
 pub unsafe extern "C" fn mmap(
     addr: *mut c_void,
@@ -161,10 +179,14 @@ pub unsafe extern "C" fn mmap(
     fd: i32,
     offset: i64,
 ) -> *mut c_void {
-    map(addr, len, prot, flags, fd, offset)
+    // SAFETY: per the contract.
+    unsafe { map(addr, len, prot, flags, fd, offset) }
 }
 
 /// The same call under its large-file name (one symbol on 64-bit Linux).
+///
+/// # Safety
+/// As the C function.
 #[no_mangle]
 pub unsafe extern "C" fn mmap64(
     addr: *mut c_void,
@@ -174,7 +196,8 @@ pub unsafe extern "C" fn mmap64(
     fd: i32,
     offset: i64,
 ) -> *mut c_void {
-    map(addr, len, prot, flags, fd, offset)
+    // SAFETY: per the contract.
+    unsafe { map(addr, len, prot, flags, fd, offset) }
 }
 
 /// Flags a paged mapping may carry: plain private anonymous memory (`MAP_NORESERVE` and
@@ -190,51 +213,57 @@ fn is_plain_anonymous(prot: i32, flags: i32) -> bool {
         && flags & MAP_TYPE == libc::MAP_PRIVATE
 }
 
+/// `mmap`: plain private anonymous memory from the paged heap, the rest from the kernel.
+///
+/// # Safety
+/// As the C function.
 unsafe fn map(addr: *mut c_void, len: usize, prot: i32, flags: i32, fd: i32, offset: i64) -> *mut c_void {
-    let Some(runtime) = crate::RUNTIME.get() else { return kernel_mmap(addr, len, prot, flags, fd, offset) };
+    // SAFETY: the caller's own call, passed to the kernel as it was made.
+    let kernel = || unsafe { kernel_mmap(addr, len, prot, flags, fd, offset) };
+    let Some(runtime) = crate::RUNTIME.get() else { return kernel() };
     let heap = alloc::PAGED_HEAP.load(Relaxed);
     if heap.is_null() || alloc::is_internal_thread() {
-        return kernel_mmap(addr, len, prot, flags, fd, offset);
+        return kernel();
     }
     let start = addr as u64;
     if flags & (libc::MAP_FIXED | libc::MAP_FIXED_NOREPLACE) != 0 {
         if !crate::overlaps_arena(start, len as u64) {
-            return kernel_mmap(addr, len, prot, flags, fd, offset);
+            return kernel();
         }
         let _internal = Internal::enter();
         return map_fixed_over_paged(runtime, start, len as u64, prot, flags);
     }
     let paged = is_plain_anonymous(prot, flags) && flags & !PLAIN_FLAGS == 0 && len > 0;
-    let Some(len_pages) = page_up(len as u64).filter(|_| paged) else {
-        return kernel_mmap(addr, len, prot, flags, fd, offset);
-    };
+    let Some(len_pages) = page_up(len as u64).filter(|_| paged) else { return kernel() };
     let _internal = Internal::enter();
     // Nested in a call that holds the table: the kernel's memory, outside the pager.
-    let Some(mut mappings) = lock() else { return kernel_mmap(addr, len, prot, flags, fd, offset) };
+    let Some(mut mappings) = table() else { return kernel() };
     match new_mapping(runtime, heap, &mut mappings, len_pages) {
         Some(start) => start as *mut c_void,
         // The arena is full: the kernel's memory, outside the pager (reported as not
         // covered in the summary).
-        None => kernel_mmap(addr, len, prot, flags, fd, offset),
+        None => kernel(),
     }
 }
 
 /// A block of the paged heap for a new mapping of `len` bytes (whole pages), reading
 /// zero: `None` when the arena has no room.
-unsafe fn new_mapping(
+fn new_mapping(
     runtime: &crate::Runtime,
     heap: *mut mi::mi_heap_t,
     mappings: &mut BTreeMap<u64, Mapping>,
     len: u64,
 ) -> Option<u64> {
-    let block = mi::mi_heap_malloc_aligned(heap, len as usize, PAGE_BYTES);
+    // SAFETY: an allocation from the paged heap (live for the process's life).
+    let block = unsafe { mi::mi_heap_malloc_aligned(heap, len as usize, PAGE_BYTES) };
     if block.is_null() {
         return None;
     }
     let start = block as u64;
     // Whatever the heap held there before reads zero now, and has no slots.
     if runtime.pager.program_discard(start, len) != 0 {
-        mi::mi_free(block);
+        // SAFETY: the block just allocated, not handed out.
+        unsafe { mi::mi_free(block) };
         return None;
     }
     mappings.insert(start, Mapping { len, holes: Vec::new(), reprotected: false });
@@ -245,7 +274,7 @@ unsafe fn new_mapping(
 
 /// `MAP_FIXED` over paged memory: fresh anonymous memory over part of a paged mapping
 /// reads zero there; anything else would replace the heap under the pager's feet.
-unsafe fn map_fixed_over_paged(runtime: &crate::Runtime, start: u64, len: u64, prot: i32, flags: i32) -> *mut c_void {
+fn map_fixed_over_paged(runtime: &crate::Runtime, start: u64, len: u64, prot: i32, flags: i32) -> *mut c_void {
     if flags & libc::MAP_FIXED_NOREPLACE != 0 {
         return fail(libc::EEXIST, libc::MAP_FAILED);
     }
@@ -253,7 +282,7 @@ unsafe fn map_fixed_over_paged(runtime: &crate::Runtime, start: u64, len: u64, p
         Some(end) if start % PAGE == 0 => end,
         _ => return fail(libc::EINVAL, libc::MAP_FAILED),
     };
-    let Some(mut mappings) = lock() else {
+    let Some(mut mappings) = table() else {
         nested("mmap(MAP_FIXED)");
         return fail(libc::ENOMEM, libc::MAP_FAILED);
     };
@@ -262,7 +291,7 @@ unsafe fn map_fixed_over_paged(runtime: &crate::Runtime, start: u64, len: u64, p
         within.filter(|_| is_plain_anonymous(prot, flags) && flags & !PLAIN_FLAGS & !libc::MAP_FIXED == 0)
     else {
         drop(mappings);
-        eprintln!(
+        say!(
             "znswap run: mmap(MAP_FIXED) at {start:#x} over the program's paged memory is not supported \
              (only private anonymous read-write memory over one of its own mappings is); run the program without znswap"
         );
@@ -279,10 +308,12 @@ unsafe fn map_fixed_over_paged(runtime: &crate::Runtime, start: u64, len: u64, p
     start as *mut c_void
 }
 
-/// Makes `[start, end)` of paged memory read-write again (after the program's
+/// Makes `[start, end)` of a paged mapping read-write again (after the program's
 /// `mprotect`): an unmapped range goes back to the heap, which writes to it.
-unsafe fn read_write(start: u64, end: u64) {
-    libc::syscall(libc::SYS_mprotect, start, end - start, libc::PROT_READ | libc::PROT_WRITE);
+fn read_write(start: u64, end: u64) {
+    // SAFETY: a protection change of paged memory the caller knows to be a paged
+    // mapping's; read-write is what the heap and the pager expect of it.
+    unsafe { libc::syscall(libc::SYS_mprotect, start, end - start, libc::PROT_READ | libc::PROT_WRITE) };
 }
 
 /// The mapping whose block holds `address`, with its start.
@@ -291,11 +322,14 @@ fn mapping_at(mappings: &BTreeMap<u64, Mapping>, address: u64) -> Option<(u64, &
     (address < base + mapping.len).then_some((base, mapping))
 }
 
+/// # Safety
+/// As the C function.
 #[no_mangle]
 pub unsafe extern "C" fn munmap(addr: *mut c_void, len: usize) -> i32 {
     let start = addr as u64;
     let Some(runtime) = crate::RUNTIME.get().filter(|_| crate::overlaps_arena(start, len as u64)) else {
-        return libc::syscall(libc::SYS_munmap, addr, len) as i32;
+        // SAFETY: the caller's own call, as it was made.
+        return unsafe { libc::syscall(libc::SYS_munmap, addr, len) as i32 };
     };
     let end = match page_up(len as u64) {
         Some(len) if start % PAGE == 0 && len > 0 => start.saturating_add(len),
@@ -304,23 +338,27 @@ pub unsafe extern "C" fn munmap(addr: *mut c_void, len: usize) -> i32 {
     let _internal = Internal::enter();
     let (arena_start, arena_end) = crate::arena_bounds();
     let inner = (start.max(arena_start), end.min(arena_end));
-    let Some(mut mappings) = lock() else {
+    let Some(mut mappings) = table() else {
         nested("munmap");
         return fail(libc::EAGAIN, -1);
     };
     if !covered_by_mappings(&mappings, inner.0, inner.1) {
         drop(mappings);
-        eprintln!(
-            "znswap run: munmap({start:#x}, {len}) would unmap part of the program's malloc heap, which znswap pages; \
-             refused (EINVAL)"
+        say!(
+            "znswap run: munmap({start:#x}, {len}) would unmap part of the program's malloc heap, which znswap \
+             pages; refused (EINVAL)"
         );
         return fail(libc::EINVAL, -1);
     }
-    if start < arena_start {
-        libc::syscall(libc::SYS_munmap, start, arena_start - start);
-    }
-    if end > arena_end {
-        libc::syscall(libc::SYS_munmap, arena_end, end - arena_end);
+    // SAFETY: the parts of the caller's range outside the paged arena, unmapped as it
+    // asked.
+    unsafe {
+        if start < arena_start {
+            libc::syscall(libc::SYS_munmap, start, arena_start - start);
+        }
+        if end > arena_end {
+            libc::syscall(libc::SYS_munmap, arena_end, end - arena_end);
+        }
     }
     unmap(runtime, &mut mappings, inner.0, inner.1);
     0
@@ -340,7 +378,7 @@ fn covered_by_mappings(mappings: &BTreeMap<u64, Mapping>, start: u64, end: u64) 
 
 /// Unmaps `[start, end)`, which paged mappings cover: discarded; a mapping unmapped
 /// whole goes back to the heap.
-unsafe fn unmap(runtime: &crate::Runtime, mappings: &mut BTreeMap<u64, Mapping>, start: u64, end: u64) {
+fn unmap(runtime: &crate::Runtime, mappings: &mut BTreeMap<u64, Mapping>, start: u64, end: u64) {
     let mut at = start;
     while at < end {
         let Some((base, len)) = mapping_at(mappings, at).map(|(base, mapping)| (base, mapping.len)) else {
@@ -358,7 +396,9 @@ unsafe fn unmap(runtime: &crate::Runtime, mappings: &mut BTreeMap<u64, Mapping>,
         if mapping.unmapped_bytes() == len {
             mappings.remove(&base);
             MAPPED_BYTES.fetch_sub(len, Relaxed);
-            mi::mi_free(base as *mut c_void);
+            // SAFETY: the block `new_mapping` allocated for this mapping, now unmapped
+            // whole by the program and gone from the table.
+            unsafe { mi::mi_free(base as *mut c_void) };
         }
         at = piece_end;
     }
@@ -370,16 +410,20 @@ unsafe fn unmap(runtime: &crate::Runtime, mappings: &mut BTreeMap<u64, Mapping>,
 /// (`Userfaultfd::copy_pages`). Without read access (`PROT_NONE` guard pages) the pager
 /// could not write a page out, so that is refused with a message: the program would
 /// otherwise lose its data or stop the pager.
+///
+/// # Safety
+/// As the C function.
 #[no_mangle]
 pub unsafe extern "C" fn mprotect(addr: *mut c_void, len: usize, prot: i32) -> i32 {
     let paged = crate::RUNTIME.get().is_some() && crate::overlaps_arena(addr as u64, len as u64);
     if !paged || alloc::is_internal_thread() {
-        return libc::syscall(libc::SYS_mprotect, addr, len, prot) as i32;
+        // SAFETY: the caller's own call, as it was made.
+        return unsafe { libc::syscall(libc::SYS_mprotect, addr, len, prot) as i32 };
     }
     if prot & libc::PROT_READ != 0 {
         if prot != libc::PROT_READ | libc::PROT_WRITE {
             let _internal = Internal::enter();
-            if let Some(mut mappings) = lock() {
+            if let Some(mut mappings) = table() {
                 let start = addr as u64;
                 let end = start.saturating_add(len as u64);
                 let touched: Vec<u64> = mappings
@@ -395,19 +439,23 @@ pub unsafe extern "C" fn mprotect(addr: *mut c_void, len: usize, prot: i32) -> i
                 }
             }
         }
-        return libc::syscall(libc::SYS_mprotect, addr, len, prot) as i32;
+        // SAFETY: the caller's own call, as it was made (readable: the pager can still
+        // read the pages to swap them out).
+        return unsafe { libc::syscall(libc::SYS_mprotect, addr, len, prot) as i32 };
     }
-    let _internal = Internal::enter();
-    eprintln!(
-        "znswap run: mprotect({addr:p}, {len}, {prot:#x}) of the program's paged memory is not supported: \
-         znswap must read a page to swap it out (a guard page of a mapping the program made itself?); \
-         refused (EACCES): run this program without znswap"
+    say!(
+        "znswap run: mprotect({addr:p}, {len}, {prot:#x}) of the program's paged memory is not supported: znswap \
+         must read a page to swap it out (a guard page of a mapping the program made itself?); refused (EACCES): \
+         run this program without znswap"
     );
     fail(libc::EACCES, -1)
 }
 
 /// `mremap`'s fifth argument (`new_address`) is read only with `MREMAP_FIXED`, as the
 /// kernel does; a caller that passes four arguments leaves it unread.
+///
+/// # Safety
+/// As the C function.
 #[no_mangle]
 pub unsafe extern "C" fn mremap(
     old: *mut c_void,
@@ -422,13 +470,14 @@ pub unsafe extern "C" fn mremap(
     let from_paged = runtime.is_some() && crate::overlaps_arena(start, old_len.max(1) as u64);
     let into_paged = runtime.is_some() && fixed && crate::overlaps_arena(new_address as u64, new_len as u64);
     let (Some(runtime), true) = (runtime, from_paged || into_paged) else {
-        return libc::syscall(libc::SYS_mremap, old, old_len, new_len, flags, new_address) as *mut c_void;
+        // SAFETY: the caller's own call, as it was made.
+        return unsafe { libc::syscall(libc::SYS_mremap, old, old_len, new_len, flags, new_address) as *mut c_void };
     };
     let _internal = Internal::enter();
     if fixed || flags & libc::MREMAP_DONTUNMAP != 0 || !from_paged {
-        eprintln!(
-            "znswap run: mremap({start:#x}, {old_len}, {new_len}, {flags:#x}) with a fixed target or MREMAP_DONTUNMAP \
-             over the program's paged memory is not supported; refused (EINVAL)"
+        say!(
+            "znswap run: mremap({start:#x}, {old_len}, {new_len}, {flags:#x}) with a fixed target or \
+             MREMAP_DONTUNMAP over the program's paged memory is not supported; refused (EINVAL)"
         );
         return fail(libc::EINVAL, libc::MAP_FAILED);
     }
@@ -437,7 +486,7 @@ pub unsafe extern "C" fn mremap(
         _ => return fail(libc::EINVAL, libc::MAP_FAILED),
     };
     let Some(old_end) = start.checked_add(old_len) else { return fail(libc::EINVAL, libc::MAP_FAILED) };
-    let Some(mut mappings) = lock() else {
+    let Some(mut mappings) = table() else {
         nested("mremap");
         return fail(libc::EAGAIN, libc::MAP_FAILED);
     };
@@ -459,7 +508,7 @@ pub unsafe extern "C" fn mremap(
     }
     if reprotected {
         drop(mappings);
-        eprintln!(
+        say!(
             "znswap run: mremap growing a paged mapping whose protection the program changed (mprotect) is not \
              supported (the move would not keep the protection); refused (ENOMEM)"
         );
@@ -472,9 +521,12 @@ pub unsafe extern "C" fn mremap(
     // Copied without the lock: the faults it takes may be slow, and other threads'
     // mappings need not wait for them.
     drop(mappings);
-    std::ptr::copy_nonoverlapping(start as *const u8, moved as *mut u8, old_len as usize);
+    // SAFETY: the old range is mapped whole (checked above) and the new block is ours,
+    // `new_len > old_len` bytes; a program that unmaps the old range meanwhile from
+    // another thread races with its own mremap, as it would under the kernel.
+    unsafe { std::ptr::copy_nonoverlapping(start as *const u8, moved as *mut u8, old_len as usize) };
     // (If another thread unmapped the old range meanwhile, what is gone is skipped.)
-    if let Some(mut mappings) = lock() {
+    if let Some(mut mappings) = table() {
         unmap(runtime, &mut mappings, start, old_end);
     }
     moved as *mut c_void

@@ -4,6 +4,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 
 use crate::alloc::Internal;
+use crate::say::say;
 
 pub(crate) static MLOCKS_IGNORED: AtomicU64 = AtomicU64::new(0);
 static MLOCK_WARNED: AtomicBool = AtomicBool::new(false);
@@ -11,62 +12,75 @@ static MLOCK_WARNED: AtomicBool = AtomicBool::new(false);
 fn mlock_ignored(what: &str) {
     MLOCKS_IGNORED.fetch_add(1, Relaxed);
     if !MLOCK_WARNED.swap(true, Relaxed) {
-        let _internal = Internal::enter();
-        eprintln!("znswap run: {what} ignored: the heap is paged by znswap, and locking it would pin the whole arena");
+        say!("znswap run: {what} ignored: the heap is paged by znswap, and locking it would pin the whole arena");
     }
 }
 
 /// `mlockall` would fault in the whole reserved arena: neutralised (the program runs
 /// as if its memory were locked, which under a budget it cannot be).
+///
+/// # Safety
+/// As the C function (this one touches no memory).
 #[no_mangle]
 pub unsafe extern "C" fn mlockall(_flags: i32) -> i32 {
     mlock_ignored("mlockall");
     0
 }
 
+/// # Safety
+/// As the C function (this one touches no memory).
 #[no_mangle]
 pub unsafe extern "C" fn munlockall() -> i32 {
     0
 }
 
+/// # Safety
+/// As the C function.
 #[no_mangle]
 pub unsafe extern "C" fn mlock(address: *const libc::c_void, len: usize) -> i32 {
     if crate::overlaps_arena(address as u64, len as u64) {
         mlock_ignored("mlock of the paged heap");
         return 0;
     }
-    libc::syscall(libc::SYS_mlock, address, len) as i32
+    // SAFETY: the caller's own call, passed to the kernel as it was made.
+    unsafe { libc::syscall(libc::SYS_mlock, address, len) as i32 }
 }
 
+/// # Safety
+/// As the C function.
 #[no_mangle]
 pub unsafe extern "C" fn mlock2(address: *const libc::c_void, len: usize, flags: u32) -> i32 {
     if crate::overlaps_arena(address as u64, len as u64) {
         mlock_ignored("mlock2 of the paged heap");
         return 0;
     }
-    libc::syscall(libc::SYS_mlock2, address, len, flags) as i32
+    // SAFETY: the caller's own call, passed to the kernel as it was made.
+    unsafe { libc::syscall(libc::SYS_mlock2, address, len, flags) as i32 }
 }
 
 /// `madvise` over the paged heap keeps the semantics of anonymous memory: a discard
 /// reads back zero and frees its slots (`Pager::program_discard`); transparent huge
 /// pages are refused (they would fault and swap 2 MiB at a time). Elsewhere, as is.
+///
+/// # Safety
+/// As the C function.
 #[no_mangle]
 pub unsafe extern "C" fn madvise(address: *mut libc::c_void, len: usize, advice: i32) -> i32 {
     const MADV_DONTNEED_LOCKED: i32 = 24;
     const MADV_COLLAPSE: i32 = 25;
     let start = address as u64;
+    // SAFETY: the caller's own call, passed to the kernel as it was made.
+    let kernel = || unsafe { libc::syscall(libc::SYS_madvise, address, len, advice) as i32 };
     let Some(runtime) = crate::RUNTIME.get().filter(|_| crate::overlaps_arena(start, len as u64)) else {
-        return libc::syscall(libc::SYS_madvise, address, len, advice) as i32;
+        return kernel();
     };
     match advice {
         libc::MADV_DONTNEED | libc::MADV_FREE | libc::MADV_REMOVE | MADV_DONTNEED_LOCKED => {
             if crate::alloc::is_internal_thread() {
                 // The arena is pinned for mimalloc, and the pager's threads never touch
                 // it: a discard from one would be a bug that loses the program's data.
-                eprintln!(
-                    "znswap run: a pager thread discarded paged memory at {start:#x}; stopping rather than losing data"
-                );
-                libc::abort();
+                say!("znswap run: a pager thread discarded paged memory at {start:#x}; stopping rather than losing data");
+                std::process::abort();
             }
             let _internal = Internal::enter();
             runtime.pager.program_discard(start, len as u64)
@@ -77,50 +91,74 @@ pub unsafe extern "C" fn madvise(address: *mut libc::c_void, len: usize, advice:
         // that never touches it sees anyway.
         libc::MADV_DONTFORK | libc::MADV_DOFORK | libc::MADV_KEEPONFORK => 0,
         libc::MADV_WIPEONFORK => {
-            let _internal = Internal::enter();
-            eprintln!("znswap run: madvise(MADV_WIPEONFORK) of paged memory is not supported; refused (EINVAL)");
+            say!("znswap run: madvise(MADV_WIPEONFORK) of paged memory is not supported; refused (EINVAL)");
             crate::alloc::set_errno(libc::EINVAL);
             -1
         }
-        _ => libc::syscall(libc::SYS_madvise, address, len, advice) as i32,
+        _ => kernel(),
     }
 }
 
 pub(crate) static FORKS: AtomicU64 = AtomicU64::new(0);
 
-/// The C library's `fork`, found past this library.
+/// The C library's function `name`, found past this library; `None` (with errno
+/// `ENOSYS`) if there is none.
+fn next_symbol(name: &std::ffi::CStr) -> Option<*mut libc::c_void> {
+    // SAFETY: a symbol lookup with a NUL-terminated name.
+    let symbol = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) };
+    if symbol.is_null() {
+        say!("znswap run: the C library has no {name:?} after the preload library");
+        crate::alloc::set_errno(libc::ENOSYS);
+        return None;
+    }
+    Some(symbol)
+}
+
+/// The C library's `fork`; -1 (`ENOSYS`) if it has none.
+///
+/// # Safety
+/// As `fork()` in a threaded program: the child may rely only on the calling thread.
 unsafe fn real_fork() -> libc::pid_t {
     static REAL: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let mut real = REAL.load(Relaxed);
     if real == 0 {
-        real = libc::dlsym(libc::RTLD_NEXT, c"fork".as_ptr()) as usize;
-        assert_ne!(real, 0, "no fork() after the preload library");
+        let Some(symbol) = next_symbol(c"fork") else { return -1 };
+        real = symbol as usize;
         REAL.store(real, Relaxed);
     }
-    let real: extern "C" fn() -> libc::pid_t = std::mem::transmute(real);
+    // SAFETY: `real` is the C library's `fork`, whose signature this is.
+    let real: extern "C" fn() -> libc::pid_t = unsafe { std::mem::transmute::<usize, extern "C" fn() -> libc::pid_t>(real) };
     real()
 }
 
 /// A forked child sees its memory exactly as at the fork, pages on the device
 /// included (`Pager::fork`): redis's BGSAVE child writes the snapshot it forked.
+///
+/// # Safety
+/// As the C function.
 #[no_mangle]
 pub unsafe extern "C" fn fork() -> libc::pid_t {
-    let Some(runtime) = crate::RUNTIME.get() else { return real_fork() };
+    // SAFETY: the program's own fork, as it asked.
+    let Some(runtime) = crate::RUNTIME.get() else { return unsafe { real_fork() } };
     let _internal = Internal::enter();
     let heap = crate::alloc::PAGED_HEAP.load(Relaxed);
     // No other thread is changing the program's mappings at the fork: the child gets
     // the table whole and unlocked.
-    let mappings = crate::mapping::lock();
-    let pid = runtime.pager.fork(|| {
-        let pid = real_fork();
-        if pid == 0 {
-            // In the child, its fault thread starts up before it can mark itself: no
-            // allocation goes to paged memory until it serves faults.
-            crate::alloc::PAGED_HEAP.store(std::ptr::null_mut(), Relaxed);
-        }
-        pid
-    });
-    drop(mappings);
+    let table = crate::mapping::table();
+    // SAFETY: the program's own fork, in the calling thread, with the pager's locks held
+    // across it; the child relies only on this thread until the call returns.
+    let pid = unsafe {
+        runtime.pager.fork(|| {
+            let pid = real_fork();
+            if pid == 0 {
+                // In the child, its fault thread starts up before it can mark itself: no
+                // allocation goes to paged memory until it serves faults.
+                crate::alloc::PAGED_HEAP.store(std::ptr::null_mut(), Relaxed);
+            }
+            pid
+        })
+    };
+    drop(table);
     if pid == 0 {
         crate::alloc::PAGED_HEAP.store(heap, Relaxed);
     }
@@ -132,19 +170,52 @@ pub unsafe extern "C" fn fork() -> libc::pid_t {
 
 /// `daemon()` forks inside the C library, out of this library's sight, and a daemon
 /// outlives the launcher that keeps its pages readable: refused, with the fix.
+///
+/// # Safety
+/// As the C function.
 #[no_mangle]
-pub unsafe extern "C" fn daemon(_nochdir: i32, _noclose: i32) -> i32 {
+pub unsafe extern "C" fn daemon(nochdir: i32, noclose: i32) -> i32 {
     if crate::RUNTIME.get().is_none() {
-        let real = libc::dlsym(libc::RTLD_NEXT, c"daemon".as_ptr());
-        if real.is_null() {
-            crate::alloc::set_errno(libc::ENOSYS);
-            return -1;
-        }
-        let real: extern "C" fn(i32, i32) -> i32 = std::mem::transmute(real);
-        return real(_nochdir, _noclose);
+        let Some(real) = next_symbol(c"daemon") else { return -1 };
+        // SAFETY: `real` is the C library's `daemon`, whose signature this is.
+        let real: extern "C" fn(i32, i32) -> i32 =
+            unsafe { std::mem::transmute::<*mut libc::c_void, extern "C" fn(i32, i32) -> i32>(real) };
+        return real(nochdir, noclose);
     }
-    let _internal = Internal::enter();
-    eprintln!("znswap run: the program asked to become a daemon; znswap pages a program only in the foreground (run it without its daemon option)");
+    say!(
+        "znswap run: the program asked to become a daemon; znswap pages a program only in the foreground \
+         (run it without its daemon option)"
+    );
     crate::alloc::set_errno(libc::ENOTSUP);
     -1
+}
+
+/// `_exit` (and `_Exit`) end the process without its exit handlers: the figures are
+/// written first, so the launcher's summary has them (Python's `os._exit`, a server's
+/// fast shutdown). Only the process that started the pager writes them, so a forked
+/// child's `_exit` (or a `vfork` child's) changes nothing.
+///
+/// # Safety
+/// As the C function.
+#[no_mangle]
+pub unsafe extern "C" fn _exit(status: i32) -> ! {
+    crate::at_exit();
+    // SAFETY: ends the process as the program asked (what the C library's `_exit` does).
+    unsafe { libc::syscall(libc::SYS_exit_group, status) };
+    unreachable_exit()
+}
+
+/// # Safety
+/// As `_exit`.
+#[no_mangle]
+pub unsafe extern "C" fn _Exit(status: i32) -> ! {
+    // SAFETY: as `_exit`.
+    unsafe { _exit(status) }
+}
+
+/// `exit_group` does not return; the C library loops too, should it ever.
+fn unreachable_exit() -> ! {
+    loop {
+        std::hint::spin_loop();
+    }
 }

@@ -126,10 +126,7 @@ pub(crate) fn push_span(out: &mut Vec<Access>, first_byte: u64, bytes: u64, writ
 /// The bucket a record hashes to, in a table of `buckets` (a power of two).
 pub(crate) fn bucket_of(record: u64, buckets: u64) -> u64 {
     debug_assert!(buckets.is_power_of_two());
-    let mut x = record.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    (x ^ (x >> 31)) & (buckets - 1)
+    crate::pattern::mix64(record.wrapping_add(0x9E37_79B9_7F4A_7C15)) & (buckets - 1)
 }
 
 #[cfg(test)]

@@ -14,6 +14,7 @@
 mod dist;
 pub mod etc;
 mod kv;
+pub mod pattern;
 pub mod tenant;
 pub mod ycsb;
 

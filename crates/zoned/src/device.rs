@@ -100,6 +100,11 @@ pub trait ZonedDevice: Send + Sync {
         false
     }
 
+    /// Writes the counters where they persist (no flush, so cheap enough to call every
+    /// second): a process that ends without closing the device (`_exit`, a signal)
+    /// leaves them as of the last call. A no-op where they do not persist.
+    fn save_counters(&self) {}
+
     /// Hooks to break the device on purpose; `None` for real hardware.
     fn fault_injector(&self) -> Option<&dyn FaultInjector> {
         None
@@ -240,6 +245,7 @@ macro_rules! forward_zoned_device {
             fn zone_counters(&self, zone: u32) -> Result<ZoneCounters> { (**self).zone_counters(zone) }
             fn fault_injector(&self) -> Option<&dyn FaultInjector> { (**self).fault_injector() }
             fn counters_persist(&self) -> bool { (**self).counters_persist() }
+            fn save_counters(&self) { (**self).save_counters() }
             fn describe(&self) -> String { (**self).describe() }
         }
     )*};
@@ -284,6 +290,12 @@ impl<D: ZonedDevice> ZonedDevice for WithoutFaultInjection<D> {
     }
     fn zone_counters(&self, zone: u32) -> Result<ZoneCounters> {
         self.0.zone_counters(zone)
+    }
+    fn counters_persist(&self) -> bool {
+        self.0.counters_persist()
+    }
+    fn save_counters(&self) {
+        self.0.save_counters()
     }
     fn describe(&self) -> String {
         self.0.describe()

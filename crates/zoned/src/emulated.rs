@@ -273,6 +273,10 @@ impl<S: Storage> ZonedDevice for EmulatedDevice<S> {
         true
     }
 
+    fn save_counters(&self) {
+        self.persist_all_counters();
+    }
+
     fn describe(&self) -> String {
         self.storage.describe()
     }

@@ -548,6 +548,10 @@ impl ZonedDevice for FaultyDevice {
         self.inner.counters_persist()
     }
 
+    fn save_counters(&self) {
+        self.inner.save_counters()
+    }
+
     /// The wrapper's own injector: zones failed and failures asked for live in the
     /// wrapper, never on the device underneath.
     fn fault_injector(&self) -> Option<&dyn FaultInjector> {

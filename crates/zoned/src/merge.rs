@@ -254,6 +254,10 @@ impl<D: ZonedDevice> ZonedDevice for AppendMerger<D> {
         self.device.counters_persist()
     }
 
+    fn save_counters(&self) {
+        self.device.save_counters()
+    }
+
     fn describe(&self) -> String {
         format!("{} with append merging", self.device.describe())
     }

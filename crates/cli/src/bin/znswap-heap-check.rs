@@ -9,31 +9,30 @@
 use std::io::{Read, Write};
 use std::os::unix::io::AsRawFd;
 
+use znswap_workload::pattern;
+
 const MIB: usize = 1 << 20;
 
-/// The byte at `offset` of chunk `chunk`, version `version`: every position differs
-/// from its neighbours and from other versions, so a page read back from the wrong
-/// place, the wrong time or as zeros is caught.
-fn expected(chunk: usize, offset: usize, version: u64) -> u8 {
-    let x =
-        (chunk as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (offset as u64 / 8).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    let x = x ^ version.wrapping_mul(0x94D0_49BB_1331_11EB);
-    let x = x ^ (x >> 29);
-    (x >> ((offset % 8) * 8)) as u8 | 1
+/// Chunk `index` at `version` (`znswap_workload::pattern`: every word differs from its
+/// neighbours and from other versions, so a page read back from the wrong place, the
+/// wrong time or as zeros is caught).
+fn fill(chunk: &mut [u8], index: usize, version: u64) {
+    pattern::fill(chunk, index as u64, version);
 }
 
-fn fill(chunk: &mut [u8], index: usize, version: u64) {
-    for (offset, byte) in chunk.iter_mut().enumerate() {
-        *byte = expected(index, offset, version);
-    }
+/// Chunk `index`'s content at `version`, `len` bytes of it.
+fn content(index: usize, version: u64, len: usize) -> Vec<u8> {
+    let mut bytes = vec![0u8; len];
+    pattern::fill(&mut bytes, index as u64, version);
+    bytes
 }
 
 fn check(chunk: &[u8], index: usize, version: u64, what: &str) {
-    if let Some(offset) = (0..chunk.len()).find(|&offset| chunk[offset] != expected(index, offset, version)) {
+    if let Some(offset) = pattern::first_wrong_byte(chunk, index as u64, version) {
+        let expected = content(index, version, chunk.len());
         eprintln!(
             "wrong byte in {what}: chunk {index} offset {offset}: {:#04x}, expected {:#04x} (version {version})",
-            chunk[offset],
-            expected(index, offset, version)
+            chunk[offset], expected[offset]
         );
         std::process::exit(1);
     }
@@ -214,11 +213,10 @@ fn dontneed(mib: usize) -> String {
             }
             check(&chunk[..MIB / 4], index, 1, "the kept head of a discarded chunk");
             // (the tail's offsets start at 3/4: compare against the full chunk's pattern)
-            for offset in 3 * MIB / 4..MIB {
-                if chunk[offset] != expected(index, offset, 1) {
-                    eprintln!("chunk {index} offset {offset}: the kept tail of a discarded chunk changed");
-                    std::process::exit(1);
-                }
+            let expected = content(index, 1, MIB);
+            if let Some(offset) = (3 * MIB / 4..MIB).find(|&offset| chunk[offset] != expected[offset]) {
+                eprintln!("chunk {index} offset {offset}: the kept tail of a discarded chunk changed");
+                std::process::exit(1);
             }
         } else {
             check(chunk, index, 1, "chunks not discarded");
@@ -340,11 +338,10 @@ fn mappings(mib: usize) -> String {
     }
     let whole = |start: *mut u8, index: usize, from: usize, to: usize, version: u64| {
         let all = bytes(start, LEN);
-        for (offset, &byte) in all.iter().enumerate().take(to).skip(from) {
-            if byte != expected(index, offset, version) {
-                eprintln!("mapping {index} offset {offset}: changed by an unmap of another part");
-                std::process::exit(1);
-            }
+        let expected = content(index, version, LEN);
+        if let Some(offset) = (from..to).find(|&offset| all[offset] != expected[offset]) {
+            eprintln!("mapping {index} offset {offset}: changed by an unmap of another part");
+            std::process::exit(1);
         }
     };
     whole(maps[1].0, 1, MIB, LEN, 1);
@@ -496,8 +493,15 @@ fn main() {
         Some("early-threads") => early_threads(),
         Some("fork") => fork_snapshot(number(1, 64)),
         Some("daemonize") => daemonize(),
+        Some("exit-fast") => {
+            // The heap, then `_exit(3)`: no exit handlers run (as Python's `os._exit`).
+            println!("ok {}", heap(number(1, 64)));
+            std::io::stdout().flush().expect("stdout");
+            // SAFETY: ends the process; nothing is left to run.
+            unsafe { libc::_exit(3) };
+        }
         _ => {
-            eprintln!("usage: znswap-heap-check heap|io|threads|early-threads|realloc|dontneed|mmap|fork|exec|daemonize [MIB] [THREADS]");
+            eprintln!("usage: znswap-heap-check heap|io|threads|early-threads|realloc|dontneed|mmap|fork|exec|daemonize|exit-fast [MIB] [THREADS]");
             std::process::exit(2);
         }
     };

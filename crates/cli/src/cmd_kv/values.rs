@@ -5,6 +5,7 @@
 use rand_core::{RngCore, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use znswap_workload::etc::{item_bytes, ETC_SMALL_VALUE_PROBABILITIES, ETC_VALUE_GP, SLAB_CHUNK_MAX_BYTES};
+use znswap_workload::pattern::mix64 as mix;
 
 /// The shortest value: 8 bytes of a value's stream tell its (key, version) apart from any
 /// other with a chance of confusion of 2^-64. ETC's own sizes go down to 0 bytes, which
@@ -43,12 +44,6 @@ impl ValueSize {
     }
 }
 
-/// A splitmix64 finaliser: a bijection of u64 whose output bits each depend on every input bit.
-fn mix(mut x: u64) -> u64 {
-    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    x ^ (x >> 31)
-}
 
 /// The keys `0..keys` and their values under one seed.
 #[derive(Clone, Copy, Debug)]

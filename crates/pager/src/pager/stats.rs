@@ -91,6 +91,8 @@ pager_stats! {
     count io_idle_ns,
     count host_bytes_written,
     count gc_bytes_written,
+    /// Chunk footers and their padding (footer mode: devices without per-LBA metadata).
+    count record_bytes_written,
     /// Bytes the GC read from victims (gaps a read spans included).
     count gc_bytes_read,
     count gc_runs,
@@ -163,6 +165,7 @@ impl Shared {
             io_idle_ns: c.io_idle_ns.load(Relaxed),
             host_bytes_written: engine.host_pages_written * page,
             gc_bytes_written: engine.gc_pages_written * page,
+            record_bytes_written: engine.record_pages_written * page,
             gc_bytes_read: engine.gc_pages_read * page,
             gc_runs: engine.gc_runs,
             zones_retired_idle: engine.zones_retired_idle,

@@ -3,42 +3,30 @@
 //! runs already done in this session, with a progress line on a terminal.
 
 use std::collections::HashMap;
-use std::io::{IsTerminal, Write};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
-use std::time::Instant;
 
 use super::PaperError;
 use crate::run::{run, RunConfig, RunError, RunResult};
 
-/// Progress on stderr, only when it is a terminal (wall clock for display only).
+/// Where a figure's runs say how far they are: the caller's progress line (the
+/// simulator draws nothing itself), or nowhere.
 pub struct Progress {
-    enabled: bool,
-    started: Instant,
+    report: Box<dyn Fn(&str) + Send + Sync>,
 }
 
 impl Progress {
-    pub fn new(enabled: bool) -> Progress {
-        Progress { enabled: enabled && std::io::stderr().is_terminal(), started: Instant::now() }
+    /// Progress said to `report` (called from the workers).
+    pub fn new(report: impl Fn(&str) + Send + Sync + 'static) -> Progress {
+        Progress { report: Box::new(report) }
     }
 
     pub fn quiet() -> Progress {
-        Progress { enabled: false, started: Instant::now() }
+        Progress::new(|_| {})
     }
 
     pub fn line(&self, message: &str) {
-        if self.enabled {
-            let seconds = self.started.elapsed().as_secs();
-            eprint!("\r\x1b[2K[{:02}:{:02}] {message}", seconds / 60, seconds % 60);
-            let _ = std::io::stderr().flush();
-        }
-    }
-
-    pub fn clear(&self) {
-        if self.enabled {
-            eprint!("\r\x1b[2K");
-            let _ = std::io::stderr().flush();
-        }
+        (self.report)(message);
     }
 }
 

@@ -1,0 +1,80 @@
+//! Flags that several commands take, each defined once: a command flattens the struct
+//! (`#[command(flatten)]`), so the name, the help and the checks are the same
+//! everywhere.
+
+use std::path::PathBuf;
+
+use clap::Args;
+use znswap_core::PolicyKind;
+use znswap_pager::READAHEAD_PAGES_MAX;
+
+/// `--device`, for commands that work on an existing device or the default one.
+#[derive(Args, Clone, Debug)]
+pub struct DeviceFlag {
+    /// The zoned device: a znswap device file, a Linux zoned block device
+    /// (/dev/nvme0n1, /dev/nullb0) or an NVMe ZNS namespace's generic char device
+    /// (/dev/ng0n1) [default: the embedded default device, $ZNSWAP_DEVICE or
+    /// ~/.cache/znswap/default.zns, created on first use]. Commands that write to it
+    /// destroy its data.
+    #[arg(long, visible_alias = "path", value_name = "DEVICE")]
+    pub device: Option<PathBuf>,
+}
+
+/// `--memory`: the resident budget of paged memory.
+#[derive(Args, Clone, Debug)]
+pub struct MemoryFlag {
+    /// Resident memory budget (e.g. 256M, 2G): pages beyond it are swapped to the device
+    /// and come back on fault.
+    #[arg(long, value_parser = size, default_value = "256M")]
+    pub memory: u64,
+}
+
+/// `--policy`: where swapped-out pages go.
+#[derive(Args, Clone, Debug)]
+pub struct PolicyFlag {
+    /// Where swapped-out pages go: per-core (a swap-zone per core that swaps out; here
+    /// the pager's evictor does every swap-out, so one swap-zone), hot-cold (the
+    /// paper's: two or more accesses in 16 samples is hot), lifetime (hot, warm and
+    /// cold by returns while the live pages are rewritten 2.5 times, GC survivors by
+    /// class, cost-benefit victims; a zone per class only while the device's free
+    /// headroom pays for the zones it keeps open), tenant (a swap-zone per tenant).
+    #[arg(long, default_value = "per-core", value_parser = policy)]
+    pub policy: PolicyKind,
+}
+
+/// Who serves page faults, and how far they read ahead.
+#[derive(Args, Clone, Debug)]
+pub struct FaultFlags {
+    /// Serve page faults with this many threads reading userfaultfd events (at least 1).
+    /// The kernel may then touch paged memory itself (a read() into it), which
+    /// self-paging cannot serve: there each faulting thread resolves its own fault in a
+    /// SIGBUS handler, with no context switch. [default: `bench` self-pages; `run` uses
+    /// 2 threads, as programs hand their heap to system calls]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub handler_threads: Option<u32>,
+    /// Pages read ahead after a fault that continues a sequential run of faults, when
+    /// their slots follow on the device (0: none, the right choice for random access;
+    /// at most 32).
+    #[arg(long, value_name = "PAGES", default_value_t = 0,
+          value_parser = clap::value_parser!(u32).range(0..=READAHEAD_PAGES_MAX as i64))]
+    pub readahead: u32,
+}
+
+/// `--json`.
+#[derive(Args, Clone, Debug)]
+pub struct JsonFlag {
+    /// Print JSON instead of a table: one object (or array) of the same shape whatever
+    /// the count of results.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// A size: bytes, or with a K/M/G/T suffix (powers of 1024).
+pub fn size(text: &str) -> Result<u64, String> {
+    znswap_zoned::parse_size(text)
+}
+
+fn policy(name: &str) -> Result<PolicyKind, String> {
+    PolicyKind::from_name(name)
+        .ok_or_else(|| format!("unknown policy {name:?}: use one of {}", PolicyKind::NAMES.join(", ")))
+}
