@@ -91,33 +91,82 @@ macro_rules! __conformance_array {
     };
 }
 
-#[doc(hidden)]
-#[macro_export]
-macro_rules! __conformance_tests {
-    ($make:expr ; $($check:ident),* $(,)?) => {
-        $(
-            #[test]
-            fn $check() {
-                let mut harness = $make;
-                $crate::conformance::run_check(&mut harness, stringify!($check), $crate::conformance::$check);
-            }
-        )*
-    };
-}
-
 /// Expands to one `#[test]` per conformance check, each with a new harness from
-/// `$make` (an expression, evaluated once per test).
+/// `$make` (an expression, evaluated once per test). A check that does not apply to the
+/// device (`Outcome::NotApplicable`) is not a pass: the checks named in
+/// `not_applicable` are generated `#[ignore]`d (shown as ignored, and run by
+/// `cargo test -- --ignored`, where they must still say they do not apply), and any
+/// other check that says so fails, naming the list to put it in.
 #[macro_export]
 macro_rules! conformance_tests {
     ($make:expr) => {
-        $crate::__conformance_list!(__conformance_tests $make);
+        $crate::conformance_tests!($make; not_applicable: []);
+    };
+    ($make:expr; not_applicable: [$($skip:ident),* $(,)?]) => {
+        $crate::__conformance_tests_with! { ($) $make; [$($skip),*] }
     };
 }
 
-/// Runs one check, panicking with its name and message on failure (for `#[test]`s).
-pub fn run_check(harness: &mut dyn Harness, name: &str, check: fn(&mut dyn Harness) -> CheckResult) -> Outcome {
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __conformance_tests_with {
+    (($d:tt) $make:expr; [$($skip:ident),*]) => {
+        // One arm per check declared not applicable, then every other check.
+        macro_rules! __conformance_test {
+            $(
+                ($skip) => {
+                    #[test]
+                    #[ignore = "not applicable to this device (declared in the test's not_applicable list)"]
+                    fn $skip() {
+                        let mut harness = $make;
+                        $crate::conformance::expect_not_applicable(
+                            &mut harness,
+                            stringify!($skip),
+                            $crate::conformance::$skip,
+                        );
+                    }
+                };
+            )*
+            ($d check:ident) => {
+                #[test]
+                fn $d check() {
+                    let mut harness = $make;
+                    $crate::conformance::run_check(&mut harness, stringify!($d check), $crate::conformance::$d check);
+                }
+            };
+        }
+        $crate::__conformance_list!(__conformance_each);
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __conformance_each {
+    (; $($check:ident),* $(,)?) => {
+        $( __conformance_test!($check); )*
+    };
+}
+
+/// Runs one check that must apply and pass, panicking with its name and message
+/// otherwise (for `#[test]`s).
+pub fn run_check(harness: &mut dyn Harness, name: &str, check: fn(&mut dyn Harness) -> CheckResult) {
     match check(harness) {
-        Ok(outcome) => outcome,
+        Ok(Outcome::Passed) => {}
+        Ok(Outcome::NotApplicable(why)) => panic!(
+            "conformance check {name} does not apply to this device ({why}): it tested nothing; if that is \
+             right, add it to the test's not_applicable list"
+        ),
+        Err(message) => panic!("conformance check {name} failed: {message}"),
+    }
+}
+
+/// Runs one check declared not applicable: it must still say so.
+pub fn expect_not_applicable(harness: &mut dyn Harness, name: &str, check: fn(&mut dyn Harness) -> CheckResult) {
+    match check(harness) {
+        Ok(Outcome::NotApplicable(_)) => {}
+        Ok(Outcome::Passed) => {
+            panic!("conformance check {name} applies to this device now: drop it from the not_applicable list")
+        }
         Err(message) => panic!("conformance check {name} failed: {message}"),
     }
 }
