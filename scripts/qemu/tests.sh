@@ -19,8 +19,8 @@ run_test() {
 
 # device_tests NAME PATH: the conformance suite and a short bench on one device.
 device_tests() {
-    run_test "$1-conformance" znswap device check --path "$2"
-    run_test "$1-bench" znswap device bench --path "$2" --seconds 1 --bytes 16M
+    run_test "$1-conformance" znswap device check --device "$2"
+    run_test "$1-bench" znswap device bench --device "$2" --seconds 1 --bytes 16M
 }
 
 device_tests nullb0-zbd /dev/nullb0
