@@ -1090,12 +1090,7 @@ impl World {
         let next = slot.evictor.step(&mut Sim { world: self, read: &mut Vec::new() }, &mut did);
         self.coverage.rounds += did.rounds;
         self.coverage.evictor_discards += did.discards;
-        slot.waiting = match next {
-            Next::Continue => Waiting::No,
-            Next::Pause(pause) => self.pause_steps(pause),
-            Next::Wait(_) => self.wait(),
-            Next::Resolved { .. } => panic!("the evictor resolved a fault"),
-        };
+        slot.waiting = self.background_wait(next);
         self.evictors[index] = Some(slot);
     }
 
@@ -1179,13 +1174,19 @@ impl World {
         let mut slot = self.ios[index].take().expect("in place between steps");
         slot.woken = false;
         let next = slot.io.step(&mut Sim { world: self, read: &mut Vec::new() });
-        slot.waiting = match next {
+        slot.waiting = self.background_wait(next);
+        self.ios[index] = Some(slot);
+    }
+
+    /// How a background actor (the evictor, the I/O thread) waits after a step, as its
+    /// thread's loop (`Live::carry_out`) would.
+    fn background_wait(&mut self, next: Next) -> Waiting {
+        match next {
             Next::Continue => Waiting::No,
             Next::Pause(pause) => self.pause_steps(pause),
             Next::Wait(_) => self.wait(),
-            Next::Resolved { .. } => panic!("the I/O thread resolved a fault"),
-        };
-        self.ios[index] = Some(slot);
+            Next::Resolved { .. } => panic!("only a fault is resolved"),
+        }
     }
 
     // ------------------------------------------------------- program memory

@@ -1,9 +1,9 @@
 //! The evictor thread: discards, and eviction rounds whose write-protection and zero
 //! checks run outside the lock.
 
-use znswap_pager_core::{AddressRange, Evictor, EvictorDid, EvictorShell, Next};
+use znswap_pager_core::{AddressRange, Evictor, EvictorDid, EvictorShell};
 
-use super::shell::{Live, Role};
+use super::shell::{CpuTime, Live, Role};
 use super::*;
 
 /// Whether the page at `address` reads all zeroes. Volatile word reads: a writer may
@@ -75,25 +75,14 @@ impl Shared {
         let mut evictor = Evictor::new(&mut self.lock());
         let mut shell = Live::new(self, EvictorRole);
         let mut did = EvictorDid::default();
-        let mut cpu_counted = thread_cpu_ns();
+        let mut cpu = CpuTime::new(&self.counters.evictor_cpu_ns);
         // A round in flight is finished before the thread stops.
         while !(evictor.at_rest() && self.stop.load(Relaxed)) {
-            match evictor.step(&mut shell, &mut did) {
-                Next::Continue => {}
-                Next::Pause(pause) => Self::pause(pause),
-                Next::Wait(on) => {
-                    let cpu = thread_cpu_ns();
-                    self.counters.evictor_cpu_ns.fetch_add(cpu - cpu_counted, Relaxed);
-                    cpu_counted = cpu;
-                    let idle = Instant::now();
-                    shell.wait(on);
-                    self.counters.evictor_idle_ns.fetch_add(idle.elapsed().as_nanos() as u64, Relaxed);
-                }
-                Next::Resolved { .. } => unreachable!("the evictor resolves no fault"),
-            }
+            let next = evictor.step(&mut shell, &mut did);
+            shell.carry_out(next, &mut cpu, &self.counters.evictor_idle_ns);
         }
         debug_assert!(shell.holds_nothing());
-        self.counters.evictor_cpu_ns.fetch_add(thread_cpu_ns() - cpu_counted, Relaxed);
+        cpu.charge();
     }
 
     /// `MADV_DONTNEED` over `ranges`: one `process_madvise` per batch where the kernel

@@ -3,9 +3,9 @@
 use std::io::IoSlice;
 
 use znswap_core::{Buf, IoRequest};
-use znswap_pager_core::{IoCompletion, IoPlan, IoShell, IoThread, Next, PageSource};
+use znswap_pager_core::{IoCompletion, IoPlan, IoShell, IoThread, PageSource};
 
-use super::shell::{Live, Role};
+use super::shell::{CpuTime, Live, Role};
 use super::*;
 use crate::page_buffers::{bytes, bytes_mut, AlignedPage, ZERO_PAGE};
 
@@ -93,7 +93,7 @@ impl Shared {
             (IoThread::new(&state), IoScratch::new(state.append_pages_max()))
         };
         let mut shell = Live::new(self, IoRole { scratch });
-        let mut cpu_counted = thread_cpu_ns();
+        let mut cpu = CpuTime::new(&self.counters.io_cpu_ns);
         let mut request_cpu_started = 0;
         while !(io.at_rest() && self.stop.load(Relaxed)) {
             let idle = io.at_rest();
@@ -105,22 +105,10 @@ impl Shared {
                 }
                 _ => {}
             }
-            match next {
-                Next::Continue => {}
-                Next::Pause(pause) => Self::pause(pause),
-                Next::Wait(on) => {
-                    let cpu = thread_cpu_ns();
-                    self.counters.io_cpu_ns.fetch_add(cpu - cpu_counted, Relaxed);
-                    cpu_counted = cpu;
-                    let idle = Instant::now();
-                    shell.wait(on);
-                    self.counters.io_idle_ns.fetch_add(idle.elapsed().as_nanos() as u64, Relaxed);
-                }
-                Next::Resolved { .. } => unreachable!("the I/O thread resolves no fault"),
-            }
+            shell.carry_out(next, &mut cpu, &self.counters.io_idle_ns);
         }
         debug_assert!(shell.holds_nothing());
-        self.counters.io_cpu_ns.fetch_add(thread_cpu_ns() - cpu_counted, Relaxed);
+        cpu.charge();
     }
 
     /// One append: its pages go to the device from where they are, in one `pwritev`,

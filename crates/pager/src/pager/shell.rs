@@ -6,9 +6,30 @@
 
 use std::sync::RwLockReadGuard;
 
-use znswap_pager_core::{AddressRange, Shell, WaitOn};
+use std::sync::atomic::AtomicU64;
+
+use znswap_pager_core::{AddressRange, Next, Shell, WaitOn};
 
 use super::*;
+
+/// A thread's CPU time, charged to a counter as it goes.
+pub(super) struct CpuTime<'a> {
+    counter: &'a AtomicU64,
+    counted: u64,
+}
+
+impl<'a> CpuTime<'a> {
+    pub(super) fn new(counter: &'a AtomicU64) -> CpuTime<'a> {
+        CpuTime { counter, counted: thread_cpu_ns() }
+    }
+
+    /// Adds the CPU time since the last charge.
+    pub(super) fn charge(&mut self) {
+        let now = thread_cpu_ns();
+        self.counter.fetch_add(now - self.counted, Relaxed);
+        self.counted = now;
+    }
+}
 
 /// What the actor behind a [`Live`] adds to it: its read buffer, and whether its lock
 /// waits are counted as a fault's.
@@ -47,6 +68,23 @@ impl<'a, R: Role> Live<'a, R> {
             WaitOn::Room => &self.shared.space_freed,
         };
         drop(state.wait_timeout(condvar, Duration::from_nanos(on.timeout_ns())));
+    }
+
+    /// Carries out a background actor's `Next` (the evictor's, the I/O thread's): a pause,
+    /// or a wait, before which the thread's CPU time since its last wait is added to
+    /// `cpu_ns`, and after which the wait to `idle_ns`.
+    pub(super) fn carry_out(&mut self, next: Next, cpu: &mut CpuTime<'_>, idle_ns: &AtomicU64) {
+        match next {
+            Next::Continue => {}
+            Next::Pause(pause) => Shared::pause(pause),
+            Next::Wait(on) => {
+                cpu.charge();
+                let idle = Instant::now();
+                self.wait(on);
+                idle_ns.fetch_add(idle.elapsed().as_nanos() as u64, Relaxed);
+            }
+            Next::Resolved { .. } => unreachable!("only a fault is resolved"),
+        }
     }
 
     /// Nothing held: checked between a thread's steps' loops and at its exit.
