@@ -332,14 +332,19 @@ pub struct FaultTask {
     discarded_pages: u64,
 }
 
+impl Default for FaultTask {
+    fn default() -> FaultTask {
+        FaultTask::new()
+    }
+}
+
 impl FaultTask {
-    /// `readahead_pages`: the core's (`CoreConfig::readahead_pages`, clamped).
-    pub fn new(readahead_pages: u32) -> FaultTask {
+    pub fn new() -> FaultTask {
         FaultTask {
             fault: Fault::new(0, FaultKind::Missing { write: false }),
             phase: FaultPhase::Idle,
             actions: Actions::with_capacity(Actions::FAULT_MAX),
-            readahead_pages,
+            readahead_pages: 0,
             readahead: false,
             discard: None,
             room_wait_since_ns: None,
@@ -347,11 +352,15 @@ impl FaultTask {
         }
     }
 
-    /// Starts resolving `fault` (the last one must be resolved).
-    pub fn start(&mut self, fault: Fault) {
+    /// Starts resolving `fault` (the last one must be resolved) for a pager that reads
+    /// `readahead_pages` ahead (`CoreConfig::readahead_pages`). A thread's task may serve
+    /// several pagers in turn (self-paging's is the thread's own), so this comes with
+    /// each fault.
+    pub fn start(&mut self, fault: Fault, readahead_pages: u32) {
         assert!(matches!(self.phase, FaultPhase::Idle), "a fault started before the last one was resolved");
         debug_assert!(!self.readahead && self.discard.is_none());
         self.fault = fault;
+        self.readahead_pages = readahead_pages;
         self.phase = FaultPhase::Call;
         self.room_wait_since_ns = None;
         self.discarded_pages = 0;

@@ -200,8 +200,8 @@ struct FaultSlot {
 }
 
 impl FaultSlot {
-    fn new(readahead_pages: u32) -> Box<FaultSlot> {
-        Box::new(FaultSlot { task: FaultTask::new(readahead_pages), waiting: Waiting::No, room_epoch: 0, read: Vec::new() })
+    fn new() -> Box<FaultSlot> {
+        Box::new(FaultSlot { task: FaultTask::new(), waiting: Waiting::No, room_epoch: 0, read: Vec::new() })
     }
 }
 
@@ -331,7 +331,6 @@ impl World {
         let mut rng = rng;
         let offline_at_steps =
             (0..scenario.faults.offline_zones).map(|_| steps / 4 + below(&mut rng, steps / 2 + 1)).collect();
-        let readahead_pages = core.config().readahead_pages;
         let self_paging = scenario.fault_mode == PagerFaultMode::SelfPaging;
         let apps = (0..scenario.app_threads)
             .map(|_| App {
@@ -341,13 +340,13 @@ impl World {
                 cursor: (0, 0),
                 sweep: None,
                 woken: false,
-                fault: self_paging.then(|| FaultSlot::new(readahead_pages)),
+                fault: self_paging.then(FaultSlot::new),
             })
             .collect();
         let handlers = match scenario.fault_mode {
             PagerFaultMode::SelfPaging => Vec::new(),
             PagerFaultMode::HandlerThreads(count) => {
-                (0..count).map(|_| Handler { fault: Some(FaultSlot::new(readahead_pages)) }).collect()
+                (0..count).map(|_| Handler { fault: Some(FaultSlot::new()) }).collect()
             }
         };
         let evictors = (0..scenario.evictor_threads)
@@ -959,8 +958,9 @@ impl World {
             }
             return match self.scenario.fault_mode {
                 PagerFaultMode::SelfPaging => {
+                    let readahead_pages = self.core.config().readahead_pages;
                     let slot = self.apps[index].fault.as_mut().expect("a self-paging thread's task");
-                    slot.task.start(Fault::new(address, FaultKind::Sigbus { write }));
+                    slot.task.start(Fault::new(address, FaultKind::Sigbus { write }), readahead_pages);
                     slot.waiting = Waiting::No;
                     AppPhase::Faulting { place, page, write }
                 }
@@ -1051,7 +1051,7 @@ impl World {
                 pte.mapped && !(pte.write_protected && kind == FaultKind::WriteProtect)
             });
             self.coverage.stale_events += stale as u64;
-            slot.task.start(Fault::new(address, kind));
+            slot.task.start(Fault::new(address, kind), self.core.config().readahead_pages);
             slot.waiting = Waiting::No;
         }
         self.step_fault(&mut slot);

@@ -19,8 +19,8 @@ pub(crate) struct FaultScratch {
 }
 
 impl FaultScratch {
-    fn new(readahead_pages: u32) -> Box<FaultScratch> {
-        Box::new(FaultScratch { page: Box::new(AlignedPage::ZERO), task: FaultTask::new(readahead_pages) })
+    fn new() -> Box<FaultScratch> {
+        Box::new(FaultScratch { page: Box::new(AlignedPage::ZERO), task: FaultTask::new() })
     }
 }
 
@@ -104,7 +104,7 @@ impl<'a> FaultShell for Live<'a, FaultRole<'a>> {
 
 impl Shared {
     pub(super) fn handle_faults(&self) {
-        let mut scratch = FaultScratch::new(self.readahead_pages);
+        let mut scratch = FaultScratch::new();
         while !self.stop.load(Relaxed) {
             match self.uffd.poll(50) {
                 Ok(true) => {}
@@ -125,8 +125,7 @@ impl Shared {
     /// A SIGBUS in self-paging mode at `address`: resolves it if it is a page of one of
     /// this pager's regions (in the faulting thread), else returns false.
     pub(crate) fn resolve_in_thread(&self, address: u64, write: bool) -> bool {
-        let mut scratch =
-            SIGBUS_SCRATCH.with(Cell::take).unwrap_or_else(|| FaultScratch::new(self.readahead_pages));
+        let mut scratch = SIGBUS_SCRATCH.with(Cell::take).unwrap_or_else(FaultScratch::new);
         let ours = self.resolve(Fault::new(address, FaultKind::Sigbus { write }), &mut scratch);
         SIGBUS_SCRATCH.with(|cell| cell.set(Some(scratch)));
         ours
@@ -136,7 +135,7 @@ impl Shared {
     /// it is resolved; whether it was ours.
     fn resolve(&self, fault: Fault, scratch: &mut FaultScratch) -> bool {
         let FaultScratch { page, task } = scratch;
-        task.start(fault);
+        task.start(fault, self.readahead_pages);
         let role = FaultRole { page, readahead: None, read_pages: 0, installing: None };
         let mut shell = Live::new(self, role);
         loop {
