@@ -158,9 +158,32 @@ fn wrong_and_missing_values_fail_the_run() {
     assert!(allowed.status.success(), "--allow-missing: {}", String::from_utf8_lossy(&allowed.stderr));
 }
 
+/// A loopback port no server can take while the returned socket lives: bound, never
+/// listening, so a connection to it is refused. (A port merely found free could be taken
+/// by a server another test starts meanwhile: seen in CI.)
+fn refused_port() -> (std::os::fd::OwnedFd, u16) {
+    use std::os::fd::FromRawFd;
+    // SAFETY: a new socket, owned below; bind and getsockname write into our own
+    // `sockaddr_in`.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        assert!(fd >= 0, "socket: {}", std::io::Error::last_os_error());
+        let socket = std::os::fd::OwnedFd::from_raw_fd(fd);
+        let mut address: libc::sockaddr_in = std::mem::zeroed();
+        address.sin_family = libc::AF_INET as libc::sa_family_t;
+        address.sin_addr.s_addr = u32::from_ne_bytes([127, 0, 0, 1]);
+        let size = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+        let bound = libc::bind(fd, (&address as *const libc::sockaddr_in).cast(), size);
+        assert_eq!(bound, 0, "bind: {}", std::io::Error::last_os_error());
+        let mut length = size;
+        libc::getsockname(fd, (&mut address as *mut libc::sockaddr_in).cast(), &mut length);
+        (socket, u16::from_be(address.sin_port))
+    }
+}
+
 #[test]
 fn a_server_that_is_not_there_is_named() {
-    let port = free_port();
+    let (_held, port) = refused_port();
     let out = Command::new(env!("CARGO_BIN_EXE_znswap"))
         .args(["kv", "--addr", &format!("127.0.0.1:{port}"), "--seconds", "1"])
         .output()

@@ -1,0 +1,330 @@
+//! The userfaultfd facts a pager that sees reads would rest on, measured on this kernel
+//! (issue 33 asks that they be verified before the design is chosen):
+//!
+//! - `UFFDIO_MOVE` takes a private page out of a region with no copy ("parking" it in an
+//!   area registered with the same userfaultfd), and back on a missing fault; its cost
+//!   per page, one page per ioctl and in contiguous batches; against `UFFDIO_COPY`,
+//!   `MADV_DONTNEED` and `UFFDIO_WRITEPROTECT`.
+//! - Its rules: the destination must be registered; a page shared with a fork's child,
+//!   or a never-written (zero) page, is refused (which errno).
+//! - The round trip of a fault served by a handler thread, missing and write-protect,
+//!   as the faulting thread sees it.
+//!
+//! `cargo run --release -p znswap-pager --example uffd_facts [-- --pages N] [--json]`
+//! prints a table (and JSON with `--json`). Root, or `vm.unprivileged_userfaultfd=1`.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use znswap_pager::uffd::{features, register_mode, Event, Userfaultfd};
+use znswap_pager::{map_anonymous, PAGE_BYTES};
+
+const PAGE: u64 = PAGE_BYTES as u64;
+
+/// An anonymous mapping, unmapped when dropped.
+struct Area {
+    base: u64,
+    pages: u64,
+}
+
+impl Area {
+    fn new(pages: u64) -> Area {
+        let base = map_anonymous((pages * PAGE) as usize).expect("mmap") as u64;
+        Area { base, pages }
+    }
+
+    fn at(&self, page: u64) -> u64 {
+        assert!(page < self.pages);
+        self.base + page * PAGE
+    }
+
+    /// Writes one byte to each page (each becomes a private, exclusive anonymous page).
+    fn touch(&self) {
+        for page in 0..self.pages {
+            // SAFETY: a page of our own mapping.
+            unsafe { ((self.at(page)) as *mut u8).write_volatile(page as u8 | 1) };
+        }
+    }
+}
+
+impl Drop for Area {
+    fn drop(&mut self) {
+        // SAFETY: our own mapping.
+        unsafe { libc::munmap(self.base as *mut libc::c_void, (self.pages * PAGE) as usize) };
+    }
+}
+
+#[derive(serde::Serialize)]
+struct Figure {
+    name: &'static str,
+    /// Microseconds per page (or per fault, for round trips).
+    us_per_page: f64,
+    samples: u64,
+    what: &'static str,
+}
+
+#[derive(serde::Serialize)]
+struct Rule {
+    name: &'static str,
+    outcome: String,
+}
+
+fn us_per(elapsed: std::time::Duration, count: u64) -> f64 {
+    elapsed.as_secs_f64() * 1e6 / count.max(1) as f64
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let json = args.iter().any(|a| a == "--json");
+    let pages: u64 = args
+        .iter()
+        .position(|a| a == "--pages")
+        .and_then(|i| args.get(i + 1))
+        .map(|n| n.parse().expect("--pages N"))
+        .unwrap_or(16384);
+    let uffd = Userfaultfd::new(features::MOVE | features::PAGEFAULT_FLAG_WP, 0).expect("userfaultfd with MOVE and WP");
+    let mut figures = Vec::new();
+    let mut rules = Vec::new();
+
+    // Parking and unparking, one page per ioctl, every other page (scattered victims).
+    let region = Area::new(pages);
+    let parking = Area::new(pages);
+    uffd.register(region.base, region.pages * PAGE, register_mode::MISSING | register_mode::WP).unwrap();
+    uffd.register(parking.base, parking.pages * PAGE, register_mode::MISSING).unwrap();
+    region.touch();
+    let scattered: Vec<u64> = (0..pages).step_by(2).collect();
+    let started = Instant::now();
+    for &page in &scattered {
+        let moved = uffd.move_pages(parking.at(page), region.at(page), PAGE, false).unwrap();
+        assert_eq!(moved, PAGE);
+    }
+    figures.push(Figure {
+        name: "park, 1 page per ioctl",
+        us_per_page: us_per(started.elapsed(), scattered.len() as u64),
+        samples: scattered.len() as u64,
+        what: "UFFDIO_MOVE region -> parking, every other page",
+    });
+    let started = Instant::now();
+    for &page in &scattered {
+        uffd.move_pages(region.at(page), parking.at(page), PAGE, false).unwrap();
+    }
+    figures.push(Figure {
+        name: "unpark, 1 page per ioctl",
+        us_per_page: us_per(started.elapsed(), scattered.len() as u64),
+        samples: scattered.len() as u64,
+        what: "UFFDIO_MOVE parking -> region",
+    });
+    // Contiguous batches.
+    for batch in [16u64, 64, 256] {
+        let runs = pages / batch;
+        let started = Instant::now();
+        for run in 0..runs {
+            let first = run * batch;
+            let moved = uffd.move_pages(parking.at(first), region.at(first), batch * PAGE, false).unwrap();
+            assert_eq!(moved, batch * PAGE);
+        }
+        let park = us_per(started.elapsed(), runs * batch);
+        let started = Instant::now();
+        for run in 0..runs {
+            let first = run * batch;
+            uffd.move_pages(region.at(first), parking.at(first), batch * PAGE, false).unwrap();
+        }
+        let unpark = us_per(started.elapsed(), runs * batch);
+        figures.push(Figure {
+            name: match batch {
+                16 => "park, 16 contiguous pages per ioctl",
+                64 => "park, 64 contiguous pages per ioctl",
+                _ => "park, 256 contiguous pages per ioctl",
+            },
+            us_per_page: park,
+            samples: runs * batch,
+            what: "UFFDIO_MOVE region -> parking",
+        });
+        figures.push(Figure {
+            name: match batch {
+                16 => "unpark, 16 contiguous pages per ioctl",
+                64 => "unpark, 64 contiguous pages per ioctl",
+                _ => "unpark, 256 contiguous pages per ioctl",
+            },
+            us_per_page: unpark,
+            samples: runs * batch,
+            what: "UFFDIO_MOVE parking -> region",
+        });
+    }
+
+    // The alternatives: discard and copy back, write-protect.
+    let started = Instant::now();
+    for &page in &scattered {
+        // SAFETY: a page of our own mapping.
+        unsafe { libc::madvise(region.at(page) as *mut libc::c_void, PAGE_BYTES, libc::MADV_DONTNEED) };
+    }
+    figures.push(Figure {
+        name: "MADV_DONTNEED, 1 page per call",
+        us_per_page: us_per(started.elapsed(), scattered.len() as u64),
+        samples: scattered.len() as u64,
+        what: "today's discard of a written-out page (a TLB flush each)",
+    });
+    let bytes = vec![7u8; PAGE_BYTES];
+    let started = Instant::now();
+    for &page in &scattered {
+        assert!(uffd.copy(region.at(page), &bytes, false, false).unwrap());
+    }
+    figures.push(Figure {
+        name: "UFFDIO_COPY, 1 page per ioctl",
+        us_per_page: us_per(started.elapsed(), scattered.len() as u64),
+        samples: scattered.len() as u64,
+        what: "today's install of a page read from the device",
+    });
+    let started = Instant::now();
+    for &page in &scattered {
+        uffd.write_protect(region.at(page), PAGE, true, false).unwrap();
+    }
+    figures.push(Figure {
+        name: "UFFDIO_WRITEPROTECT, 1 page per ioctl",
+        us_per_page: us_per(started.elapsed(), scattered.len() as u64),
+        samples: scattered.len() as u64,
+        what: "today's victim protection (reference sampling, Appendix A)",
+    });
+    uffd.write_protect(region.base, region.pages * PAGE, false, false).unwrap();
+
+    // Rules.
+    let unregistered = Area::new(4);
+    unregistered.touch();
+    let probe = Area::new(4);
+    uffd.register(probe.base, probe.pages * PAGE, register_mode::MISSING).unwrap();
+    probe.touch();
+    let outcome = |result: Result<u64, znswap_pager::uffd::UffdError>| match result {
+        Ok(bytes) => format!("moved {bytes} B"),
+        Err(error) => error.to_string(),
+    };
+    rules.push(Rule {
+        name: "destination not registered",
+        outcome: outcome(uffd.move_pages(unregistered.at(1), probe.at(0), PAGE, false)),
+    });
+    rules.push(Rule {
+        name: "source not registered, destination registered",
+        outcome: outcome(uffd.move_pages(probe.at(1), unregistered.at(0), PAGE, false)),
+    });
+    // A page only read since it was mapped (the shared zero page).
+    let zero = Area::new(2);
+    uffd.register(zero.base, zero.pages * PAGE, register_mode::MISSING).unwrap();
+    uffd.zeropage(zero.at(0), PAGE, false).unwrap();
+    rules.push(Rule { name: "a zero page (read, never written)", outcome: outcome(uffd.move_pages(zero.at(1), zero.at(0), PAGE, false)) });
+    // A page shared with a fork's child (copy-on-write, not exclusive).
+    let shared = Area::new(2);
+    uffd.register(shared.base, shared.pages * PAGE, register_mode::MISSING).unwrap();
+    shared.touch();
+    // SAFETY: the child only sleeps and exits (no allocation, no locks).
+    let child = unsafe { libc::fork() };
+    if child == 0 {
+        // SAFETY: async-signal-safe calls in the child.
+        unsafe {
+            libc::sleep(2);
+            libc::_exit(0);
+        }
+    }
+    rules.push(Rule {
+        name: "a page shared with a fork's child",
+        outcome: outcome(uffd.move_pages(shared.at(1), shared.at(0), PAGE, false)),
+    });
+    // SAFETY: our own child.
+    unsafe {
+        libc::kill(child, libc::SIGKILL);
+        libc::waitpid(child, std::ptr::null_mut(), 0);
+    }
+    rules.push(Rule {
+        name: "the same page once the child is gone",
+        outcome: outcome(uffd.move_pages(shared.at(1), shared.at(0), PAGE, false)),
+    });
+
+    // Round trips: a handler thread serves faults of `trip` (moving pages back from
+    // parking, or lifting write protection); the faulting thread times each access.
+    let uffd = Arc::new(uffd);
+    let trip = Arc::new(Area::new(4096));
+    let trip_parking = Arc::new(Area::new(4096));
+    uffd.register(trip.base, trip.pages * PAGE, register_mode::MISSING | register_mode::WP).unwrap();
+    uffd.register(trip_parking.base, trip_parking.pages * PAGE, register_mode::MISSING).unwrap();
+    trip.touch();
+    uffd.move_pages(trip_parking.base, trip.base, trip.pages * PAGE, false).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let served = Arc::new(AtomicU64::new(0));
+    let handler = {
+        let (uffd, trip, trip_parking, stop, served) =
+            (uffd.clone(), trip.clone(), trip_parking.clone(), stop.clone(), served.clone());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Acquire) {
+                if !uffd.poll(20).unwrap() {
+                    continue;
+                }
+                while let Some(event) = uffd.read_event().unwrap() {
+                    if let Event::PageFault { address, write_protect, .. } = event {
+                        let page = address & !(PAGE - 1);
+                        if write_protect {
+                            uffd.write_protect(page, PAGE, false, true).unwrap();
+                        } else {
+                            let offset = page - trip.base;
+                            uffd.move_pages(page, trip_parking.base + offset, PAGE, true).unwrap();
+                        }
+                        served.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+        })
+    };
+    let mut missing_ns = Vec::with_capacity(trip.pages as usize);
+    for page in 0..trip.pages {
+        let started = Instant::now();
+        // SAFETY: a page of our own registered mapping; the handler maps it.
+        let byte = unsafe { (trip.at(page) as *const u8).read_volatile() };
+        missing_ns.push(started.elapsed().as_nanos() as u64);
+        assert_eq!(byte, page as u8 | 1, "the page came back with its bytes");
+    }
+    uffd.write_protect(trip.base, trip.pages * PAGE, true, false).unwrap();
+    let mut wp_ns = Vec::with_capacity(trip.pages as usize);
+    for page in 0..trip.pages {
+        let started = Instant::now();
+        // SAFETY: as above.
+        unsafe { (trip.at(page) as *mut u8).write_volatile(1) };
+        wp_ns.push(started.elapsed().as_nanos() as u64);
+    }
+    stop.store(true, Ordering::Release);
+    handler.join().unwrap();
+    let median = |samples: &mut Vec<u64>| {
+        samples.sort_unstable();
+        samples[samples.len() / 2] as f64 / 1e3
+    };
+    figures.push(Figure {
+        name: "missing fault round trip (unpark)",
+        us_per_page: median(&mut missing_ns),
+        samples: trip.pages,
+        what: "median, as the faulting thread sees it: event, handler's UFFDIO_MOVE, wake",
+    });
+    figures.push(Figure {
+        name: "write-protect fault round trip",
+        us_per_page: median(&mut wp_ns),
+        samples: trip.pages,
+        what: "median: event, handler's unprotect, wake",
+    });
+
+    if json {
+        println!("{}", serde_json::json!({ "figures": figures, "rules": rules }));
+    } else {
+        let mut table = znswap_chart::Table::new(&["measure", "µs per page", "pages", "what"]);
+        for figure in &figures {
+            table.row(vec![
+                figure.name.into(),
+                format!("{:.2}", figure.us_per_page),
+                figure.samples.to_string(),
+                figure.what.into(),
+            ]);
+        }
+        print!("{}", table.render());
+        println!();
+        let mut table = znswap_chart::Table::new(&["UFFDIO_MOVE of", "outcome"]);
+        for rule in &rules {
+            table.row(vec![rule.name.into(), rule.outcome.clone()]);
+        }
+        print!("{}", table.render());
+    }
+}
