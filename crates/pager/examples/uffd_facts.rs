@@ -42,9 +42,13 @@ impl Area {
     /// Writes one byte to each page (each becomes a private, exclusive anonymous page).
     fn touch(&self) {
         for page in 0..self.pages {
-            // SAFETY: a page of our own mapping.
-            unsafe { ((self.at(page)) as *mut u8).write_volatile(page as u8 | 1) };
+            self.touch_page(page);
         }
+    }
+
+    fn touch_page(&self, page: u64) {
+        // SAFETY: a page of our own mapping.
+        unsafe { ((self.at(page)) as *mut u8).write_volatile(page as u8 | 1) };
     }
 }
 
@@ -90,9 +94,10 @@ fn main() {
     // Parking and unparking, one page per ioctl, every other page (scattered victims).
     let region = Area::new(pages);
     let parking = Area::new(pages);
+    // Touched first: a registered page that is missing waits for a handler.
+    region.touch();
     uffd.register(region.base, region.pages * PAGE, register_mode::MISSING | register_mode::WP).unwrap();
     uffd.register(parking.base, parking.pages * PAGE, register_mode::MISSING).unwrap();
-    region.touch();
     let scattered: Vec<u64> = (0..pages).step_by(2).collect();
     let started = Instant::now();
     for &page in &scattered {
@@ -188,12 +193,12 @@ fn main() {
     });
     uffd.write_protect(region.base, region.pages * PAGE, false, false).unwrap();
 
-    // Rules.
+    // Rules: page 0 of each area is the source, page 1 (never touched) the destination.
     let unregistered = Area::new(4);
-    unregistered.touch();
+    unregistered.touch_page(0);
     let probe = Area::new(4);
+    probe.touch_page(0);
     uffd.register(probe.base, probe.pages * PAGE, register_mode::MISSING).unwrap();
-    probe.touch();
     let outcome = |result: Result<u64, znswap_pager::uffd::UffdError>| match result {
         Ok(bytes) => format!("moved {bytes} B"),
         Err(error) => error.to_string(),
@@ -206,15 +211,25 @@ fn main() {
         name: "source not registered, destination registered",
         outcome: outcome(uffd.move_pages(probe.at(1), unregistered.at(0), PAGE, false)),
     });
+    rules.push(Rule {
+        name: "onto a mapped page",
+        outcome: outcome(uffd.move_pages(probe.at(1), probe.at(2), PAGE, false).and_then(|_| {
+            probe.touch_page(3);
+            uffd.move_pages(probe.at(3), probe.at(1), PAGE, false)
+        })),
+    });
     // A page only read since it was mapped (the shared zero page).
     let zero = Area::new(2);
     uffd.register(zero.base, zero.pages * PAGE, register_mode::MISSING).unwrap();
     uffd.zeropage(zero.at(0), PAGE, false).unwrap();
-    rules.push(Rule { name: "a zero page (read, never written)", outcome: outcome(uffd.move_pages(zero.at(1), zero.at(0), PAGE, false)) });
+    rules.push(Rule {
+        name: "a zero page (read, never written)",
+        outcome: outcome(uffd.move_pages(zero.at(1), zero.at(0), PAGE, false)),
+    });
     // A page shared with a fork's child (copy-on-write, not exclusive).
     let shared = Area::new(2);
+    shared.touch_page(0);
     uffd.register(shared.base, shared.pages * PAGE, register_mode::MISSING).unwrap();
-    shared.touch();
     // SAFETY: the child only sleeps and exits (no allocation, no locks).
     let child = unsafe { libc::fork() };
     if child == 0 {
@@ -237,15 +252,21 @@ fn main() {
         name: "the same page once the child is gone",
         outcome: outcome(uffd.move_pages(shared.at(1), shared.at(0), PAGE, false)),
     });
+    // A write after the child is gone makes the page the parent's alone again.
+    shared.touch_page(0);
+    rules.push(Rule {
+        name: "the same page written once the child is gone",
+        outcome: outcome(uffd.move_pages(shared.at(1), shared.at(0), PAGE, false)),
+    });
 
     // Round trips: a handler thread serves faults of `trip` (moving pages back from
     // parking, or lifting write protection); the faulting thread times each access.
     let uffd = Arc::new(uffd);
     let trip = Arc::new(Area::new(4096));
     let trip_parking = Arc::new(Area::new(4096));
+    trip.touch();
     uffd.register(trip.base, trip.pages * PAGE, register_mode::MISSING | register_mode::WP).unwrap();
     uffd.register(trip_parking.base, trip_parking.pages * PAGE, register_mode::MISSING).unwrap();
-    trip.touch();
     uffd.move_pages(trip_parking.base, trip.base, trip.pages * PAGE, false).unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     let served = Arc::new(AtomicU64::new(0));
