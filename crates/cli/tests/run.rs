@@ -422,3 +422,12 @@ fn a_slow_exit_after_ctrl_c_is_explained() {
     assert!(status.success(), "{stderr}");
     assert!(stderr.contains("got SIGINT") && stderr.contains("still exiting"), "no word while it exited: {stderr}");
 }
+
+#[test]
+fn blocks_aligned_beyond_what_the_allocator_serves_from_its_arena_are_paged_too() {
+    // 256 KiB alignment: mimalloc takes such blocks from the OS, outside the paged arena,
+    // unless the library carves them from the paged heap.
+    let run = run(&["aligned", "64", "256"]);
+    assert_paged(&run, "aligned 64 MiB at 256 KiB");
+    assert_eq!(run.figure("overflow_bytes"), 0, "allocated outside the paged arena: {:?}", run.report);
+}

@@ -59,6 +59,7 @@
 //! | `device_gate` | pager | every device command (shared), `fork` (exclusive) | |
 //! | state lock (this core) | pager | calls into the core and the actions they return; never a device command or a touch of region memory | device commands and region reads assert they are outside it |
 //! | `CLAIM`, `INSTALL` | pager `lost_pages.rs`, `self_paging.rs` | nothing (leaves) | |
+//! | carved blocks (`CARVED`) | preload `alloc.rs` | nothing but allocations from the default heap (a leaf; held across `fork` with the mapping table) | |
 //!
 //! In self-paging mode a fault is resolved in the faulting thread's SIGBUS handler,
 //! which takes the state lock. That is sound only because **no pager code touches

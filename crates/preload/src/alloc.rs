@@ -167,7 +167,7 @@ pub unsafe extern "C" fn calloc(count: usize, size: usize) -> *mut c_void {
 #[no_mangle]
 pub unsafe extern "C" fn free(block: *mut c_void) {
     // SAFETY: per the contract.
-    unsafe { mi::mi_free(block) }
+    unsafe { release(block) }
 }
 
 /// # Safety
@@ -175,7 +175,7 @@ pub unsafe extern "C" fn free(block: *mut c_void) {
 #[no_mangle]
 pub unsafe extern "C" fn cfree(block: *mut c_void) {
     // SAFETY: per the contract.
-    unsafe { mi::mi_free(block) }
+    unsafe { release(block) }
 }
 
 /// # Safety
@@ -189,8 +189,20 @@ pub unsafe extern "C" fn realloc(block: *mut c_void, size: usize) -> *mut c_void
     if size == 0 {
         // glibc frees and returns null; programs rely on it.
         // SAFETY: per the contract.
-        unsafe { mi::mi_free(block) };
+        unsafe { release(block) };
         return std::ptr::null_mut();
+    }
+    if let Some(carved) = carved(block, false) {
+        // Moved to a plain block (realloc keeps no alignment beyond malloc's).
+        // SAFETY: as `malloc`; the old block is live for `carved.usable` bytes.
+        unsafe {
+            let moved = malloc(size);
+            if !moved.is_null() {
+                std::ptr::copy_nonoverlapping(block.cast::<u8>(), moved.cast::<u8>(), size.min(carved.usable));
+                release(block);
+            }
+            return moved;
+        }
     }
     // A block moves to the paged heap as it grows once the pager runs; with the arena
     // full it stays in (or moves to) the default heap.
@@ -212,9 +224,20 @@ pub unsafe extern "C" fn reallocarray(block: *mut c_void, count: usize, size: us
     }
 }
 
+/// The largest alignment mimalloc serves from an arena (`MI_PAGE_MAX_OVERALLOC_ALIGN`,
+/// 64 KiB): beyond it, it takes memory from the OS, outside the paged arena, so such
+/// blocks are carved here from a larger block of the paged heap.
+const ARENA_ALIGN_MAX: usize = 64 << 10;
+
 /// A block of `size` bytes aligned to `alignment` (a power of two).
 fn aligned(alignment: usize, size: usize) -> *mut c_void {
-    // SAFETY: allocations from mimalloc's heaps, callable from any thread.
+    if alignment > ARENA_ALIGN_MAX {
+        // SAFETY: allocations from mimalloc's heaps, callable from any thread.
+        return unsafe {
+            allocate(size, |heap| large_aligned(heap, alignment, size), || mi::mi_malloc_aligned(size, alignment))
+        };
+    }
+    // SAFETY: as above.
     unsafe {
         allocate(
             size,
@@ -222,6 +245,68 @@ fn aligned(alignment: usize, size: usize) -> *mut c_void {
             || mi::mi_malloc_aligned(size, alignment),
         )
     }
+}
+
+/// A block carved for an alignment beyond [`ARENA_ALIGN_MAX`]: the paged block it lies
+/// in, and the bytes usable from its aligned start.
+#[derive(Clone, Copy)]
+pub(crate) struct Carved {
+    block: usize,
+    usable: usize,
+}
+
+/// Carved blocks by their aligned start. Leaf lock: nothing is allocated from the paged
+/// heap or touched in paged memory while it is held (its nodes come from the default
+/// heap); the fork wrapper holds it across `fork`, so a child never inherits it taken.
+static CARVED: std::sync::Mutex<std::collections::BTreeMap<usize, Carved>> =
+    std::sync::Mutex::new(std::collections::BTreeMap::new());
+/// Carved blocks alive: `free` looks in `CARVED` only while some are.
+static CARVED_LIVE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+pub(crate) fn carved_table() -> std::sync::MutexGuard<'static, std::collections::BTreeMap<usize, Carved>> {
+    CARVED.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// `size` bytes aligned to `alignment` from the paged heap: a block `alignment` larger,
+/// its aligned start recorded for `free`.
+fn large_aligned(heap: *mut mi::mi_heap_t, alignment: usize, size: usize) -> *mut c_void {
+    let Some(total) = size.max(1).checked_add(alignment) else { return std::ptr::null_mut() };
+    // SAFETY: an allocation from the paged heap.
+    let block = unsafe { mi::mi_heap_malloc(heap, total) };
+    if block.is_null() {
+        return block;
+    }
+    let start = (block as usize).next_multiple_of(alignment);
+    // SAFETY: `block` is live and ours.
+    let usable = unsafe { mi::mi_usable_size(block) } - (start - block as usize);
+    carved_table().insert(start, Carved { block: block as usize, usable });
+    CARVED_LIVE.fetch_add(1, Relaxed);
+    start as *mut c_void
+}
+
+/// The carved block `pointer` starts, if it is one (removed from the table with `take`).
+fn carved(pointer: *mut c_void, take: bool) -> Option<Carved> {
+    if CARVED_LIVE.load(Relaxed) == 0 || (pointer as usize) % (2 * ARENA_ALIGN_MAX) != 0 {
+        return None;
+    }
+    let mut table = carved_table();
+    if take {
+        let carved = table.remove(&(pointer as usize))?;
+        CARVED_LIVE.fetch_sub(1, Relaxed);
+        Some(carved)
+    } else {
+        table.get(&(pointer as usize)).copied()
+    }
+}
+
+/// Frees `block` of this family, carved or not.
+///
+/// # Safety
+/// `block` is null or a live block of this family.
+unsafe fn release(block: *mut c_void) {
+    let start = carved(block, true).map_or(block, |carved| carved.block as *mut c_void);
+    // SAFETY: per the contract; a carved block is freed through the block it lies in.
+    unsafe { mi::mi_free(start) }
 }
 
 /// # Safety
@@ -280,6 +365,8 @@ pub unsafe extern "C" fn pvalloc(size: usize) -> *mut c_void {
 pub unsafe extern "C" fn malloc_usable_size(block: *mut c_void) -> usize {
     if block.is_null() {
         0
+    } else if let Some(carved) = carved(block, false) {
+        carved.usable
     } else {
         // SAFETY: per the contract.
         unsafe { mi::mi_usable_size(block) }

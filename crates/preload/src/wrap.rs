@@ -145,6 +145,8 @@ pub unsafe extern "C" fn fork() -> libc::pid_t {
     // No other thread is changing the program's mappings at the fork: the child gets
     // the table whole and unlocked.
     let table = crate::mapping::table();
+    // A leaf lock the child's frees may need.
+    let carved = crate::alloc::carved_table();
     // SAFETY: the program's own fork, in the calling thread, with the pager's locks held
     // across it; the child relies only on this thread until the call returns.
     let pid = unsafe {
@@ -158,6 +160,7 @@ pub unsafe extern "C" fn fork() -> libc::pid_t {
             pid
         })
     };
+    drop(carved);
     drop(table);
     if pid == 0 {
         crate::alloc::PAGED_HEAP.store(heap, Relaxed);

@@ -192,6 +192,51 @@ fn aligned_chunks(mib: usize, version: u64) -> Vec<Box<[u8]>> {
         .collect()
 }
 
+/// `mib` MiB in 1 MiB blocks from `posix_memalign` with `align_kib` KiB alignment,
+/// written twice and checked after each pass: a large alignment is still heap.
+fn aligned(mib: usize, align_kib: usize) -> String {
+    let blocks: Vec<&mut [u8]> = (0..mib)
+        .map(|_| {
+            let mut block = std::ptr::null_mut();
+            // SAFETY: writes one pointer into `block`; the block is ours, never freed.
+            let rc = unsafe { libc::posix_memalign(&mut block, align_kib << 10, MIB) };
+            assert_eq!(rc, 0, "posix_memalign({} KiB, 1 MiB): {rc}", align_kib);
+            assert_eq!(block as usize % (align_kib << 10), 0, "misaligned");
+            // SAFETY: a fresh 1 MiB block of our own.
+            unsafe { std::slice::from_raw_parts_mut(block.cast::<u8>(), MIB) }
+        })
+        .collect();
+    let mut blocks = blocks;
+    for version in 1..=2 {
+        for (index, block) in blocks.iter_mut().enumerate() {
+            fill(block, index, version);
+        }
+        for (index, block) in blocks.iter().enumerate() {
+            check(block, index, version, "aligned blocks");
+        }
+    }
+    // What programs do with them next: ask their size, grow one, free half.
+    for block in &blocks {
+        // SAFETY: a live block of ours.
+        let usable = unsafe { libc::malloc_usable_size(block.as_ptr() as *mut libc::c_void) };
+        assert!(usable >= MIB, "malloc_usable_size of an aligned block: {usable}");
+    }
+    // SAFETY: a live block of ours, given to realloc and not used after.
+    let grown = unsafe { libc::realloc(blocks[0].as_mut_ptr().cast(), 2 * MIB) };
+    assert!(!grown.is_null(), "realloc of an aligned block");
+    // SAFETY: realloc's block of 2 MiB, ours.
+    let grown = unsafe { std::slice::from_raw_parts_mut(grown.cast::<u8>(), 2 * MIB) };
+    check(&grown[..MIB], 0, 2, "an aligned block grown by realloc");
+    for block in blocks.iter_mut().skip(1).step_by(2) {
+        // SAFETY: a live block of ours, not used after.
+        unsafe { libc::free(block.as_mut_ptr().cast()) };
+    }
+    for (index, block) in blocks.iter().enumerate().skip(2).step_by(2) {
+        check(block, index, 2, "aligned blocks kept after the frees");
+    }
+    format!("aligned {mib} MiB at {align_kib} KiB")
+}
+
 /// `madvise(MADV_DONTNEED)` (and `MADV_FREE`) on parts of the heap, some of them on the
 /// device by then: they read back zero, the rest is intact, and they take new data.
 fn dontneed(mib: usize) -> String {
@@ -493,6 +538,7 @@ fn main() {
         Some("early-threads") => early_threads(),
         Some("fork") => fork_snapshot(number(1, 64)),
         Some("daemonize") => daemonize(),
+        Some("aligned") => aligned(number(1, 64), number(2, 256)),
         Some("exit-fast") => {
             // The heap, then `_exit(3)`: no exit handlers run (as Python's `os._exit`).
             println!("ok {}", heap(number(1, 64)));
@@ -501,7 +547,7 @@ fn main() {
             unsafe { libc::_exit(3) };
         }
         _ => {
-            eprintln!("usage: znswap-heap-check heap|io|threads|early-threads|realloc|dontneed|mmap|fork|exec|daemonize|exit-fast [MIB] [THREADS]");
+            eprintln!("usage: znswap-heap-check heap|io|threads|early-threads|realloc|dontneed|mmap|fork|exec|daemonize|exit-fast|aligned [MIB] [THREADS|ALIGN_KIB]");
             std::process::exit(2);
         }
     };
