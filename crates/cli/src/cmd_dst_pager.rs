@@ -51,6 +51,7 @@ struct PagerCoverage {
     zero_fills_landed: u64,
     zero_fills_refused: u64,
     forks: u64,
+    budget_changes: u64,
     child_reads_slot: u64,
     child_reads_zero: u64,
     zones_held_max: u64,
@@ -121,6 +122,7 @@ pub fn dst(request: &PagerDstRequest) -> Result<bool> {
         coverage.zero_fills_landed += c.zero_fills_landed;
         coverage.zero_fills_refused += c.zero_fills_refused;
         coverage.forks += c.forks;
+        coverage.budget_changes += c.budget_changes;
         coverage.child_reads_slot += c.child_reads_slot;
         coverage.child_reads_zero += c.child_reads_zero;
         coverage.zones_held_max = coverage.zones_held_max.max(report.zones_held_max);
@@ -160,7 +162,7 @@ pub fn dst(request: &PagerDstRequest) -> Result<bool> {
             }
         }
         let mut summary = Table::new(&["coverage", "value"]);
-        let rows: [(&str, u64); 32] = [
+        let rows: [(&str, u64); 33] = [
             ("seeds self-paging", coverage.seeds_self_paging),
             ("seeds with handler threads", coverage.seeds_handler_threads),
             ("seeds that ran the GC", coverage.seeds_with_gc),
@@ -188,6 +190,7 @@ pub fn dst(request: &PagerDstRequest) -> Result<bool> {
             ("zero fills that landed", coverage.zero_fills_landed),
             ("zero fills that met a mapped page", coverage.zero_fills_refused),
             ("forks", coverage.forks),
+            ("budget changes", coverage.budget_changes),
             ("child reads from held slots", coverage.child_reads_slot),
             ("child reads of zero pages", coverage.child_reads_zero),
             ("zones held at once, most in a seed", coverage.zones_held_max),

@@ -152,7 +152,7 @@ fn prepare(args: &RunArgs, stats_path: PathBuf, alive_fd: i32) -> Result<Launch>
     };
     let config = RunConfig {
         device: device_path.clone(),
-        budget_bytes: memory,
+        memory_bytes: memory,
         arena_bytes: arena,
         policy: args.policy.policy,
         handler_threads: args.faults.handler_threads.unwrap_or(HANDLER_THREADS_DEFAULT) as usize,
@@ -499,9 +499,29 @@ impl Summary {
             );
         }
         line(
+            "resident set",
+            format!(
+                "max {} of --memory {} (all the program holds in memory, as a memory cgroup counts it: heap, \
+                 its own mappings, mapped files, the pager's tables)",
+                format_size(r.rss_max_bytes),
+                format_size(r.memory_bytes)
+            ),
+        );
+        if r.rss_max_bytes > r.memory_bytes + (1 << 20) {
+            line(
+                "over --memory",
+                format!(
+                    "by {} at its highest: what the pager does not page (the program's memory from before it \
+                     started, stacks, mapped files, the pager's tables and buffers) left the paged heap too little; \
+                     give a larger --memory",
+                    format_size(r.rss_max_bytes - r.memory_bytes)
+                ),
+            );
+        }
+        line(
             "paged heap resident",
             format!(
-                "max {} (budget {} + slack {})",
+                "max {} (its budget is what the rest leaves of --memory: {} at the end, + slack {})",
                 format_size(r.resident_pages_max * page),
                 format_size(r.budget_bytes),
                 format_size(r.slack_pages * page)
@@ -577,7 +597,9 @@ fn why_no_pager(program: &str) -> String {
 
 fn live_line(report: &RunReport) -> String {
     format!(
-        "znswap: paged heap resident {} / {}, out {} in {} pages, fault p99 ≤ {:.0} µs",
+        "znswap: resident set {} of {}, paged heap {} of its budget {}, out {} in {} pages, fault p99 ≤ {:.0} µs",
+        format_size(report.rss_bytes),
+        format_size(report.memory_bytes),
         format_size(report.resident_pages * PAGE_BYTES as u64),
         format_size(report.budget_bytes),
         report.swapped_out_pages,

@@ -23,8 +23,11 @@ pub struct DeviceFlag {
 /// `--memory`: the resident budget of paged memory.
 #[derive(Args, Clone, Debug)]
 pub struct MemoryFlag {
-    /// Resident memory budget (e.g. 256M, 2G): pages beyond it are swapped to the device
-    /// and come back on fault.
+    /// Resident memory (e.g. 256M, 2G): pages beyond it are swapped to the device and
+    /// come back on fault. For `bench`, the paged working set's budget; for `run`, all
+    /// the program holds in memory (its heap, its own mappings, mapped files, the pager's
+    /// tables: what a memory cgroup's limit counts), the paged heap getting what the rest
+    /// leaves, re-measured each second.
     #[arg(long, value_parser = size, default_value = "256M")]
     pub memory: u64,
 }

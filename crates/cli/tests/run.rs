@@ -431,3 +431,28 @@ fn blocks_aligned_beyond_what_the_allocator_serves_from_its_arena_are_paged_too(
     assert_paged(&run, "aligned 64 MiB at 256 KiB");
     assert_eq!(run.figure("overflow_bytes"), 0, "allocated outside the paged arena: {:?}", run.report);
 }
+
+#[test]
+fn the_programs_whole_resident_set_stays_within_memory() {
+    // As under a memory cgroup's limit: the heap, what the pager does not page and the
+    // pager's own memory together; the paged heap gets what the rest leaves.
+    ensure_library();
+    let dir = tempfile::tempdir().unwrap();
+    let device = device(dir.path());
+    let stats = dir.path().join("stats.json");
+    let memory = 48u64 << 20;
+    let output = launch(
+        &device,
+        &["--memory", "48M", "--stats", stats.to_str().unwrap()],
+        &[HEAP_CHECK, "heap", "128"],
+    );
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let summary: serde_json::Value = serde_json::from_slice(&std::fs::read(&stats).unwrap()).unwrap();
+    let report = &summary["report"];
+    let figure = |name: &str| report[name].as_u64().unwrap_or_else(|| panic!("no {name} in {report}"));
+    assert_eq!(figure("memory_bytes"), memory);
+    assert!(figure("swapped_out_pages") > 0 && figure("swapped_in_pages") > 0, "{report}");
+    // A MiB of give: the governor looks every 100 ms.
+    assert!(figure("rss_max_bytes") <= memory + (1 << 20), "resident set over --memory: {report}");
+    assert!(figure("budget_bytes") < memory - (4 << 20), "the rest of the resident set was not counted: {report}");
+}

@@ -210,6 +210,8 @@ pub struct CoreStats {
     /// found by a fault (`FaultStep::ZeroFill` landed on a page the pager had mapped).
     pub zapped_pages_found: u64,
     pub forks: u64,
+    /// Budget changes (`set_budget`).
+    pub budget_changes: u64,
 }
 
 /// A page on its way to the device: the append reads it at `address` if its region
@@ -390,6 +392,31 @@ impl PagerCore {
     /// Largest append the engine emits, in pages.
     pub fn append_pages_max(&self) -> usize {
         self.append_pages_max
+    }
+
+    /// Changes the budget while the pager runs: a shell that holds the program's whole
+    /// resident set to a limit gives the paged memory what the rest leaves, as the rest
+    /// grows and shrinks. A smaller budget wakes the evictor; faults wait for room
+    /// beyond the new budget and its slack as they do beyond the first.
+    pub fn set_budget(&mut self, budget_pages: u64) -> Result<(), CoreError> {
+        let min_pages = 2 * self.config.evict_batch_pages as u64;
+        if budget_pages < min_pages {
+            return Err(CoreError::BudgetTooSmall { budget_pages, min_pages });
+        }
+        let grew = budget_pages > self.config.budget_pages;
+        self.config.budget_pages = budget_pages;
+        self.stats.budget_changes += 1;
+        self.wake_evictor();
+        if grew {
+            // Room for faults waiting for it.
+            self.wakeups.room = true;
+        }
+        Ok(())
+    }
+
+    /// The smallest budget [`PagerCore::set_budget`] takes, in pages.
+    pub fn budget_pages_min(&self) -> u64 {
+        2 * self.config.evict_batch_pages as u64
     }
 
     /// The pager is stopping (its evictors exit): a fault that still comes (a region

@@ -11,8 +11,6 @@
 //! all its reads completed, and gathers the next batch only after all its appends
 //! completed, so a read and an append never share a page.
 
-use std::cell::UnsafeCell;
-
 use crate::pager::PAGE_BYTES;
 
 /// One page of bytes on a page boundary.
@@ -26,6 +24,54 @@ impl AlignedPage {
 
 /// Zeroes to append (padding), aligned like any other page of an append.
 pub(crate) static ZERO_PAGE: AlignedPage = AlignedPage::ZERO;
+
+/// `count` zeroed pages in a fresh anonymous mapping of their own: they read as zeroes
+/// without being touched, so a buffer costs no resident memory until it is used
+/// (`znswap run` counts the pager's own memory against the program's `--memory`, and the
+/// GC buffer alone is 4 MiB; an allocator's zeroed allocation may clear it by writing).
+pub(crate) struct ZeroedPages {
+    pages: *mut AlignedPage,
+    count: usize,
+}
+
+// SAFETY: plain memory owned by this value; access follows the borrow rules of the
+// slices handed out.
+unsafe impl Send for ZeroedPages {}
+unsafe impl Sync for ZeroedPages {}
+
+impl ZeroedPages {
+    pub(crate) fn new(count: usize) -> ZeroedPages {
+        if count == 0 {
+            return ZeroedPages { pages: std::ptr::NonNull::dangling().as_ptr(), count };
+        }
+        let pages = crate::map_anonymous(count * PAGE_BYTES).expect("mapping a pager buffer").cast::<AlignedPage>();
+        ZeroedPages { pages, count }
+    }
+}
+
+impl std::ops::Deref for ZeroedPages {
+    type Target = [AlignedPage];
+    fn deref(&self) -> &[AlignedPage] {
+        // SAFETY: `count` pages of our own mapping (all-zero bytes are a valid page).
+        unsafe { std::slice::from_raw_parts(self.pages, self.count) }
+    }
+}
+
+impl std::ops::DerefMut for ZeroedPages {
+    fn deref_mut(&mut self) -> &mut [AlignedPage] {
+        // SAFETY: as above, and `&mut self` makes the borrow unique.
+        unsafe { std::slice::from_raw_parts_mut(self.pages, self.count) }
+    }
+}
+
+impl Drop for ZeroedPages {
+    fn drop(&mut self) {
+        if self.count > 0 {
+            // SAFETY: our own mapping; nothing borrows it past `self`.
+            unsafe { libc::munmap(self.pages.cast(), self.count * PAGE_BYTES) };
+        }
+    }
+}
 
 /// The bytes of consecutive aligned pages, as one slice.
 pub(crate) fn bytes(pages: &[AlignedPage]) -> &[u8] {
@@ -41,7 +87,7 @@ pub(crate) fn bytes_mut(pages: &mut [AlignedPage]) -> &mut [u8] {
 }
 
 pub(crate) struct PageBuffers {
-    pages: Box<[UnsafeCell<AlignedPage>]>,
+    pages: ZeroedPages,
 }
 
 // SAFETY: every access goes through the unsafe accessors, whose callers own the pages
@@ -51,7 +97,7 @@ unsafe impl Send for PageBuffers {}
 
 impl PageBuffers {
     pub(crate) fn new(count: usize) -> PageBuffers {
-        PageBuffers { pages: (0..count).map(|_| UnsafeCell::new(AlignedPage::ZERO)).collect() }
+        PageBuffers { pages: ZeroedPages::new(count) }
     }
 
     /// The bytes of page `handle`.
@@ -59,8 +105,7 @@ impl PageBuffers {
     /// # Safety
     /// The caller owns `handle` (module comment) and nobody writes it meanwhile.
     pub(crate) unsafe fn page(&self, handle: u64) -> &[u8; PAGE_BYTES] {
-        // SAFETY: per the contract, no writer exists while this borrow lives.
-        unsafe { &(*self.pages[handle as usize].get()).0 }
+        &self.pages[handle as usize].0
     }
 
     /// Pages `first .. first + count` as one slice, to fill (a device read).
@@ -70,11 +115,13 @@ impl PageBuffers {
     /// while the borrow lives.
     #[allow(clippy::mut_from_ref)]
     pub(crate) unsafe fn pages_mut(&self, first: usize, count: usize) -> &mut [u8] {
-        let run = &self.pages[first..first + count];
-        // SAFETY: the cells are consecutive in one allocation and `UnsafeCell` is
-        // `repr(transparent)`, so the run is `count * PAGE_BYTES` consecutive bytes;
-        // the caller guarantees exclusive access.
-        unsafe { std::slice::from_raw_parts_mut(run.as_ptr().cast::<u8>().cast_mut(), count * PAGE_BYTES) }
+        assert!(first + count <= self.pages.len(), "pages beyond the buffer");
+        // SAFETY: the pages are consecutive in one mapping, `count * PAGE_BYTES` bytes
+        // from `first`; the caller guarantees exclusive access (interior mutability of
+        // memory this value owns, handed out by ownership, not by `&mut self`).
+        unsafe {
+            std::slice::from_raw_parts_mut(self.pages.pages.add(first).cast::<u8>(), count * PAGE_BYTES)
+        }
     }
 }
 

@@ -181,7 +181,7 @@ pub(crate) struct Shared {
     mappings: RwLock<()>,
     readahead_pages: u32,
     /// Buffer for a read with readahead; a fault that finds it busy reads one page.
-    readahead_buffer: Mutex<Vec<crate::page_buffers::AlignedPage>>,
+    readahead_buffer: Mutex<crate::page_buffers::ZeroedPages>,
     /// A pidfd of this process for batched `process_madvise`, where the kernel accepts
     /// `MADV_DONTNEED` through it.
     self_pidfd: Option<i32>,
@@ -203,6 +203,7 @@ pub struct Pager {
     registration: Option<Registration>,
     thread_start: Option<fn()>,
     child_orphaned: Option<fn()>,
+    io_threads: usize,
 }
 
 /// A region of pager-backed memory. Behaves like anonymous memory; dropping it frees
@@ -289,11 +290,11 @@ impl Pager {
             mappings: RwLock::new(()),
             fault_discard: Mutex::new(Some(core.discard_batch())),
             readahead_pages,
-            readahead_buffer: Mutex::new(if readahead_pages > 0 {
-                vec![crate::page_buffers::AlignedPage::ZERO; readahead_pages as usize + 1]
+            readahead_buffer: Mutex::new(crate::page_buffers::ZeroedPages::new(if readahead_pages > 0 {
+                readahead_pages as usize + 1
             } else {
-                Vec::new()
-            }),
+                0
+            })),
             device,
             uffd,
             state: Mutex::new(core),
@@ -324,7 +325,14 @@ impl Pager {
                 threads.push(spawn_thread(&shared, name, role, thread_start, body).expect("spawn"));
             }
         }
-        Ok(Pager { shared, threads, registration, thread_start, child_orphaned: config.child_orphaned })
+        Ok(Pager {
+            shared,
+            threads,
+            registration,
+            thread_start,
+            child_orphaned: config.child_orphaned,
+            io_threads: config.io_threads.max(1),
+        })
     }
 
     /// A new region of `bytes` (rounded up to pages), zero-filled on first touch.
@@ -356,6 +364,34 @@ impl Pager {
 
     pub fn stats(&self) -> PagerStats {
         self.shared.stats()
+    }
+
+    /// Changes the resident budget while the pager runs (rounded down to pages; at
+    /// least two eviction batches): a smaller one is met by eviction.
+    pub fn set_budget(&self, bytes: u64) -> Result<(), PagerError> {
+        Ok(self.shared.lock().set_budget(bytes / PAGE_BYTES as u64)?)
+    }
+
+    /// The resident budget now, in bytes.
+    pub fn budget_bytes(&self) -> u64 {
+        self.shared.lock().config().budget_pages * PAGE_BYTES as u64
+    }
+
+    /// The pager's own page buffers, in bytes (the GC's move buffer, each I/O thread's
+    /// scratch, the read-ahead buffer): mapped untouched, they become resident as the
+    /// pager first uses them, so a shell holding the whole resident set to a limit keeps
+    /// room for them from the start.
+    pub fn buffers_bytes(&self) -> u64 {
+        let state = self.shared.lock();
+        let pages = state.engine().gc_buffer_pages() as u64
+            + self.io_threads as u64 * state.append_pages_max() as u64
+            + self.shared.readahead_pages as u64;
+        pages * PAGE_BYTES as u64
+    }
+
+    /// The smallest budget `set_budget` takes, in bytes.
+    pub fn budget_bytes_min(&self) -> u64 {
+        self.shared.lock().budget_pages_min() * PAGE_BYTES as u64
     }
 
     /// Gives up `len` bytes of `region` from `offset`: they become plain anonymous

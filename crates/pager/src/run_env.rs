@@ -17,8 +17,10 @@ pub const CONFIG: &str = "ZNSWAP_RUN_CONFIG";
 pub struct RunConfig {
     /// The device (checked, and created for the default device, by the launcher).
     pub device: PathBuf,
-    /// Resident paged memory the pager keeps the heap within, in bytes.
-    pub budget_bytes: u64,
+    /// The program's whole resident set is held within this (`--memory`), as a memory
+    /// cgroup's limit: the paged heap's budget is what the rest of it leaves, measured by
+    /// the library at start and each second. In bytes.
+    pub memory_bytes: u64,
     /// Address space reserved for the paged heap, in bytes.
     pub arena_bytes: u64,
     pub policy: PolicyKind,
@@ -51,10 +53,10 @@ impl RunConfig {
                 crate::READAHEAD_PAGES_MAX
             ));
         }
-        if self.arena_bytes <= self.budget_bytes || self.arena_bytes > ARENA_MAX_BYTES {
+        if self.arena_bytes <= self.memory_bytes || self.arena_bytes > ARENA_MAX_BYTES {
             return Err(format!(
-                "arena_bytes {} must be above budget_bytes {} and at most {ARENA_MAX_BYTES}",
-                self.arena_bytes, self.budget_bytes
+                "arena_bytes {} must be above memory_bytes {} and at most {ARENA_MAX_BYTES}",
+                self.arena_bytes, self.memory_bytes
             ));
         }
         Ok(())
@@ -73,7 +75,8 @@ impl RunConfig {
             // serve that.
             fault_mode: crate::FaultMode::HandlerThreads(self.handler_threads),
             readahead_pages: self.readahead_pages,
-            ..crate::PagerConfig::new(self.budget_bytes)
+            // Started at the whole of --memory; the library lowers it at once.
+            ..crate::PagerConfig::new(self.memory_bytes)
         }
     }
 
@@ -110,6 +113,17 @@ pub struct RunReport {
     pub pid: u32,
     /// Written at exit (the last one), not a periodic snapshot.
     pub at_exit: bool,
+    /// `--memory`: the limit on the program's whole resident set.
+    #[serde(default)]
+    pub memory_bytes: u64,
+    /// The program's resident set (anonymous, file and shared memory), now and at its
+    /// highest (`VmHWM`).
+    #[serde(default)]
+    pub rss_bytes: u64,
+    #[serde(default)]
+    pub rss_max_bytes: u64,
+    /// The paged heap's budget now: what the rest of the resident set leaves of
+    /// `memory_bytes`.
     pub budget_bytes: u64,
     /// Pages faults may map above the budget before they wait for room.
     #[serde(default)]

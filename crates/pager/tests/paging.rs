@@ -9,6 +9,7 @@ use std::sync::Arc;
 use rand_core::{RngCore, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use znswap_pager::{FaultMode, Pager, PagerConfig, Region, PAGE_BYTES};
+use znswap_pager_core::ZERO_FILL_AROUND_PAGES;
 use znswap_zoned::{CreateOptions, FileDevice, Geometry, MemDevice, ZonedDevice};
 
 use common::{check, fill};
@@ -380,10 +381,15 @@ fn every_bench_workload_reads_back_exactly_on_both_devices() {
             let case = format!("{name} on the {} device", if file_device { "file" } else { "in-memory" });
             assert!(stats.swap_outs_written > region_pages / 2, "{case}: pages must have been swapped out: {stats:?}");
             assert!(stats.swap_in_reads > 0, "{case}: pages must have been swapped in: {stats:?}");
+            // Past the budget and its slack only by faults the core let through, counted,
+            // when no room came in time (a loaded machine: 20 tests on 2 CPUs), each
+            // mapping at most its page and the zero-filled pages after it.
+            let allowed = budget_pages + slack + stats.budget_overruns * (1 + ZERO_FILL_AROUND_PAGES);
             assert!(
-                stats.resident_pages_max <= budget_pages + slack,
-                "{case}: resident max {} over budget {budget_pages} + slack {slack}",
-                stats.resident_pages_max
+                stats.resident_pages_max <= allowed,
+                "{case}: resident max {} over budget {budget_pages} + slack {slack} ({} faults let through)",
+                stats.resident_pages_max,
+                stats.budget_overruns
             );
             assert_eq!((stats.lost_pages, stats.device_errors), (0, 0), "{case}");
             drop(region);

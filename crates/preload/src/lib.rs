@@ -70,8 +70,12 @@ struct Runtime {
     /// Never dropped: the program's heap lives in it until the process ends.
     region: Region,
     arena_bytes: u64,
-    budget_bytes: u64,
+    /// `--memory`: the limit on the whole resident set (see [`govern`]).
+    memory_bytes: u64,
     slack_pages: u64,
+    /// What the rest of the resident set will take at least: what it took at start plus
+    /// the pager's buffers, which become resident only as they are first used.
+    rest_floor_bytes: u64,
     /// Where the figures go (`RunConfig::stats`).
     stats: PathBuf,
     /// The process that started the pager (a forked child must not write its figures).
@@ -170,12 +174,14 @@ fn start(config: RunConfig) -> Result<(), String> {
     if heap.is_null() {
         return Err("mimalloc could not make a heap in the paged arena".into());
     }
+    let pager_buffers = pager.buffers_bytes();
     let runtime = Runtime {
         pager,
         region,
         arena_bytes,
-        budget_bytes: config.budget_bytes,
+        memory_bytes: config.memory_bytes,
         slack_pages,
+        rest_floor_bytes: resident_set().map_or(0, |(now, _)| now) + pager_buffers,
         stats: config.stats,
         pid: std::process::id(),
     };
@@ -183,20 +189,64 @@ fn start(config: RunConfig) -> Result<(), String> {
         return Err("the library was started twice".into());
     }
     alloc::PAGED_HEAP.store(heap, std::sync::atomic::Ordering::Release);
-    // A first report now: the launcher then knows the pager started, however the
-    // program ends.
+    // The budget from what the program holds already, before its `main`; and a first
+    // report, so the launcher knows the pager started, however the program ends.
+    govern();
     write_report(false);
-    // Detached: it writes the figures (and saves the device's counters) each second
-    // until the process ends, so a program that ends in `_exit` or by a signal leaves
-    // them as of its last second.
-    PagerThread::spawn("znswap-stats", "stats thread", Some(alloc::mark_internal_thread), || loop {
-        std::thread::sleep(Duration::from_secs(1));
-        write_report(false);
+    // Detached: it holds the budget to --memory every 100 ms and writes the figures (and
+    // saves the device's counters) each second until the process ends, so a program
+    // that ends by a signal leaves them as of its last second.
+    PagerThread::spawn("znswap-stats", "stats thread", Some(alloc::mark_internal_thread), || {
+        for tick in 1u64.. {
+            std::thread::sleep(Duration::from_millis(100));
+            govern();
+            if tick % 10 == 0 {
+                write_report(false);
+            }
+        }
     })
     .map_err(|error| format!("starting the stats thread: {error}"))?;
     // SAFETY: registers a plain function; it runs at exit on the exiting thread.
     unsafe { libc::atexit(at_exit) };
     Ok(())
+}
+
+/// The smallest budget the governor leaves the paged heap, whatever the rest takes: a
+/// few eviction rounds' worth, so the pager still works (a program whose unpaged memory
+/// alone passes `--memory` is over its limit, as it would be under a cgroup).
+const BUDGET_FLOOR_BYTES: u64 = 4 << 20;
+
+/// Holds the program's whole resident set (anonymous, file-backed and shared memory:
+/// what a memory cgroup counts of a process) within `--memory`: the paged heap's budget
+/// is what the rest leaves, less the slack faults may use above it. Measured at start
+/// and every 100 ms (a program's unpaged memory grows fast at its start, the pager's own
+/// buffers with its first swap-outs and GC); moved when it is off by a MiB or more.
+fn govern() {
+    let Some(runtime) = RUNTIME.get() else { return };
+    if std::process::id() != runtime.pid {
+        return;
+    }
+    let Some(rss) = resident_set().map(|(now, _)| now) else { return };
+    let paged = runtime.pager.stats().resident_pages * znswap_pager::PAGE_BYTES as u64;
+    let rest = rss.saturating_sub(paged).max(runtime.rest_floor_bytes);
+    let floor = BUDGET_FLOOR_BYTES.max(runtime.pager.budget_bytes_min());
+    let slack = runtime.slack_pages * znswap_pager::PAGE_BYTES as u64;
+    let budget = runtime.memory_bytes.saturating_sub(rest + slack).max(floor);
+    if budget.abs_diff(runtime.pager.budget_bytes()) >= 1 << 20 {
+        let _ = runtime.pager.set_budget(budget);
+    }
+}
+
+/// The resident set now and at its highest (`VmHWM`), in bytes: `RssAnon + RssFile +
+/// RssShmem`.
+fn resident_set() -> Option<(u64, u64)> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let kib = |key: &str| -> Option<u64> {
+        let line = status.lines().find(|line| line.starts_with(key))?;
+        line.split_whitespace().nth(1)?.parse::<u64>().ok().map(|kib| kib * 1024)
+    };
+    let now = kib("RssAnon:")? + kib("RssFile:")? + kib("RssShmem:").unwrap_or(0);
+    Some((now, kib("VmHWM:").unwrap_or(now)))
 }
 
 /// Whether `[start, start + len)` overlaps the paged arena.
@@ -226,7 +276,10 @@ fn report(runtime: &Runtime, at_exit: bool) -> RunReport {
     RunReport {
         pid: runtime.pid,
         at_exit,
-        budget_bytes: runtime.budget_bytes,
+        memory_bytes: runtime.memory_bytes,
+        rss_bytes: resident_set().map_or(0, |(now, _)| now),
+        rss_max_bytes: resident_set().map_or(0, |(_, max)| max),
+        budget_bytes: runtime.pager.budget_bytes(),
         slack_pages: runtime.slack_pages,
         arena_bytes: runtime.arena_bytes,
         swapped_out_pages: stats.swap_outs_written,

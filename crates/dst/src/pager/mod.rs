@@ -72,7 +72,12 @@ const SWEEP_STEPS_PER_PAGE: u64 = 4_000;
 /// naming the seed and how to replay it.
 pub fn run(options: &PagerDstOptions) -> PagerDstReport {
     let mut rng = crate::scenario::rng(options.seed ^ 0x9a9e_5eed);
-    let scenario = options.scenario.clone().unwrap_or_else(|| PagerScenario::random(&mut rng));
+    let scenario = options.scenario.clone().unwrap_or_else(|| {
+        let mut scenario = PagerScenario::random(&mut rng);
+        let mut own = crate::scenario::rng(options.seed ^ 0xb0d6_e7c4);
+        scenario.budget_change_steps = [0, 0, 30_000, 300_000][crate::scenario::below(&mut own, 4) as usize];
+        scenario
+    });
     let config = CoreConfig {
         budget_pages: scenario.budget_pages,
         slack_pages: scenario.slack_pages,

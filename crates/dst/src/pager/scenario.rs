@@ -65,6 +65,9 @@ pub struct PagerScenario {
     /// The program forks about once per this many steps (the child reads its snapshot
     /// while the parent runs on); 0: never.
     pub fork_steps: u64,
+    /// The budget changes (as `znswap run` moves it with what else the program holds
+    /// resident) about once per this many steps; 0: never.
+    pub budget_change_steps: u64,
     pub faults: PagerFaults,
 }
 
@@ -138,6 +141,9 @@ impl PagerScenario {
                 PagerFaultMode::SelfPaging => 0,
             },
             fork_steps: [0, 100_000, 400_000][below(rng, 3) as usize],
+            // Drawn by the caller from a stream of its own, so the draws above (and the
+            // world's after them) stay what they were for every seed.
+            budget_change_steps: 0,
             faults,
         };
         // Hot/cold seeds with two tenants run lifetime (three GC streams): decided from

@@ -137,6 +137,8 @@ pub struct Coverage {
     pub zero_fills_landed: u64,
     pub zero_fills_refused: u64,
     pub forks: u64,
+    /// Budget changes while the run went on.
+    pub budget_changes: u64,
     /// The child's reads of its snapshot: from held slots, zero pages, lost pages.
     pub child_reads_slot: u64,
     pub child_reads_zero: u64,
@@ -319,6 +321,7 @@ pub struct World {
     next_discard_step: u64,
     fork: Option<ForkModel>,
     next_fork_step: u64,
+    next_budget_step: u64,
 }
 
 const VIOLATIONS_MAX: usize = 32;
@@ -392,6 +395,7 @@ impl World {
             },
             fork: None,
             next_fork_step: if scenario.fork_steps == 0 { u64::MAX } else { scenario.fork_steps },
+            next_budget_step: if scenario.budget_change_steps == 0 { u64::MAX } else { scenario.budget_change_steps },
             scenario,
         }
     }
@@ -746,7 +750,8 @@ impl World {
             3 => self.step_io(index),
             4 => self.step_churn(),
             5 => self.step_program_discard(),
-            _ => self.step_fork(),
+            6 => self.step_fork(),
+            _ => self.step_budget(),
         }
         true
     }
@@ -821,6 +826,9 @@ impl World {
         };
         if fork_due {
             runnable.push((6, 0));
+        }
+        if self.step >= self.next_budget_step && !self.sweeping {
+            runnable.push((7, 0));
         }
         runnable
     }
@@ -1397,6 +1405,19 @@ impl World {
             }
         }
         self.add_region(pages, freed);
+    }
+
+    /// The budget moves (as `znswap run` moves it with the program's unpaged memory):
+    /// anywhere from the smallest the core takes up to the scenario's.
+    fn step_budget(&mut self) {
+        assert!(!self.locked, "the budget changes under the state lock, taken here");
+        let steps = self.scenario.budget_change_steps;
+        self.next_budget_step = self.step + steps / 2 + below(&mut self.rng, steps.max(1));
+        let min = self.core.budget_pages_min();
+        let budget = min + below(&mut self.rng, self.scenario.budget_pages.saturating_sub(min) + 1);
+        self.core.set_budget(budget).expect("a budget within the core's bounds");
+        self.after_lock_step();
+        self.coverage.budget_changes += 1;
     }
 
     // --------------------------------------------------------------- the end

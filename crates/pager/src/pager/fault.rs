@@ -33,7 +33,7 @@ thread_local! {
 /// A fault's part of its [`Live`] shell: the buffers a read fills.
 pub(super) struct FaultRole<'a> {
     page: &'a mut AlignedPage,
-    readahead: Option<MutexGuard<'a, Vec<AlignedPage>>>,
+    readahead: Option<MutexGuard<'a, crate::page_buffers::ZeroedPages>>,
     /// Pages the last read filled (more than one: in the read-ahead buffer).
     read_pages: u32,
     /// A read's pages await their install: its time is counted.

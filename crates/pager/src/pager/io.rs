@@ -7,7 +7,7 @@ use znswap_pager_core::{IoCompletion, IoPlan, IoShell, IoThread, PageSource};
 
 use super::shell::{CpuTime, Live, Role};
 use super::*;
-use crate::page_buffers::{bytes, bytes_mut, AlignedPage, ZERO_PAGE};
+use crate::page_buffers::{bytes, bytes_mut, ZeroedPages, ZERO_PAGE};
 
 /// An I/O thread's working memory, allocated once: a fresh megabyte per request cost a
 /// page fault and a memset per page of it, about a third of the I/O thread's CPU on a
@@ -15,19 +15,19 @@ use crate::page_buffers::{bytes, bytes_mut, AlignedPage, ZERO_PAGE};
 struct IoScratch {
     /// Chunk footers to append, and reads that land in no buffer of their own;
     /// page-aligned, so O_DIRECT needs no bounce copy.
-    pages: Vec<AlignedPage>,
+    pages: ZeroedPages,
     metadata: Vec<u8>,
 }
 
 impl IoScratch {
     fn new(append_pages_max: usize) -> IoScratch {
-        IoScratch { pages: vec![AlignedPage::ZERO; append_pages_max], metadata: Vec::new() }
+        IoScratch { pages: ZeroedPages::new(append_pages_max), metadata: Vec::new() }
     }
 
     /// Ready for an I/O of `pages` pages (larger ones grow it, once).
     fn prepare(&mut self, pages: usize) {
         if self.pages.len() < pages {
-            self.pages.resize(pages, AlignedPage::ZERO);
+            self.pages = ZeroedPages::new(pages);
         }
         self.metadata.clear();
     }

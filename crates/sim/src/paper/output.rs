@@ -98,8 +98,3 @@ pub fn ratio(a: f64, b: f64) -> f64 {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-}
