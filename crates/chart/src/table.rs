@@ -34,13 +34,15 @@ impl Table {
                 .iter()
                 .zip(&widths)
                 .enumerate()
-                .map(|(column, (cell, &width))| {
-                    if column == 0 {
-                        format!("{cell:<width$}")
-                    } else {
-                        format!("{cell:>width$}")
-                    }
-                })
+                .map(
+                    |(column, (cell, &width))| {
+                        if column == 0 {
+                            format!("{cell:<width$}")
+                        } else {
+                            format!("{cell:>width$}")
+                        }
+                    },
+                )
                 .collect();
             padded.join("  ").trim_end().to_string() + "\n"
         };

@@ -163,8 +163,9 @@ fn prepare(args: &RunArgs, stats_path: PathBuf, alive_fd: i32) -> Result<Launch>
     };
     config.check().map_err(|error| anyhow::anyhow!("internal: the run configuration is wrong: {error}"))?;
     anyhow::ensure!(config.device.to_str().is_some(), "the device path {} is not UTF-8", device_path.display());
-    Pager::check(&geometry, &config.pager_config())
-        .with_context(|| format!("{} cannot serve as swap with --memory {}", device_path.display(), format_size(memory)))?;
+    Pager::check(&geometry, &config.pager_config()).with_context(|| {
+        format!("{} cannot serve as swap with --memory {}", device_path.display(), format_size(memory))
+    })?;
     // Last, so that a refusal above leaves no file behind.
     let stats_file = match &args.stats {
         Some(path) => {
@@ -333,9 +334,8 @@ pub fn run(args: RunArgs) -> Result<u8> {
     }
     // The summary is out and the program's status is kept whatever happens to the file.
     if let Some((path, file)) = stats_file.as_mut() {
-        let written = serde_json::to_vec_pretty(&summary)
-            .map_err(std::io::Error::other)
-            .and_then(|json| file.write_all(&json));
+        let written =
+            serde_json::to_vec_pretty(&summary).map_err(std::io::Error::other).and_then(|json| file.write_all(&json));
         if let Err(error) = written {
             eprintln!("znswap run: warning: --stats {}: the summary could not be written: {error}", path.display());
         }
@@ -430,10 +430,8 @@ impl Summary {
             );
         };
         let page = PAGE_BYTES as u64;
-        let waf = znswap_core::waf(
-            r.host_bytes_written,
-            r.host_bytes_written + r.gc_bytes_written + r.record_bytes_written,
-        );
+        let waf =
+            znswap_core::waf(r.host_bytes_written, r.host_bytes_written + r.gc_bytes_written + r.record_bytes_written);
         let paged = r.resident_pages * page;
         let uncovered = r.rss_anon_bytes.saturating_sub(paged);
         let mut out = format!("znswap run: {} {} after {:.1} s\n", self.command, self.ended(), self.seconds);

@@ -71,7 +71,6 @@ struct Phase<'a> {
     deadline: Instant,
 }
 
-
 /// Appends `io_bytes` chunks into zones claimed one after another until the budget or
 /// the deadline; returns bytes written.
 fn append_own_zones(phase: &Phase, io_bytes: u64, written: &AtomicU64) -> Result<()> {

@@ -381,11 +381,8 @@ fn the_summary_says_how_the_program_ended() {
 
     // `_exit` runs no exit handlers; the figures still come (the library wraps it).
     let stats = dir.path().join("exit.json");
-    let fast = launch(
-        &device,
-        &["--memory", "16M", "--stats", stats.to_str().unwrap()],
-        &[HEAP_CHECK, "exit-fast", "64"],
-    );
+    let fast =
+        launch(&device, &["--memory", "16M", "--stats", stats.to_str().unwrap()], &[HEAP_CHECK, "exit-fast", "64"]);
     assert_eq!(fast.status.code(), Some(3), "{}", stderr(&fast));
     let summary: serde_json::Value = serde_json::from_slice(&std::fs::read(&stats).unwrap()).unwrap();
     assert!(summary["report"]["at_exit"].as_bool().unwrap(), "{summary}");
@@ -441,11 +438,8 @@ fn the_programs_whole_resident_set_stays_within_memory() {
     let device = device(dir.path());
     let stats = dir.path().join("stats.json");
     let memory = 48u64 << 20;
-    let output = launch(
-        &device,
-        &["--memory", "48M", "--stats", stats.to_str().unwrap()],
-        &[HEAP_CHECK, "heap", "128"],
-    );
+    let output =
+        launch(&device, &["--memory", "48M", "--stats", stats.to_str().unwrap()], &[HEAP_CHECK, "heap", "128"]);
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     let summary: serde_json::Value = serde_json::from_slice(&std::fs::read(&stats).unwrap()).unwrap();
     let report = &summary["report"];

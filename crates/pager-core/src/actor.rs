@@ -168,10 +168,17 @@ enum EvictorPhase {
     Check,
     Discard(DiscardPhase),
     /// Write-protect range `range` of the round (`mappings` held since the pick).
-    Protect { range: usize, pause: Option<Pause> },
+    Protect {
+        range: usize,
+        pause: Option<Pause>,
+    },
     /// Look for all-zero victims (they need no write).
-    ZeroCheck { pause: Option<Pause> },
-    HandOver { pause: Option<Pause> },
+    ZeroCheck {
+        pause: Option<Pause>,
+    },
+    HandOver {
+        pause: Option<Pause>,
+    },
 }
 
 /// The evictor: discards written-out pages, picks victims, write-protects them and looks

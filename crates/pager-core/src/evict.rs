@@ -191,7 +191,8 @@ impl PagerCore {
     /// A round's buffers, sized for the largest round: one per evictor thread.
     pub fn evict_round(&mut self) -> EvictRound {
         let batch = self.config.evict_batch_pages;
-        assert!(self.rounds < u8::MAX, "at most 255 evictors");
+        // Round ids run from 1; a page byte names ids below `ROUNDS_MAX`.
+        assert!(self.rounds + 1 < crate::page::ROUNDS_MAX, "at most {} evictors", crate::page::ROUNDS_MAX - 2);
         self.rounds += 1;
         EvictRound {
             id: self.rounds,

@@ -83,9 +83,7 @@ mod program;
 mod region;
 
 pub use action::{Action, Actions, CopyFrom, Wakeups};
-pub use actor::{
-    Evictor, EvictorDid, EvictorShell, FaultShell, FaultTask, IoShell, IoThread, Next, Shell, WaitOn,
-};
+pub use actor::{Evictor, EvictorDid, EvictorShell, FaultShell, FaultTask, IoShell, IoThread, Next, Shell, WaitOn};
 pub use evict::{AddressRange, DiscardBatch, EvictRound, EvictorWork, ProtectRange};
 pub use fault::{Fault, FaultKind, FaultStep, Pause, ROOM_WAIT_MAX_NS, ZERO_FILL_AROUND_PAGES};
 pub use io::{IoCompletion, IoPlan, PageSource};
@@ -469,7 +467,7 @@ impl PagerCore {
         assert!(region.live, "region {owner} removed twice");
         let pages = region.pages;
         // Pages awaiting their discard stay counted until the discard (which skips them).
-        let resident = region.states.iter().filter(|state| state.is_resident()).count() as u64;
+        let resident = region.states.iter().filter(|&&byte| PageState::from_byte(byte).is_resident()).count() as u64;
         region.live = false;
         region.states = Vec::new();
         self.engine.free(owner, 0..pages, now).expect("freeing a registered region");
@@ -498,7 +496,7 @@ impl PagerCore {
     /// The state of a live region's page.
     pub fn page_state(&self, owner: u32, page: u64) -> Option<PageState> {
         let region = self.regions.get(owner as usize).filter(|region| region.live)?;
-        region.states.get(page as usize).copied()
+        region.states.get(page as usize).map(|&byte| PageState::from_byte(byte))
     }
 
     fn page_address(&self, owner: u32, page: u64) -> u64 {
@@ -507,13 +505,14 @@ impl PagerCore {
 
     /// Moves a page to `to`, checking the move is one the pager makes.
     fn set_state(&mut self, owner: u32, page: u64, to: PageState) {
-        let state = &mut self.regions[owner as usize].states[page as usize];
-        assert!(*state == to || state.may_become(to), "page {owner}:{page}: {state:?} -> {to:?} is not a transition");
-        *state = to;
+        let byte = &mut self.regions[owner as usize].states[page as usize];
+        let state = PageState::from_byte(*byte);
+        assert!(state == to || state.may_become(to), "page {owner}:{page}: {state:?} -> {to:?} is not a transition");
+        *byte = to.to_byte();
     }
 
     fn state(&self, owner: u32, page: u64) -> PageState {
-        self.regions[owner as usize].states[page as usize]
+        self.regions[owner as usize].state(page)
     }
 
     fn same_region(&self, owner: u32, generation: u64) -> bool {
@@ -574,7 +573,7 @@ impl PagerCore {
             if !region.live {
                 continue;
             }
-            for (page, &state) in region.states.iter().enumerate() {
+            for (page, state) in region.states.iter().map(|&byte| PageState::from_byte(byte)).enumerate() {
                 let engine = self.engine.page_state(owner as u32, page as u64).expect("a live region's page");
                 let agrees = match state {
                     PageState::Unmapped => {

@@ -42,7 +42,46 @@ pub enum PageState {
     Removed,
 }
 
+/// Evictor rounds a page byte can name (`PageState::Evicting { by }`, `by` below this).
+pub(crate) const ROUNDS_MAX: u8 = 255 - EVICTING;
+
+/// `Evicting { by }` is this plus `by` in a region's byte.
+const EVICTING: u8 = 8;
+
 impl PageState {
+    /// The byte a region keeps for a page. `Unmapped` is 0, so a region's table starts
+    /// as zeroed memory the kernel maps only as it is written: a 8 GiB arena's 2M pages
+    /// cost nothing resident until they are used.
+    pub(crate) fn to_byte(self) -> u8 {
+        match self {
+            PageState::Unmapped => 0,
+            PageState::Resident => 1,
+            PageState::Referenced => 2,
+            PageState::Writing => 3,
+            PageState::Dropping => 4,
+            PageState::Poisoned => 5,
+            PageState::Removed => 6,
+            PageState::Evicting { by } => {
+                assert!(by < ROUNDS_MAX, "evictor round {by} beyond a page byte's");
+                EVICTING + by
+            }
+        }
+    }
+
+    pub(crate) fn from_byte(byte: u8) -> PageState {
+        match byte {
+            0 => PageState::Unmapped,
+            1 => PageState::Resident,
+            2 => PageState::Referenced,
+            3 => PageState::Writing,
+            4 => PageState::Dropping,
+            5 => PageState::Poisoned,
+            6 => PageState::Removed,
+            by if by >= EVICTING => PageState::Evicting { by: by - EVICTING },
+            other => panic!("page byte {other} names no state"),
+        }
+    }
+
     /// Counted in the resident set and owned by the pager (`Dropping` pages are counted
     /// too until discarded, but belong to the device already).
     pub fn is_resident(self) -> bool {
@@ -95,6 +134,7 @@ impl PageState {
 #[cfg(test)]
 mod tests {
     use super::PageState::{self, *};
+    use super::ROUNDS_MAX;
 
     const ALL: [PageState; 9] =
         [Unmapped, Resident, Referenced, Evicting { by: 0 }, Evicting { by: 1 }, Writing, Dropping, Poisoned, Removed];
@@ -130,5 +170,19 @@ mod tests {
             }
         }
         assert!(!Dropping.may_become(Removed), "a page awaiting the pager's discard stays Dropping");
+    }
+
+    #[test]
+    fn every_state_survives_its_byte_and_unmapped_is_zero() {
+        assert_eq!(Unmapped.to_byte(), 0);
+        let mut states = vec![Unmapped, Resident, Referenced, Writing, Dropping, Poisoned, Removed];
+        states.extend((0..ROUNDS_MAX).map(|by| Evicting { by }));
+        let mut bytes: Vec<u8> = states.iter().map(|state| state.to_byte()).collect();
+        for (state, &byte) in states.iter().zip(&bytes) {
+            assert_eq!(PageState::from_byte(byte), *state);
+        }
+        bytes.sort_unstable();
+        bytes.dedup();
+        assert_eq!(bytes.len(), states.len(), "two states share a byte");
     }
 }

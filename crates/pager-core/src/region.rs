@@ -8,7 +8,8 @@ pub(crate) struct Region {
     pub generation: u64,
     pub base: u64,
     pub pages: u64,
-    pub states: Vec<PageState>,
+    /// Each page's `PageState`, a byte each (`PageState::to_byte`).
+    pub states: Vec<u8>,
     pub live: bool,
     /// The page of the last missing fault, and how many faults in a row followed it.
     pub last_fault: u64,
@@ -24,12 +25,17 @@ impl Region {
             generation,
             base,
             pages,
-            states: vec![PageState::Unmapped; pages as usize],
+            // Zeroed, not written: all `Unmapped`, and resident only as pages are used.
+            states: vec![0; pages as usize],
             live: true,
             last_fault: u64::MAX,
             sequential_faults: 0,
             program_discards: false,
         }
+    }
+
+    pub fn state(&self, page: u64) -> PageState {
+        PageState::from_byte(self.states[page as usize])
     }
 
     pub fn end(&self) -> u64 {

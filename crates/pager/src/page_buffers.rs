@@ -119,9 +119,7 @@ impl PageBuffers {
         // SAFETY: the pages are consecutive in one mapping, `count * PAGE_BYTES` bytes
         // from `first`; the caller guarantees exclusive access (interior mutability of
         // memory this value owns, handed out by ownership, not by `&mut self`).
-        unsafe {
-            std::slice::from_raw_parts_mut(self.pages.pages.add(first).cast::<u8>(), count * PAGE_BYTES)
-        }
+        unsafe { std::slice::from_raw_parts_mut(self.pages.pages.add(first).cast::<u8>(), count * PAGE_BYTES) }
     }
 }
 

@@ -47,11 +47,7 @@ impl RunConfig {
             return Err("handler_threads is 0: at least one thread must serve faults".into());
         }
         if self.readahead_pages > crate::READAHEAD_PAGES_MAX {
-            return Err(format!(
-                "readahead_pages is {}: at most {}",
-                self.readahead_pages,
-                crate::READAHEAD_PAGES_MAX
-            ));
+            return Err(format!("readahead_pages is {}: at most {}", self.readahead_pages, crate::READAHEAD_PAGES_MAX));
         }
         if self.arena_bytes <= self.memory_bytes || self.arena_bytes > ARENA_MAX_BYTES {
             return Err(format!(

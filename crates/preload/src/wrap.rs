@@ -79,7 +79,9 @@ pub unsafe extern "C" fn madvise(address: *mut libc::c_void, len: usize, advice:
             if crate::alloc::is_internal_thread() {
                 // The arena is pinned for mimalloc, and the pager's threads never touch
                 // it: a discard from one would be a bug that loses the program's data.
-                say!("znswap run: a pager thread discarded paged memory at {start:#x}; stopping rather than losing data");
+                say!(
+                    "znswap run: a pager thread discarded paged memory at {start:#x}; stopping rather than losing data"
+                );
                 std::process::abort();
             }
             let _internal = Internal::enter();
@@ -127,7 +129,8 @@ unsafe fn real_fork() -> libc::pid_t {
         REAL.store(real, Relaxed);
     }
     // SAFETY: `real` is the C library's `fork`, whose signature this is.
-    let real: extern "C" fn() -> libc::pid_t = unsafe { std::mem::transmute::<usize, extern "C" fn() -> libc::pid_t>(real) };
+    let real: extern "C" fn() -> libc::pid_t =
+        unsafe { std::mem::transmute::<usize, extern "C" fn() -> libc::pid_t>(real) };
     real()
 }
 

@@ -55,12 +55,9 @@ pub fn first_wrong_byte(bytes: &[u8], page: u64, version: u64) -> Option<usize> 
     let seed = seed(page, version);
     let expected = |index: usize| if version == 0 { 0 } else { word(seed, index) };
     // The common case, no difference, checked without branching per word.
-    let diff = bytes
-        .chunks_exact(8)
-        .enumerate()
-        .fold(0u64, |acc, (index, chunk)| {
-            acc | (u64::from_le_bytes(chunk.try_into().expect("8 bytes")) ^ expected(index))
-        });
+    let diff = bytes.chunks_exact(8).enumerate().fold(0u64, |acc, (index, chunk)| {
+        acc | (u64::from_le_bytes(chunk.try_into().expect("8 bytes")) ^ expected(index))
+    });
     if diff == 0 {
         return None;
     }

@@ -44,7 +44,6 @@ impl ValueSize {
     }
 }
 
-
 /// The keys `0..keys` and their values under one seed.
 #[derive(Clone, Copy, Debug)]
 pub struct Keyspace {

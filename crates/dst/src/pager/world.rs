@@ -1506,7 +1506,8 @@ impl World {
 
     /// What every actor is doing, for a hang's report.
     pub fn describe(&self) -> String {
-        let fault = |slot: &FaultSlot| format!("{} {:?} room epoch {}", slot.task.describe(), slot.waiting, slot.room_epoch);
+        let fault =
+            |slot: &FaultSlot| format!("{} {:?} room epoch {}", slot.task.describe(), slot.waiting, slot.room_epoch);
         let mut lines = vec![format!(
             "step {} resident {} budget {} slack {} evictor work {:?} events {} room epoch {} mappings readers {}",
             self.step,
@@ -1611,7 +1612,8 @@ impl Shell for Sim<'_> {
 
 impl EvictorShell for Sim<'_> {
     fn write_protect(&mut self, start: u64, end: u64) -> bool {
-        self.world.trace(start, (end - start) / PAGE_BYTES as u64, &|| format!("evictor protects {start:#x}..{end:#x}"));
+        self.world
+            .trace(start, (end - start) / PAGE_BYTES as u64, &|| format!("evictor protects {start:#x}..{end:#x}"));
         self.world.write_protect(start, end)
     }
 

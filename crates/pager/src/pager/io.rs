@@ -114,14 +114,7 @@ impl Shared {
     /// One append: its pages go to the device from where they are, in one `pwritev`,
     /// outside the lock, with `records` (the engine's, taken under the lock) as per-LBA
     /// metadata or in the footer page.
-    fn append(
-        &self,
-        plan: &IoPlan,
-        zone: u32,
-        pages: usize,
-        records: &[u8],
-        scratch: &mut IoScratch,
-    ) -> IoCompletion {
+    fn append(&self, plan: &IoPlan, zone: u32, pages: usize, records: &[u8], scratch: &mut IoScratch) -> IoCompletion {
         scratch.prepare(pages);
         if self.footer_mode {
             if let Some(index) = plan.sources().iter().position(|source| *source == PageSource::Footer) {

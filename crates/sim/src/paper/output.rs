@@ -97,4 +97,3 @@ pub fn ratio(a: f64, b: f64) -> f64 {
         a / b
     }
 }
-
