@@ -283,30 +283,36 @@ fn tenants_with_their_own_regions_page_independently() {
     }
 }
 
+/// Fills 4096 pages of a new region of `pager` and sweeps them in order once they are
+/// swapped out, every page checked; returns (faults, pages read) of the sweep.
+fn readahead_sweep(pager: &Pager) -> (u64, u64) {
+    let mut region = pager.alloc(4096 * PAGE_BYTES as u64, 0).unwrap();
+    let memory = region.as_mut_slice();
+    for page in 0..4096u64 {
+        fill(&mut memory[page as usize * PAGE_BYTES..][..PAGE_BYTES], page, 1);
+    }
+    let before = pager.stats();
+    for page in 0..4096u64 {
+        check(&memory[page as usize * PAGE_BYTES..][..PAGE_BYTES], page, 1);
+    }
+    let after = pager.stats();
+    assert_eq!(after.lost_pages, 0);
+    (after.missing_faults - before.missing_faults, after.swap_in_reads - before.swap_in_reads)
+}
+
+fn readahead_pager(fault_mode: FaultMode) -> Pager {
+    let device: Arc<dyn ZonedDevice> = Arc::new(MemDevice::new(geometry(48, 1, 16)).unwrap());
+    Pager::new(device, PagerConfig { readahead_pages: 8, ..config(fault_mode, 512) }).unwrap()
+}
+
 /// A sequential sweep over swapped-out pages with a readahead window: every page reads
 /// back exactly, and most pages arrive by readahead instead of by their own fault.
 #[test]
 fn readahead_serves_a_sequential_sweep_in_fewer_faults() {
     for fault_mode in [FaultMode::SelfPaging, FaultMode::HandlerThreads(1)] {
-        let device: Arc<dyn ZonedDevice> = Arc::new(MemDevice::new(geometry(48, 1, 16)).unwrap());
-        let pager_config = PagerConfig { readahead_pages: 8, ..config(fault_mode, 512) };
-        let pager = Pager::new(device, pager_config).unwrap();
-        let mut region = pager.alloc(4096 * PAGE_BYTES as u64, 0).unwrap();
-        let memory = region.as_mut_slice();
-        for page in 0..4096u64 {
-            fill(&mut memory[page as usize * PAGE_BYTES..][..PAGE_BYTES], page, 1);
-        }
-        let before = pager.stats();
-        for page in 0..4096u64 {
-            check(&memory[page as usize * PAGE_BYTES..][..PAGE_BYTES], page, 1);
-        }
-        let after = pager.stats();
-        let faults = after.missing_faults - before.missing_faults;
-        let reads = after.swap_in_reads - before.swap_in_reads;
+        let (faults, reads) = readahead_sweep(&readahead_pager(fault_mode));
         assert!(reads > 3000, "{fault_mode:?}: the sweep swaps most pages in: {reads}");
         assert!(faults * 3 < reads, "{fault_mode:?}: {faults} faults for {reads} pages read");
-        assert_eq!(after.lost_pages, 0);
-        drop(region);
     }
 }
 
@@ -319,23 +325,8 @@ fn readahead_works_when_another_pager_without_it_is_asked_first() {
     let plain = Pager::new(device, config(FaultMode::SelfPaging, 512)).unwrap();
     let mut plain_region = plain.alloc(64 * PAGE_BYTES as u64, 0).unwrap();
     plain_region.as_mut_slice()[0] = 1;
-    let device: Arc<dyn ZonedDevice> = Arc::new(MemDevice::new(geometry(48, 1, 16)).unwrap());
-    let pager_config = PagerConfig { readahead_pages: 8, ..config(FaultMode::SelfPaging, 512) };
-    let pager = Pager::new(device, pager_config).unwrap();
-    let mut region = pager.alloc(4096 * PAGE_BYTES as u64, 0).unwrap();
-    let memory = region.as_mut_slice();
-    for page in 0..4096u64 {
-        fill(&mut memory[page as usize * PAGE_BYTES..][..PAGE_BYTES], page, 1);
-    }
-    let before = pager.stats();
-    for page in 0..4096u64 {
-        check(&memory[page as usize * PAGE_BYTES..][..PAGE_BYTES], page, 1);
-    }
-    let after = pager.stats();
-    let faults = after.missing_faults - before.missing_faults;
-    let reads = after.swap_in_reads - before.swap_in_reads;
+    let (faults, reads) = readahead_sweep(&readahead_pager(FaultMode::SelfPaging));
     assert!(reads > 3000 && faults * 3 < reads, "{faults} faults for {reads} pages read");
-    drop(region);
     drop(plain_region);
 }
 

@@ -76,6 +76,9 @@ struct Runtime {
     /// What the rest of the resident set will take at least: what it took at start plus
     /// the pager's buffers, which become resident only as they are first used.
     rest_floor_bytes: u64,
+    /// The least the governor leaves the paged heap (`BUDGET_FLOOR_BYTES`, or the pager's
+    /// own minimum if larger).
+    budget_floor_bytes: u64,
     /// Where the figures go (`RunConfig::stats`).
     stats: PathBuf,
     /// The process that started the pager (a forked child must not write its figures).
@@ -175,13 +178,15 @@ fn start(config: RunConfig) -> Result<(), String> {
         return Err("mimalloc could not make a heap in the paged arena".into());
     }
     let pager_buffers = pager.buffers_bytes();
+    let budget_floor_bytes = BUDGET_FLOOR_BYTES.max(pager.budget_bytes_min());
     let runtime = Runtime {
         pager,
         region,
         arena_bytes,
         memory_bytes: config.memory_bytes,
         slack_pages,
-        rest_floor_bytes: resident_set().map_or(0, |(now, _)| now) + pager_buffers,
+        rest_floor_bytes: resident_set().map_or(0, |set| set.now) + pager_buffers,
+        budget_floor_bytes,
         stats: config.stats,
         pid: std::process::id(),
     };
@@ -226,10 +231,10 @@ fn govern() {
     if std::process::id() != runtime.pid {
         return;
     }
-    let Some(rss) = resident_set().map(|(now, _)| now) else { return };
+    let Some(rss) = resident_set().map(|set| set.now) else { return };
     let paged = runtime.pager.stats().resident_pages * znswap_pager::PAGE_BYTES as u64;
     let rest = rss.saturating_sub(paged).max(runtime.rest_floor_bytes);
-    let floor = BUDGET_FLOOR_BYTES.max(runtime.pager.budget_bytes_min());
+    let floor = runtime.budget_floor_bytes;
     let slack = runtime.slack_pages * znswap_pager::PAGE_BYTES as u64;
     let budget = runtime.memory_bytes.saturating_sub(rest + slack).max(floor);
     if budget.abs_diff(runtime.pager.budget_bytes()) >= 1 << 20 {
@@ -237,16 +242,26 @@ fn govern() {
     }
 }
 
-/// The resident set now and at its highest (`VmHWM`), in bytes: `RssAnon + RssFile +
-/// RssShmem`.
-fn resident_set() -> Option<(u64, u64)> {
+/// The process's resident set, from one read of `/proc/self/status`, in bytes.
+#[derive(Clone, Copy, Default)]
+struct ResidentSet {
+    /// `RssAnon + RssFile + RssShmem`: what a memory cgroup counts of a process.
+    now: u64,
+    /// At its highest (`VmHWM`).
+    max: u64,
+    /// `RssAnon`: anonymous memory, the paged heap's resident pages among it.
+    anon: u64,
+}
+
+fn resident_set() -> Option<ResidentSet> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let kib = |key: &str| -> Option<u64> {
         let line = status.lines().find(|line| line.starts_with(key))?;
         line.split_whitespace().nth(1)?.parse::<u64>().ok().map(|kib| kib * 1024)
     };
-    let now = kib("RssAnon:")? + kib("RssFile:")? + kib("RssShmem:").unwrap_or(0);
-    Some((now, kib("VmHWM:").unwrap_or(now)))
+    let anon = kib("RssAnon:")?;
+    let now = anon + kib("RssFile:")? + kib("RssShmem:").unwrap_or(0);
+    Some(ResidentSet { now, max: kib("VmHWM:").unwrap_or(now), anon })
 }
 
 /// Whether `[start, start + len)` overlaps the paged arena.
@@ -273,12 +288,13 @@ fn report(runtime: &Runtime, at_exit: bool) -> RunReport {
     let stats = runtime.pager.stats();
     let (fault_p50_ns, _) = runtime.pager.fault_latency(0.5);
     let (fault_p99_ns, _) = runtime.pager.fault_latency(0.99);
+    let resident = resident_set().unwrap_or_default();
     RunReport {
         pid: runtime.pid,
         at_exit,
         memory_bytes: runtime.memory_bytes,
-        rss_bytes: resident_set().map_or(0, |(now, _)| now),
-        rss_max_bytes: resident_set().map_or(0, |(_, max)| max),
+        rss_bytes: resident.now,
+        rss_max_bytes: resident.max,
         budget_bytes: runtime.pager.budget_bytes(),
         slack_pages: runtime.slack_pages,
         arena_bytes: runtime.arena_bytes,
@@ -297,7 +313,7 @@ fn report(runtime: &Runtime, at_exit: bool) -> RunReport {
         lost_pages: stats.lost_pages,
         budget_overruns: stats.budget_overruns,
         device_errors: stats.device_errors,
-        rss_anon_bytes: rss_anon_bytes().unwrap_or(0),
+        rss_anon_bytes: resident.anon,
         overflow_bytes: alloc::OVERFLOW_BYTES.load(std::sync::atomic::Ordering::Relaxed),
         mlocks_ignored: wrap::MLOCKS_IGNORED.load(std::sync::atomic::Ordering::Relaxed),
         forks: wrap::FORKS.load(std::sync::atomic::Ordering::Relaxed),
@@ -327,11 +343,4 @@ fn write_report(at_exit: bool) {
     if std::fs::write(&temporary, json).is_ok() {
         let _ = std::fs::rename(&temporary, path);
     }
-}
-
-fn rss_anon_bytes() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|line| line.starts_with("RssAnon:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
 }
