@@ -531,6 +531,12 @@ impl Engine {
         *self.slots.zone(zone)
     }
 
+    /// A slot's state in the slot map: a `Valid` slot holds a swapped-out page's only
+    /// copy, written since its zone's last reset (`ZoneCounters::resets`).
+    pub fn slot_state(&self, zone: u32, slot: u32) -> crate::slot_map::SlotState {
+        self.slots.get(zone, slot)
+    }
+
     pub fn host_memory(&self) -> HostMemory {
         let slot_maps_bytes = self.slots.host_bytes();
         let victim_index_bytes = self.slots.zone_count() as u64 * 12 + 1024 * 4;

@@ -37,6 +37,6 @@ pub use engine::{Engine, EngineError, Event, HostMemory, ReadOutcome, SwapIn, Sw
 pub use io::{AppendPage, Buf, IoError, IoId, IoRequest};
 pub use owner_table::{OwnerError, PageState};
 pub use policy::{HistorySpan, PageInfo, Policy, PolicyKind, PolicyView, SwapInfo, SwapZoneId, VmInfo, ZoneInfo};
-pub use slot_map::SlotAddress;
+pub use slot_map::{SlotAddress, SlotState};
 pub use stats::{waf, Stats};
 pub use zones::{far_threshold_pages, HoldsInfo, ResetHold};

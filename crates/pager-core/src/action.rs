@@ -26,9 +26,11 @@ pub enum Action {
 /// Where the bytes of a `Copy` come from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CopyFrom {
-    /// Page `page` of the buffer the fault's read filled (0: the faulting page, then
-    /// the pages read ahead).
-    ReadBuffer { page: u32 },
+    /// The fault's own page buffer, which its read filled.
+    FaultPage,
+    /// Page `page` of the read-ahead cache (`ReadInto::Cache`): the page a fault's read
+    /// brought into it, or a page read ahead earlier (a hit).
+    Cache { page: u32 },
     /// Zeroes (private zeroed pages, writable at once).
     Zeros,
 }
@@ -40,7 +42,7 @@ pub struct Actions {
 }
 
 impl Actions {
-    /// Room for what one fault can ask: a copy per page read ahead, a few unprotect runs.
+    /// Room for what one fault can ask: a copy, a few unprotect runs.
     pub const FAULT_MAX: usize = 48;
 
     pub fn with_capacity(capacity: usize) -> Actions {

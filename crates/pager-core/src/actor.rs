@@ -24,7 +24,7 @@
 use znswap_core::{IoError, IoRequest};
 
 use crate::evict::{AddressRange, DiscardBatch, EvictRound, EvictorWork};
-use crate::fault::{Fault, FaultKind, FaultStep, Pause};
+use crate::fault::{Fault, FaultKind, FaultStep, Pause, ReadInto};
 use crate::io::{IoCompletion, IoPlan};
 use crate::{Actions, PagerCore};
 
@@ -76,8 +76,8 @@ pub trait Shell {
     fn unlock(&mut self);
     /// The core: only while the state lock is held.
     fn core(&mut self) -> &mut PagerCore;
-    /// Carries out (and drains) `actions` under the state lock. A copy from the read
-    /// buffer takes the pages the last [`FaultShell::read`] filled.
+    /// Carries out (and drains) `actions` under the state lock. A copy from the fault's
+    /// page takes what the last [`FaultShell::read`] put there.
     fn apply(&mut self, actions: &mut Actions);
     /// Takes `mappings` shared: regions stay mapped until the release.
     fn mappings_read(&mut self);
@@ -97,12 +97,9 @@ pub trait EvictorShell: Shell {
 
 /// A fault's work outside the state lock, and its shared scratch.
 pub trait FaultShell: Shell {
-    /// Tries to take the read-ahead buffer (one per pager; never waited for).
-    fn readahead_take(&mut self) -> bool;
-    fn readahead_release(&mut self);
-    /// Reads `pages` slots of `zone` from `slot` outside the lock: into the read-ahead
-    /// buffer when more than one page (the fault holds it), else the fault's page.
-    fn read(&mut self, zone: u32, slot: u32, pages: u32) -> Result<(), IoError>;
+    /// Reads `pages` slots of `zone` from `slot` outside the lock, into the fault's page
+    /// or the read-ahead cache's pages the core claimed for it.
+    fn read(&mut self, zone: u32, slot: u32, pages: u32, into: ReadInto) -> Result<(), IoError>;
     /// Under the state lock: maps a page of zeroes at `address` only where nothing is
     /// mapped, waking the faulting threads; whether it landed.
     fn zero_fill(&mut self, address: u64) -> bool;
@@ -314,7 +311,7 @@ enum FaultPhase {
     /// The lock: ask the core.
     Call,
     /// Outside the lock: the device read the core asked for.
-    Read { zone: u32, slot: u32, pages: u32 },
+    Read { zone: u32, slot: u32, pages: u32, into: ReadInto },
     /// The lock: the read's result to the core, the pages installed.
     ReadDone { result: Result<(), IoError> },
     /// Direct reclaim while waiting for room.
@@ -328,9 +325,6 @@ pub struct FaultTask {
     fault: Fault,
     phase: FaultPhase,
     actions: Actions,
-    readahead_pages: u32,
-    /// Holds the read-ahead buffer.
-    readahead: bool,
     /// Holds the direct-reclaim batch.
     discard: Option<DiscardBatch>,
     /// When it first waited for room, on the shell's clock.
@@ -351,23 +345,17 @@ impl FaultTask {
             fault: Fault::new(0, FaultKind::Missing { write: false }),
             phase: FaultPhase::Idle,
             actions: Actions::with_capacity(Actions::FAULT_MAX),
-            readahead_pages: 0,
-            readahead: false,
             discard: None,
             room_wait_since_ns: None,
             discarded_pages: 0,
         }
     }
 
-    /// Starts resolving `fault` (the last one must be resolved) for a pager that reads
-    /// `readahead_pages` ahead (`CoreConfig::readahead_pages`). A thread's task may serve
-    /// several pagers in turn (self-paging's is the thread's own), so this comes with
-    /// each fault.
-    pub fn start(&mut self, fault: Fault, readahead_pages: u32) {
+    /// Starts resolving `fault` (the last one must be resolved).
+    pub fn start(&mut self, fault: Fault) {
         assert!(matches!(self.phase, FaultPhase::Idle), "a fault started before the last one was resolved");
-        debug_assert!(!self.readahead && self.discard.is_none());
+        debug_assert!(self.discard.is_none());
         self.fault = fault;
-        self.readahead_pages = readahead_pages;
         self.phase = FaultPhase::Call;
         self.room_wait_since_ns = None;
         self.discarded_pages = 0;
@@ -397,15 +385,7 @@ impl FaultTask {
         matches!(self.phase, FaultPhase::Idle)
     }
 
-    fn release_readahead(&mut self, shell: &mut impl FaultShell) {
-        if self.readahead {
-            self.readahead = false;
-            shell.readahead_release();
-        }
-    }
-
-    fn resolved(&mut self, shell: &mut impl FaultShell, ours: bool) -> Next {
-        self.release_readahead(shell);
+    fn resolved(&mut self, ours: bool) -> Next {
         self.phase = FaultPhase::Idle;
         Next::Resolved { ours }
     }
@@ -415,10 +395,6 @@ impl FaultTask {
         match self.phase {
             FaultPhase::Idle => panic!("a fault stepped before it was started"),
             FaultPhase::Call => {
-                if self.readahead_pages > 0 && self.fault.kind() != FaultKind::WriteProtect && !self.readahead {
-                    self.readahead = shell.readahead_take();
-                }
-                self.fault.readahead_room = if self.readahead { self.readahead_pages } else { 0 };
                 shell.lock();
                 let now = shell.now();
                 let step = shell.core().fault(&mut self.fault, now, &mut self.actions);
@@ -426,14 +402,11 @@ impl FaultTask {
                 match step {
                     FaultStep::NotOurs | FaultStep::Done => {
                         shell.unlock();
-                        self.resolved(shell, step == FaultStep::Done)
+                        self.resolved(step == FaultStep::Done)
                     }
-                    FaultStep::Read { zone, slot, pages } => {
+                    FaultStep::Read { zone, slot, pages, into } => {
                         shell.unlock();
-                        if pages <= 1 {
-                            self.release_readahead(shell);
-                        }
-                        self.phase = FaultPhase::Read { zone, slot, pages };
+                        self.phase = FaultPhase::Read { zone, slot, pages, into };
                         Next::Continue
                     }
                     // Still under the lock: a zero page lands only where nothing is.
@@ -443,16 +416,14 @@ impl FaultTask {
                         shell.apply(&mut self.actions);
                         shell.unlock();
                         assert_eq!(step, FaultStep::Done, "a zero fill completion asks for nothing more");
-                        self.resolved(shell, true)
+                        self.resolved(true)
                     }
                     FaultStep::Again(pause) => {
                         shell.unlock();
-                        self.release_readahead(shell);
                         Next::Pause(pause)
                     }
                     FaultStep::WaitRoom { discard } => {
                         self.room_wait_since_ns.get_or_insert(now);
-                        self.release_readahead(shell);
                         // Pages already written out wait only for their discard: do it
                         // here rather than sleep until an evictor does (direct reclaim).
                         // This CPU would idle, while the evictor's may be busy (measured
@@ -470,8 +441,8 @@ impl FaultTask {
                     }
                 }
             }
-            FaultPhase::Read { zone, slot, pages } => {
-                let result = shell.read(zone, slot, pages);
+            FaultPhase::Read { zone, slot, pages, into } => {
+                let result = shell.read(zone, slot, pages, into);
                 self.phase = FaultPhase::ReadDone { result };
                 Next::Continue
             }
@@ -481,9 +452,8 @@ impl FaultTask {
                 let step = shell.core().fault_read_done(&mut self.fault, result, now, &mut self.actions);
                 shell.apply(&mut self.actions);
                 shell.unlock();
-                self.release_readahead(shell);
                 match step {
-                    FaultStep::Done => self.resolved(shell, true),
+                    FaultStep::Done => self.resolved(true),
                     FaultStep::Again(pause) => {
                         self.phase = FaultPhase::Call;
                         Next::Pause(pause)

@@ -1,10 +1,11 @@
 //! Faults: a missing page swapped in or zero-filled, a write to a write-protected page
 //! (the swap cache, a victim on its way out, or reference sampling).
 
-use znswap_core::{EngineError, IoError, IoId, PageState as EnginePage, ReadOutcome, SlotAddress, SwapIn};
+use znswap_core::{EngineError, IoError, IoId, PageState as EnginePage, ReadOutcome, SlotAddress, SlotState, SwapIn};
 
 use crate::action::{Action, Actions, CopyFrom};
-use crate::{Notice, PageState, PagerCore, PAGE_BYTES, READAHEAD_PAGES_MAX};
+use crate::readahead::Claim;
+use crate::{Notice, PageState, PagerCore, PAGE_BYTES};
 
 /// Never-written pages mapped with a fault that continues a sequential run, beyond the
 /// faulting page: they cost no I/O (zero fill), and one fault, one lock hold and one
@@ -68,10 +69,10 @@ pub enum FaultStep {
     /// reclaim: `discard_take`, `MADV_DONTNEED`, `discard_done`) if no other thread is;
     /// else wait for `Wakeups::room` (or a short timeout).
     WaitRoom { discard: bool },
-    /// Read `pages` slots of `zone` from `slot` into the fault's buffer, outside the
-    /// lock (the faulting page first, then the pages read ahead), then call
+    /// Read `pages` slots of `zone` from `slot` into `into`, outside the lock (the
+    /// faulting page first, then the pages read ahead), then call
     /// [`PagerCore::fault_read_done`].
-    Read { zone: u32, slot: u32, pages: u32 },
+    Read { zone: u32, slot: u32, pages: u32, into: ReadInto },
     /// Map one page of zeroes at `address` only if nothing is mapped there, still under
     /// the lock (`UFFDIO_COPY` of a zero page, writable, waking the faulting threads;
     /// `EEXIST` means something is mapped), then call [`PagerCore::fault_zero_filled`]
@@ -81,14 +82,21 @@ pub enum FaultStep {
     ZeroFill { address: u64 },
 }
 
+/// Where a fault's read goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReadInto {
+    /// The fault's own page buffer (one page).
+    FaultPage,
+    /// The read-ahead cache's pages `first..first + pages`, claimed for this read: the
+    /// fault owns them until `fault_read_done`.
+    Cache { first: u32 },
+}
+
 /// One fault, from its first call to `Done`: the shell keeps it across the calls.
 #[derive(Clone, Copy, Debug)]
 pub struct Fault {
     address: u64,
     kind: FaultKind,
-    /// Pages beyond the faulting one that the shell's buffer can take (0: no read-ahead
-    /// buffer free now). Set by the shell before each call.
-    pub readahead_room: u32,
     counted: bool,
     read_failures: u32,
     /// When it first waited for room (0: it has not).
@@ -96,8 +104,6 @@ pub struct Fault {
     progress: Progress,
 }
 
-// Inline, not boxed: a fault is resolved in a signal handler, with no allocation.
-#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Copy, Debug)]
 enum Progress {
     New,
@@ -124,9 +130,8 @@ struct Reading {
     sequential: bool,
     write: bool,
     io: IoId,
-    /// Pages read ahead after the faulting one, and their reads.
-    ahead: u32,
-    ahead_pages: [(u64, IoId); READAHEAD_PAGES_MAX as usize],
+    /// The read-ahead cache's pages it reads into, with the pages after the faulting one.
+    claim: Option<Claim>,
 }
 
 impl Fault {
@@ -135,7 +140,6 @@ impl Fault {
         Fault {
             address: address & !(PAGE_BYTES as u64 - 1),
             kind,
-            readahead_room: 0,
             counted: false,
             read_failures: 0,
             waiting_since_ns: 0,
@@ -458,22 +462,39 @@ impl PagerCore {
             // Another thread's read of it: let that one install it.
             SwapIn::InFlight => FaultStep::Again(Pause::Micros(50)),
             SwapIn::Read { io, zone, slot } => {
-                let mut reading = Reading {
+                let capacity = self.engine.config().geometry.zone_capacity_pages;
+                let address = SlotAddress::new(zone, slot, capacity);
+                let zone_generation = self.engine.zone_counters(zone).resets;
+                if let Some(entry) = self.readahead.lookup(address, zone_generation) {
+                    // Read ahead by an earlier fault: no device read.
+                    self.readahead.hit(entry);
+                    self.stats.readahead_hits += 1;
+                    let outcome = self.engine.read_done(io, Ok(()), &[], now).expect("swap-in from the cache");
+                    self.after_engine();
+                    let ReadOutcome::SwappedIn { cached } = outcome else {
+                        panic!("{owner}:{page}: a swap-in served from the cache answered {outcome:?}");
+                    };
+                    self.install_swapped_in(fault.address, owner, page, write, cached, CopyFrom::Cache { page: entry }, now, actions);
+                    return FaultStep::Done;
+                }
+                let claim = self.plan_readahead(zone, slot, zone_generation);
+                let reading = Reading {
                     owner,
                     page,
                     generation: self.regions[owner as usize].generation,
                     sequential,
                     write,
                     io,
-                    ahead: 0,
-                    ahead_pages: [(0, IoId(0)); READAHEAD_PAGES_MAX as usize],
+                    claim,
                 };
-                if sequential && fault.readahead_room > 0 {
-                    reading.ahead = self.plan_readahead(&mut reading, zone, slot, fault.readahead_room, now);
-                }
-                self.stats.swap_in_reads += 1 + reading.ahead as u64;
+                let (pages, into) = match claim {
+                    Some(claim) => (claim.pages, ReadInto::Cache { first: claim.first }),
+                    None => (1, ReadInto::FaultPage),
+                };
+                self.stats.swap_in_reads += pages as u64;
+                self.stats.readahead_pages_read += pages as u64 - 1;
                 fault.progress = Progress::Reading(reading);
-                FaultStep::Read { zone, slot, pages: 1 + reading.ahead }
+                FaultStep::Read { zone, slot, pages, into }
             }
         }
     }
@@ -490,25 +511,24 @@ impl PagerCore {
         let Progress::Reading(reading) = fault.progress else {
             panic!("fault_read_done without a read outstanding");
         };
-        let Reading { owner, page, generation, sequential, write, io, ahead, .. } = reading;
+        let Reading { owner, page, generation, sequential, write, io, claim } = reading;
         fault.progress = Progress::Started { owner, generation, sequential };
         let address = fault.address;
         if result.is_err() {
             self.stats.device_errors += 1;
         }
+        // The pages read ahead are entries now; the faulting page's cache page is copied
+        // out by this call's actions, before anyone can claim it again.
+        if let Some(claim) = claim {
+            self.readahead.fill_done(claim, result.is_ok());
+        }
+        let from = match claim {
+            Some(claim) => CopyFrom::Cache { page: claim.first },
+            None => CopyFrom::FaultPage,
+        };
         // The region may have been freed (and its id or addresses reused) meanwhile: the
-        // engine orphaned its reads, which complete as Freed; nothing is installed.
+        // engine orphaned its read, which completes as Freed; nothing is installed.
         let live = self.same_region(owner, generation);
-        for (index, &(ahead_page, ahead_io)) in reading.ahead_pages[..ahead as usize].iter().enumerate() {
-            let outcome = self.engine.read_done(ahead_io, result, &[], now).expect("read-ahead completion");
-            if live {
-                self.install_read_ahead(owner, ahead_page, outcome, index as u32 + 1, actions);
-            }
-        }
-        if live && ahead > 0 {
-            // The run goes on at the first page not read ahead.
-            self.regions[owner as usize].last_fault = page + ahead as u64;
-        }
         let outcome = self.engine.read_done(io, result, &[], now).expect("swap-in read completion");
         self.after_engine();
         self.assert_counts();
@@ -518,14 +538,7 @@ impl PagerCore {
         }
         match outcome {
             ReadOutcome::SwappedIn { cached } => {
-                // A cached page keeps its slot: map it write-protected so the first write
-                // tells the engine the slot went stale.
-                let write_protect = cached && !write;
-                if cached && write {
-                    self.engine.dirtied(owner, page, now).expect("dirtied on a registered page");
-                }
-                actions.push(Action::Copy { address, pages: 1, from: CopyFrom::ReadBuffer { page: 0 }, write_protect });
-                self.mark_resident(owner, page);
+                self.install_swapped_in(address, owner, page, write, cached, from, now, actions);
                 FaultStep::Done
             }
             ReadOutcome::Failed => {
@@ -551,27 +564,28 @@ impl PagerCore {
         }
     }
 
-    /// Maps a page read ahead: write-protected while its slot stays as swap cache, so it
-    /// costs no write if it is evicted unwritten.
-    fn install_read_ahead(
+    /// Maps a page swapped in, from its read or the read-ahead cache. A cached page
+    /// keeps its slot: it is mapped write-protected so the first write tells the engine
+    /// the slot went stale (a write fault maps it writable and says so at once).
+    #[allow(clippy::too_many_arguments)]
+    fn install_swapped_in(
         &mut self,
+        address: u64,
         owner: u32,
         page: u64,
-        outcome: ReadOutcome,
-        buffer_page: u32,
+        write: bool,
+        cached: bool,
+        from: CopyFrom,
+        now: u64,
         actions: &mut Actions,
     ) {
-        let address = self.page_address(owner, page);
-        match outcome {
-            ReadOutcome::SwappedIn { cached } => {
-                let from = CopyFrom::ReadBuffer { page: buffer_page };
-                actions.push(Action::Copy { address, pages: 1, from, write_protect: cached });
-                self.mark_resident(owner, page);
-            }
-            ReadOutcome::Lost => self.poison(owner, page, actions),
-            // A failed read leaves the page swapped: its own fault retries it.
-            ReadOutcome::Failed | ReadOutcome::Freed | ReadOutcome::Gc => {}
+        let write_protect = cached && !write;
+        if cached && write {
+            self.engine.dirtied(owner, page, now).expect("dirtied on a registered page");
+            self.after_engine();
         }
+        actions.push(Action::Copy { address, pages: 1, from, write_protect });
+        self.mark_resident(owner, page);
     }
 
     /// Asks the engine to swap in the never-written pages right after `page` (at most
@@ -599,37 +613,27 @@ impl PagerCore {
         count
     }
 
-    /// Asks the engine to swap in the pages after the faulting one whose slots follow its
-    /// slot in `zone`, so one device read brings them all; returns how many.
-    fn plan_readahead(&mut self, reading: &mut Reading, zone: u32, slot: u32, room: u32, now: u64) -> u32 {
-        let Reading { owner, page, .. } = *reading;
+    /// Plans a read of the faulting page's slot and the valid slots after it in its
+    /// zone, as far as the read-ahead window goes (`ReadaheadCache::window`), into the
+    /// read-ahead cache. None: read the faulting page alone (no valid slot after it, the
+    /// window is one page, or the cache's pages at its hand are being filled).
+    fn plan_readahead(&mut self, zone: u32, slot: u32, zone_generation: u32) -> Option<Claim> {
         let capacity = self.engine.config().geometry.zone_capacity_pages;
-        let region_pages = self.regions[owner as usize].pages;
-        let mut count = 0u32;
-        for k in 1..=self.config.readahead_pages.min(room) {
-            let next = page + k as u64;
-            if next >= region_pages
-                || slot + k >= capacity
-                || self.state(owner, next) != PageState::Unmapped
-                || self.engine.page_state(owner, next)
-                    != Ok(EnginePage::Swapped { address: SlotAddress::new(zone, slot + k, capacity) })
-            {
-                break;
-            }
-            match self.engine.swap_in(owner, next, now) {
-                Ok(SwapIn::Read { io, zone: next_zone, slot: next_slot }) => {
-                    assert!(
-                        next_zone == zone && next_slot == slot + k,
-                        "the engine reads a swapped page from its own slot"
-                    );
-                    reading.ahead_pages[count as usize] = (next, io);
-                    count += 1;
-                }
-                Ok(other) => panic!("swap-in of swapped page {owner}:{next} answered {other:?}"),
-                Err(_) => break,
+        let ahead = self.readahead.window(SlotAddress::new(zone, slot, capacity));
+        let (mut keep, mut last) = (0u32, 0u32);
+        for k in 1..=ahead {
+            let Some(next) = slot.checked_add(k).filter(|&next| next < capacity) else { break };
+            // Only valid slots: written (so the read sees their data), and the only copy
+            // of a swapped page, which its fault may come for.
+            if self.engine.slot_state(zone, next) == SlotState::Valid {
+                keep |= 1 << (k - 1);
+                last = k;
             }
         }
-        count
+        if last == 0 {
+            return None;
+        }
+        self.readahead.claim(SlotAddress::new(zone, slot, capacity), zone_generation, last, keep)
     }
 
     /// The device destroyed the page's only copy. Never hand back wrong data: poison it

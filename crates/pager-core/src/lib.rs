@@ -80,12 +80,13 @@ mod fault;
 mod io;
 mod page;
 mod program;
+mod readahead;
 mod region;
 
 pub use action::{Action, Actions, CopyFrom, Wakeups};
 pub use actor::{Evictor, EvictorDid, EvictorShell, FaultShell, FaultTask, IoShell, IoThread, Next, Shell, WaitOn};
 pub use evict::{AddressRange, DiscardBatch, EvictRound, EvictorWork, ProtectRange};
-pub use fault::{Fault, FaultKind, FaultStep, Pause, ROOM_WAIT_MAX_NS, ZERO_FILL_AROUND_PAGES};
+pub use fault::{Fault, FaultKind, FaultStep, Pause, ReadInto, ROOM_WAIT_MAX_NS, ZERO_FILL_AROUND_PAGES};
 pub use io::{IoCompletion, IoPlan, PageSource};
 pub use page::PageState;
 pub use program::{ChildPage, ForkHold};
@@ -93,6 +94,7 @@ pub use program::{ChildPage, ForkHold};
 use serde::Serialize;
 use znswap_core::{Config, ConfigError, Engine, Geometry, OwnerError, PolicyKind, RecordEncoding};
 
+use readahead::ReadaheadCache;
 use region::Region;
 
 pub use znswap_core::PAGE_BYTES;
@@ -112,8 +114,10 @@ pub struct CoreConfig {
     /// Reference bits from write faults too: the CLOCK hand write-protects the pages
     /// whose bit it clears (see `PagerConfig::reference_sampling` in the shell).
     pub reference_sampling: bool,
-    /// Pages read ahead along sequential runs of faults, at most
-    /// [`READAHEAD_PAGES_MAX`].
+    /// The largest read-ahead window beyond a faulting page, at most
+    /// [`READAHEAD_PAGES_MAX`] (0: off). The valid slots after the faulting page's are
+    /// read with it into a cache of pages the shell allocates
+    /// ([`PagerCore::readahead_cache_pages`]); the window follows the hits.
     pub readahead_pages: u32,
     pub regions_max: u32,
     pub tenants: u32,
@@ -179,6 +183,11 @@ pub struct CoreStats {
     pub zero_fills: u64,
     /// Pages read from the device for faults (read-ahead pages included).
     pub swap_in_reads: u64,
+    /// Pages read after a faulting page's into the read-ahead cache (holes between
+    /// valid slots included).
+    pub readahead_pages_read: u64,
+    /// Faults served from the read-ahead cache, with no device read.
+    pub readahead_hits: u64,
     /// Pages written to the device by swap-out appends that succeeded.
     pub swap_outs_written: u64,
     pub swap_outs_zero: u64,
@@ -303,6 +312,8 @@ pub struct PagerCore {
     stats: CoreStats,
     /// Largest append the engine emits, in pages.
     append_pages_max: usize,
+    /// Which pages of the shell's read-ahead cache hold what.
+    readahead: ReadaheadCache,
     /// `append_done`'s dirtied flags: the pager reports writes during write-out through
     /// `Engine::dirtied`, so no append ever carries a dirtied page of its own.
     no_dirtied: Vec<bool>,
@@ -365,6 +376,7 @@ impl PagerCore {
             stats: CoreStats::default(),
             append_pages_max,
             no_dirtied: vec![false; append_pages_max],
+            readahead: ReadaheadCache::new(config.readahead_pages),
             config,
         })
     }
@@ -390,6 +402,12 @@ impl PagerCore {
     /// Largest append the engine emits, in pages.
     pub fn append_pages_max(&self) -> usize {
         self.append_pages_max
+    }
+
+    /// Pages of the read-ahead cache the shell allocates (page-aligned, outside the state
+    /// lock): `ReadInto::Cache` and `CopyFrom::Cache` name pages of it.
+    pub fn readahead_cache_pages(&self) -> u32 {
+        ReadaheadCache::pages_for(self.config.readahead_pages)
     }
 
     /// Changes the budget while the pager runs: a shell that holds the program's whole

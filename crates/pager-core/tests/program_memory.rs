@@ -86,11 +86,11 @@ impl Harness {
             all.extend(actions.drain());
             steps.push(step);
             let step = match step {
-                FaultStep::Read { zone, slot, pages } => {
+                FaultStep::Read { zone, slot, pages, .. } => {
                     let versions = self.driver.read_pages(zone, slot, pages, &mut NoFaults::default()).expect("read");
                     let step = self.core.fault_read_done(&mut fault, Ok(()), now, &mut actions);
                     for action in actions.as_slice() {
-                        if let Action::Copy { from: CopyFrom::ReadBuffer { page: 0 }, .. } = action {
+                        if let Action::Copy { from: CopyFrom::FaultPage | CopyFrom::Cache { .. }, .. } = action {
                             self.memory[page as usize] = versions[0];
                         }
                     }
@@ -349,7 +349,7 @@ fn a_page_discarded_during_its_swap_out_completes_dropped() {
     assert_eq!(h.state(writing), PageState::Removed, "the Dropped completion leaves it alone");
     assert_eq!(h.engine(writing), EnginePage::Zero, "its slot was never made valid");
     let (actions, _) = h.fault(writing, FaultKind::Missing { write: false }, false);
-    assert!(actions.iter().all(|action| !matches!(action, Action::Copy { from: CopyFrom::ReadBuffer { .. }, .. })));
+    assert!(actions.iter().all(|action| !matches!(action, Action::Copy { from: CopyFrom::FaultPage | CopyFrom::Cache { .. }, .. })));
     assert_eq!(h.state(writing), PageState::Referenced);
 }
 

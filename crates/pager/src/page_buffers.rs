@@ -49,6 +49,31 @@ impl ZeroedPages {
     }
 }
 
+impl ZeroedPages {
+    /// Pages `first..first + count` as bytes, to fill. For a pool whose pages are owned
+    /// one by one (the read-ahead cache), never dereferenced whole.
+    ///
+    /// # Safety
+    /// The caller owns those pages until the borrow ends: nobody else reads or writes
+    /// them meanwhile (the read-ahead cache: the core claimed them for this fault's read).
+    pub(crate) unsafe fn pages_mut(&self, first: usize, count: usize) -> &mut [u8] {
+        assert!(first + count <= self.count, "pages {first}+{count} of a pool of {}", self.count);
+        // SAFETY: within our mapping (checked); exclusive by the caller's promise.
+        unsafe { std::slice::from_raw_parts_mut(self.pages.add(first).cast::<u8>(), count * PAGE_BYTES) }
+    }
+
+    /// Page `index` as bytes, to copy from.
+    ///
+    /// # Safety
+    /// Nobody writes the page until the borrow ends (the read-ahead cache: read under
+    /// the state lock, while no read has the page claimed).
+    pub(crate) unsafe fn page(&self, index: usize) -> &[u8] {
+        assert!(index < self.count, "page {index} of a pool of {}", self.count);
+        // SAFETY: within our mapping (checked); not written meanwhile by the caller's promise.
+        unsafe { std::slice::from_raw_parts(self.pages.add(index).cast::<u8>(), PAGE_BYTES) }
+    }
+}
+
 impl std::ops::Deref for ZeroedPages {
     type Target = [AlignedPage];
     fn deref(&self) -> &[AlignedPage] {

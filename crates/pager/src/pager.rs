@@ -179,9 +179,11 @@ pub(crate) struct Shared {
     /// Held shared while pages of regions are read or discarded outside the state lock
     /// (victims, appends, discards), and exclusively while a region is unmapped.
     mappings: RwLock<()>,
-    readahead_pages: u32,
-    /// Buffer for a read with readahead; a fault that finds it busy reads one page.
-    readahead_buffer: Mutex<crate::page_buffers::ZeroedPages>,
+    /// The read-ahead cache's pages (`PagerCore::readahead_cache_pages`). Its pages are
+    /// owned one by one as the core says: by the fault whose read the core claimed them
+    /// for, until that read's completion; else read only under the state lock, by the
+    /// `CopyFrom::Cache` of a fault it serves. Never dereferenced whole.
+    readahead_cache: crate::page_buffers::ZeroedPages,
     /// A pidfd of this process for batched `process_madvise`, where the kernel accepts
     /// `MADV_DONTNEED` through it.
     self_pidfd: Option<i32>,
@@ -280,7 +282,7 @@ impl Pager {
             FaultMode::SelfPaging => features::PAGEFAULT_FLAG_WP | features::SIGBUS,
         };
         let uffd = Userfaultfd::new(required, features::POISON)?;
-        let readahead_pages = core.config().readahead_pages;
+        let readahead_cache_pages = core.readahead_cache_pages() as usize;
         let shared = Arc::new(Shared {
             gc_buffers: PageBuffers::new(core.engine().gc_buffer_pages() as usize),
             lbas_per_page: (PAGE_BYTES / geometry.lba_bytes as usize) as u64,
@@ -289,12 +291,7 @@ impl Pager {
             self_pidfd: self_pidfd_for_discard(),
             mappings: RwLock::new(()),
             fault_discard: Mutex::new(Some(core.discard_batch())),
-            readahead_pages,
-            readahead_buffer: Mutex::new(crate::page_buffers::ZeroedPages::new(if readahead_pages > 0 {
-                readahead_pages as usize + 1
-            } else {
-                0
-            })),
+            readahead_cache: crate::page_buffers::ZeroedPages::new(readahead_cache_pages),
             device,
             uffd,
             state: Mutex::new(core),
@@ -378,14 +375,14 @@ impl Pager {
     }
 
     /// The pager's own page buffers, in bytes (the GC's move buffer, each I/O thread's
-    /// scratch, the read-ahead buffer): mapped untouched, they become resident as the
+    /// scratch, the read-ahead cache): mapped untouched, they become resident as the
     /// pager first uses them, so a shell holding the whole resident set to a limit keeps
     /// room for them from the start.
     pub fn buffers_bytes(&self) -> u64 {
         let state = self.shared.lock();
         let pages = state.engine().gc_buffer_pages() as u64
             + self.io_threads as u64 * state.append_pages_max() as u64
-            + self.shared.readahead_pages as u64;
+            + state.readahead_cache_pages() as u64;
         pages * PAGE_BYTES as u64
     }
 
@@ -649,14 +646,17 @@ impl Shared {
     }
 
     /// Carries out the core's actions, under the lock that produced them. `buffer`: the
-    /// pages the fault's read filled, for `CopyFrom::ReadBuffer`.
+    /// fault's page, for `CopyFrom::FaultPage`.
     fn run(&self, actions: &mut Actions, buffer: &[u8]) {
         for action in actions.drain() {
             match action {
                 Action::Copy { address, pages, from, write_protect } => {
                     let bytes = pages as usize * PAGE_BYTES;
                     let source = match from {
-                        CopyFrom::ReadBuffer { page } => &buffer[page as usize * PAGE_BYTES..][..bytes],
+                        CopyFrom::FaultPage => &buffer[..bytes],
+                        // SAFETY: under the state lock, and the core names a page no read
+                        // has claimed (a hit's entry, or the completing read's own page).
+                        CopyFrom::Cache { page } => unsafe { self.readahead_cache.page(page as usize) },
                         CopyFrom::Zeros => &ZERO_PAGES[..bytes],
                     };
                     let mapped = self.uffd.copy_pages(address, source, write_protect, true).expect("installing pages");

@@ -127,7 +127,7 @@ impl PagerScenario {
             slack_pages: [0, 8, 32, 128][below(rng, 4) as usize],
             evict_batch_pages,
             reference_sampling: chance(rng, 0.7),
-            readahead_pages: if chance(rng, 0.3) { 1 + below(rng, 8) as u32 } else { 0 },
+            readahead_pages: if chance(rng, 0.5) { 1 + below(rng, 8) as u32 } else { 0 },
             policy: [PolicyKind::PerCore, PolicyKind::HotCold, PolicyKind::Tenant][below(rng, 3) as usize],
             tenants: 1 + below(rng, 2) as u32,
             geometry,

@@ -17,8 +17,12 @@ use znswap_core::{AppendPage, Buf, IoError, IoRequest, PageState as EnginePage};
 use znswap_pager_core::{
     Action, Actions, AddressRange, ChildPage, CopyFrom, DiscardBatch, Evictor, EvictorDid, EvictorShell, Fault,
     FaultKind, FaultShell, FaultTask, ForkHold, IoCompletion, IoPlan, IoShell, IoThread, Next, PageSource, PageState,
-    PagerCore, Pause, Shell, WaitOn, PAGE_BYTES,
+    PagerCore, Pause, ReadInto, Shell, WaitOn, PAGE_BYTES,
 };
+
+/// What a read-ahead cache page holds before any read filled it, or after a failed
+/// read: a version no write ever makes, so the oracle catches a page installed from it.
+const NOT_READ: u64 = u64::MAX;
 
 use super::scenario::{Access, PagerFaultMode, PagerFaults, PagerScenario};
 use crate::scenario::{below, chance, error_probability, Rng};
@@ -300,7 +304,9 @@ pub struct World {
     fault_discard: Option<DiscardBatch>,
     /// An actor holds the state lock (within its step, or into a wait).
     locked: bool,
-    readahead_free: bool,
+    /// The read-ahead cache's pages: the version each holds (`NOT_READ` until a read
+    /// fills it).
+    readahead_cache: Vec<u64>,
     version: u64,
     offline_at_steps: Vec<u64>,
     next_churn_step: u64,
@@ -329,6 +335,7 @@ const VIOLATIONS_MAX: usize = 32;
 impl World {
     pub fn new(scenario: PagerScenario, mut core: PagerCore, rng: Rng, steps: u64) -> World {
         let mut driver = Driver::new(core.engine());
+        let core_cache_pages = core.readahead_cache_pages() as usize;
         // The device's own limit (the engine may keep fewer zones open).
         driver.device.active_zones_max = scenario.geometry.max_active_zones.max(scenario.geometry.max_open_zones);
         let mut rng = rng;
@@ -370,7 +377,7 @@ impl World {
             regions: (0..REGION_PLACES).map(|_| None).collect(),
             events: VecDeque::new(),
             mappings_readers: 0,
-            readahead_free: true,
+            readahead_cache: vec![NOT_READ; core_cache_pages],
             version: 0,
             offline_at_steps,
             next_churn_step: if churn == 0 { u64::MAX } else { churn },
@@ -487,7 +494,8 @@ impl World {
                     for index in 0..pages as u64 {
                         let at = address + index * PAGE_BYTES as u64;
                         let (version, from_device) = match from {
-                            CopyFrom::ReadBuffer { page } => (buffer[page as usize + index as usize], true),
+                            CopyFrom::FaultPage => (buffer[index as usize], true),
+                            CopyFrom::Cache { page } => (self.readahead_cache[page as usize + index as usize], true),
                             CopyFrom::Zeros => (0, false),
                         };
                         self.install(at, version, write_protect, from_device, "UFFDIO_COPY");
@@ -966,9 +974,8 @@ impl World {
             }
             return match self.scenario.fault_mode {
                 PagerFaultMode::SelfPaging => {
-                    let readahead_pages = self.core.config().readahead_pages;
                     let slot = self.apps[index].fault.as_mut().expect("a self-paging thread's task");
-                    slot.task.start(Fault::new(address, FaultKind::Sigbus { write }), readahead_pages);
+                    slot.task.start(Fault::new(address, FaultKind::Sigbus { write }));
                     slot.waiting = Waiting::No;
                     AppPhase::Faulting { place, page, write }
                 }
@@ -1059,7 +1066,7 @@ impl World {
                 pte.mapped && !(pte.write_protected && kind == FaultKind::WriteProtect)
             });
             self.coverage.stale_events += stale as u64;
-            slot.task.start(Fault::new(address, kind), self.core.config().readahead_pages);
+            slot.task.start(Fault::new(address, kind));
             slot.waiting = Waiting::No;
         }
         self.step_fault(&mut slot);
@@ -1624,19 +1631,21 @@ impl EvictorShell for Sim<'_> {
 }
 
 impl FaultShell for Sim<'_> {
-    fn readahead_take(&mut self) -> bool {
-        std::mem::replace(&mut self.world.readahead_free, false)
-    }
-
-    fn readahead_release(&mut self) {
-        assert!(!self.world.readahead_free, "the read-ahead buffer released but not held");
-        self.world.readahead_free = true;
-    }
-
-    fn read(&mut self, zone: u32, slot: u32, pages: u32) -> Result<(), IoError> {
+    fn read(&mut self, zone: u32, slot: u32, pages: u32, into: ReadInto) -> Result<(), IoError> {
         assert!(!self.world.locked, "a device read under the state lock");
         let (result, versions) = self.world.device_read(zone, slot, pages);
-        *self.read = versions;
+        match into {
+            ReadInto::FaultPage => *self.read = versions,
+            ReadInto::Cache { first } => {
+                // A failed read leaves the pages as they were: garbage to whoever trusts them.
+                let pages = &mut self.world.readahead_cache[first as usize..][..pages as usize];
+                if result.is_ok() {
+                    pages.copy_from_slice(&versions);
+                } else {
+                    pages.fill(NOT_READ);
+                }
+            }
+        }
         result
     }
 

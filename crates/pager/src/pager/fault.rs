@@ -3,11 +3,11 @@
 
 use std::cell::Cell;
 
-use znswap_pager_core::{Fault, FaultKind, FaultShell, FaultTask, Next};
+use znswap_pager_core::{Fault, FaultKind, FaultShell, FaultTask, Next, ReadInto};
 
 use super::shell::{Live, Role};
 use super::*;
-use crate::page_buffers::{bytes, bytes_mut, AlignedPage};
+use crate::page_buffers::AlignedPage;
 use crate::uffd::Event as UffdEvent;
 
 /// What a thread resolving faults works in: its fault task (actions included) and a
@@ -30,11 +30,10 @@ thread_local! {
     static SIGBUS_SCRATCH: Cell<Option<Box<FaultScratch>>> = const { Cell::new(None) };
 }
 
-/// A fault's part of its [`Live`] shell: the buffers a read fills.
+/// A fault's part of its [`Live`] shell: the page a read fills.
 pub(super) struct FaultRole<'a> {
     page: &'a mut AlignedPage,
-    readahead: Option<MutexGuard<'a, crate::page_buffers::ZeroedPages>>,
-    /// Pages the last read filled (more than one: in the read-ahead buffer).
+    /// Pages the last read filled (more than one: in the read-ahead cache).
     read_pages: u32,
     /// A read's pages await their install: its time is counted.
     installing: Option<Instant>,
@@ -44,10 +43,7 @@ impl Role for FaultRole<'_> {
     const FAULT: bool = true;
 
     fn read_buffer(&self) -> &[u8] {
-        match self.readahead.as_ref() {
-            Some(buffer) if self.read_pages > 1 => bytes(&buffer[..self.read_pages as usize]),
-            _ => &self.page.0,
-        }
+        &self.page.0
     }
 
     fn applying(&mut self, counters: &Counters, done: bool) {
@@ -61,22 +57,14 @@ impl Role for FaultRole<'_> {
 }
 
 impl<'a> FaultShell for Live<'a, FaultRole<'a>> {
-    fn readahead_take(&mut self) -> bool {
-        debug_assert!(self.role.readahead.is_none());
-        self.role.readahead = self.shared.readahead_buffer.try_lock().ok();
-        self.role.readahead.is_some()
-    }
-
-    fn readahead_release(&mut self) {
-        assert!(self.role.readahead.take().is_some(), "the read-ahead buffer released but not held");
-    }
-
-    fn read(&mut self, zone: u32, slot: u32, pages: u32) -> Result<(), IoError> {
+    fn read(&mut self, zone: u32, slot: u32, pages: u32, into: ReadInto) -> Result<(), IoError> {
         let reading = Instant::now();
         let role = &mut self.role;
-        let buffer: &mut [u8] = match role.readahead.as_mut() {
-            Some(buffer) if pages > 1 => bytes_mut(&mut buffer[..pages as usize]),
-            _ => &mut role.page.0,
+        let buffer: &mut [u8] = match into {
+            ReadInto::FaultPage => &mut role.page.0,
+            // SAFETY: the core claimed these pages for this fault's read, until its
+            // completion (`fault_read_done`), which comes after this borrow ends.
+            ReadInto::Cache { first } => unsafe { self.shared.readahead_cache.pages_mut(first as usize, pages as usize) },
         };
         assert_eq!(buffer.len(), pages as usize * PAGE_BYTES, "a read larger than its buffer");
         let result = self.shared.read_slots(zone, slot, buffer, None);
@@ -135,8 +123,8 @@ impl Shared {
     /// it is resolved; whether it was ours.
     fn resolve(&self, fault: Fault, scratch: &mut FaultScratch) -> bool {
         let FaultScratch { page, task } = scratch;
-        task.start(fault, self.readahead_pages);
-        let role = FaultRole { page, readahead: None, read_pages: 0, installing: None };
+        task.start(fault);
+        let role = FaultRole { page, read_pages: 0, installing: None };
         let mut shell = Live::new(self, role);
         loop {
             match task.step(&mut shell) {
@@ -144,7 +132,7 @@ impl Shared {
                 Next::Pause(pause) => Self::pause(pause),
                 Next::Wait(on) => shell.wait(on),
                 Next::Resolved { ours } => {
-                    debug_assert!(shell.holds_nothing() && shell.role.readahead.is_none());
+                    debug_assert!(shell.holds_nothing());
                     if let Some(since) = task.room_wait_since_ns() {
                         self.counters.budget_waits.fetch_add(1, Relaxed);
                         self.counters.budget_wait_ns.fetch_add(self.now().saturating_sub(since), Relaxed);

@@ -36,7 +36,7 @@ impl<'a> CpuTime<'a> {
 pub(super) trait Role {
     /// Faults spin for the state lock a little before they sleep, and count the wait.
     const FAULT: bool = false;
-    /// The pages the last read filled, for `CopyFrom::ReadBuffer`.
+    /// The fault's page, which its last read filled, for `CopyFrom::FaultPage`.
     fn read_buffer(&self) -> &[u8] {
         &[]
     }
