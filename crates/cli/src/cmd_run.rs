@@ -464,6 +464,17 @@ impl Summary {
                 format_size(r.swapped_in_pages * page)
             ),
         );
+        if r.readahead_pages_read > 0 {
+            line(
+                "read-ahead",
+                format!(
+                    "{} pages read ahead, {} of them used ({:.0} %): faults served with no device read",
+                    r.readahead_pages_read,
+                    r.readahead_hits,
+                    100.0 * r.readahead_hits as f64 / r.readahead_pages_read as f64
+                ),
+            );
+        }
         line(
             "faults",
             if r.missing_faults + r.write_protect_faults == 0 {

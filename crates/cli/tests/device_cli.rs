@@ -90,7 +90,7 @@ fn missing_or_foreign_devices_get_a_hint() {
     let missing = dir.path().join("missing.zns").to_string_lossy().into_owned();
     let out = znswap(&["device", "report", "--path", &missing], &dir.path().join("unused.zns"));
     assert!(!out.status.success());
-    assert!(text(&out.stderr).contains("znswap device create --path"), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("znswap device create --device"), "{}", text(&out.stderr));
     let foreign = dir.path().join("foreign").to_string_lossy().into_owned();
     std::fs::write(&foreign, vec![7u8; 10000]).unwrap();
     let out = znswap(&["device", "report", "--path", &foreign], &dir.path().join("unused.zns"));

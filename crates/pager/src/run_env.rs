@@ -126,7 +126,13 @@ pub struct RunReport {
     pub slack_pages: u64,
     pub arena_bytes: u64,
     pub swapped_out_pages: u64,
+    /// Pages read from the device (read-ahead pages included), as the kernel's `pswpin`.
     pub swapped_in_pages: u64,
+    /// Pages read ahead, and faults served from them with no device read.
+    #[serde(default)]
+    pub readahead_pages_read: u64,
+    #[serde(default)]
+    pub readahead_hits: u64,
     pub missing_faults: u64,
     pub write_protect_faults: u64,
     pub fault_p50_ns: u64,

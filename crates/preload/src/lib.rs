@@ -300,6 +300,8 @@ fn report(runtime: &Runtime, at_exit: bool) -> RunReport {
         arena_bytes: runtime.arena_bytes,
         swapped_out_pages: stats.swap_outs_written,
         swapped_in_pages: stats.swap_in_reads,
+        readahead_pages_read: stats.readahead_pages_read,
+        readahead_hits: stats.readahead_hits,
         missing_faults: stats.missing_faults,
         write_protect_faults: stats.write_protect_faults,
         fault_p50_ns,

@@ -68,7 +68,7 @@ pub enum FileDeviceError {
     Io { path: PathBuf, op: &'static str, source: std::io::Error },
     #[error("{path} exists and is not empty; pass --force to overwrite it (its contents will be lost)")]
     Exists { path: PathBuf },
-    #[error("{path} is not a znswap device file (no ZNSWAPDV header); create one with `znswap device create --path {path} ...`")]
+    #[error("{path} is not a znswap device file (no ZNSWAPDV header); create one with `znswap device create --device {path} ...`")]
     NotADevice { path: PathBuf },
     #[error("{path} has device format version {found}, this build reads version {supported}; recreate it with `znswap device create --force`")]
     UnsupportedVersion { path: PathBuf, found: u32, supported: u32 },

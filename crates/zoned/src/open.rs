@@ -12,7 +12,7 @@ use crate::{CheckedDevice, FileDevice, ZonedDevice};
 #[derive(Debug, thiserror::Error)]
 pub enum OpenError {
     #[error(
-        "no device at {path}; create one with `znswap device create --path {path} --zones N --zone-size SIZE --zone-capacity SIZE`"
+        "no device at {path}; create one with `znswap device create --device {path} --zones N --zone-size SIZE --zone-capacity SIZE`"
     )]
     Missing { path: String },
     #[error("cannot open {path}: {source}")]

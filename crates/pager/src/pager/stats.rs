@@ -41,6 +41,10 @@ pager_stats! {
     count zero_fills,
     /// Pages read from the device for faults (read-ahead pages included).
     count swap_in_reads,
+    /// Pages read ahead into the read-ahead cache, and faults served from it with no
+    /// device read.
+    count readahead_pages_read,
+    count readahead_hits,
     count swap_outs_written,
     count swap_outs_clean,
     count swap_outs_zero,
@@ -136,6 +140,8 @@ impl Shared {
             write_protect_faults: core.write_protect_faults,
             zero_fills: core.zero_fills,
             swap_in_reads: core.swap_in_reads,
+            readahead_pages_read: core.readahead_pages_read,
+            readahead_hits: core.readahead_hits,
             swap_outs_written: core.swap_outs_written,
             swap_outs_clean: engine.swap_cache_hits,
             swap_outs_zero: core.swap_outs_zero,
