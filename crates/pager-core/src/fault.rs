@@ -70,8 +70,8 @@ pub enum FaultStep {
     /// else wait for `Wakeups::room` (or a short timeout).
     WaitRoom { discard: bool },
     /// Read `pages` slots of `zone` from `slot` into `into`, outside the lock (the
-    /// faulting page first, then the pages read ahead), then call
-    /// [`PagerCore::fault_read_done`].
+    /// faulting page's slot and, into the cache, the slots read ahead around it), then
+    /// call [`PagerCore::fault_read_done`].
     Read { zone: u32, slot: u32, pages: u32, into: ReadInto },
     /// Map one page of zeroes at `address` only if nothing is mapped there, still under
     /// the lock (`UFFDIO_COPY` of a zero page, writable, waking the faulting threads;
@@ -487,14 +487,14 @@ impl PagerCore {
                     io,
                     claim,
                 };
-                let (pages, into) = match claim {
-                    Some(claim) => (claim.pages, ReadInto::Cache { first: claim.first }),
-                    None => (1, ReadInto::FaultPage),
+                let (start, pages, into) = match claim {
+                    Some(claim) => (slot - claim.fault_index, claim.pages, ReadInto::Cache { first: claim.first }),
+                    None => (slot, 1, ReadInto::FaultPage),
                 };
                 self.stats.swap_in_reads += pages as u64;
                 self.stats.readahead_pages_read += pages as u64 - 1;
                 fault.progress = Progress::Reading(reading);
-                FaultStep::Read { zone, slot, pages, into }
+                FaultStep::Read { zone, slot: start, pages, into }
             }
         }
     }
@@ -523,7 +523,7 @@ impl PagerCore {
             self.readahead.fill_done(claim, result.is_ok());
         }
         let from = match claim {
-            Some(claim) => CopyFrom::Cache { page: claim.first },
+            Some(claim) => CopyFrom::Cache { page: claim.first + claim.fault_index },
             None => CopyFrom::FaultPage,
         };
         // The region may have been freed (and its id or addresses reused) meanwhile: the
@@ -613,27 +613,37 @@ impl PagerCore {
         count
     }
 
-    /// Plans a read of the faulting page's slot and the valid slots after it in its
-    /// zone, as far as the read-ahead window goes (`ReadaheadCache::window`), into the
-    /// read-ahead cache. None: read the faulting page alone (no valid slot after it, the
-    /// window is one page, or the cache's pages at its hand are being filled).
+    /// Plans a read of the faulting page's slot and the valid slots around it in its
+    /// zone, as far as the read-ahead window goes (`ReadaheadCache::window`: after the
+    /// slot, or before it for a run of faults going down), into the read-ahead cache.
+    /// None: read the faulting page alone (no valid slot in the window, the window is one
+    /// page, or the cache's pages at its hand are being filled).
     fn plan_readahead(&mut self, zone: u32, slot: u32, zone_generation: u32) -> Option<Claim> {
         let capacity = self.engine.config().geometry.zone_capacity_pages;
-        let ahead = self.readahead.window(SlotAddress::new(zone, slot, capacity));
-        let (mut keep, mut last) = (0u32, 0u32);
-        for k in 1..=ahead {
-            let Some(next) = slot.checked_add(k).filter(|&next| next < capacity) else { break };
-            // Only valid slots: written (so the read sees their data), and the only copy
-            // of a swapped page, which its fault may come for.
-            if self.engine.slot_state(zone, next) == SlotState::Valid {
-                keep |= 1 << (k - 1);
-                last = k;
-            }
-        }
-        if last == 0 {
+        let window = self.readahead.window(SlotAddress::new(zone, slot, capacity));
+        // Only valid slots are kept: written (so the read sees their data), and the only
+        // copy of a swapped page, which its fault may come for.
+        let valid = |core: &PagerCore, next: u32| core.engine.slot_state(zone, next) == SlotState::Valid;
+        // The farthest valid slot on each side bounds the read.
+        let after = (1..=window.after)
+            .take_while(|&k| slot + k < capacity)
+            .filter(|&k| valid(self, slot + k))
+            .last()
+            .unwrap_or(0);
+        let before =
+            (1..=window.before.min(slot)).filter(|&k| valid(self, slot - k)).last().unwrap_or(0);
+        if after == 0 && before == 0 {
             return None;
         }
-        self.readahead.claim(SlotAddress::new(zone, slot, capacity), zone_generation, last, keep)
+        let start = slot - before;
+        let pages = before + 1 + after;
+        let mut keep = 0u64;
+        for index in 0..pages {
+            if index != before && valid(self, start + index) {
+                keep |= 1 << index;
+            }
+        }
+        self.readahead.claim(SlotAddress::new(zone, start, capacity), zone_generation, pages, before, keep)
     }
 
     /// The device destroyed the page's only copy. Never hand back wrong data: poison it

@@ -39,16 +39,26 @@ enum Entry {
     Ready { address: SlotAddress, generation: u32 },
 }
 
-/// A read planned into the cache: pages `first..first + pages`, the faulting page
-/// first; bit `k - 1` of `keep` says the page `k` after it was a valid slot.
+/// A read planned into the cache: pages `first..first + pages` take slots from `start`
+/// on, the faulting page's at `fault_index`; bit `i` of `keep` says the slot read into
+/// page `first + i` was valid.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Claim {
     pub(crate) first: u32,
     pub(crate) pages: u32,
-    keep: u32,
-    /// The faulting page's slot and its zone's generation.
-    address: SlotAddress,
+    pub(crate) fault_index: u32,
+    keep: u64,
+    /// The first slot read, and its zone's generation.
+    start: SlotAddress,
     generation: u32,
+}
+
+/// How far a read goes around the faulting page's slot: `before` slots before it (a run
+/// of faults going down), or `after` it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Window {
+    pub(crate) before: u32,
+    pub(crate) after: u32,
 }
 
 /// Which pages of the cache hold what; the bytes are the shell's.
@@ -62,7 +72,7 @@ pub(crate) struct ReadaheadCache {
     hits: u32,
     /// The last read's window, the faulting page included.
     window: u32,
-    /// The last read's slot.
+    /// The last fault's slot (a read's, or a hit's).
     last: Option<SlotAddress>,
 }
 
@@ -91,19 +101,24 @@ impl ReadaheadCache {
     /// A fault was served from `entry` (its copy is carried out under the lock that
     /// found it, so the page may be reused once that lock is released).
     pub(crate) fn hit(&mut self, entry: u32) {
-        assert!(matches!(self.entries[entry as usize], Entry::Ready { .. }), "a hit on entry {entry}, not ready");
+        let Entry::Ready { address, .. } = self.entries[entry as usize] else {
+            panic!("a hit on entry {entry}, not ready");
+        };
         self.entries[entry as usize] = Entry::Free;
         self.hits = self.hits.saturating_add(1);
+        self.last = Some(address);
     }
 
-    /// Pages to read beyond the one at `address`, as Linux's `swapin_nr_pages`: the hits
-    /// since the last read plus two, rounded up to a power of two; with no hits, one
-    /// page unless this fault's slot neighbours the last one's (a sequential run has no
-    /// hits to show yet); never below half the last window (it shrinks gradually), never
-    /// above the largest.
-    pub(crate) fn window(&mut self, address: SlotAddress) -> u32 {
+    /// Slots to read with the one at `address`, as Linux's `swapin_nr_pages`: the hits
+    /// since the last read plus two pages, rounded up to a power of two; with no hits,
+    /// one page unless this fault's slot neighbours the last fault's (a sequential run
+    /// has no hits to show yet); never below half the last window (it shrinks
+    /// gradually), never above the largest. The window lies before the slot when the
+    /// last fault was at the slot above (a run going down: Python frees a list from its
+    /// end, a stack grows down), else after it.
+    pub(crate) fn window(&mut self, address: SlotAddress) -> Window {
         if self.ahead_max == 0 {
-            return 0;
+            return Window { before: 0, after: 0 };
         }
         let hits = std::mem::take(&mut self.hits);
         let mut pages = hits.saturating_add(2);
@@ -117,16 +132,28 @@ impl ReadaheadCache {
         }
         pages = pages.min(self.ahead_max + 1).max(self.window / 2).max(1);
         self.window = pages;
+        let down = self.last == Some(SlotAddress(address.0 + 1));
         self.last = Some(address);
-        pages - 1
+        if down {
+            Window { before: pages - 1, after: 0 }
+        } else {
+            Window { before: 0, after: pages - 1 }
+        }
     }
 
-    /// Claims `1 + ahead` consecutive pages for a read of the faulting page at `address`
-    /// and the pages after it (`keep`: which of them to hold once read). None when the
-    /// pages at the hand are being filled by other reads (then the fault reads its page
-    /// alone).
-    pub(crate) fn claim(&mut self, address: SlotAddress, generation: u32, ahead: u32, keep: u32) -> Option<Claim> {
-        let pages = 1 + ahead;
+    /// Claims `pages` consecutive pages for a read of as many slots from `start`, the
+    /// faulting page's at `fault_index` (`keep`: which of the others to hold once read).
+    /// None when the pages at the hand are being filled by other reads (then the fault
+    /// reads its page alone).
+    pub(crate) fn claim(
+        &mut self,
+        start: SlotAddress,
+        generation: u32,
+        pages: u32,
+        fault_index: u32,
+        keep: u64,
+    ) -> Option<Claim> {
+        assert!(fault_index < pages && pages <= 64, "a read of {pages} pages, the fault's at {fault_index}");
         let len = self.entries.len() as u32;
         assert!(pages <= len, "a read of {pages} pages into a cache of {len}");
         let first = if self.hand + pages > len { 0 } else { self.hand };
@@ -136,19 +163,19 @@ impl ReadaheadCache {
         }
         self.entries[range].fill(Entry::Filling);
         self.hand = (first + pages) % len;
-        Some(Claim { first, pages, keep, address, generation })
+        Some(Claim { first, pages, fault_index, keep, start, generation })
     }
 
     /// The claimed read is done (`ok`) and its faulting page copied out (or not wanted):
     /// the pages kept become entries, the others free.
     pub(crate) fn fill_done(&mut self, claim: Claim, ok: bool) {
-        let Claim { first, pages, keep, address, generation } = claim;
+        let Claim { first, pages, fault_index, keep, start, generation } = claim;
         for k in 0..pages {
             let index = (first + k) as usize;
             assert_eq!(self.entries[index], Entry::Filling, "cache page {index} released but not claimed");
-            let kept = ok && k > 0 && keep & (1 << (k - 1)) != 0;
+            let kept = ok && k != fault_index && keep & (1 << k) != 0;
             self.entries[index] = if kept {
-                Entry::Ready { address: SlotAddress(address.0 + k as u64), generation }
+                Entry::Ready { address: SlotAddress(start.0 + k as u64), generation }
             } else {
                 Entry::Free
             };
@@ -170,25 +197,34 @@ mod tests {
 
     #[test]
     fn the_window_grows_with_hits_and_falls_back_without_them() {
+        let after = |pages| Window { before: 0, after: pages };
         let mut cache = ReadaheadCache::new(8);
         // A fault far from the last: one page.
-        assert_eq!(cache.window(SlotAddress(100)), 0);
+        assert_eq!(cache.window(SlotAddress(100)), after(0));
         // Its neighbour: two pages, with no hits to judge by.
-        assert_eq!(cache.window(SlotAddress(101)), 1);
-        let claim = cache.claim(SlotAddress(101), 0, 1, 1).expect("room");
+        assert_eq!(cache.window(SlotAddress(101)), after(1));
+        let claim = cache.claim(SlotAddress(101), 0, 2, 0, 0b10).expect("room");
         cache.fill_done(claim, true);
+        assert_eq!(cache.lookup(SlotAddress(101), 0), None, "the faulting page is not kept");
         let hit = cache.lookup(SlotAddress(102), 0).expect("the page read ahead");
         assert_eq!(cache.lookup(SlotAddress(102), 1), None, "another generation of the zone");
         cache.hit(hit);
         assert_eq!(cache.lookup(SlotAddress(102), 0), None, "a hit frees its entry");
         // One hit: 3 pages, rounded up to 4.
-        assert_eq!(cache.window(SlotAddress(103)), 3);
+        assert_eq!(cache.window(SlotAddress(103)), after(3));
         cache.hits = 9;
-        assert_eq!(cache.window(SlotAddress(500)), 8, "at most the largest window");
+        assert_eq!(cache.window(SlotAddress(500)), after(8), "at most the largest window");
         // No hits, far away: halves, not back to one at once.
-        assert_eq!(cache.window(SlotAddress(900)), 3);
-        assert_eq!(cache.window(SlotAddress(10)), 1);
-        assert_eq!(cache.window(SlotAddress(7000)), 0);
+        assert_eq!(cache.window(SlotAddress(900)), after(3));
+        assert_eq!(cache.window(SlotAddress(10)), after(1));
+        assert_eq!(cache.window(SlotAddress(7000)), after(0));
+        // Going down: the window lies below.
+        assert_eq!(cache.window(SlotAddress(6999)), Window { before: 1, after: 0 });
+        let claim = cache.claim(SlotAddress(6998), 0, 2, 1, 0b01).expect("room");
+        cache.fill_done(claim, true);
+        let hit = cache.lookup(SlotAddress(6998), 0).expect("the page read behind");
+        cache.hit(hit);
+        assert_eq!(cache.window(SlotAddress(6997)), Window { before: 3, after: 0 });
     }
 
     #[test]
@@ -197,11 +233,11 @@ mod tests {
         let len = ReadaheadCache::pages_for(1);
         let mut claims = Vec::new();
         for _ in 0..len / 2 {
-            claims.push(cache.claim(SlotAddress(0), 0, 1, 1).expect("room"));
+            claims.push(cache.claim(SlotAddress(0), 0, 2, 0, 0b10).expect("room"));
         }
-        assert!(cache.claim(SlotAddress(0), 0, 1, 1).is_none(), "every page is being filled");
+        assert!(cache.claim(SlotAddress(0), 0, 2, 0, 0b10).is_none(), "every page is being filled");
         cache.fill_done(claims.remove(0), false);
-        let again = cache.claim(SlotAddress(7), 0, 1, 0).expect("the freed pages");
+        let again = cache.claim(SlotAddress(7), 0, 2, 0, 0).expect("the freed pages");
         assert_eq!(again.first, 0);
         assert_eq!(cache.counts(), (0, len as usize));
     }
