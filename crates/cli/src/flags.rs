@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 use znswap_core::PolicyKind;
-use znswap_pager::READAHEAD_PAGES_MAX;
+use znswap_pager::{READAHEAD_PAGES_DEFAULT, READAHEAD_PAGES_MAX};
 
 /// `--device`, for commands that work on an existing device or the default one.
 #[derive(Args, Clone, Debug)]
@@ -55,10 +55,14 @@ pub struct FaultFlags {
     /// 2 threads, as programs hand their heap to system calls]
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=256))]
     pub handler_threads: Option<u32>,
-    /// Pages read ahead after a fault that continues a sequential run of faults, when
-    /// their slots follow on the device (0: none, the right choice for random access;
-    /// at most 32).
-    #[arg(long, value_name = "PAGES", default_value_t = 0,
+    /// The largest read-ahead window, in pages beyond the faulting one (0: none; at most
+    /// 32). A fault that reads from the device also reads the swapped pages in the slots
+    /// around its own (pages swapped out together), one device command, into a cache of
+    /// the pager's own that costs no budget; a later fault on one of them needs no device
+    /// read. The window grows with such hits and falls back to one page without them, as
+    /// Linux's swap read-ahead does, so random access reads no more than it did (8 is
+    /// Linux's default, `page-cluster` 3).
+    #[arg(long, value_name = "PAGES", default_value_t = READAHEAD_PAGES_DEFAULT,
           value_parser = clap::value_parser!(u32).range(0..=READAHEAD_PAGES_MAX as i64))]
     pub readahead: u32,
 }

@@ -154,6 +154,9 @@ pub struct SwapBench {
     pub inject_faults: Option<String>,
     pub injected: Option<InjectedFaults>,
     pub swap_outs_aborted_dirty: u64,
+    /// Pages read ahead, and faults served from them with no device read.
+    pub readahead_pages_read: u64,
+    pub readahead_hits: u64,
     /// Writes to write-protected resident pages (swap-cached, or being swapped out).
     pub write_protect_faults: u64,
     /// Faults that waited for the evictor, and their total wait (their own discards
@@ -404,6 +407,8 @@ pub fn run(device: Arc<dyn ZonedDevice>, options: &SwapBenchOptions) -> Result<S
         inject_faults: options.inject_faults.map(|spec| spec.to_string()),
         injected: faulty.as_ref().map(|faulty| faulty.injected()),
         swap_outs_aborted_dirty: stats.swap_outs_aborted_dirty,
+        readahead_pages_read: stats.readahead_pages_read,
+        readahead_hits: stats.readahead_hits,
         write_protect_faults: stats.write_protect_faults,
         budget_waits: stats.budget_waits,
         budget_wait_ms: stats.budget_wait_ns as f64 / 1e6,
@@ -844,6 +849,16 @@ pub fn print(bench: &SwapBench) {
         "clean drops".into(),
         bench.swap_outs_clean.to_string(),
         format!("{} aborted by writes, {} zero pages", bench.swap_outs_aborted_dirty, bench.swap_outs_zero),
+    ]);
+    table.row(vec![
+        "read-ahead".into(),
+        format!("{} pages", bench.readahead_pages_read),
+        format!(
+            "{} of them used by faults ({:.0} %), window at most {}",
+            bench.readahead_hits,
+            100.0 * bench.readahead_hits as f64 / bench.readahead_pages_read.max(1) as f64,
+            bench.readahead_pages
+        ),
     ]);
     table.row(vec![
         "write-protect faults".into(),

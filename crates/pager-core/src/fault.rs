@@ -474,7 +474,16 @@ impl PagerCore {
                     let ReadOutcome::SwappedIn { cached } = outcome else {
                         panic!("{owner}:{page}: a swap-in served from the cache answered {outcome:?}");
                     };
-                    self.install_swapped_in(fault.address, owner, page, write, cached, CopyFrom::Cache { page: entry }, now, actions);
+                    self.install_swapped_in(
+                        fault.address,
+                        owner,
+                        page,
+                        write,
+                        cached,
+                        CopyFrom::Cache { page: entry },
+                        now,
+                        actions,
+                    );
                     self.serve_around(owner, page, address, write, now, actions);
                     return FaultStep::Done;
                 }
@@ -624,7 +633,15 @@ impl PagerCore {
     /// is: writable for a write (a run that writes, as Python's reference counts do,
     /// would otherwise take a write-protect fault per page: measured 99k of them where
     /// the missing faults fell by 145k), keeping their slots as swap cache for a read.
-    fn serve_around(&mut self, owner: u32, page: u64, address: SlotAddress, write: bool, now: u64, actions: &mut Actions) {
+    fn serve_around(
+        &mut self,
+        owner: u32,
+        page: u64,
+        address: SlotAddress,
+        write: bool,
+        now: u64,
+        actions: &mut Actions,
+    ) {
         let capacity = self.engine.config().geometry.zone_capacity_pages;
         let room = (self.config.budget_pages + self.config.slack_pages)
             .saturating_sub(self.stats.resident_pages)
@@ -684,8 +701,7 @@ impl PagerCore {
             .filter(|&k| valid(self, slot + k))
             .last()
             .unwrap_or(0);
-        let before =
-            (1..=window.before.min(slot)).filter(|&k| valid(self, slot - k)).last().unwrap_or(0);
+        let before = (1..=window.before.min(slot)).filter(|&k| valid(self, slot - k)).last().unwrap_or(0);
         if after == 0 && before == 0 {
             return None;
         }

@@ -36,7 +36,10 @@ enum Entry {
     /// A read in flight fills it: the fault that claimed it owns the page's bytes.
     Filling,
     /// Holds slot `address` as of its zone's `generation`.
-    Ready { address: SlotAddress, generation: u32 },
+    Ready {
+        address: SlotAddress,
+        generation: u32,
+    },
 }
 
 /// A read planned into the cache: pages `first..first + pages` take slots from `start`
@@ -88,7 +91,14 @@ impl ReadaheadCache {
 
     pub(crate) fn new(ahead_max: u32) -> ReadaheadCache {
         let pages = ReadaheadCache::pages_for(ahead_max);
-        ReadaheadCache { entries: vec![Entry::Free; pages as usize], hand: 0, ahead_max, hits: 0, window: 1, last: None }
+        ReadaheadCache {
+            entries: vec![Entry::Free; pages as usize],
+            hand: 0,
+            ahead_max,
+            hits: 0,
+            window: 1,
+            last: None,
+        }
     }
 
     /// The entry holding `address` as of `generation`, if any. A linear scan: the cache
@@ -174,11 +184,8 @@ impl ReadaheadCache {
             let index = (first + k) as usize;
             assert_eq!(self.entries[index], Entry::Filling, "cache page {index} released but not claimed");
             let kept = ok && k != fault_index && keep & (1 << k) != 0;
-            self.entries[index] = if kept {
-                Entry::Ready { address: SlotAddress(start.0 + k as u64), generation }
-            } else {
-                Entry::Free
-            };
+            self.entries[index] =
+                if kept { Entry::Ready { address: SlotAddress(start.0 + k as u64), generation } } else { Entry::Free };
         }
     }
 

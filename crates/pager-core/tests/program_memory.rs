@@ -349,7 +349,9 @@ fn a_page_discarded_during_its_swap_out_completes_dropped() {
     assert_eq!(h.state(writing), PageState::Removed, "the Dropped completion leaves it alone");
     assert_eq!(h.engine(writing), EnginePage::Zero, "its slot was never made valid");
     let (actions, _) = h.fault(writing, FaultKind::Missing { write: false }, false);
-    assert!(actions.iter().all(|action| !matches!(action, Action::Copy { from: CopyFrom::FaultPage | CopyFrom::Cache { .. }, .. })));
+    assert!(actions
+        .iter()
+        .all(|action| !matches!(action, Action::Copy { from: CopyFrom::FaultPage | CopyFrom::Cache { .. }, .. })));
     assert_eq!(h.state(writing), PageState::Referenced);
 }
 

@@ -18,5 +18,6 @@ pub mod uffd;
 pub use znswap_pager_core::CoreError;
 
 pub use pager::{
-    map_anonymous, FaultMode, Pager, PagerConfig, PagerError, PagerStats, Region, PAGE_BYTES, READAHEAD_PAGES_MAX,
+    map_anonymous, FaultMode, Pager, PagerConfig, PagerError, PagerStats, Region, PAGE_BYTES, READAHEAD_PAGES_DEFAULT,
+    READAHEAD_PAGES_MAX,
 };

@@ -50,7 +50,7 @@ mod stats;
 use evict::self_pidfd_for_discard;
 use stats::Counters;
 pub use stats::PagerStats;
-pub use znswap_pager_core::{PAGE_BYTES, READAHEAD_PAGES_MAX};
+pub use znswap_pager_core::{PAGE_BYTES, READAHEAD_PAGES_DEFAULT, READAHEAD_PAGES_MAX};
 
 /// Records the engine writes per page in per-page metadata mode.
 const RECORD_BYTES: usize = 16;
@@ -79,11 +79,12 @@ pub struct PagerConfig {
     pub regions_max: u32,
     /// Who resolves page faults.
     pub fault_mode: FaultMode,
-    /// Pages read ahead after a missing fault that continues a sequential run of faults
-    /// in a region, when their slots follow the faulting page's slot on the device (one
-    /// read instead of several faults). 0, the default, reads nothing ahead: flash does
-    /// not reward disk-era prefetching of random pages (FlashVM, seed 004). At most
-    /// [`READAHEAD_PAGES_MAX`].
+    /// The largest read-ahead window beyond a faulting page (`CoreConfig::readahead_pages`:
+    /// the valid slots around the faulting page's, read with it into a cache of the
+    /// pager's own, the window following the hits). FlashVM (seed 004) warns that flash
+    /// does not reward disk-era prefetching of random pages: this window stays at one
+    /// page without hits. [`READAHEAD_PAGES_DEFAULT`] by default, at most
+    /// [`READAHEAD_PAGES_MAX`]; 0 reads nothing ahead.
     pub readahead_pages: u32,
     /// Threads picking and write-protecting victims and handing them to
     /// the engine. One keeps up with two faulting threads on this machine (measured: a
@@ -135,7 +136,7 @@ impl PagerConfig {
             evictor_threads: 1,
             io_threads: 1,
             reference_sampling: true,
-            readahead_pages: 0,
+            readahead_pages: READAHEAD_PAGES_DEFAULT,
             thread_start: None,
             child_orphaned: None,
             fault_mode: FaultMode::HandlerThreads(std::thread::available_parallelism().map_or(1, |n| n.get())),

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use rand_core::{RngCore, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
-use znswap_pager::{FaultMode, Pager, PagerConfig, Region, PAGE_BYTES};
+use znswap_pager::{FaultMode, Pager, PagerConfig, PagerStats, Region, PAGE_BYTES};
 use znswap_pager_core::ZERO_FILL_AROUND_PAGES;
 use znswap_zoned::{CreateOptions, FileDevice, Geometry, MemDevice, ZonedDevice};
 
@@ -286,18 +286,25 @@ fn tenants_with_their_own_regions_page_independently() {
 /// Fills 4096 pages of a new region of `pager` and sweeps them in order once they are
 /// swapped out, every page checked; returns (faults, pages read) of the sweep.
 fn readahead_sweep(pager: &Pager) -> (u64, u64) {
-    let mut region = pager.alloc(4096 * PAGE_BYTES as u64, 0).unwrap();
+    let stats = sweep_in_order(pager, &(0..4096u64).collect::<Vec<_>>());
+    (stats.missing_faults, stats.swap_in_reads)
+}
+
+/// Fills `order.len()` pages of a new region of `pager` and, once they are swapped out,
+/// reads them back in `order`, every page checked; the sweep's stats.
+fn sweep_in_order(pager: &Pager, order: &[u64]) -> PagerStats {
+    let mut region = pager.alloc(order.len() as u64 * PAGE_BYTES as u64, 0).unwrap();
     let memory = region.as_mut_slice();
-    for page in 0..4096u64 {
+    for page in 0..order.len() as u64 {
         fill(&mut memory[page as usize * PAGE_BYTES..][..PAGE_BYTES], page, 1);
     }
     let before = pager.stats();
-    for page in 0..4096u64 {
+    for &page in order {
         check(&memory[page as usize * PAGE_BYTES..][..PAGE_BYTES], page, 1);
     }
-    let after = pager.stats();
-    assert_eq!(after.lost_pages, 0);
-    (after.missing_faults - before.missing_faults, after.swap_in_reads - before.swap_in_reads)
+    let stats = pager.stats().since(&before);
+    assert_eq!(pager.stats().lost_pages, 0);
+    stats
 }
 
 fn readahead_pager(fault_mode: FaultMode) -> Pager {
@@ -316,13 +323,44 @@ fn readahead_serves_a_sequential_sweep_in_fewer_faults() {
     }
 }
 
+/// Read-ahead follows a run of faults going down as well as up (Python frees a list
+/// from its end; a stack grows down).
+#[test]
+fn readahead_serves_a_descending_sweep_in_fewer_faults() {
+    for fault_mode in [FaultMode::SelfPaging, FaultMode::HandlerThreads(1)] {
+        let stats = sweep_in_order(&readahead_pager(fault_mode), &(0..4096u64).rev().collect::<Vec<_>>());
+        let (faults, reads) = (stats.missing_faults, stats.swap_in_reads);
+        assert!(reads > 3000, "{fault_mode:?}: the sweep swaps most pages in: {reads}");
+        assert!(faults * 3 < reads, "{fault_mode:?}: {faults} faults for {reads} pages read");
+    }
+}
+
+/// Without hits the window stays at one page: random access reads next to nothing
+/// ahead (FlashVM's warning about prefetching random pages on flash).
+#[test]
+fn readahead_reads_little_ahead_under_random_access() {
+    let mut order: Vec<u64> = (0..4096u64).collect();
+    // A fixed permutation (multiplication by an odd number modulo a power of two).
+    for (index, page) in order.iter_mut().enumerate() {
+        *page = (index as u64 * 2_654_435_761) % 4096;
+    }
+    let stats = sweep_in_order(&readahead_pager(FaultMode::SelfPaging), &order);
+    assert!(stats.swap_in_reads > 3000, "the sweep swaps most pages in: {stats:?}");
+    assert!(
+        stats.readahead_pages_read * 20 < stats.swap_in_reads,
+        "{} of {} pages read were read ahead under random access",
+        stats.readahead_pages_read,
+        stats.swap_in_reads
+    );
+}
+
 /// A SIGBUS asks every self-paging pager of the process in turn, on the faulting
 /// thread's one task: a pager without read-ahead asked first must not leave the next
 /// one without it (seen once in CI, with the tests' pagers side by side).
 #[test]
 fn readahead_works_when_another_pager_without_it_is_asked_first() {
     let device: Arc<dyn ZonedDevice> = Arc::new(MemDevice::new(geometry(48, 1, 16)).unwrap());
-    let plain = Pager::new(device, config(FaultMode::SelfPaging, 512)).unwrap();
+    let plain = Pager::new(device, PagerConfig { readahead_pages: 0, ..config(FaultMode::SelfPaging, 512) }).unwrap();
     let mut plain_region = plain.alloc(64 * PAGE_BYTES as u64, 0).unwrap();
     plain_region.as_mut_slice()[0] = 1;
     let (faults, reads) = readahead_sweep(&readahead_pager(FaultMode::SelfPaging));
@@ -484,7 +522,10 @@ fn reference_sampling_keeps_rewritten_pages_resident() {
         let mut hot_misses = [0u64; 2];
         for (sampling, misses) in [false, true].into_iter().zip(hot_misses.iter_mut()) {
             let device: Arc<dyn ZonedDevice> = Arc::new(MemDevice::new(geometry(48, 1, 16)).unwrap());
-            let pager_config = PagerConfig { reference_sampling: sampling, ..config(fault_mode, budget_pages) };
+            // No read-ahead: it would serve cold pages without faults, and the count is of
+            // the hot pages' misses.
+            let pager_config =
+                PagerConfig { reference_sampling: sampling, readahead_pages: 0, ..config(fault_mode, budget_pages) };
             let pager = Pager::new(device, pager_config).unwrap();
             let mut region = pager.alloc(region_pages * PAGE_BYTES as u64, 0).unwrap();
             let memory = region.as_mut_slice();

@@ -64,7 +64,9 @@ impl<'a> FaultShell for Live<'a, FaultRole<'a>> {
             ReadInto::FaultPage => &mut role.page.0,
             // SAFETY: the core claimed these pages for this fault's read, until its
             // completion (`fault_read_done`), which comes after this borrow ends.
-            ReadInto::Cache { first } => unsafe { self.shared.readahead_cache.pages_mut(first as usize, pages as usize) },
+            ReadInto::Cache { first } => unsafe {
+                self.shared.readahead_cache.pages_mut(first as usize, pages as usize)
+            },
         };
         assert_eq!(buffer.len(), pages as usize * PAGE_BYTES, "a read larger than its buffer");
         let result = self.shared.read_slots(zone, slot, buffer, None);
