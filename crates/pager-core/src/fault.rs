@@ -696,12 +696,8 @@ impl PagerCore {
         // copy of a swapped page, which its fault may come for.
         let valid = |core: &PagerCore, next: u32| core.engine.slot_state(zone, next) == SlotState::Valid;
         // The farthest valid slot on each side bounds the read.
-        let after = (1..=window.after)
-            .take_while(|&k| slot + k < capacity)
-            .filter(|&k| valid(self, slot + k))
-            .last()
-            .unwrap_or(0);
-        let before = (1..=window.before.min(slot)).filter(|&k| valid(self, slot - k)).last().unwrap_or(0);
+        let after = (1..=window.after.min(capacity - 1 - slot)).rev().find(|&k| valid(self, slot + k)).unwrap_or(0);
+        let before = (1..=window.before.min(slot)).rev().find(|&k| valid(self, slot - k)).unwrap_or(0);
         if after == 0 && before == 0 {
             return None;
         }

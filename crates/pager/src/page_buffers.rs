@@ -1,5 +1,6 @@
 //! Page buffers allocated once, page-aligned (so O_DIRECT I/O needs no bounce copy),
-//! whose bytes live outside the pager's state lock: the GC move buffer. Device reads
+//! whose bytes live outside the pager's state lock: the GC move buffer, and the
+//! read-ahead cache. Device reads
 //! fill it and appends write from it (scatter-gather, no copy) without holding the
 //! lock, so faults never wait behind them. (Swap-out appends need no buffer: they read
 //! the victim pages in place, see `Shared::pump`.)
@@ -9,7 +10,10 @@
 //! pages `n .. n + pages` from `poll_io` to `read_done`; a GC append reads the pages it
 //! names from `poll_io` to `append_done`. The engine issues a batch's appends only after
 //! all its reads completed, and gathers the next batch only after all its appends
-//! completed, so a read and an append never share a page.
+//! completed, so a read and an append never share a page. **Read-ahead cache** pages
+//! belong to a fault whose read the core claimed them for, from `FaultStep::Read` to
+//! `fault_read_done`; otherwise they are read only under the state lock, by the install
+//! (`CopyFrom::Cache`) of a fault they serve, while no read has them claimed.
 
 use crate::pager::PAGE_BYTES;
 
@@ -46,31 +50,6 @@ impl ZeroedPages {
         }
         let pages = crate::map_anonymous(count * PAGE_BYTES).expect("mapping a pager buffer").cast::<AlignedPage>();
         ZeroedPages { pages, count }
-    }
-}
-
-impl ZeroedPages {
-    /// Pages `first..first + count` as bytes, to fill. For a pool whose pages are owned
-    /// one by one (the read-ahead cache), never dereferenced whole.
-    ///
-    /// # Safety
-    /// The caller owns those pages until the borrow ends: nobody else reads or writes
-    /// them meanwhile (the read-ahead cache: the core claimed them for this fault's read).
-    pub(crate) unsafe fn pages_mut(&self, first: usize, count: usize) -> &mut [u8] {
-        assert!(first + count <= self.count, "pages {first}+{count} of a pool of {}", self.count);
-        // SAFETY: within our mapping (checked); exclusive by the caller's promise.
-        unsafe { std::slice::from_raw_parts_mut(self.pages.add(first).cast::<u8>(), count * PAGE_BYTES) }
-    }
-
-    /// Page `index` as bytes, to copy from.
-    ///
-    /// # Safety
-    /// Nobody writes the page until the borrow ends (the read-ahead cache: read under
-    /// the state lock, while no read has the page claimed).
-    pub(crate) unsafe fn page(&self, index: usize) -> &[u8] {
-        assert!(index < self.count, "page {index} of a pool of {}", self.count);
-        // SAFETY: within our mapping (checked); not written meanwhile by the caller's promise.
-        unsafe { std::slice::from_raw_parts(self.pages.add(index).cast::<u8>(), PAGE_BYTES) }
     }
 }
 
@@ -130,7 +109,10 @@ impl PageBuffers {
     /// # Safety
     /// The caller owns `handle` (module comment) and nobody writes it meanwhile.
     pub(crate) unsafe fn page(&self, handle: u64) -> &[u8; PAGE_BYTES] {
-        &self.pages[handle as usize].0
+        assert!((handle as usize) < self.pages.count, "page {handle} beyond the buffer");
+        // SAFETY: within the mapping (checked); only this page is borrowed, so other
+        // owners' pages stay theirs (not through `Deref`, which would borrow them all).
+        unsafe { &(*self.pages.pages.add(handle as usize)).0 }
     }
 
     /// Pages `first .. first + count` as one slice, to fill (a device read).

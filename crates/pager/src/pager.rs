@@ -183,8 +183,8 @@ pub(crate) struct Shared {
     /// The read-ahead cache's pages (`PagerCore::readahead_cache_pages`). Its pages are
     /// owned one by one as the core says: by the fault whose read the core claimed them
     /// for, until that read's completion; else read only under the state lock, by the
-    /// `CopyFrom::Cache` of a fault it serves. Never dereferenced whole.
-    readahead_cache: crate::page_buffers::ZeroedPages,
+    /// `CopyFrom::Cache` of a fault it serves.
+    readahead_cache: PageBuffers,
     /// A pidfd of this process for batched `process_madvise`, where the kernel accepts
     /// `MADV_DONTNEED` through it.
     self_pidfd: Option<i32>,
@@ -292,7 +292,7 @@ impl Pager {
             self_pidfd: self_pidfd_for_discard(),
             mappings: RwLock::new(()),
             fault_discard: Mutex::new(Some(core.discard_batch())),
-            readahead_cache: crate::page_buffers::ZeroedPages::new(readahead_cache_pages),
+            readahead_cache: PageBuffers::new(readahead_cache_pages),
             device,
             uffd,
             state: Mutex::new(core),
@@ -657,7 +657,7 @@ impl Shared {
                         CopyFrom::FaultPage => &buffer[..bytes],
                         // SAFETY: under the state lock, and the core names a page no read
                         // has claimed (a hit's entry, or the completing read's own page).
-                        CopyFrom::Cache { page } => unsafe { self.readahead_cache.page(page as usize) },
+                        CopyFrom::Cache { page } => unsafe { &self.readahead_cache.page(page as u64)[..] },
                         CopyFrom::Zeros => &ZERO_PAGES[..bytes],
                     };
                     let mapped = self.uffd.copy_pages(address, source, write_protect, true).expect("installing pages");
