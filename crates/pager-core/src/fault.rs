@@ -713,9 +713,15 @@ impl PagerCore {
     }
 
     /// The device destroyed the page's only copy. Never hand back wrong data: poison it
-    /// (a touch raises SIGBUS).
+    /// (a touch raises SIGBUS). Once: a fault whose read was in flight when the zone
+    /// was lost may learn of it after another fault on the page poisoned it (found by
+    /// the pager DST), and then only wakes its thread, which meets the marker.
     fn poison(&mut self, owner: u32, page: u64, actions: &mut Actions) {
         let address = self.page_address(owner, page);
+        if self.state(owner, page) == PageState::Poisoned {
+            actions.push(Action::Wake { address });
+            return;
+        }
         self.set_state(owner, page, PageState::Poisoned);
         self.stats.pages_poisoned += 1;
         actions.push(Action::Poison { address });
