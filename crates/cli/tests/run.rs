@@ -212,6 +212,15 @@ fn an_execd_program_runs_without_the_pager() {
     assert_eq!(run.stdout().trim(), "ok exec without the pager");
 }
 
+/// The pager's tables come from an allocator that asks for huge pages, each of which
+/// would make a touched byte 2 MiB resident against --memory: none in a paged process.
+#[test]
+fn a_paged_process_has_no_transparent_huge_pages() {
+    let run = run(&["thp"]);
+    assert!(run.output.status.success(), "stdout: {}\nstderr: {}", run.stdout(), run.stderr());
+    assert_eq!(run.stdout().trim(), "ok thp off");
+}
+
 #[test]
 fn a_program_that_daemonizes_is_refused_at_once() {
     let run = run(&["daemonize"]);

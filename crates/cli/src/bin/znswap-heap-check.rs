@@ -174,6 +174,13 @@ fn exec() -> String {
     "exec without the pager".into()
 }
 
+/// Whether this process may have transparent huge pages (`THP_enabled` in its status).
+fn thp() -> String {
+    let status = std::fs::read_to_string("/proc/self/status").expect("reading /proc/self/status");
+    let enabled = status.lines().find_map(|line| line.strip_prefix("THP_enabled:")).map(str::trim);
+    format!("thp {}", if enabled == Some("0") { "off" } else { "on" })
+}
+
 /// Page-aligned chunks, so `madvise` can name whole pages of them.
 fn aligned_chunks(mib: usize, version: u64) -> Vec<Box<[u8]>> {
     (0..mib)
@@ -533,6 +540,7 @@ fn main() {
         Some("threads") => threads(number(1, 64), number(2, 4)),
         Some("realloc") => realloc(number(1, 64)),
         Some("exec") => exec(),
+        Some("thp") => thp(),
         Some("dontneed") => dontneed(number(1, 64)),
         Some("mmap") => mappings(number(1, 64)),
         Some("early-threads") => early_threads(),
@@ -547,7 +555,7 @@ fn main() {
             unsafe { libc::_exit(3) };
         }
         _ => {
-            eprintln!("usage: znswap-heap-check heap|io|threads|early-threads|realloc|dontneed|mmap|fork|exec|daemonize|exit-fast|aligned [MIB] [THREADS|ALIGN_KIB]");
+            eprintln!("usage: znswap-heap-check heap|io|threads|early-threads|realloc|dontneed|mmap|fork|exec|thp|daemonize|exit-fast|aligned [MIB] [THREADS|ALIGN_KIB]");
             std::process::exit(2);
         }
     };
