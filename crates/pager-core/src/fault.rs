@@ -130,7 +130,7 @@ struct Reading {
     sequential: bool,
     write: bool,
     io: IoId,
-    /// The read-ahead cache's pages it reads into, with the pages after the faulting one.
+    /// The read-ahead cache's pages it reads into, with the slots around the faulting one's.
     claim: Option<Claim>,
 }
 
