@@ -467,23 +467,7 @@ impl PagerCore {
                 let zone_generation = self.engine.zone_counters(zone).resets;
                 if let Some(entry) = self.readahead.lookup(address, zone_generation) {
                     // Read ahead by an earlier fault: no device read.
-                    self.readahead.hit(entry);
-                    self.stats.readahead_hits += 1;
-                    let outcome = self.engine.read_done(io, Ok(()), &[], now).expect("swap-in from the cache");
-                    self.after_engine();
-                    let ReadOutcome::SwappedIn { cached } = outcome else {
-                        panic!("{owner}:{page}: a swap-in served from the cache answered {outcome:?}");
-                    };
-                    self.install_swapped_in(
-                        fault.address,
-                        owner,
-                        page,
-                        write,
-                        cached,
-                        CopyFrom::Cache { page: entry },
-                        now,
-                        actions,
-                    );
+                    self.serve_from_cache(owner, page, io, entry, write, now, actions);
                     self.serve_around(owner, page, address, write, now, actions);
                     return FaultStep::Done;
                 }
@@ -548,7 +532,7 @@ impl PagerCore {
         }
         match outcome {
             ReadOutcome::SwappedIn { cached } => {
-                self.install_swapped_in(address, owner, page, write, cached, from, now, actions);
+                self.install_swapped_in(owner, page, write, cached, from, now, actions);
                 FaultStep::Done
             }
             ReadOutcome::Failed => {
@@ -580,7 +564,6 @@ impl PagerCore {
     #[allow(clippy::too_many_arguments)]
     fn install_swapped_in(
         &mut self,
-        address: u64,
         owner: u32,
         page: u64,
         write: bool,
@@ -594,7 +577,7 @@ impl PagerCore {
             self.engine.dirtied(owner, page, now).expect("dirtied on a registered page");
             self.after_engine();
         }
-        actions.push(Action::Copy { address, pages: 1, from, write_protect });
+        actions.push(Action::Copy { address: self.page_address(owner, page), pages: 1, from, write_protect });
         self.mark_resident(owner, page);
     }
 
@@ -670,18 +653,33 @@ impl PagerCore {
                 let Ok(SwapIn::Read { io, .. }) = self.engine.swap_in(owner, next, now) else {
                     break;
                 };
-                self.readahead.hit(entry);
-                self.stats.readahead_hits += 1;
-                let outcome = self.engine.read_done(io, Ok(()), &[], now).expect("swap-in from the cache");
-                let ReadOutcome::SwappedIn { cached } = outcome else {
-                    panic!("{owner}:{next}: a swap-in served from the cache answered {outcome:?}");
-                };
-                let at = self.page_address(owner, next);
-                self.install_swapped_in(at, owner, next, write, cached, CopyFrom::Cache { page: entry }, now, actions);
+                self.serve_from_cache(owner, next, io, entry, write, now, actions);
                 served += 1;
             }
         }
         self.after_engine();
+    }
+
+    /// Serves the swap-in `io` of `page` from read-ahead cache page `entry`: the engine's
+    /// read completes at once, and the page is copied from the cache.
+    #[allow(clippy::too_many_arguments)]
+    fn serve_from_cache(
+        &mut self,
+        owner: u32,
+        page: u64,
+        io: IoId,
+        entry: u32,
+        write: bool,
+        now: u64,
+        actions: &mut Actions,
+    ) {
+        self.readahead.hit(entry);
+        self.stats.readahead_hits += 1;
+        let outcome = self.engine.read_done(io, Ok(()), &[], now).expect("swap-in from the cache");
+        let ReadOutcome::SwappedIn { cached } = outcome else {
+            panic!("{owner}:{page}: a swap-in served from the cache answered {outcome:?}");
+        };
+        self.install_swapped_in(owner, page, write, cached, CopyFrom::Cache { page: entry }, now, actions);
     }
 
     /// Plans a read of the faulting page's slot and the valid slots around it in its

@@ -1,5 +1,5 @@
-//! Read-ahead with hit feedback: the slots after a faulting page's slot are read with
-//! it (one device command) into a cache of the pager's own pages, where they stay
+//! Read-ahead with hit feedback: the valid slots around a faulting page's slot are read
+//! with it (one device command) into a cache of the pager's own pages, where they stay
 //! unmapped until a fault wants one. Linux does the same with its swap cache
 //! (`swap_cluster_readahead`, sized by `swapin_nr_pages`).
 //!
@@ -11,9 +11,9 @@
 //! buffers), a fault that finds its page in the cache is a hit (no device read), and
 //! the window grows with hits and falls back to one page without them.
 //!
-//! Why the slots after the faulting one: pages swapped out together sit in neighbouring
-//! slots (an append writes a round's victims in order), so history, not addresses,
-//! says what comes back together.
+//! Why the slots around the faulting one: pages swapped out together sit in
+//! neighbouring slots (an append writes a round's victims in order), so history, not
+//! addresses, says what comes back together.
 //!
 //! # Why an entry can be trusted
 //! An entry holds what slot `address` held in its zone's generation (the zone's reset

@@ -20,12 +20,12 @@ use znswap_pager_core::{
     PagerCore, Pause, ReadInto, Shell, WaitOn, PAGE_BYTES,
 };
 
+use super::scenario::{Access, PagerFaultMode, PagerFaults, PagerScenario};
+use crate::scenario::{below, chance, error_probability, Rng};
+
 /// What a read-ahead cache page holds before any read filled it, or after a failed
 /// read: a version no write ever makes, so the oracle catches a page installed from it.
 const NOT_READ: u64 = u64::MAX;
-
-use super::scenario::{Access, PagerFaultMode, PagerFaults, PagerScenario};
-use crate::scenario::{below, chance, error_probability, Rng};
 
 /// Regions live at `(k + 1) << 32` for a place `k`: a freed region's place (so
 /// its addresses) may be taken by the next one, as `mmap` reuses addresses.
