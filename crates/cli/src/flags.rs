@@ -27,7 +27,7 @@ pub struct MemoryFlag {
     /// come back on fault. For `bench`, the paged working set's budget; for `run`, all
     /// the program holds in memory (its heap, its own mappings, mapped files, the pager's
     /// tables: what a memory cgroup's limit counts), the paged heap getting what the rest
-    /// leaves, re-measured each second.
+    /// leaves, re-measured every 100 ms.
     #[arg(long, value_parser = size, default_value = "256M")]
     pub memory: u64,
 }

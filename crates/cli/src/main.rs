@@ -61,7 +61,8 @@ enum Command {
     Kv(cmd_kv::KvArgs),
     /// Run an unmodified program with its heap paged: memory beyond --memory is swapped
     /// to the zoned device, and back on fault. Prints what the pager did at exit and
-    /// returns the program's exit status. `znswap run --memory 256M -- redis-server`
+    /// returns the program's exit status. The program and its children run without
+    /// transparent huge pages. `znswap run --memory 256M -- redis-server`
     Run(cmd_run::RunArgs),
 }
 
