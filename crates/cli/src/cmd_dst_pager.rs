@@ -32,6 +32,8 @@ struct PagerCoverage {
     swap_ins_verified_min: u64,
     swap_ins_verified: u64,
     writes_racing_write_outs: u64,
+    swap_cache_dirtied: u64,
+    swap_cache_skipped: u64,
     evictions_raced: u64,
     fault_discards: u64,
     addresses_reused: u64,
@@ -103,6 +105,8 @@ pub fn dst(request: &PagerDstRequest) -> Result<bool> {
         coverage.swap_ins_verified += report.swap_ins_verified;
         coverage.writes_racing_write_outs += report.core.swap_outs_aborted_dirty;
         coverage.evictions_raced += report.core.evictions_raced;
+        coverage.swap_cache_dirtied += report.core.swap_cache_dirtied;
+        coverage.swap_cache_skipped += report.core.swap_cache_skipped;
         coverage.fault_discards += report.coverage.fault_discards;
         coverage.addresses_reused += report.coverage.addresses_reused;
         coverage.injected_errors += report.coverage.injected_errors;
@@ -162,7 +166,7 @@ pub fn dst(request: &PagerDstRequest) -> Result<bool> {
             }
         }
         let mut summary = Table::new(&["coverage", "value"]);
-        let rows: [(&str, u64); 33] = [
+        let rows: [(&str, u64); 35] = [
             ("seeds self-paging", coverage.seeds_self_paging),
             ("seeds with handler threads", coverage.seeds_handler_threads),
             ("seeds that ran the GC", coverage.seeds_with_gc),
@@ -173,6 +177,8 @@ pub fn dst(request: &PagerDstRequest) -> Result<bool> {
             ("swap-ins verified in all", coverage.swap_ins_verified),
             ("writes during a write-out (swap-out aborted)", coverage.writes_racing_write_outs),
             ("victims written before their hand-over", coverage.evictions_raced),
+            ("swapped-in pages written, slot kept (swap cache)", coverage.swap_cache_dirtied),
+            ("swapped-in pages mapped writable, slot dropped", coverage.swap_cache_skipped),
             ("discards by faults waiting for room", coverage.fault_discards),
             ("regions mapped at a freed region's addresses", coverage.addresses_reused),
             ("device errors injected", coverage.injected_errors),

@@ -475,6 +475,16 @@ impl Summary {
                 ),
             );
         }
+        if r.swap_outs_clean + r.swap_cache_dirtied + r.swap_cache_skipped > 0 {
+            line(
+                "swap cache",
+                format!(
+                    "{} pages swapped out clean (no write), {} written after their swap-in (a write-protect \
+                     fault each), {} mapped writable with their slot dropped",
+                    r.swap_outs_clean, r.swap_cache_dirtied, r.swap_cache_skipped
+                ),
+            );
+        }
         line(
             "faults",
             if r.missing_faults + r.write_protect_faults == 0 {

@@ -166,6 +166,10 @@ pub struct SwapBench {
     /// Pages those faults discarded themselves while they waited (direct reclaim).
     pub fault_discarded_pages: u64,
     pub swap_outs_clean: u64,
+    /// Swapped-in pages written while their slot was kept (a write-protect fault each),
+    /// and pages mapped writable with their slot dropped at once.
+    pub swap_cache_dirtied: u64,
+    pub swap_cache_skipped: u64,
     pub swap_outs_zero: u64,
     pub host_bytes_per_slot: f64,
     /// Raw append bandwidth of the same device (the ceiling for `anon-w-seq`): the mean
@@ -414,6 +418,8 @@ pub fn run(device: Arc<dyn ZonedDevice>, options: &SwapBenchOptions) -> Result<S
         budget_wait_ms: stats.budget_wait_ns as f64 / 1e6,
         fault_discarded_pages: stats.fault_discarded_pages,
         swap_outs_clean: stats.swap_outs_clean,
+        swap_cache_dirtied: stats.swap_cache_dirtied,
+        swap_cache_skipped: stats.swap_cache_skipped,
         swap_outs_zero: stats.swap_outs_zero,
         host_bytes_per_slot: pager.host_bytes_per_slot(),
         device_append_mib_s: 0.0,
@@ -849,6 +855,14 @@ pub fn print(bench: &SwapBench) {
         "clean drops".into(),
         bench.swap_outs_clean.to_string(),
         format!("{} aborted by writes, {} zero pages", bench.swap_outs_aborted_dirty, bench.swap_outs_zero),
+    ]);
+    table.row(vec![
+        "swap cache".into(),
+        format!("{} written", bench.swap_cache_dirtied),
+        format!(
+            "swapped-in pages written while their slot was kept; {} mapped writable, slot dropped",
+            bench.swap_cache_skipped
+        ),
     ]);
     table.row(vec![
         "read-ahead".into(),

@@ -290,6 +290,10 @@ impl PagerCore {
             actions.push(Action::Wake { address });
             return;
         }
+        if matches!(self.engine.page_state(owner, page), Ok(EnginePage::SwapCached { .. })) {
+            self.swap_cache.dirtied();
+            self.stats.swap_cache_dirtied += 1;
+        }
         self.engine.dirtied(owner, page, now).expect("dirtied on a registered page");
         match state {
             // A victim written before its hand-over stays (`evict_hand_over` sees it).
@@ -559,8 +563,9 @@ impl PagerCore {
     }
 
     /// Maps a page swapped in, from its read or the read-ahead cache. A cached page
-    /// keeps its slot: it is mapped write-protected so the first write tells the engine
-    /// the slot went stale (a write fault maps it writable and says so at once).
+    /// keeps its slot while that pays (`src/swap_cache.rs`): it is mapped
+    /// write-protected so the first write tells the engine the slot went stale (a write
+    /// fault, or a slot not kept, maps it writable and says so at once).
     #[allow(clippy::too_many_arguments)]
     fn install_swapped_in(
         &mut self,
@@ -572,6 +577,11 @@ impl PagerCore {
         now: u64,
         actions: &mut Actions,
     ) {
+        // Kept only while cached pages tend to be evicted clean: else the slot is dropped
+        // now, as a write would drop it, and the first write costs no fault.
+        let skip_cache = cached && !write && !self.swap_cache.keep(page, self.engine.stats().swap_cache_hits);
+        self.stats.swap_cache_skipped += skip_cache as u64;
+        let write = write || skip_cache;
         let write_protect = cached && !write;
         if cached && write {
             self.engine.dirtied(owner, page, now).expect("dirtied on a registered page");

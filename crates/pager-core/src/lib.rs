@@ -82,6 +82,7 @@ mod page;
 mod program;
 mod readahead;
 mod region;
+mod swap_cache;
 
 pub use action::{Action, Actions, CopyFrom, Wakeups};
 pub use actor::{Evictor, EvictorDid, EvictorShell, FaultShell, FaultTask, IoShell, IoThread, Next, Shell, WaitOn};
@@ -192,6 +193,11 @@ pub struct CoreStats {
     pub readahead_pages_read: u64,
     /// Faults served from the read-ahead cache, with no device read.
     pub readahead_hits: u64,
+    /// Pages read back that kept their slot as swap cache and were written since (a
+    /// write-protect fault each; `src/swap_cache.rs`).
+    pub swap_cache_dirtied: u64,
+    /// Pages read back that did not keep their slot: cached pages were mostly written.
+    pub swap_cache_skipped: u64,
     /// Pages written to the device by swap-out appends that succeeded.
     pub swap_outs_written: u64,
     pub swap_outs_zero: u64,
@@ -318,6 +324,8 @@ pub struct PagerCore {
     append_pages_max: usize,
     /// Which pages of the shell's read-ahead cache hold what.
     readahead: ReadaheadCache,
+    /// Whether pages read back keep their slots.
+    swap_cache: swap_cache::SwapCacheFeedback,
     /// `append_done`'s dirtied flags: the pager reports writes during write-out through
     /// `Engine::dirtied`, so no append ever carries a dirtied page of its own.
     no_dirtied: Vec<bool>,
@@ -381,6 +389,7 @@ impl PagerCore {
             append_pages_max,
             no_dirtied: vec![false; append_pages_max],
             readahead: ReadaheadCache::new(config.readahead_pages),
+            swap_cache: swap_cache::SwapCacheFeedback::default(),
             config,
         })
     }

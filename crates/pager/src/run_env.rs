@@ -133,6 +133,15 @@ pub struct RunReport {
     pub readahead_pages_read: u64,
     #[serde(default)]
     pub readahead_hits: u64,
+    /// Swapped-in pages evicted again clean (their slot kept: no write), written after
+    /// their swap-in while their slot was kept (a write-protect fault each), and mapped
+    /// writable at once with their slot dropped (kept slots were mostly written).
+    #[serde(default)]
+    pub swap_outs_clean: u64,
+    #[serde(default)]
+    pub swap_cache_dirtied: u64,
+    #[serde(default)]
+    pub swap_cache_skipped: u64,
     pub missing_faults: u64,
     pub write_protect_faults: u64,
     pub fault_p50_ns: u64,

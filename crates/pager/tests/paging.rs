@@ -108,6 +108,56 @@ fn the_swap_cache_saves_rewriting_clean_pages() {
     assert!(stats.write_protect_faults > 0, "writes to swap-cached pages are caught: {stats:?}");
 }
 
+/// Swapped pages read back in random order, each written after it is read (`write`) or
+/// only read; returns the counts of the reading part.
+fn read_back(write: bool) -> PagerStats {
+    let device: Arc<dyn ZonedDevice> = Arc::new(MemDevice::new(geometry(48, 1, 16)).unwrap());
+    let pager =
+        Pager::new(device, PagerConfig { readahead_pages: 0, ..config(FaultMode::HandlerThreads(1), 512) }).unwrap();
+    let pages = 4096u64;
+    let mut region = pager.alloc(pages * PAGE_BYTES as u64, 0).unwrap();
+    let memory = region.as_mut_slice();
+    let mut versions = vec![1u64; pages as usize];
+    for page in 0..pages {
+        fill(&mut memory[page as usize * PAGE_BYTES..][..PAGE_BYTES], page, 1);
+    }
+    let before = pager.stats();
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(21);
+    for _ in 0..20_000 {
+        let page = rng.next_u64() % pages;
+        let bytes = &mut memory[page as usize * PAGE_BYTES..][..PAGE_BYTES];
+        check(bytes, page, versions[page as usize]);
+        if write {
+            versions[page as usize] += 1;
+            fill(bytes, page, versions[page as usize]);
+        }
+    }
+    for page in 0..pages {
+        check(&memory[page as usize * PAGE_BYTES..][..PAGE_BYTES], page, versions[page as usize]);
+    }
+    assert_eq!(pager.stats().lost_pages, 0);
+    pager.stats().since(&before)
+}
+
+/// A page read back keeps its slot (mapped write-protected) only while that pays: when
+/// nearly every such page is written next, each write costs a write-protect fault to
+/// save nothing, so pages read back are mapped writable with their slot dropped (all
+/// but the probes that keep measuring); when they stay clean, they keep it.
+#[test]
+fn the_swap_cache_is_kept_only_while_cached_pages_stay_clean() {
+    let rewritten = read_back(true);
+    assert!(rewritten.swap_in_reads > 10_000, "{rewritten:?}");
+    assert!(rewritten.swap_cache_skipped > rewritten.swap_in_reads / 2, "slots dropped at swap-in: {rewritten:?}");
+    assert!(
+        rewritten.swap_cache_dirtied < rewritten.swap_in_reads / 4,
+        "few write-protect faults on pages read back: {rewritten:?}"
+    );
+    let read_only = read_back(false);
+    assert!(read_only.swap_in_reads > 10_000, "{read_only:?}");
+    assert_eq!(read_only.swap_cache_skipped, 0, "clean pages keep their slots: {read_only:?}");
+    assert!(read_only.swap_outs_clean > read_only.swap_in_reads / 2, "and are evicted with no write: {read_only:?}");
+}
+
 #[test]
 fn gc_runs_beside_faults_at_high_utilization() {
     // 4096 pages of working set on 24 MiB of zones (6144 slots): about 65 % full, so

@@ -47,6 +47,11 @@ pager_stats! {
     count readahead_hits,
     count swap_outs_written,
     count swap_outs_clean,
+    /// Pages read back that kept their slot and were written since (a write-protect
+    /// fault each), and pages read back that did not keep it (`swap_cache.rs` in the
+    /// pager core: cached pages were mostly written).
+    count swap_cache_dirtied,
+    count swap_cache_skipped,
     count swap_outs_zero,
     count swap_outs_aborted_dirty,
     count backpressure,
@@ -144,6 +149,8 @@ impl Shared {
             readahead_hits: core.readahead_hits,
             swap_outs_written: core.swap_outs_written,
             swap_outs_clean: engine.swap_cache_hits,
+            swap_cache_dirtied: core.swap_cache_dirtied,
+            swap_cache_skipped: core.swap_cache_skipped,
             swap_outs_zero: core.swap_outs_zero,
             swap_outs_aborted_dirty: core.swap_outs_aborted_dirty,
             backpressure: core.backpressure,
