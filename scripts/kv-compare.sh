@@ -11,7 +11,8 @@
 # for --seconds, a sweep of every key) from outside the cgroup, records ops/s, p99 and
 # the server's peak RSS, and stops the server. Prints per-round ratios (znswap/kernel
 # ops/s, kernel/znswap p99: above 1, znswap is better) and their medians, as a table and
-# as JSON. Needs root, python3 and the server. Leaves no swap or cgroup behind.
+# as JSON; and the timed mix alone per operation (swap-ins, faults, server CPU), from
+# counters `znswap kv --phase-hook` takes at the mix's start and end. Needs root, python3 and the server. Leaves no swap or cgroup behind.
 #
 # Usage: scripts/kv-compare.sh [--server memcached|redis] [--data 1G] [--memory 256M]
 #        [--seconds 30] [--rounds 3] [--connections 2] [--znswap PATH] [--device PATH]
@@ -176,6 +177,42 @@ cgroup_major_faults() {
 # The machine's pages swapped in and out so far (/proc/vmstat; nothing else swaps here).
 vmstat_swap() { awk '$1 == "pswpin" { i = $2 } $1 == "pswpout" { o = $2 } END { print i + 0, o + 0 }' /proc/vmstat; }
 
+# The server's counters at a phase of `znswap kv` (its --phase-hook, before and after the
+# timed mix), as JSON in $1: the machine's pswpin/pswpout, the cgroup's pgmajfault (kernel
+# side), the server's CPU seconds, and znswap's own report (its library writes one each
+# second, to the file its ZNSWAP_RUN_CONFIG names: the hook waits for a fresh one; kv
+# waits for the hook, outside its timed part).
+cat >"$work/phase-hook.sh" <<'HOOK'
+out=$1 pid=$2 cgroup=$3 stats=$4
+[ -n "$stats" ] && sleep 1.2
+python3 - "$out" "$pid" "$cgroup" "$stats" <<'PY'
+import json, os, sys
+out, pid, cgroup, stats = sys.argv[1:]
+def pairs(path):
+    try:
+        return dict((line.split()[0], int(line.split()[1])) for line in open(path) if len(line.split()) == 2)
+    except (OSError, ValueError):
+        return {}
+vm = pairs("/proc/vmstat")
+memory = pairs(os.path.join(cgroup, "memory.stat")) if cgroup else {}
+try:
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+except (OSError, IndexError, ValueError):
+    cpu = None
+report = None
+if stats:
+    try:
+        environ = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
+        config = next(json.loads(v.split(b"=", 1)[1]) for v in environ if v.startswith(b"ZNSWAP_RUN_CONFIG="))
+        report = json.load(open(config["stats"]))
+    except (OSError, ValueError, KeyError, StopIteration):
+        report = None
+json.dump({"pswpin": vm.get("pswpin"), "pswpout": vm.get("pswpout"), "pgmajfault": memory.get("pgmajfault"),
+           "cpu_seconds": cpu, "znswap": report}, open(out, "w"))
+PY
+HOOK
+
 # One side of one round: writes $work/<side>-<round>.json.
 run_side() {
     local side=$1 round=$2 port log kv_out status=0 peak="" cgroup_peak="" stats="" major="" swap_before swap_after cpu=""
@@ -199,8 +236,9 @@ run_side() {
     server_pid=$!
     swap_before=$(vmstat_swap)
     wait_for_port "$port" "$log"
+    hook="bash '$work/phase-hook.sh' '$work/$side-$round.'\$ZNSWAP_KV_PHASE.json '$(server_process)' '${cgroup:-}' '${stats:-}'"
     "$znswap" kv --protocol "$protocol" --addr "127.0.0.1:$port" --data "$data" --seconds "$seconds" \
-        --connections "$connections" --seed "$round" --json >"$kv_out" || status=$?
+        --connections "$connections" --seed "$round" --phase-hook "$hook" --json >"$kv_out" || status=$?
     peak=$(peak_rss_bytes "$(server_process)")
     cpu=$(cpu_seconds "$(server_process)")
     if [ "$side" = kernel ]; then cgroup_peak=$(cgroup_peak_bytes) major=$(cgroup_major_faults); fi
@@ -212,9 +250,15 @@ run_side() {
     fi
     [ "$status" = 0 ] || echo "== $side round $round: znswap kv failed (exit $status); see above" >&2
     python3 - "$kv_out" "$status" "${peak:-}" "${cgroup_peak:-}" "${stats:-}" "${major:-}" "$swap_before" "$swap_after" "${cpu:-}" \
-        >"$work/$side-$round.json" <<'PY'
+        "$work/$side-$round.mix-start.json" "$work/$side-$round.mix-end.json" >"$work/$side-$round.json" <<'PY'
 import json, os, sys
-kv_path, status, peak, cgroup_peak, stats_path, major, swap_before, swap_after, cpu = sys.argv[1:]
+kv_path, status, peak, cgroup_peak, stats_path, major, swap_before, swap_after, cpu, mix_start, mix_end = sys.argv[1:]
+def snapshot(path):
+    try:
+        return json.load(open(path))
+    except (OSError, ValueError):
+        return None
+mix = {"start": snapshot(mix_start), "end": snapshot(mix_end)}
 (in0, out0), (in1, out1) = (map(int, swap_before.split()), map(int, swap_after.split()))
 try:
     kv = json.load(open(kv_path))
@@ -232,7 +276,7 @@ print(json.dumps({"kv": kv, "kv_exit": int(status),
                   "kernel_major_faults": int(major) if major else None,
                   "kernel_swapped_in_pages": in1 - in0, "kernel_swapped_out_pages": out1 - out0,
                   "server_cpu_seconds": float(cpu) if cpu else None,
-                  "znswap_stats": stats}))
+                  "znswap_stats": stats, "mix_counters": mix}))
 PY
 }
 
@@ -327,6 +371,42 @@ for row in rows:
 widths = [max(len(line[i]) for line in detail) for i in range(len(detail[0]))]
 for line in detail:
     print("  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(line, widths))).rstrip())
+# The timed mix alone, per operation: the counters the phase hook took at its start and end.
+def mix_delta(result, get):
+    counters = result and result.get("mix_counters")
+    if not counters or not counters["start"] or not counters["end"]:
+        return None
+    a, b = get(counters["start"]), get(counters["end"])
+    return b - a if a is not None and b is not None else None
+def mix_ops(result):
+    run = result and result["kv"] and result["kv"].get("run")
+    return run["ops"] if run else None
+mix_rows = [["round", "side", "ops", "swap-ins/op", "faults/op", "CPU ms/op"]]
+for row in rows:
+    for side in sides:
+        result, ops = row[side], mix_ops(row[side])
+        if not ops:
+            continue
+        per = lambda value, scale=1: cell(value * scale / ops if value is not None else None, ".3f")
+        if side == "kernel":
+            swap_ins = mix_delta(result, lambda c: c["pswpin"])
+            faults = mix_delta(result, lambda c: c["pgmajfault"])
+            wp_faults = None
+            faults_cell = per(faults) + " major"
+        else:
+            swap_ins = mix_delta(result, lambda c: c["znswap"] and c["znswap"]["swapped_in_pages"])
+            faults = mix_delta(result, lambda c: c["znswap"] and c["znswap"]["missing_faults"])
+            wp_faults = mix_delta(result, lambda c: c["znswap"] and c["znswap"]["write_protect_faults"])
+            faults_cell = per(faults) + " + " + per(wp_faults) + " wp"
+        cpu = mix_delta(result, lambda c: c["cpu_seconds"])
+        result["mix_per_op"] = {"ops": ops, "swap_ins": swap_ins, "faults": faults, "write_protect_faults": wp_faults,
+                                "cpu_seconds": cpu}
+        mix_rows.append([str(row["round"]), side, str(ops), per(swap_ins), faults_cell, per(cpu, 1e3)])
+if len(mix_rows) > 1:
+    print("the timed mix alone, per operation (counters taken at its start and end; the kernel's swap-ins are pswpin)")
+    widths = [max(len(line[i]) for line in mix_rows) for i in range(len(mix_rows[0]))]
+    for line in mix_rows:
+        print("  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(line, widths))).rstrip())
 for row in rows:
     for side in sides:
         kv = row[side] and row[side]["kv"]

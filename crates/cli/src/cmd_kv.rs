@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{ensure, Result};
+use anyhow::{bail, ensure, Context, Result};
 use clap::{Args, ValueEnum};
 // hdrhistogram: percentiles of millions of request latencies in a fixed few tens of KiB,
 // merged across threads; a small, well-kept crate (default features off: no
@@ -98,6 +98,12 @@ pub struct KvArgs {
     /// Seed of the values and of the request streams.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Run this shell command right before the timed mix and right after it, and wait
+    /// for it: with ZNSWAP_KV_PHASE=mix-start or mix-end in its environment (a harness
+    /// takes the server's counters there, so it can count what the mix alone cost; see
+    /// scripts/kv-compare.sh). The run fails if the command does.
+    #[arg(long, value_name = "COMMAND")]
+    phase_hook: Option<String>,
     /// Do not fail on missing keys, only on wrong values: for a server that may evict
     /// (memcached with a small -m, redis with maxmemory and an eviction policy).
     #[arg(long)]
@@ -469,6 +475,7 @@ pub fn run(args: KvArgs) -> Result<bool> {
             });
             Ok(())
         })?;
+        run_phase_hook(args.phase_hook.as_deref(), "mix-start")?;
         let ops_done = AtomicU64::new(0);
         let progress = |elapsed: Duration| {
             format!(
@@ -479,6 +486,7 @@ pub fn run(args: KvArgs) -> Result<bool> {
             )
         };
         in_parallel(&mut workers, show.then_some(&progress), |w| w.run(&space, args.seconds, &ops_done))?;
+        run_phase_hook(args.phase_hook.as_deref(), "mix-end")?;
         let mut latency = workers[0].latency_ns.clone();
         for worker in &workers[1..] {
             latency.add(&worker.latency_ns).expect("histograms of equal bounds add up");
@@ -595,4 +603,19 @@ fn print(report: &KvReport) {
             mismatch.phase, mismatch.key, mismatch.expected_version, mismatch.found
         );
     }
+}
+
+/// `--phase-hook`: runs `command` with `sh -c`, the phase in ZNSWAP_KV_PHASE, and waits.
+fn run_phase_hook(command: Option<&str>, phase: &str) -> Result<()> {
+    let Some(command) = command else { return Ok(()) };
+    let status = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(command)
+        .env("ZNSWAP_KV_PHASE", phase)
+        .status()
+        .with_context(|| format!("running the --phase-hook command at {phase}"))?;
+    if !status.success() {
+        bail!("the --phase-hook command failed at {phase} ({status}): {command}");
+    }
+    Ok(())
 }
