@@ -189,10 +189,16 @@ python3 - "$out" "$pid" "$cgroup" "$stats" <<'PY'
 import json, os, sys
 out, pid, cgroup, stats = sys.argv[1:]
 def pairs(path):
+    # "name value" lines (/proc/vmstat, memory.stat) and "Name: value kB" ones (status).
+    found = {}
     try:
-        return dict((line.split()[0], int(line.split()[1])) for line in open(path) if len(line.split()) == 2)
-    except (OSError, ValueError):
-        return {}
+        for line in open(path):
+            words = line.split()
+            if len(words) >= 2 and words[1].isdigit():
+                found[words[0]] = int(words[1])
+    except OSError:
+        pass
+    return found
 vm = pairs("/proc/vmstat")
 memory = pairs(os.path.join(cgroup, "memory.stat")) if cgroup else {}
 try:
@@ -208,8 +214,10 @@ if stats:
         report = json.load(open(config["stats"]))
     except (OSError, ValueError, KeyError, StopIteration):
         report = None
+status = pairs(f"/proc/{pid}/status")
 json.dump({"pswpin": vm.get("pswpin"), "pswpout": vm.get("pswpout"), "pgmajfault": memory.get("pgmajfault"),
-           "cpu_seconds": cpu, "znswap": report}, open(out, "w"))
+           "cpu_seconds": cpu, "znswap": report, "cgroup_memory_stat": memory or None,
+           "rss_anon_kib": status.get("RssAnon:"), "rss_file_kib": status.get("RssFile:")}, open(out, "w"))
 PY
 HOOK
 
@@ -325,12 +333,21 @@ for row in rows:
 def rss_mib(result):
     peak = result and result["server_peak_rss_bytes"]
     return peak / (1 << 20) if peak else None
+def memory_mib(result):
+    # What the limit held at its highest: the cgroup's peak charge (kernel), the
+    # program's anonymous memory as znswap run's governor saw it (znswap).
+    if not result:
+        return None
+    stats = result.get("znswap_stats")
+    peak = stats["report"].get("memory_used_max_bytes") if stats else result.get("cgroup_peak_bytes")
+    return peak / (1 << 20) if peak else None
 # Columns: title, the round's value, its format; the ratios only when both sides ran.
 columns = [("round", lambda row: row["round"], "d"), ("first", lambda row: row["first"], "s")]
 for side in sides:
     columns += [(f"{side} ops/s", lambda row, s=side: figure(row[s], "ops_per_s"), ".0f"),
                 (f"{side} p99 µs", lambda row, s=side: figure(row[s], "p99_us"), ".1f"),
-                (f"{side} RSS MiB", lambda row, s=side: rss_mib(row[s]), ".0f")]
+                (f"{side} RSS MiB", lambda row, s=side: rss_mib(row[s]), ".0f"),
+                (f"{side} mem MiB", lambda row, s=side: memory_mib(row[s]), ".0f")]
 if both:
     columns += [("ops z/k", lambda row: row["ops_ratio"], ".2f"), ("p99 k/z", lambda row: row["p99_ratio"], ".2f")]
 def cell(value, spec):
@@ -345,6 +362,7 @@ if both:
                  + [cell(summary["median_ops_ratio"], ".2f"), cell(summary["median_p99_ratio"], ".2f")])
 widths = [max(len(line[i]) for line in table) for i in range(len(columns))]
 print(f"{server}, {data} of values, {memory} of memory, {seconds} s per run; RSS: the server's peak"
+      + "; mem: what the limit held at its peak (the cgroup's charge; znswap: anonymous memory)"
       + ("; ops z/k is znswap/kernel and p99 k/z kernel/znswap: above 1, znswap is better" if both else ""))
 for line in table:
     print("  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(line, widths))).rstrip())

@@ -518,22 +518,24 @@ impl Summary {
             );
         }
         line(
-            "resident set",
+            "memory",
             format!(
-                "max {} of --memory {} (all the program holds in memory, as a memory cgroup counts it: heap, \
-                 its own mappings, mapped files, the pager's tables)",
-                format_size(r.rss_max_bytes),
-                format_size(r.memory_bytes)
+                "max {} of --memory {} (the program's anonymous memory: heap, its own mappings, the pager's \
+                 tables and buffers); mapped files not counted, {} resident now (whole resident set max {})",
+                format_size(r.memory_used_max_bytes),
+                format_size(r.memory_bytes),
+                format_size(r.rss_file_bytes),
+                format_size(r.rss_max_bytes)
             ),
         );
-        if r.rss_max_bytes > r.memory_bytes + (1 << 20) {
+        if r.memory_used_max_bytes > r.memory_bytes + (1 << 20) {
             line(
                 "over --memory",
                 format!(
                     "by {} at its highest: what the pager does not page (the program's memory from before it \
-                     started, stacks, mapped files, the pager's tables and buffers) left the paged heap too little; \
-                     give a larger --memory",
-                    format_size(r.rss_max_bytes - r.memory_bytes)
+                     started, stacks, the pager's tables and buffers) left the paged heap too little; give a \
+                     larger --memory",
+                    format_size(r.memory_used_max_bytes - r.memory_bytes)
                 ),
             );
         }

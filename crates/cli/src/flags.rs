@@ -24,10 +24,12 @@ pub struct DeviceFlag {
 #[derive(Args, Clone, Debug)]
 pub struct MemoryFlag {
     /// Resident memory (e.g. 256M, 2G): pages beyond it are swapped to the device and
-    /// come back on fault. For `bench`, the paged working set's budget; for `run`, all
-    /// the program holds in memory (its heap, its own mappings, mapped files, the pager's
-    /// tables: what a memory cgroup's limit counts), the paged heap getting what the rest
-    /// leaves, re-measured every 100 ms.
+    /// come back on fault. For `bench`, the paged working set's budget; for `run`, the
+    /// program's anonymous memory (its heap, its own anonymous and shared mappings, the
+    /// pager's tables and buffers), the paged heap getting what the rest leaves,
+    /// re-measured every 100 ms. Mapped files (code, libraries) are not counted: a memory
+    /// cgroup at the same limit leaves them in the shared page cache and maps them back
+    /// on use.
     #[arg(long, value_parser = size, default_value = "256M")]
     pub memory: u64,
 }

@@ -109,9 +109,15 @@ pub struct RunReport {
     pub pid: u32,
     /// Written at exit (the last one), not a periodic snapshot.
     pub at_exit: bool,
-    /// `--memory`: the limit on the program's whole resident set.
+    /// `--memory`: the limit on the program's anonymous memory (`RssAnon + RssShmem`).
     #[serde(default)]
     pub memory_bytes: u64,
+    /// What `--memory` holds, at its highest as sampled every 100 ms.
+    #[serde(default)]
+    pub memory_used_max_bytes: u64,
+    /// The program's mapped files resident now (`RssFile`), not counted in `--memory`.
+    #[serde(default)]
+    pub rss_file_bytes: u64,
     /// The program's resident set (anonymous, file and shared memory), now and at its
     /// highest (`VmHWM`).
     #[serde(default)]
