@@ -377,6 +377,48 @@ impl Userfaultfd {
     }
 }
 
+/// One handler thread's wait for events: an epoll instance watching the userfaultfd with
+/// `EPOLLEXCLUSIVE`, so an event wakes one waiting handler, not all of them. (`poll` on
+/// the descriptor wakes every waiter; all but one then find nothing to read: with two
+/// handler threads, a context switch per fault for nothing.)
+pub struct Waiter {
+    epoll: OwnedFd,
+}
+
+impl Waiter {
+    pub fn new(uffd: &Userfaultfd) -> io::Result<Waiter> {
+        // SAFETY: a plain system call returning a new descriptor or -1.
+        let raw = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        if raw < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `raw` is a descriptor we own from here on.
+        let epoll = unsafe { OwnedFd::from_raw_fd(raw) };
+        let mut event = libc::epoll_event { events: (libc::EPOLLIN | libc::EPOLLEXCLUSIVE) as u32, u64: 0 };
+        // SAFETY: both descriptors are open; the event is read during the call only.
+        if unsafe { libc::epoll_ctl(epoll.as_raw_fd(), libc::EPOLL_CTL_ADD, uffd.as_raw_fd(), &mut event) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Waiter { epoll })
+    }
+
+    /// Waits up to `timeout_ms` for an event to be readable (perhaps taken by another
+    /// handler by the time this one reads).
+    pub fn wait(&self, timeout_ms: i32) -> io::Result<bool> {
+        let mut event = libc::epoll_event { events: 0, u64: 0 };
+        // SAFETY: room for one event, valid for the call.
+        let ready = unsafe { libc::epoll_wait(self.epoll.as_raw_fd(), &mut event, 1, timeout_ms) };
+        if ready < 0 {
+            let error = io::Error::last_os_error();
+            if error.kind() == io::ErrorKind::Interrupted {
+                return Ok(false);
+            }
+            return Err(error);
+        }
+        Ok(ready > 0)
+    }
+}
+
 impl AsRawFd for Userfaultfd {
     fn as_raw_fd(&self) -> RawFd {
         self.fd.as_raw_fd()
@@ -474,6 +516,43 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// An event wakes one waiting handler (`Waiter`), where `poll` wakes them all.
+    #[test]
+    fn a_fault_wakes_one_waiter() {
+        let uffd = Userfaultfd::new(0, 0).expect("userfaultfd works on this machine");
+        let mapping = Mapping::new(1);
+        uffd.register(mapping.address(0), mapping.len as u64, register_mode::MISSING).unwrap();
+        let woken = std::sync::atomic::AtomicU32::new(0);
+        let waiting = std::sync::Barrier::new(3);
+        std::thread::scope(|scope| {
+            for _ in 0..2 {
+                scope.spawn(|| {
+                    let waiter = Waiter::new(&uffd).unwrap();
+                    waiting.wait();
+                    // Nobody reads the event: a woken waiter just says so.
+                    if waiter.wait(1000).unwrap() {
+                        woken.fetch_add(1, Ordering::Relaxed);
+                    }
+                });
+            }
+            waiting.wait();
+            // Both are in epoll_wait by now, or soon: the fault comes after a pause.
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            let address = mapping.address(0) as usize;
+            let toucher = scope.spawn(move || {
+                // SAFETY: reading our own mapping; the test maps the page below.
+                unsafe { std::ptr::read_volatile(address as *const u8) }
+            });
+            std::thread::sleep(std::time::Duration::from_millis(1200));
+            // The toucher blocks until the page is there (before any assertion, so a
+            // failing one does not leave the scope waiting for it).
+            while uffd.read_event().unwrap().is_none() {}
+            assert!(uffd.zeropage(mapping.address(0), PAGE_BYTES as u64, true).unwrap());
+            assert_eq!(toucher.join().unwrap(), 0);
+        });
+        assert_eq!(woken.load(Ordering::Relaxed), 1, "one waiter woken per event");
     }
 
     #[test]

@@ -347,7 +347,10 @@ fn report(runtime: &Runtime, at_exit: bool) -> RunReport {
         device_errors: stats.device_errors,
         rss_anon_bytes: resident.anon,
         rss_file_bytes: resident.file,
-        memory_used_max_bytes: runtime.charged_max_bytes.load(std::sync::atomic::Ordering::Relaxed).max(resident.charged),
+        memory_used_max_bytes: runtime
+            .charged_max_bytes
+            .load(std::sync::atomic::Ordering::Relaxed)
+            .max(resident.charged),
         overflow_bytes: alloc::OVERFLOW_BYTES.load(std::sync::atomic::Ordering::Relaxed),
         mlocks_ignored: wrap::MLOCKS_IGNORED.load(std::sync::atomic::Ordering::Relaxed),
         forks: wrap::FORKS.load(std::sync::atomic::Ordering::Relaxed),

@@ -95,11 +95,12 @@ impl<'a> FaultShell for Live<'a, FaultRole<'a>> {
 impl Shared {
     pub(super) fn handle_faults(&self) {
         let mut scratch = FaultScratch::new();
+        let waiter = crate::uffd::Waiter::new(&self.uffd).expect("an epoll instance for a handler thread");
         while !self.stop.load(Relaxed) {
-            match self.uffd.poll(50) {
+            match waiter.wait(50) {
                 Ok(true) => {}
                 Ok(false) => continue,
-                Err(error) => panic!("polling userfaultfd: {error}"),
+                Err(error) => panic!("waiting for userfaultfd events: {error}"),
             }
             while let Some(event) = self.uffd.read_event().expect("reading userfaultfd") {
                 if let UffdEvent::PageFault { address, write, write_protect, .. } = event {
