@@ -377,7 +377,7 @@ impl Pager {
 
     /// The pager's own page buffers, in bytes (the GC's move buffer, each I/O thread's
     /// scratch, the read-ahead cache): mapped untouched, they become resident as the
-    /// pager first uses them, so a shell holding the whole resident set to a limit keeps
+    /// pager first uses them, so a shell holding the process's memory to a limit keeps
     /// room for them from the start.
     pub fn buffers_bytes(&self) -> u64 {
         let state = self.shared.lock();

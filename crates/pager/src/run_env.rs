@@ -17,9 +17,9 @@ pub const CONFIG: &str = "ZNSWAP_RUN_CONFIG";
 pub struct RunConfig {
     /// The device (checked, and created for the default device, by the launcher).
     pub device: PathBuf,
-    /// The program's whole resident set is held within this (`--memory`), as a memory
+    /// The program's anonymous memory is held within this (`--memory`), as a memory
     /// cgroup's limit: the paged heap's budget is what the rest of it leaves, measured by
-    /// the library at start and each second. In bytes.
+    /// the library at start and every 100 ms. In bytes.
     pub memory_bytes: u64,
     /// Address space reserved for the paged heap, in bytes.
     pub arena_bytes: u64,
