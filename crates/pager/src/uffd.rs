@@ -364,17 +364,18 @@ impl Userfaultfd {
     pub fn poll(&self, timeout_ms: i32) -> io::Result<bool> {
         let mut pollfd = libc::pollfd { fd: self.fd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
         // SAFETY: one pollfd, valid for the call.
-        let ready = unsafe { libc::poll(&mut pollfd, 1, timeout_ms) };
-        if ready < 0 {
-            let error = io::Error::last_os_error();
-            // A signal for the program that landed on this thread: nothing to read yet.
-            if error.kind() == io::ErrorKind::Interrupted {
-                return Ok(false);
-            }
-            return Err(error);
-        }
-        Ok(ready > 0)
+        ready(unsafe { libc::poll(&mut pollfd, 1, timeout_ms) })
     }
+}
+
+/// What a wait's system call returned: whether something is readable. A signal for the
+/// program that landed on this thread (EINTR) means nothing is, yet.
+fn ready(returned: libc::c_int) -> io::Result<bool> {
+    if returned < 0 {
+        let error = io::Error::last_os_error();
+        return if error.kind() == io::ErrorKind::Interrupted { Ok(false) } else { Err(error) };
+    }
+    Ok(returned > 0)
 }
 
 /// One handler thread's wait for events: an epoll instance watching the userfaultfd with
@@ -407,15 +408,7 @@ impl Waiter {
     pub fn wait(&self, timeout_ms: i32) -> io::Result<bool> {
         let mut event = libc::epoll_event { events: 0, u64: 0 };
         // SAFETY: room for one event, valid for the call.
-        let ready = unsafe { libc::epoll_wait(self.epoll.as_raw_fd(), &mut event, 1, timeout_ms) };
-        if ready < 0 {
-            let error = io::Error::last_os_error();
-            if error.kind() == io::ErrorKind::Interrupted {
-                return Ok(false);
-            }
-            return Err(error);
-        }
-        Ok(ready > 0)
+        ready(unsafe { libc::epoll_wait(self.epoll.as_raw_fd(), &mut event, 1, timeout_ms) })
     }
 }
 
