@@ -499,6 +499,24 @@ impl Summary {
                 )
             },
         );
+        if r.cpu_ns > 0 {
+            let pager = r.fault_threads_cpu_ns + r.evictor_threads_cpu_ns + r.io_threads_cpu_ns + r.stats_thread_cpu_ns;
+            let s = |ns: u64| ns as f64 / 1e9;
+            line(
+                "CPU",
+                format!(
+                    "{:.2} s: the program's threads {:.2} s, the pager's {:.2} s (fault handlers {:.2}, evictors \
+                     {:.2}, I/O {:.2}, stats {:.2})",
+                    s(r.cpu_ns),
+                    s(r.cpu_ns.saturating_sub(pager)),
+                    s(pager),
+                    s(r.fault_threads_cpu_ns),
+                    s(r.evictor_threads_cpu_ns),
+                    s(r.io_threads_cpu_ns),
+                    s(r.stats_thread_cpu_ns)
+                ),
+            );
+        }
         let faults = r.missing_faults + r.write_protect_faults;
         if faults > 0 && r.fault_handled_ns > 0 {
             let per_fault = |ns: u64| ns as f64 / 1e3 / faults as f64;

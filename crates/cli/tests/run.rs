@@ -462,5 +462,8 @@ fn the_programs_anonymous_memory_stays_within_memory() {
     // Counted from the program's anonymous memory (the arena's pages among it), not its
     // whole resident set.
     assert!(figure("rss_anon_bytes") >= figure("resident_pages") * 4096, "{report}");
+    // CPU by thread role: the pager's threads did work, and are a part of the whole.
+    let pager_cpu = figure("fault_threads_cpu_ns") + figure("evictor_threads_cpu_ns") + figure("io_threads_cpu_ns");
+    assert!(pager_cpu > 0 && figure("cpu_ns") >= pager_cpu + figure("stats_thread_cpu_ns"), "{report}");
     assert!(figure("budget_bytes") < memory - (4 << 20), "the rest of the anonymous memory was not counted: {report}");
 }

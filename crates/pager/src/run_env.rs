@@ -198,4 +198,17 @@ pub struct RunReport {
     #[serde(default)]
     pub budget_wait_ns: u64,
     pub uptime_ns: u64,
+    /// CPU time (user + system) of the whole process so far, and of the pager's threads
+    /// by role (from `/proc/self/task/*/stat`, by thread name): the program's threads
+    /// had the rest.
+    #[serde(default)]
+    pub cpu_ns: u64,
+    #[serde(default)]
+    pub fault_threads_cpu_ns: u64,
+    #[serde(default)]
+    pub evictor_threads_cpu_ns: u64,
+    #[serde(default)]
+    pub io_threads_cpu_ns: u64,
+    #[serde(default)]
+    pub stats_thread_cpu_ns: u64,
 }
