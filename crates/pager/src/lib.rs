@@ -18,6 +18,6 @@ pub mod uffd;
 pub use znswap_pager_core::CoreError;
 
 pub use pager::{
-    map_anonymous, FaultMode, Pager, PagerConfig, PagerError, PagerStats, Region, PAGE_BYTES, READAHEAD_PAGES_DEFAULT,
-    READAHEAD_PAGES_MAX,
+    map_anonymous, process_cpu_ns, thread_cpu_ns, FaultMode, Pager, PagerConfig, PagerError, PagerStats, Region,
+    PAGE_BYTES, READAHEAD_PAGES_DEFAULT, READAHEAD_PAGES_MAX,
 };

@@ -450,11 +450,20 @@ pub fn map_anonymous(len: usize) -> std::io::Result<*mut u8> {
     Ok(base.cast())
 }
 
-/// CPU time of the calling thread.
-fn thread_cpu_ns() -> u64 {
+/// CPU time of the calling thread, in nanoseconds.
+pub fn thread_cpu_ns() -> u64 {
+    cpu_clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
+}
+
+/// CPU time of the whole process (its exited threads' included), in nanoseconds.
+pub fn process_cpu_ns() -> u64 {
+    cpu_clock_ns(libc::CLOCK_PROCESS_CPUTIME_ID)
+}
+
+fn cpu_clock_ns(clock: libc::clockid_t) -> u64 {
     let mut time = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: writes one timespec we own.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut time) };
+    unsafe { libc::clock_gettime(clock, &mut time) };
     time.tv_sec as u64 * 1_000_000_000 + time.tv_nsec as u64
 }
 

@@ -198,9 +198,9 @@ pub struct RunReport {
     #[serde(default)]
     pub budget_wait_ns: u64,
     pub uptime_ns: u64,
-    /// CPU time (user + system) of the whole process so far, and of the pager's threads
-    /// by role (from `/proc/self/task/*/stat`, by thread name): the program's threads
-    /// had the rest.
+    /// CPU time of the whole process so far (`CLOCK_PROCESS_CPUTIME_ID`), and of the
+    /// pager's threads by role (each thread's clock, as the pager counts it): the
+    /// program's threads had the rest.
     #[serde(default)]
     pub cpu_ns: u64,
     #[serde(default)]

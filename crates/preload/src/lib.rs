@@ -220,6 +220,7 @@ fn start(config: RunConfig) -> Result<(), String> {
         for tick in 1u64.. {
             std::thread::sleep(Duration::from_millis(100));
             govern();
+            STATS_THREAD_CPU_NS.store(znswap_pager::thread_cpu_ns(), std::sync::atomic::Ordering::Relaxed);
             if tick % 10 == 0 {
                 write_report(false);
             }
@@ -278,58 +279,8 @@ struct ResidentSet {
     file: u64,
 }
 
-/// CPU time of the process and of the pager's threads by role, in nanoseconds.
-#[derive(Clone, Copy, Default)]
-struct ThreadCpu {
-    process: u64,
-    fault: u64,
-    evictor: u64,
-    io: u64,
-    stats: u64,
-}
-
-/// User + system time from a `stat` line of /proc (fields 14 and 15, counted after the
-/// parenthesised name, which may hold spaces), and the name.
-fn stat_cpu_ns(line: &str, tick_ns: u64) -> Option<(&str, u64)> {
-    let open = line.find('(')?;
-    let close = line.rfind(')')?;
-    let mut fields = line[close + 1..].split_whitespace().skip(11);
-    let user: u64 = fields.next()?.parse().ok()?;
-    let system: u64 = fields.next()?.parse().ok()?;
-    Some((&line[open + 1..close], (user + system) * tick_ns))
-}
-
-/// The process's CPU time (its exited threads' included) and its live pager threads'
-/// (named `znswap-fault-*`, `znswap-evict-*`, `znswap-io-*`, `znswap-stats`).
-fn thread_cpu() -> ThreadCpu {
-    // SAFETY: a plain query.
-    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
-    let tick_ns = 1_000_000_000 / ticks;
-    let mut cpu = ThreadCpu::default();
-    if let Some((_, ns)) =
-        std::fs::read_to_string("/proc/self/stat").ok().as_deref().and_then(|l| stat_cpu_ns(l, tick_ns))
-    {
-        cpu.process = ns;
-    }
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else { return cpu };
-    for task in tasks.flatten() {
-        let Ok(line) = std::fs::read_to_string(task.path().join("stat")) else { continue };
-        let Some((name, ns)) = stat_cpu_ns(&line, tick_ns) else { continue };
-        let role = if name.starts_with("znswap-fault") {
-            &mut cpu.fault
-        } else if name.starts_with("znswap-evict") {
-            &mut cpu.evictor
-        } else if name.starts_with("znswap-io") {
-            &mut cpu.io
-        } else if name == "znswap-stats" {
-            &mut cpu.stats
-        } else {
-            continue;
-        };
-        *role += ns;
-    }
-    cpu
-}
+/// The stats thread's own CPU time, as it last charged it (the pager counts its threads').
+static STATS_THREAD_CPU_NS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 fn resident_set() -> Option<ResidentSet> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
@@ -369,7 +320,6 @@ fn report(runtime: &Runtime, at_exit: bool) -> RunReport {
     let (fault_p50_ns, _) = runtime.pager.fault_latency(0.5);
     let (fault_p99_ns, _) = runtime.pager.fault_latency(0.99);
     let resident = resident_set().unwrap_or_default();
-    let cpu = thread_cpu();
     RunReport {
         pid: runtime.pid,
         at_exit,
@@ -417,11 +367,11 @@ fn report(runtime: &Runtime, at_exit: bool) -> RunReport {
         fault_install_ns: stats.fault_install_ns,
         budget_wait_ns: stats.budget_wait_ns,
         uptime_ns: stats.uptime_ns,
-        cpu_ns: cpu.process,
-        fault_threads_cpu_ns: cpu.fault,
-        evictor_threads_cpu_ns: cpu.evictor,
-        io_threads_cpu_ns: cpu.io,
-        stats_thread_cpu_ns: cpu.stats,
+        cpu_ns: znswap_pager::process_cpu_ns(),
+        fault_threads_cpu_ns: stats.fault_cpu_ns,
+        evictor_threads_cpu_ns: stats.evictor_cpu_ns,
+        io_threads_cpu_ns: stats.io_cpu_ns,
+        stats_thread_cpu_ns: STATS_THREAD_CPU_NS.load(std::sync::atomic::Ordering::Relaxed),
     }
 }
 

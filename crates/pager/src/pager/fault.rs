@@ -5,7 +5,7 @@ use std::cell::Cell;
 
 use znswap_pager_core::{Fault, FaultKind, FaultShell, FaultTask, Next, ReadInto};
 
-use super::shell::{Live, Role};
+use super::shell::{CpuTime, Live, Role};
 use super::*;
 use crate::page_buffers::AlignedPage;
 use crate::uffd::Event as UffdEvent;
@@ -96,7 +96,10 @@ impl Shared {
     pub(super) fn handle_faults(&self) {
         let mut scratch = FaultScratch::new();
         let waiter = crate::uffd::Waiter::new(&self.uffd).expect("an epoll instance for a handler thread");
+        let mut cpu = CpuTime::new(&self.counters.fault_cpu_ns);
         while !self.stop.load(Relaxed) {
+            // Charged once a wake-up (a system call), not per fault.
+            cpu.charge();
             match waiter.wait(50) {
                 Ok(true) => {}
                 Ok(false) => continue,

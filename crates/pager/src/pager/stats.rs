@@ -86,6 +86,8 @@ pager_stats! {
     /// the handler threads' time on faults in all, from reading the event to the wake.
     count fault_reads,
     count fault_handled_ns,
+    /// CPU time of the fault handler threads, in nanoseconds.
+    count fault_cpu_ns,
     /// CPU time of the evictor threads (picking, write-protecting, handing over,
     /// discarding), in nanoseconds.
     count evictor_cpu_ns,
@@ -125,6 +127,7 @@ pub(super) struct Counters {
     pub(super) fault_read_ns: AtomicU64,
     pub(super) fault_reads: AtomicU64,
     pub(super) fault_install_ns: AtomicU64,
+    pub(super) fault_cpu_ns: AtomicU64,
     pub(super) evictor_cpu_ns: AtomicU64,
     pub(super) io_cpu_ns: AtomicU64,
     pub(super) evictor_append_ns: AtomicU64,
@@ -170,6 +173,7 @@ impl Shared {
             fault_reads: c.fault_reads.load(Relaxed),
             fault_handled_ns: c.fault_latency.sum(),
             fault_install_ns: c.fault_install_ns.load(Relaxed),
+            fault_cpu_ns: c.fault_cpu_ns.load(Relaxed),
             evictor_cpu_ns: c.evictor_cpu_ns.load(Relaxed),
             io_cpu_ns: c.io_cpu_ns.load(Relaxed),
             evictor_append_ns: c.evictor_append_ns.load(Relaxed),
