@@ -105,6 +105,8 @@ pub const READAHEAD_PAGES_MAX: u32 = 32;
 /// building a 325 MiB dict in 64 MiB): 8 took 10.8 s, 32 9.5 s, none 28 s; on random
 /// access 8 reads no more than none (the window stays at one page without hits).
 pub const READAHEAD_PAGES_DEFAULT: u32 = 8;
+/// Pages the GC moves per batch unless told otherwise (4 MiB; the engine's default).
+pub const GC_BATCH_PAGES_DEFAULT: u32 = 1024;
 
 /// What the core is told at start-up.
 #[derive(Clone, Debug)]
@@ -124,6 +126,9 @@ pub struct CoreConfig {
     /// read with it into a cache of pages the shell allocates
     /// ([`PagerCore::readahead_cache_pages`]); the window follows the hits.
     pub readahead_pages: u32,
+    /// Pages the GC moves per batch; the shell's GC buffer holds twice that
+    /// ([`Engine::gc_buffer_pages`]), memory the program's budget pays for.
+    pub gc_batch_pages: u32,
     pub regions_max: u32,
     pub tenants: u32,
     pub policy: PolicyKind,
@@ -261,6 +266,7 @@ fn engine_config(geometry: Geometry, chunk_footer: bool, config: &CoreConfig) ->
         engine_config.record_encoding = Some(RecordEncoding::ChunkFooter);
     }
     engine_config.owners_max = config.regions_max;
+    engine_config.gc_batch_pages_max = config.gc_batch_pages;
     engine_config.tenants_max = config.tenants.max(1);
     engine_config.gc_streams = config.policy.gc_streams();
     while let Err(error) = engine_config.derive() {

@@ -46,6 +46,7 @@ fn core_config(policy: PolicyKind) -> CoreConfig {
         evict_batch_pages: 4,
         reference_sampling: false,
         readahead_pages: 0,
+        gc_batch_pages: znswap_pager_core::GC_BATCH_PAGES_DEFAULT,
         regions_max: 4,
         tenants: 1,
         policy,

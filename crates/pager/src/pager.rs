@@ -50,7 +50,7 @@ mod stats;
 use evict::self_pidfd_for_discard;
 use stats::Counters;
 pub use stats::PagerStats;
-pub use znswap_pager_core::{PAGE_BYTES, READAHEAD_PAGES_DEFAULT, READAHEAD_PAGES_MAX};
+pub use znswap_pager_core::{GC_BATCH_PAGES_DEFAULT, PAGE_BYTES, READAHEAD_PAGES_DEFAULT, READAHEAD_PAGES_MAX};
 
 /// Records the engine writes per page in per-page metadata mode.
 const RECORD_BYTES: usize = 16;
@@ -86,6 +86,11 @@ pub struct PagerConfig {
     /// page without hits. [`READAHEAD_PAGES_DEFAULT`] by default, at most
     /// [`READAHEAD_PAGES_MAX`]; 0 reads nothing ahead.
     pub readahead_pages: u32,
+    /// Pages the GC moves per batch (1024, 4 MiB, by default). Its buffer holds twice
+    /// that (a batch and the gaps its reads span), allocated at start and resident once
+    /// the GC has run: `znswap run` counts it against `--memory`, so it scales it down
+    /// for small budgets.
+    pub gc_batch_pages: u32,
     /// Threads picking and write-protecting victims and handing them to
     /// the engine. One keeps up with two faulting threads on this machine (measured: a
     /// second one added lock contention and no throughput).
@@ -137,6 +142,7 @@ impl PagerConfig {
             io_threads: 1,
             reference_sampling: true,
             readahead_pages: READAHEAD_PAGES_DEFAULT,
+            gc_batch_pages: GC_BATCH_PAGES_DEFAULT,
             thread_start: None,
             child_orphaned: None,
             fault_mode: FaultMode::HandlerThreads(std::thread::available_parallelism().map_or(1, |n| n.get())),
@@ -259,6 +265,7 @@ impl PagerConfig {
             evict_batch_pages: self.evict_batch_pages,
             reference_sampling: self.reference_sampling,
             readahead_pages: self.readahead_pages,
+            gc_batch_pages: self.gc_batch_pages,
             regions_max: self.regions_max,
             tenants: self.tenants,
             policy: self.policy,

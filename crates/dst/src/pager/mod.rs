@@ -84,6 +84,7 @@ pub fn run(options: &PagerDstOptions) -> PagerDstReport {
         evict_batch_pages: scenario.evict_batch_pages,
         reference_sampling: scenario.reference_sampling,
         readahead_pages: scenario.readahead_pages,
+        gc_batch_pages: znswap_pager_core::GC_BATCH_PAGES_DEFAULT,
         regions_max: 2 * scenario.region_pages.len() as u32 + 8,
         tenants: scenario.tenants,
         policy: scenario.policy,
