@@ -157,6 +157,7 @@ fn prepare(args: &RunArgs, stats_path: PathBuf, alive_fd: i32) -> Result<Launch>
         policy: args.policy.policy,
         handler_threads: args.faults.handler_threads.unwrap_or(HANDLER_THREADS_DEFAULT) as usize,
         readahead_pages: args.faults.readahead,
+        fault_poll_us: args.faults.fault_poll,
         stats: stats_path,
         alive_fd,
         ld_preload_before,
@@ -491,9 +492,10 @@ impl Summary {
                 "none".to_string()
             } else {
                 format!(
-                    "{} missing, {} write-protect; p50 ≤ {:.1} µs, p99 ≤ {:.1} µs",
+                    "{} missing, {} write-protect ({} found a handler polling); p50 ≤ {:.1} µs, p99 ≤ {:.1} µs",
                     r.missing_faults,
                     r.write_protect_faults,
+                    r.faults_polled,
                     r.fault_p50_ns as f64 / 1e3,
                     r.fault_p99_ns as f64 / 1e3
                 )

@@ -305,6 +305,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 wss_bytes: args.wss.unwrap_or(4 * memory),
                 threads,
                 readahead_pages: args.faults.readahead,
+                fault_poll_us: args.faults.fault_poll,
                 evictor_threads: args.evictor_threads.max(1),
                 io_threads: args.io_threads.max(1),
                 evict_batch_pages: args.evict_batch as usize,

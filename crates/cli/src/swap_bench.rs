@@ -43,6 +43,7 @@ pub struct SwapBenchOptions {
     pub threads: usize,
     pub fault_mode: FaultMode,
     pub readahead_pages: u32,
+    pub fault_poll_us: u32,
     pub evictor_threads: usize,
     pub io_threads: usize,
     pub evict_batch_pages: usize,
@@ -289,6 +290,7 @@ pub fn run(device: Arc<dyn ZonedDevice>, options: &SwapBenchOptions) -> Result<S
     let pager_config = PagerConfig {
         fault_mode: options.fault_mode,
         readahead_pages: options.readahead_pages,
+        fault_poll_us: options.fault_poll_us,
         evictor_threads: options.evictor_threads,
         io_threads: options.io_threads,
         evict_batch_pages: options.evict_batch_pages,

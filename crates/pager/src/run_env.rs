@@ -28,6 +28,9 @@ pub struct RunConfig {
     pub handler_threads: usize,
     /// Pages read ahead after a sequential fault, at most `READAHEAD_PAGES_MAX`.
     pub readahead_pages: u32,
+    /// How long a handler thread polls for the next fault before it sleeps, at most, in
+    /// microseconds (`PagerConfig::fault_poll_us`).
+    pub fault_poll_us: u32,
     /// Where the library writes its figures as JSON: at start, every second, at exit.
     pub stats: PathBuf,
     /// A pipe's write end the program and its forked (not exec'd) descendants keep
@@ -72,6 +75,7 @@ impl RunConfig {
             // serve that.
             fault_mode: crate::FaultMode::HandlerThreads(self.handler_threads),
             readahead_pages: self.readahead_pages,
+            fault_poll_us: self.fault_poll_us,
             // Whatever the pager holds comes out of --memory, so it holds what it uses.
             // The slack: 1/64 of --memory, 256 pages (1 MiB) at most. Above the budget it
             // is room only bursts of faults use (measured, redis in 64 MiB: at most 356
@@ -201,6 +205,9 @@ pub struct RunReport {
     pub fault_lock_wait_ns: u64,
     #[serde(default)]
     pub fault_reads: u64,
+    /// Faults a handler thread found while polling for the next one (`--fault-poll`).
+    #[serde(default)]
+    pub faults_polled: u64,
     #[serde(default)]
     pub fault_read_ns: u64,
     #[serde(default)]

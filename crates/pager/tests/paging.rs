@@ -139,6 +139,42 @@ fn read_back(write: bool) -> PagerStats {
     pager.stats().since(&before)
 }
 
+/// Random reads of swapped pages by one thread with handler polling bounded at
+/// `fault_poll_us`; the counts of the reading part.
+fn poll_run(fault_poll_us: u32) -> PagerStats {
+    let device: Arc<dyn ZonedDevice> = Arc::new(MemDevice::new(geometry(48, 1, 16)).unwrap());
+    let config = PagerConfig { readahead_pages: 0, fault_poll_us, ..config(FaultMode::HandlerThreads(2), 512) };
+    let pager = Pager::new(device, config).unwrap();
+    let pages = 4096u64;
+    let mut region = pager.alloc(pages * PAGE_BYTES as u64, 0).unwrap();
+    let memory = region.as_mut_slice();
+    for page in 0..pages {
+        fill(&mut memory[page as usize * PAGE_BYTES..][..PAGE_BYTES], page, 1);
+    }
+    let before = pager.stats();
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(5);
+    for _ in 0..5_000 {
+        let page = rng.next_u64() % pages;
+        check(&memory[page as usize * PAGE_BYTES..][..PAGE_BYTES], page, 1);
+    }
+    assert_eq!(pager.stats().lost_pages, 0);
+    pager.stats().since(&before)
+}
+
+/// A handler that resolved a fault polls for the next one: a thread faulting page after
+/// page finds a handler polling for most of its faults (no wake-up of one), and never
+/// with polling off.
+#[test]
+fn a_handler_polls_for_the_next_fault() {
+    let polled = poll_run(5_000);
+    let faults = polled.missing_faults + polled.write_protect_faults;
+    assert!(faults > 3_000, "{polled:?}");
+    assert!(polled.faults_polled > faults / 2, "most faults found a handler polling: {polled:?}");
+    let off = poll_run(0);
+    assert!(off.missing_faults > 3_000, "{off:?}");
+    assert_eq!(off.faults_polled, 0, "no polling when it is off: {off:?}");
+}
+
 /// A page read back keeps its slot (mapped write-protected) only while that pays: when
 /// nearly every such page is written next, each write costs a write-protect fault to
 /// save nothing, so pages read back are mapped writable with their slot dropped (all

@@ -363,6 +363,7 @@ fn report(runtime: &Runtime, at_exit: bool) -> RunReport {
         fault_handled_ns: stats.fault_handled_ns,
         fault_lock_wait_ns: stats.fault_lock_wait_ns,
         fault_reads: stats.fault_reads,
+        faults_polled: stats.faults_polled,
         fault_read_ns: stats.fault_read_ns,
         fault_install_ns: stats.fault_install_ns,
         budget_wait_ns: stats.budget_wait_ns,

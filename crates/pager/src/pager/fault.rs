@@ -2,6 +2,7 @@
 //! (a handler thread, or the faulting thread's SIGBUS handler).
 
 use std::cell::Cell;
+use std::sync::atomic::AtomicU64;
 
 use znswap_pager_core::{Fault, FaultKind, FaultShell, FaultTask, Next, ReadInto};
 
@@ -92,7 +93,91 @@ impl<'a> FaultShell for Live<'a, FaultRole<'a>> {
     }
 }
 
+/// The handler threads' polling for the next fault: at most one thread polls at a time
+/// (two would take both CPUs of a small machine from the program), for a window that
+/// adapts to the gaps between faults as the kernel's halt polling does
+/// (`drivers/cpuidle/governors/haltpoll.c`).
+pub(super) struct FaultPoll {
+    /// The window's bound, in nanoseconds (0: no polling).
+    max_ns: u64,
+    /// The window now, in nanoseconds.
+    window_ns: AtomicU64,
+    /// Whether a thread is polling.
+    polling: AtomicBool,
+    /// When the last handler that found no more events went to sleep (`Shared::now`).
+    slept_at_ns: AtomicU64,
+}
+
+/// A window grown from nothing starts here; one halved below the floor is nothing.
+const POLL_WINDOW_START_NS: u64 = 25_000;
+const POLL_WINDOW_FLOOR_NS: u64 = 10_000;
+
+impl FaultPoll {
+    pub(super) fn new(max_us: u32) -> FaultPoll {
+        let max_ns = max_us as u64 * 1000;
+        FaultPoll {
+            max_ns,
+            window_ns: AtomicU64::new(max_ns),
+            polling: AtomicBool::new(false),
+            slept_at_ns: AtomicU64::new(0),
+        }
+    }
+
+    /// A handler woke from its sleep to faults at `now`: the window follows the gap.
+    /// (Only when polling is on; a race between two waking handlers costs one step of
+    /// the window at most.)
+    fn woke(&self, now: u64) {
+        if self.max_ns == 0 {
+            return;
+        }
+        let gap = now.saturating_sub(self.slept_at_ns.load(Relaxed));
+        let window = self.window_ns.load(Relaxed);
+        let next = if gap <= self.max_ns {
+            // Polling that long would have caught it.
+            (window * 2).max(POLL_WINDOW_START_NS).min(self.max_ns).max(gap.min(self.max_ns))
+        } else if window / 2 < POLL_WINDOW_FLOOR_NS {
+            0
+        } else {
+            window / 2
+        };
+        self.window_ns.store(next, Relaxed);
+    }
+}
+
 impl Shared {
+    /// After the faults it found, polls for the next one for the window (one thread at a
+    /// time) and resolves those it finds; then notes when it went to sleep.
+    fn poll_for_faults(&self, scratch: &mut FaultScratch) {
+        let poll = &self.fault_poll;
+        let window = poll.window_ns.load(Relaxed);
+        if window > 0 && poll.polling.compare_exchange(false, true, Relaxed, Relaxed).is_ok() {
+            let mut since = Instant::now();
+            while (since.elapsed().as_nanos() as u64) < window && !self.stop.load(Relaxed) {
+                match self.uffd.read_event().expect("reading userfaultfd") {
+                    Some(event) => {
+                        self.counters.faults_polled.fetch_add(self.handle_event(event, scratch) as u64, Relaxed);
+                        since = Instant::now();
+                    }
+                    // A read is a system call: a little spinning between them.
+                    None => (0..64).for_each(|_| std::hint::spin_loop()),
+                }
+            }
+            poll.polling.store(false, Relaxed);
+        }
+        poll.slept_at_ns.store(self.now(), Relaxed);
+    }
+
+    /// Resolves `event` if it is a page fault (the only events these registrations
+    /// ask for); whether it was one.
+    fn handle_event(&self, event: UffdEvent, scratch: &mut FaultScratch) -> bool {
+        let UffdEvent::PageFault { address, write, write_protect, .. } = event else { return false };
+        let started = Instant::now();
+        let kind = if write_protect { FaultKind::WriteProtect } else { FaultKind::Missing { write } };
+        self.resolve(Fault::new(address, kind), scratch);
+        self.counters.fault_latency.record(started.elapsed().as_nanos() as u64);
+        true
+    }
+
     pub(super) fn handle_faults(&self) {
         let mut scratch = FaultScratch::new();
         let waiter = crate::uffd::Waiter::new(&self.uffd).expect("an epoll instance for a handler thread");
@@ -105,13 +190,16 @@ impl Shared {
                 Ok(false) => continue,
                 Err(error) => panic!("waiting for userfaultfd events: {error}"),
             }
+            let mut found = false;
             while let Some(event) = self.uffd.read_event().expect("reading userfaultfd") {
-                if let UffdEvent::PageFault { address, write, write_protect, .. } = event {
-                    let started = Instant::now();
-                    let kind = if write_protect { FaultKind::WriteProtect } else { FaultKind::Missing { write } };
-                    self.resolve(Fault::new(address, kind), &mut scratch);
-                    self.counters.fault_latency.record(started.elapsed().as_nanos() as u64);
+                if !found {
+                    self.fault_poll.woke(self.now());
+                    found = true;
                 }
+                self.handle_event(event, &mut scratch);
+            }
+            if found {
+                self.poll_for_faults(&mut scratch);
             }
         }
     }
@@ -148,5 +236,36 @@ impl Shared {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The window grows while faults come within its bound after the handler slept,
+    /// shrinks to nothing when they come later, and stays off when polling is.
+    #[test]
+    fn the_poll_window_follows_the_gaps_between_faults() {
+        let poll = FaultPoll::new(200);
+        let window = |poll: &FaultPoll| poll.window_ns.load(Relaxed);
+        let gap = |poll: &FaultPoll, ns: u64| {
+            poll.slept_at_ns.store(1_000_000, Relaxed);
+            poll.woke(1_000_000 + ns);
+        };
+        assert_eq!(window(&poll), 200_000, "it starts at its bound");
+        for _ in 0..6 {
+            gap(&poll, 5_000_000);
+        }
+        assert_eq!(window(&poll), 0, "faults far apart: no polling");
+        gap(&poll, 150_000);
+        assert_eq!(window(&poll), 150_000, "a fault within the bound after a sleep: at least that gap");
+        gap(&poll, 20_000);
+        assert_eq!(window(&poll), 200_000, "doubled, within the bound");
+        gap(&poll, 300_000);
+        assert_eq!(window(&poll), 100_000, "a fault beyond the bound halves it");
+        let off = FaultPoll::new(0);
+        gap(&off, 10_000);
+        assert_eq!(window(&off), 0);
     }
 }

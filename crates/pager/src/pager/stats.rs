@@ -86,6 +86,9 @@ pager_stats! {
     /// the handler threads' time on faults in all, from reading the event to the wake.
     count fault_reads,
     count fault_handled_ns,
+    /// Faults a handler found while it polled for the next one (`PagerConfig::fault_poll_us`):
+    /// the faulting thread's event needed no handler to be woken.
+    count faults_polled,
     /// CPU time of the fault handler threads, in nanoseconds.
     count fault_cpu_ns,
     /// CPU time of the evictor threads (picking, write-protecting, handing over,
@@ -126,6 +129,7 @@ pub(super) struct Counters {
     pub(super) fault_lock_wait_ns: AtomicU64,
     pub(super) fault_read_ns: AtomicU64,
     pub(super) fault_reads: AtomicU64,
+    pub(super) faults_polled: AtomicU64,
     pub(super) fault_install_ns: AtomicU64,
     pub(super) fault_cpu_ns: AtomicU64,
     pub(super) evictor_cpu_ns: AtomicU64,
@@ -172,6 +176,7 @@ impl Shared {
             fault_read_ns: c.fault_read_ns.load(Relaxed),
             fault_reads: c.fault_reads.load(Relaxed),
             fault_handled_ns: c.fault_latency.sum(),
+            faults_polled: c.faults_polled.load(Relaxed),
             fault_install_ns: c.fault_install_ns.load(Relaxed),
             fault_cpu_ns: c.fault_cpu_ns.load(Relaxed),
             evictor_cpu_ns: c.evictor_cpu_ns.load(Relaxed),
