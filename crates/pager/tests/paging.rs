@@ -111,9 +111,14 @@ fn the_swap_cache_saves_rewriting_clean_pages() {
 /// Swapped pages read back in random order, each written after it is read (`write`) or
 /// only read; returns the counts of the reading part.
 fn read_back(write: bool) -> PagerStats {
+    read_back_with(config(FaultMode::HandlerThreads(1), 512), write, 20_000, 21)
+}
+
+/// `ops` reads of random pages swapped out under `config` (without read-ahead), each
+/// followed by a write if `write`, and a check of every page; the counts of that part.
+fn read_back_with(config: PagerConfig, write: bool, ops: u64, seed: u64) -> PagerStats {
     let device: Arc<dyn ZonedDevice> = Arc::new(MemDevice::new(geometry(48, 1, 16)).unwrap());
-    let pager =
-        Pager::new(device, PagerConfig { readahead_pages: 0, ..config(FaultMode::HandlerThreads(1), 512) }).unwrap();
+    let pager = Pager::new(device, PagerConfig { readahead_pages: 0, ..config }).unwrap();
     let pages = 4096u64;
     let mut region = pager.alloc(pages * PAGE_BYTES as u64, 0).unwrap();
     let memory = region.as_mut_slice();
@@ -122,8 +127,8 @@ fn read_back(write: bool) -> PagerStats {
         fill(&mut memory[page as usize * PAGE_BYTES..][..PAGE_BYTES], page, 1);
     }
     let before = pager.stats();
-    let mut rng = Xoshiro256PlusPlus::seed_from_u64(21);
-    for _ in 0..20_000 {
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+    for _ in 0..ops {
         let page = rng.next_u64() % pages;
         let bytes = &mut memory[page as usize * PAGE_BYTES..][..PAGE_BYTES];
         check(bytes, page, versions[page as usize]);
@@ -142,23 +147,7 @@ fn read_back(write: bool) -> PagerStats {
 /// Random reads of swapped pages by one thread with handler polling bounded at
 /// `fault_poll_us`; the counts of the reading part.
 fn poll_run(fault_poll_us: u32) -> PagerStats {
-    let device: Arc<dyn ZonedDevice> = Arc::new(MemDevice::new(geometry(48, 1, 16)).unwrap());
-    let config = PagerConfig { readahead_pages: 0, fault_poll_us, ..config(FaultMode::HandlerThreads(2), 512) };
-    let pager = Pager::new(device, config).unwrap();
-    let pages = 4096u64;
-    let mut region = pager.alloc(pages * PAGE_BYTES as u64, 0).unwrap();
-    let memory = region.as_mut_slice();
-    for page in 0..pages {
-        fill(&mut memory[page as usize * PAGE_BYTES..][..PAGE_BYTES], page, 1);
-    }
-    let before = pager.stats();
-    let mut rng = Xoshiro256PlusPlus::seed_from_u64(5);
-    for _ in 0..5_000 {
-        let page = rng.next_u64() % pages;
-        check(&memory[page as usize * PAGE_BYTES..][..PAGE_BYTES], page, 1);
-    }
-    assert_eq!(pager.stats().lost_pages, 0);
-    pager.stats().since(&before)
+    read_back_with(PagerConfig { fault_poll_us, ..config(FaultMode::HandlerThreads(2), 512) }, false, 5_000, 5)
 }
 
 /// A handler that resolved a fault polls for the next one: a thread faulting page after
