@@ -54,7 +54,8 @@ pub use stats::PagerStats;
 /// The default bound of a handler thread's polling for the next fault
 /// (`PagerConfig::fault_poll_us`), in microseconds.
 pub const FAULT_POLL_US_DEFAULT: u32 = 200;
-/// Its largest value: polling longer than a device read brings nothing.
+/// Its largest value (10 ms): beyond it a CPU would spin through gaps that dwarf the
+/// wake-up it saves.
 pub const FAULT_POLL_US_MAX: u32 = 10_000;
 
 pub use znswap_pager_core::{GC_BATCH_PAGES_DEFAULT, PAGE_BYTES, READAHEAD_PAGES_DEFAULT, READAHEAD_PAGES_MAX};

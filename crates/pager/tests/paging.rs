@@ -147,18 +147,19 @@ fn read_back_with(config: PagerConfig, write: bool, ops: u64, seed: u64) -> Page
 /// Random reads of swapped pages by one thread with handler polling bounded at
 /// `fault_poll_us`; the counts of the reading part.
 fn poll_run(fault_poll_us: u32) -> PagerStats {
-    read_back_with(PagerConfig { fault_poll_us, ..config(FaultMode::HandlerThreads(2), 512) }, false, 5_000, 5)
+    read_back_with(PagerConfig { fault_poll_us, ..config(FaultMode::HandlerThreads(1), 512) }, false, 5_000, 5)
 }
 
 /// A handler that resolved a fault polls for the next one: a thread faulting page after
-/// page finds a handler polling for most of its faults (no wake-up of one), and never
-/// with polling off.
+/// page finds the handler polling for most of its faults (no wake-up of one), and never
+/// with polling off. One handler thread: with two, the sleeping one is woken for each
+/// fault too and, in a debug build beside other tests, took half of them first.
 #[test]
 fn a_handler_polls_for_the_next_fault() {
     let polled = poll_run(5_000);
     let faults = polled.missing_faults + polled.write_protect_faults;
     assert!(faults > 3_000, "{polled:?}");
-    assert!(polled.faults_polled > faults / 2, "most faults found a handler polling: {polled:?}");
+    assert!(polled.faults_polled > faults / 2, "most faults found the handler polling: {polled:?}");
     let off = poll_run(0);
     assert!(off.missing_faults > 3_000, "{off:?}");
     assert_eq!(off.faults_polled, 0, "no polling when it is off: {off:?}");
