@@ -19,5 +19,6 @@ pub use znswap_pager_core::CoreError;
 
 pub use pager::{
     map_anonymous, process_cpu_ns, thread_cpu_ns, FaultMode, Pager, PagerConfig, PagerError, PagerStats, Region,
-    FAULT_POLL_US_DEFAULT, FAULT_POLL_US_MAX, GC_BATCH_PAGES_DEFAULT, PAGE_BYTES, READAHEAD_PAGES_DEFAULT, READAHEAD_PAGES_MAX,
+    FAULT_POLL_US_DEFAULT, FAULT_POLL_US_MAX, GC_BATCH_PAGES_DEFAULT, PAGE_BYTES, READAHEAD_PAGES_DEFAULT,
+    READAHEAD_PAGES_MAX,
 };

@@ -48,8 +48,8 @@ mod shell;
 mod stats;
 
 use evict::self_pidfd_for_discard;
-use stats::Counters;
 use fault::FaultPoll;
+use stats::Counters;
 pub use stats::PagerStats;
 /// The default bound of a handler thread's polling for the next fault
 /// (`PagerConfig::fault_poll_us`), in microseconds.
