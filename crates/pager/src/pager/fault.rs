@@ -134,7 +134,7 @@ impl FaultPoll {
         let window = self.window_ns.load(Relaxed);
         let next = if gap <= self.max_ns {
             // Polling that long would have caught it.
-            (window * 2).max(POLL_WINDOW_START_NS).min(self.max_ns).max(gap.min(self.max_ns))
+            (window * 2).max(POLL_WINDOW_START_NS).max(gap).min(self.max_ns)
         } else if window / 2 < POLL_WINDOW_FLOOR_NS {
             0
         } else {
@@ -164,7 +164,10 @@ impl Shared {
             }
             poll.polling.store(false, Relaxed);
         }
-        poll.slept_at_ns.store(self.now(), Relaxed);
+        // Only `woke` reads it, and only with polling on: no clock read otherwise.
+        if poll.max_ns > 0 {
+            poll.slept_at_ns.store(self.now(), Relaxed);
+        }
     }
 
     /// Resolves `event` if it is a page fault (the only events these registrations
