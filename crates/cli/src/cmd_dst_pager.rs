@@ -41,6 +41,7 @@ struct PagerCoverage {
     corrupted: u64,
     seeds_with_program_discards: u64,
     program_discards: u64,
+    program_discards_under_lock: u64,
     discarded_unmapped: u64,
     discarded_resident: u64,
     discarded_evicting: u64,
@@ -56,6 +57,15 @@ struct PagerCoverage {
     budget_changes: u64,
     child_reads_slot: u64,
     child_reads_zero: u64,
+    child_reads_shadow: u64,
+    seeds_with_parking: u64,
+    parks: u64,
+    parks_refused_shared: u64,
+    parks_refused_occupied: u64,
+    unparks: u64,
+    unparks_copied: u64,
+    parked_copied_back: u64,
+    discarded_parked: u64,
     zones_held_max: u64,
     resets_deferred: u64,
 }
@@ -129,6 +139,16 @@ pub fn dst(request: &PagerDstRequest) -> Result<bool> {
         coverage.budget_changes += c.budget_changes;
         coverage.child_reads_slot += c.child_reads_slot;
         coverage.child_reads_zero += c.child_reads_zero;
+        coverage.child_reads_shadow += c.child_reads_shadow;
+        coverage.seeds_with_parking += (c.parks > 0) as u64;
+        coverage.parks += c.parks;
+        coverage.parks_refused_shared += c.parks_refused_shared;
+        coverage.parks_refused_occupied += c.parks_refused_occupied;
+        coverage.unparks += c.unparks;
+        coverage.unparks_copied += c.unparks_copied;
+        coverage.parked_copied_back += c.parked_copied_back;
+        coverage.discarded_parked += c.discarded_parked;
+        coverage.program_discards_under_lock += c.program_discards_under_lock;
         coverage.zones_held_max = coverage.zones_held_max.max(report.zones_held_max);
         coverage.resets_deferred += report.resets_deferred;
         table.row(vec![
@@ -166,7 +186,7 @@ pub fn dst(request: &PagerDstRequest) -> Result<bool> {
             }
         }
         let mut summary = Table::new(&["coverage", "value"]);
-        let rows: [(&str, u64); 35] = [
+        let rows = [
             ("seeds self-paging", coverage.seeds_self_paging),
             ("seeds with handler threads", coverage.seeds_handler_threads),
             ("seeds that ran the GC", coverage.seeds_with_gc),
@@ -191,6 +211,8 @@ pub fn dst(request: &PagerDstRequest) -> Result<bool> {
             ("  pages discarded while awaiting a discard", coverage.discarded_dropping),
             ("  pages discarded while poisoned", coverage.discarded_poisoned),
             ("  pages discarded while Removed (untouched since)", coverage.discarded_removed),
+            ("  pages discarded while parked", coverage.discarded_parked),
+            ("program discards zapped under the state lock", coverage.program_discards_under_lock),
             ("accesses between a discard's event and zap", coverage.window_accesses),
             ("pages zapped from under the pager", coverage.zapped_under_core),
             ("zero fills that landed", coverage.zero_fills_landed),
@@ -199,6 +221,14 @@ pub fn dst(request: &PagerDstRequest) -> Result<bool> {
             ("budget changes", coverage.budget_changes),
             ("child reads from held slots", coverage.child_reads_slot),
             ("child reads of zero pages", coverage.child_reads_zero),
+            ("child reads of parked pages (its shadow)", coverage.child_reads_shadow),
+            ("seeds that parked pages (inactive list)", coverage.seeds_with_parking),
+            ("victims parked (moved to the shadow)", coverage.parks),
+            ("  moves refused: shared with a fork's child", coverage.parks_refused_shared),
+            ("  moves refused: shadow page not yet discarded", coverage.parks_refused_occupied),
+            ("parked pages touched, moved back", coverage.unparks),
+            ("  copied back instead: shared with a child", coverage.unparks_copied),
+            ("copied back (from the shadow, or in a write-out)", coverage.parked_copied_back),
             ("zones held at once, most in a seed", coverage.zones_held_max),
             ("zone resets deferred by a hold", coverage.resets_deferred),
             ("corrupted reads", coverage.corrupted),

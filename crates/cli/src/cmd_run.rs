@@ -158,6 +158,7 @@ fn prepare(args: &RunArgs, stats_path: PathBuf, alive_fd: i32) -> Result<Launch>
         handler_threads: args.faults.handler_threads.unwrap_or(HANDLER_THREADS_DEFAULT) as usize,
         readahead_pages: args.faults.readahead,
         fault_poll_us: args.faults.fault_poll,
+        park_pages: args.faults.park / PAGE_BYTES as u64,
         stats: stats_path,
         alive_fd,
         ld_preload_before,
@@ -473,6 +474,16 @@ impl Summary {
                     r.readahead_pages_read,
                     r.readahead_hits,
                     100.0 * r.readahead_hits as f64 / r.readahead_pages_read as f64
+                ),
+            );
+        }
+        if r.pages_parked + r.park_refused > 0 {
+            line(
+                "inactive list",
+                format!(
+                    "{} victims parked, {} touched while parked (brought back with no device read), {} not \
+                     movable (evicted in place)",
+                    r.pages_parked, r.parked_touched, r.park_refused
                 ),
             );
         }

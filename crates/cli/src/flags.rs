@@ -76,6 +76,14 @@ pub struct FaultFlags {
     #[arg(long, value_name = "US", default_value_t = znswap_pager::FAULT_POLL_US_DEFAULT,
           value_parser = clap::value_parser!(u32).range(0..=znswap_pager::FAULT_POLL_US_MAX as i64))]
     pub fault_poll: u32,
+    /// Memory for an inactive list of parked pages (0: none). Victims are first moved
+    /// out of the program's reach (UFFDIO_MOVE, no copy) and stay in memory; a touch,
+    /// read or write, brings a page back with no device read and marks it referenced, so
+    /// pages the program only reads are seen at last; the pages still parked when their
+    /// turn comes are written out, with no write-protect fault on the program's path.
+    /// Part of the budget, not added to it. Needs Linux 6.8.
+    #[arg(long, value_name = "SIZE", default_value = "0", value_parser = size)]
+    pub park: u64,
 }
 
 /// `--json`.

@@ -306,6 +306,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 threads,
                 readahead_pages: args.faults.readahead,
                 fault_poll_us: args.faults.fault_poll,
+                park_pages: args.faults.park / znswap_pager::PAGE_BYTES as u64,
                 evictor_threads: args.evictor_threads.max(1),
                 io_threads: args.io_threads.max(1),
                 evict_batch_pages: args.evict_batch as usize,

@@ -112,10 +112,11 @@ fn device(dir: &Path) -> PathBuf {
 }
 
 fn run(args: &[&str]) -> Run {
-    run_with(args, &[])
+    run_with(args, &[], &[])
 }
 
-fn run_with(args: &[&str], env: &[(&str, &Path)]) -> Run {
+/// `znswap run` with `flags` of its own of the heap checker with `args`, in `env`.
+fn run_with(args: &[&str], env: &[(&str, &Path)], flags: &[&str]) -> Run {
     ensure_library();
     let dir = tempfile::tempdir().unwrap();
     let device = device(dir.path());
@@ -130,6 +131,7 @@ fn run_with(args: &[&str], env: &[(&str, &Path)]) -> Run {
             .arg(format!("{BUDGET_MIB}M"))
             .arg("--stats")
             .arg(&stats)
+            .args(flags)
             .arg("--")
             .arg(HEAP_CHECK)
             .args(args)
@@ -183,7 +185,7 @@ fn threads_started_before_the_pager_keep_their_bytes_across_its_start_up() {
     // A library preloaded behind the pager's starts them from its constructor, which
     // the loader runs before the pager's; the launcher keeps the user's LD_PRELOAD.
     let early = ensure_built("znswap-early-threads");
-    let run = run_with(&["early-threads"], &[("LD_PRELOAD", &early)]);
+    let run = run_with(&["early-threads"], &[("LD_PRELOAD", &early)], &[]);
     // 2 threads x 24 chunks, a third of them freed.
     assert_paged(&run, "early threads checked 32 chunks");
 }
@@ -203,6 +205,24 @@ fn a_forked_child_sees_the_heap_as_at_the_fork_while_the_parent_rewrites_it() {
     let run = run(&["fork", "64"]);
     assert_paged(&run, "fork: 2 children checked 64 MiB snapshots");
     assert_eq!(run.figure("forks"), 2);
+}
+
+/// With an inactive list, victims are parked (moved out of the program's reach) before
+/// they are written out: a heap four times the budget, discards of parts of it, and
+/// forked children reading their snapshot (parked pages among it, while the parent
+/// brings its own back: shared with a child, they cannot move, and are copied).
+#[test]
+fn parked_pages_read_back_exactly_through_discards_and_forks() {
+    for (args, what) in [
+        (["heap", "64"], "heap 64 MiB"),
+        (["dontneed", "64"], "dontneed 13 of 64 chunks"),
+        (["fork", "64"], "fork: 2 children checked 64 MiB snapshots"),
+    ] {
+        let run = run_with(&args, &[], &["--park", "4M"]);
+        assert_paged(&run, what);
+        assert!(run.figure("pages_parked") > 1000, "{what}: few pages parked: {:?}", run.report);
+        assert!(run.stderr().contains("inactive list"), "{what}: no inactive list in the summary: {}", run.stderr());
+    }
 }
 
 #[test]

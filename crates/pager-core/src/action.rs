@@ -21,6 +21,11 @@ pub enum Action {
     Poison { address: u64 },
     /// `UFFDIO_WAKE`: what is mapped already resolves the fault.
     Wake { address: u64 },
+    /// A parked page comes back, writable: `UFFDIO_MOVE` from `shadow` to `address`
+    /// (nothing is mapped there), waking the faulting threads. Where the kernel refuses
+    /// the move (the shadow page is shared with a fork's child since), `UFFDIO_COPY` of
+    /// it instead, and the shadow page discarded.
+    Unpark { address: u64, shadow: u64 },
 }
 
 /// Where the bytes of a `Copy` come from.
@@ -33,6 +38,8 @@ pub enum CopyFrom {
     Cache { page: u32 },
     /// Zeroes (private zeroed pages, writable at once).
     Zeros,
+    /// The page at `address`: a parked page's shadow page, mapped until its discard.
+    Shadow { address: u64 },
 }
 
 /// Actions of one call, in a buffer sized once: a bound exceeded is a bug, not a reason

@@ -12,7 +12,7 @@
 //! ```text
 //!  evictor:  Check ──Sleep──> Wait(Evictors)            (lock held into the wait)
 //!              │ ├──Discard──> Discard(Take → Madvise → Done) ──> Check
-//!              │ └──Evict────> Protect(range 0..n) → ZeroCheck → HandOver ──> Check
+//!              │ └──Evict────> Park(victims) → Protect(range 0..n) → ZeroCheck → HandOver ──> Check
 //!  fault:    Call ──Read──> Read → ReadDone ──> resolved / Call
 //!              ├──ZeroFill (under the same lock hold) ──> resolved
 //!              ├──WaitRoom──> Discard(Take → Madvise → Done) ──> Call, or Wait(Room)
@@ -91,6 +91,10 @@ pub trait EvictorShell: Shell {
     /// Write-protects `start..end` (`UFFDIO_WRITEPROTECT`); false if it failed (the
     /// region went away).
     fn write_protect(&mut self, start: u64, end: u64) -> bool;
+    /// Moves the victim at `address` to its shadow page (`UFFDIO_MOVE`, no wake-up);
+    /// false if the kernel refused (`EBUSY`: shared with a fork's child; `EEXIST`: the
+    /// shadow page still awaits its discard).
+    fn park(&mut self, address: u64, shadow: u64) -> bool;
     /// Whether the write-protected victim at `address` reads all zeroes.
     fn page_is_zero(&mut self, address: u64) -> bool;
 }
@@ -164,7 +168,11 @@ fn discard_step(shell: &mut impl Shell, phase: DiscardPhase, batch: &mut Discard
 enum EvictorPhase {
     Check,
     Discard(DiscardPhase),
-    /// Write-protect range `range` of the round (`mappings` held since the pick).
+    /// Park the round's victims to be parked (`mappings` held since the pick).
+    Park {
+        pause: Option<Pause>,
+    },
+    /// Write-protect range `range` of the round.
     Protect {
         range: usize,
         pause: Option<Pause>,
@@ -242,11 +250,11 @@ impl Evictor {
                         did.rounds += 1;
                         let pause = shell.core().evict_pick(&mut self.round);
                         shell.unlock();
-                        if self.round.ranges().is_empty() {
+                        if !self.round.needs_hand_over() {
                             shell.mappings_release();
                             return pause.map_or(Next::Continue, Next::Pause);
                         }
-                        self.phase = EvictorPhase::Protect { range: 0, pause };
+                        self.phase = EvictorPhase::Park { pause };
                         Next::Continue
                     }
                 }
@@ -259,6 +267,22 @@ impl Evictor {
                         self.phase = EvictorPhase::Check;
                     }
                 }
+                Next::Continue
+            }
+            // Without the state lock, as the protections below: faults on these victims
+            // wait for the hand-over, the others go on.
+            EvictorPhase::Park { pause } => {
+                for victim in 0..self.round.victims() {
+                    if let Some((address, shadow)) = self.round.victim_to_park(victim) {
+                        let parked = shell.park(address, shadow);
+                        self.round.set_parked(victim, parked);
+                    }
+                }
+                self.phase = if self.round.ranges().is_empty() {
+                    EvictorPhase::HandOver { pause }
+                } else {
+                    EvictorPhase::Protect { range: 0, pause }
+                };
                 Next::Continue
             }
             // Without the state lock: each protection costs a TLB flush, and faults

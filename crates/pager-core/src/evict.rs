@@ -5,7 +5,7 @@ use znswap_core::{Event, PageState as EnginePage, SwapOutError, SwapOutOutcome};
 
 use crate::action::{Action, Actions};
 use crate::fault::Pause;
-use crate::{Dropping, OutPage, PageState, PagerCore, PAGE_BYTES};
+use crate::{DropKind, Dropping, OutPage, PageState, PagerCore, PAGE_BYTES};
 
 /// Largest eviction round, in batches (see `evict_hand_over`).
 pub const ROUND_BATCHES_MAX: usize = 4;
@@ -39,13 +39,18 @@ struct Victim {
     owner: u32,
     page: u64,
     address: u64,
+    /// Its shadow page's address, if it is to be parked.
+    shadow_address: u64,
     generation: u64,
-    /// Its out handle (taken from `out_free` when picked).
-    handle: u64,
-    /// The range that covers it.
-    range: u32,
+    /// Its out handle (taken from `out_free` when picked; none for a page to park).
+    handle: Option<u64>,
+    /// The range that covers it, if it is to be write-protected.
+    range: Option<u32>,
     /// All zeroes once protected.
     zero: bool,
+    /// To be parked (`PageState::Parking`); `parked`: the move was done.
+    park: bool,
+    parked: bool,
 }
 
 /// One evictor's round: the victims picked and the ranges to write-protect outside the
@@ -60,6 +65,8 @@ pub struct EvictRound {
     reads_seen: u64,
     victims: Vec<Victim>,
     ranges: Vec<ProtectRange>,
+    /// Parked pages the hand-over writes out, oldest first.
+    writes: usize,
 }
 
 impl EvictRound {
@@ -77,7 +84,32 @@ impl EvictRound {
     /// all-zero victim needs no write. Reading it is the shell's, outside the state lock.
     pub fn victim_to_check(&self, index: usize) -> Option<u64> {
         let victim = &self.victims[index];
-        self.ranges[victim.range as usize].protected.then_some(victim.address)
+        let range = victim.range?;
+        self.ranges[range as usize].protected.then_some(victim.address)
+    }
+
+    /// Victim `index`'s address and its shadow page's, if it is to be parked.
+    pub fn victim_to_park(&self, index: usize) -> Option<(u64, u64)> {
+        let victim = &self.victims[index];
+        victim.park.then(|| (victim.address, victim.shadow_address))
+    }
+
+    /// Whether victim `index` was moved to its shadow page; one that was not (the kernel
+    /// refused: shared with a fork's child, its shadow page not yet discarded) is
+    /// write-protected in place instead, by a range of its own.
+    pub fn set_parked(&mut self, index: usize, parked: bool) {
+        let victim = &mut self.victims[index];
+        victim.parked = parked;
+        if !parked {
+            let end = victim.address + PAGE_BYTES as u64;
+            victim.range = Some(self.ranges.len() as u32);
+            self.ranges.push(ProtectRange { start: victim.address, end, protected: false });
+        }
+    }
+
+    /// Whether the round has anything to do outside the lock, or to hand over.
+    pub fn needs_hand_over(&self) -> bool {
+        !self.ranges.is_empty() || self.writes > 0 || self.victims.iter().any(|victim| victim.park)
     }
 
     pub fn set_zero(&mut self, victim: usize, zero: bool) {
@@ -88,6 +120,9 @@ impl EvictRound {
         self.victims.len()
     }
 }
+
+/// No page of a region page's shadow (a victim not to be parked).
+const NO_SHADOW: u64 = 0;
 
 /// An address range laid out as `struct iovec`, so the shell can hand a batch of them to
 /// `process_madvise` as they are.
@@ -133,7 +168,7 @@ impl PagerCore {
         let low_watermark = self.config.budget_pages - self.config.evict_batch_pages as u64;
         // Pages taken by a discard under way still count as pressure, as they always did
         // (measured against the previous pager: the eviction pacing is unchanged).
-        let leaving = self.writing_pages + self.to_drop.len() as u64;
+        let leaving = self.writing_pages + self.dropping_pages();
         self.stats.resident_pages.saturating_sub(leaving) > low_watermark
             && !self.out_free.is_empty()
             && !self.engine.swap_full()
@@ -201,6 +236,7 @@ impl PagerCore {
             victims: Vec::with_capacity(ROUND_BATCHES_MAX * batch),
             // A range per victim at most, and per region swept (twice at most) for sampling.
             ranges: Vec::with_capacity(ROUND_BATCHES_MAX * batch + 2 * self.config.regions_max as usize + 2),
+            writes: 0,
         }
     }
 
@@ -220,7 +256,26 @@ impl PagerCore {
         assert!(!self.round_in_flight, "an eviction round picked while another is in flight");
         round.victims.clear();
         round.ranges.clear();
-        let wanted = round.wanted.min(self.out_free.len());
+        let mut wanted = round.wanted.min(self.out_free.len());
+        // With an inactive list, what the round evicts comes from its old end, and the
+        // hand refills it; victims are evicted in place (the CLOCK of before) only while
+        // the list cannot supply them, and in regions with no shadow. A round takes a
+        // quarter of the list at most: the time a page stays parked is what lets a touch
+        // save it (rounds of a whole list's size wrote every parked page at once).
+        if self.config.park_pages > 0 {
+            wanted = wanted.min((self.config.park_pages as usize / 4).max(1));
+        }
+        round.writes = if self.config.park_pages > 0 { wanted.min(self.parked.len()) } else { 0 };
+        let mut direct_room = wanted - round.writes;
+        let capacity = round.victims.capacity();
+        let parks = self.config.park_pages > 0
+            && self.regions.iter().any(|region| region.live && region.shadow.is_some() && !region.program_discards);
+        let mut park_room = if parks {
+            ((self.config.park_pages + round.writes as u64).saturating_sub(self.parked.len() as u64) as usize)
+                .min(capacity - direct_room)
+        } else {
+            0
+        };
         // Two sweeps at most: the first may only clear reference bits.
         let limit: u64 = 2 * self.regions.iter().filter(|r| r.live).map(|r| r.pages).sum::<u64>();
         let (mut owner, mut page) = self.hand;
@@ -228,7 +283,7 @@ impl PagerCore {
         // Whether the last range may grow.
         let mut open = false;
         let sampling = self.config.reference_sampling;
-        while round.victims.len() < wanted && scanned < limit {
+        while (direct_room > 0 || park_room > 0) && scanned < limit {
             if owner as usize >= self.regions.len() {
                 owner = 0;
             }
@@ -242,6 +297,10 @@ impl PagerCore {
             scanned += 1;
             let address = region.base + page * PAGE_BYTES as u64;
             let generation = region.generation;
+            // A region the program discarded from is never parked: there a missing fault
+            // on a page the pager mapped may mean the program's discard zapped it, and
+            // the pager could not tell that from a page it moved away.
+            let parkable = self.config.park_pages > 0 && region.shadow.is_some() && !region.program_discards;
             match self.state(owner, page) {
                 // Already write-protected: a sampling range may run over it.
                 PageState::Evicting { .. } | PageState::Writing => open &= sampling,
@@ -253,7 +312,25 @@ impl PagerCore {
                         open = false;
                     }
                 }
-                PageState::Resident => {
+                PageState::Resident if parkable && park_room > 0 => {
+                    park_room -= 1;
+                    open = false;
+                    self.set_state(owner, page, PageState::Parking { by: round.id });
+                    round.victims.push(Victim {
+                        owner,
+                        page,
+                        address,
+                        shadow_address: self.shadow_address(owner, page),
+                        generation,
+                        handle: None,
+                        range: None,
+                        zero: false,
+                        park: true,
+                        parked: false,
+                    });
+                }
+                PageState::Resident if direct_room > 0 => {
+                    direct_room -= 1;
                     self.set_state(owner, page, PageState::Evicting { by: round.id });
                     protect_page(&mut round.ranges, &mut open, address);
                     let handle = self.out_free.pop().expect("no more victims than free handles");
@@ -262,24 +339,34 @@ impl PagerCore {
                         owner,
                         page,
                         address,
+                        shadow_address: NO_SHADOW,
                         generation,
-                        handle,
-                        range: round.ranges.len() as u32 - 1,
+                        handle: Some(handle),
+                        range: Some(round.ranges.len() as u32 - 1),
                         zero: false,
+                        park: false,
+                        parked: false,
                     });
                 }
+                // Passed over: the round wants none of its kind.
+                PageState::Resident => open = false,
                 // A lost page's marker may have been mapped over by the program (a
                 // handler of the SIGBUS): no range spans it, or its ioctl would fail.
                 // Nor one the program discarded: what is left there is not the pager's.
-                PageState::Poisoned | PageState::Removed => open = false,
+                // Nor a parked one: nothing is mapped there, or it is on its way.
+                PageState::Poisoned
+                | PageState::Removed
+                | PageState::Parking { .. }
+                | PageState::Parked
+                | PageState::WritingParked => open = false,
                 PageState::Unmapped | PageState::Dropping => {}
             }
             page += 1;
         }
         self.hand = (owner, page);
-        // With nothing to protect there is no hand-over: the round ends here.
-        self.round_in_flight = !round.ranges.is_empty();
-        round.victims.is_empty().then_some(Pause::Micros(NOTHING_PICKED_PAUSE_US))
+        // With nothing to do outside the lock there is no hand-over: the round ends here.
+        self.round_in_flight = round.needs_hand_over();
+        (round.victims.is_empty() && round.writes == 0).then_some(Pause::Micros(NOTHING_PICKED_PAUSE_US))
     }
 
     /// Hands the victims not written since their pick to the engine (the I/O thread's
@@ -294,20 +381,52 @@ impl PagerCore {
         assert!(self.round_in_flight, "a hand-over without a round in flight");
         self.round_in_flight = false;
         for index in 0..round.victims.len() {
-            let Victim { owner, page, address, generation, handle, range, zero } = round.victims[index];
-            self.out_evicting -= 1;
+            let Victim { owner, page, address, generation, handle, range, zero, park, parked, .. } =
+                round.victims[index];
+            if handle.is_some() {
+                self.out_evicting -= 1;
+            }
             if !self.same_region(owner, generation) {
-                self.out_free.push(handle);
+                if let Some(handle) = handle {
+                    self.out_free.push(handle);
+                }
                 continue;
             }
-            let protected = round.ranges[range as usize].protected;
-            // Written (and unprotected by its fault) since it was picked, perhaps picked
-            // again by another round since; or (never for a live region) not protected:
-            // keep it.
             let state = self.state(owner, page);
-            let written = state != PageState::Evicting { by: round.id };
-            if written || !protected {
-                self.out_free.push(handle);
+            if park {
+                if state != (PageState::Parking { by: round.id }) {
+                    // Faults on it waited for this hand-over, so only the program's
+                    // discard took it meanwhile (it may have been mapped again since, as
+                    // zeroes): the copy the move left at the shadow goes.
+                    if parked {
+                        self.drop_shadow_copy(owner, page);
+                    }
+                    continue;
+                }
+                if parked {
+                    self.set_state(owner, page, PageState::Parked);
+                    self.parked.push_back(crate::park::ParkedPage { owner, page });
+                    self.stats.pages_parked += 1;
+                    continue;
+                }
+                // Refused: evicted in place, as a victim of the CLOCK of before.
+                self.stats.park_refused += 1;
+            }
+            let protected = range.is_some_and(|range| round.ranges[range as usize].protected);
+            // Written (and unprotected by its fault) since it was picked, perhaps picked
+            // again by another round since; or (never for a live region) not protected;
+            // or (a refused page to park) no handle is free: keep it.
+            let picked = if park { PageState::Parking { by: round.id } } else { PageState::Evicting { by: round.id } };
+            let written = state != picked;
+            let handle = match handle {
+                Some(handle) => Some(handle),
+                None if !written && protected => self.out_free.pop(),
+                None => None,
+            };
+            if written || !protected || handle.is_none() {
+                if let Some(handle) = handle {
+                    self.out_free.push(handle);
+                }
                 if written {
                     // (A victim the program discarded meanwhile was not written: it is
                     // not the pager's any more, and never handed over.)
@@ -318,14 +437,15 @@ impl PagerCore {
                 }
                 continue;
             }
+            let handle = handle.expect("checked above");
             if zero {
                 self.out_free.push(handle);
                 self.engine.free(owner, page..page + 1, now).expect("freeing a zero page");
                 self.stats.swap_outs_zero += 1;
-                self.drop_page(owner, page);
+                self.drop_page(owner, page, DropKind::Mapped);
                 continue;
             }
-            self.out_pages[handle as usize] = OutPage { owner, generation, address };
+            self.out_pages[handle as usize] = OutPage { owner, generation, page, address, parked: false };
             match self.engine.swap_out(owner, page, handle, now) {
                 Ok(_) => {
                     self.set_state(owner, page, PageState::Writing);
@@ -340,6 +460,7 @@ impl PagerCore {
                 Err(error) => panic!("swap-out of resident page {owner}:{page}: {error}"),
             }
         }
+        self.write_parked(round.writes, now);
         self.after_engine();
         if self.io_asleep {
             self.io_asleep = false;
@@ -378,12 +499,27 @@ impl PagerCore {
         }
     }
 
-    /// No longer resident for the pager, but mapped until a discard; faults on it wait
-    /// for that.
-    fn drop_page(&mut self, owner: u32, page: u64) {
+    /// No longer resident for the pager, but mapped (at its address, or its shadow's)
+    /// until a discard; faults on it wait for that.
+    pub(crate) fn drop_page(&mut self, owner: u32, page: u64, kind: DropKind) {
+        debug_assert!(kind != DropKind::ShadowCopy);
         self.set_state(owner, page, PageState::Dropping);
         let generation = self.regions[owner as usize].generation;
-        self.to_drop.push(Dropping { owner, page, generation });
+        self.to_drop.push(Dropping { owner, page, generation, kind });
+    }
+
+    /// A stale copy of the page at its shadow address goes with the next discard; the
+    /// page itself is elsewhere (copied back, or discarded by the program). Until that
+    /// discard a move there is refused (`EEXIST`): the page is then evicted in place.
+    pub(crate) fn drop_shadow_copy(&mut self, owner: u32, page: u64) {
+        let generation = self.regions[owner as usize].generation;
+        self.to_drop.push(Dropping { owner, page, generation, kind: DropKind::ShadowCopy });
+        self.to_drop_copies += 1;
+    }
+
+    /// Pages awaiting their discard that still count as resident.
+    pub(crate) fn dropping_pages(&self) -> u64 {
+        self.to_drop.len() as u64 - self.to_drop_copies
     }
 
     /// Takes in the engine's events after every engine input: swap-out completions move
@@ -415,30 +551,49 @@ impl PagerCore {
         self.writing_pages -= 1;
         // The region it was taken from, not a later one under the same owner id (whose
         // page of that index may have a swap-out of its own).
-        let generation = self.out_pages[handle as usize].generation;
-        // Dropped: its region was freed, or the program discarded the page during its
-        // swap-out (`discard_range` made it Removed; it may have been mapped again since).
-        if !self.same_region(owner, generation) || outcome == SwapOutOutcome::Dropped {
+        let OutPage { generation, parked, .. } = self.out_pages[handle as usize];
+        // Its region was freed (the shadow went with it).
+        if !self.same_region(owner, generation) {
             return;
         }
-        assert_eq!(self.state(owner, page), PageState::Writing, "{owner}:{page} completed a swap-out it was not in");
-        match outcome {
-            SwapOutOutcome::Swapped { .. } => self.drop_page(owner, page),
-            SwapOutOutcome::AbortedDirty => {
-                // Written during its append: the write fault lifted the protection.
+        // Dropped: the program discarded the page during its swap-out (`discard_range`
+        // made it Removed; it may have been mapped again since).
+        if outcome == SwapOutOutcome::Dropped {
+            if parked {
+                self.drop_shadow_copy(owner, page);
+            }
+            return;
+        }
+        let state = self.state(owner, page);
+        match (state, outcome) {
+            (PageState::Writing, SwapOutOutcome::Swapped { .. }) => self.drop_page(owner, page, DropKind::Mapped),
+            (PageState::WritingParked, SwapOutOutcome::Swapped { .. }) => self.drop_page(owner, page, DropKind::Parked),
+            (PageState::Writing, SwapOutOutcome::AbortedDirty) => {
+                // Written during its append: the write fault lifted the protection (or a
+                // touch copied the parked page back, and its shadow copy goes).
                 self.stats.swap_outs_aborted_dirty += 1;
                 self.set_state(owner, page, PageState::Referenced);
+                if parked {
+                    self.drop_shadow_copy(owner, page);
+                }
             }
             // The append failed: kept, still write-protected, as a sampled page is (its
             // next write faults and lifts the protection; failures are rare).
-            SwapOutOutcome::Failed => self.set_state(owner, page, PageState::Resident),
-            SwapOutOutcome::Dropped => unreachable!("returned above"),
+            (PageState::Writing, SwapOutOutcome::Failed) => self.set_state(owner, page, PageState::Resident),
+            // Back on the inactive list, at its young end.
+            (PageState::WritingParked, SwapOutOutcome::Failed) => {
+                self.set_state(owner, page, PageState::Parked);
+                self.parked.push_back(crate::park::ParkedPage { owner, page });
+            }
+            (state, outcome) => panic!("{owner}:{page} completed a swap-out ({outcome:?}) as {state:?}"),
         }
     }
 
     /// Buffers for one discarding thread.
     pub fn discard_batch(&self) -> DiscardBatch {
-        let pages = self.out_handles();
+        // Every page between its pick and its swap-out's completion, and the shadow
+        // copies of the whole inactive list (a discard of the program's over it).
+        let pages = self.out_handles() + self.config.park_pages as usize;
         DiscardBatch {
             dropping: Vec::with_capacity(pages),
             addresses: Vec::with_capacity(pages),
@@ -458,11 +613,18 @@ impl PagerCore {
         std::mem::swap(&mut self.to_drop, &mut batch.dropping);
         self.discarding_pages += batch.dropping.len() as u64;
         batch.addresses.clear();
+        let mut copies = 0;
         for dropping in &batch.dropping {
+            copies += (dropping.kind == DropKind::ShadowCopy) as u64;
             if self.same_region(dropping.owner, dropping.generation) {
-                batch.addresses.push(self.page_address(dropping.owner, dropping.page));
+                batch.addresses.push(match dropping.kind {
+                    DropKind::Mapped => self.page_address(dropping.owner, dropping.page),
+                    DropKind::Parked | DropKind::ShadowCopy => self.shadow_address(dropping.owner, dropping.page),
+                });
             }
         }
+        self.to_drop_copies -= copies;
+        self.discarding_pages -= copies;
         batch.addresses.sort_unstable();
         batch.ranges.clear();
         let mut index = 0;
@@ -482,15 +644,19 @@ impl PagerCore {
     /// The batch is discarded: its pages are unmapped, and leave the resident set.
     /// Returns how many pages it held.
     pub fn discard_done(&mut self, batch: &mut DiscardBatch) -> usize {
+        let mut pages = 0;
         for index in 0..batch.dropping.len() {
-            let Dropping { owner, page, generation } = batch.dropping[index];
+            let Dropping { owner, page, generation, kind } = batch.dropping[index];
+            if kind == DropKind::ShadowCopy {
+                continue;
+            }
+            pages += 1;
             if self.same_region(owner, generation) {
                 self.set_state(owner, page, PageState::Unmapped);
             }
         }
         // Every dropped page was still counted resident, a freed region's too
         // (`region_remove` subtracts only resident pages).
-        let pages = batch.dropping.len();
         self.stats.resident_pages -= pages as u64;
         self.discarding_pages -= pages as u64;
         self.stats.pages_discarded += pages as u64;

@@ -184,6 +184,11 @@ impl PagerCore {
             }
         }
         let state = self.state(owner, page);
+        if let PageState::Parking { .. } = state {
+            // Being moved out, or write-protected where it could not be: where its bytes
+            // are is known at the round's hand-over, soon.
+            return FaultStep::Again(Pause::Yield);
+        }
         if state == PageState::Poisoned && matches!(fault.kind, FaultKind::Sigbus { .. }) {
             // The touch of a lost page: the poison raised this SIGBUS, not userfaultfd
             // (on kernels without memory-failure handling it arrives as BUS_ADRERR, like
@@ -193,8 +198,9 @@ impl PagerCore {
         let write_protect = match fault.kind {
             FaultKind::WriteProtect => true,
             FaultKind::Missing { .. } => false,
-            // A resident page raises SIGBUS only when written while write-protected.
-            FaultKind::Sigbus { .. } => state.is_resident(),
+            // A resident page raises SIGBUS only when written while write-protected (a
+            // parked one has nothing mapped).
+            FaultKind::Sigbus { .. } => state.is_resident() && !state.is_parked(),
         };
         if write_protect {
             self.write_fault(owner, page, now, actions);
@@ -284,9 +290,9 @@ impl PagerCore {
             actions.push(Action::Unprotect { address, pages: 1 });
             return;
         }
-        if !state.is_resident() {
-            // Dropped after its swap-out completed: the writer retries, faults the page
-            // back in and writes to it then.
+        if !state.is_resident() || state.is_parked() {
+            // Dropped after its swap-out completed, or parked since the fault: the
+            // writer retries, faults the page back in and writes to it then.
             actions.push(Action::Wake { address });
             return;
         }
@@ -368,6 +374,13 @@ impl PagerCore {
         match state {
             // Its discard is under way: swap it in once that is done.
             PageState::Dropping => return FaultStep::Again(Pause::Yield),
+            // Parked: nothing is mapped here, and never was since (regions the program
+            // discards from are not parked), so this is a touch.
+            PageState::Parked | PageState::WritingParked => {
+                self.parked_fault(owner, page, write, now, actions);
+                return FaultStep::Done;
+            }
+            PageState::Parking { .. } => unreachable!("answered in `fault`"),
             // Mapped, so a stale event; unless the program's discard zapped it since it
             // was mapped (then it reads zero): the kernel tells which.
             PageState::Resident

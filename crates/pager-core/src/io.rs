@@ -3,13 +3,14 @@
 
 use znswap_core::{Buf, IoError, IoRequest};
 
-use crate::{PagerCore, PAGE_BYTES};
+use crate::PagerCore;
 
 /// Where an append takes one page from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PageSource {
     /// A victim page, in place in its region (mapped and write-protected while the
-    /// append reads it; the shell holds `mappings` so the region stays mapped).
+    /// append reads it), or at its shadow page if it was parked; the shell holds
+    /// `mappings` so the region stays mapped.
     Region { address: u64 },
     /// Page `page` of the GC move buffer.
     Gc { page: u32 },
@@ -80,13 +81,15 @@ impl PagerCore {
                             // A page the program discarded during its swap-out (no longer
                             // Writing) completes Dropped: its data is not wanted, and
                             // what is mapped there may be zapped under the read.
+                            // (A parked page copied back during its swap-out is `Writing`;
+                            // its shadow page stays until the completion.)
                             let writing = || {
-                                let page = (out.address - self.regions[out.owner as usize].base) / PAGE_BYTES as u64;
-                                self.state(out.owner, page) == crate::PageState::Writing
+                                let state = self.state(out.owner, out.page);
+                                state == crate::PageState::Writing
+                                    || out.parked && state == crate::PageState::WritingParked
                             };
                             if self.same_region(out.owner, out.generation) && writing() {
-                                let region = &self.regions[out.owner as usize];
-                                debug_assert_eq!(out.address, region.base + append_page.page * PAGE_BYTES as u64);
+                                debug_assert_eq!(out.page, append_page.page);
                                 PageSource::Region { address: out.address }
                             } else {
                                 PageSource::Zero

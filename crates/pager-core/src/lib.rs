@@ -79,6 +79,7 @@ mod evict;
 mod fault;
 mod io;
 mod page;
+mod park;
 mod program;
 mod readahead;
 mod region;
@@ -129,6 +130,11 @@ pub struct CoreConfig {
     /// Pages the GC moves per batch; the shell's GC buffer holds twice that
     /// ([`Engine::gc_buffer_pages`]), memory the program's budget pays for.
     pub gc_batch_pages: u32,
+    /// Pages of the inactive list (0: none). Victims are parked first (moved out of the
+    /// program's reach to their region's shadow, `src/park.rs`), and the oldest parked
+    /// pages are the ones written out: a touch meanwhile, read or write, brings a page
+    /// back without I/O. Regions added with no shadow are never parked.
+    pub park_pages: u64,
     pub regions_max: u32,
     pub tenants: u32,
     pub policy: PolicyKind,
@@ -203,6 +209,14 @@ pub struct CoreStats {
     pub swap_cache_dirtied: u64,
     /// Pages read back that did not keep their slot: cached pages were mostly written.
     pub swap_cache_skipped: u64,
+    /// Victims moved to their shadow page (the inactive list).
+    pub pages_parked: u64,
+    /// Parked pages touched and brought back (moved back, or copied back while their
+    /// swap-out was in flight): reads and writes the pager saw.
+    pub parked_touched: u64,
+    /// Victims the kernel refused to move (shared with a fork's child, or their shadow
+    /// page still awaiting its discard): write-protected and evicted in place instead.
+    pub park_refused: u64,
     /// Pages written to the device by swap-out appends that succeeded.
     pub swap_outs_written: u64,
     pub swap_outs_zero: u64,
@@ -236,13 +250,16 @@ pub struct CoreStats {
     pub budget_changes: u64,
 }
 
-/// A page on its way to the device: the append reads it at `address` if its region
-/// (`owner`, `generation`) is still the one mapped there.
+/// A page on its way to the device: the append reads it at `address` (its own, or its
+/// shadow page's when `parked`) if its region (`owner`, `generation`) is still the one
+/// mapped there.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct OutPage {
     owner: u32,
     generation: u64,
+    page: u64,
     address: u64,
+    parked: bool,
 }
 
 /// A page awaiting its discard.
@@ -253,6 +270,19 @@ pub(crate) struct Dropping {
     /// The region's generation when the page was dropped: a region freed meanwhile has
     /// no mapping left to discard (and its addresses may belong to a new region).
     generation: u64,
+    kind: DropKind,
+}
+
+/// What a discard zaps for a page.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum DropKind {
+    /// The page at its own address (`Dropping`, counted resident until discarded).
+    Mapped,
+    /// Its shadow page: written out from there (`Dropping`, counted resident).
+    Parked,
+    /// A stale copy at its shadow address, the page itself being elsewhere (copied back
+    /// during its swap-out, or discarded by the program): not counted, no state change.
+    ShadowCopy,
 }
 
 /// The engine's configuration for a device of `geometry`. A small device cannot keep as
@@ -305,10 +335,14 @@ pub struct PagerCore {
     out_pages: Vec<OutPage>,
     /// Handles held by victims between their pick and their hand-over.
     out_evicting: u64,
-    /// Pages swapped out (or zero) awaiting their discard; still counted resident.
+    /// Pages swapped out (or zero) awaiting their discard; still counted resident (but
+    /// for `DropKind::ShadowCopy` entries, `to_drop_copies` of them).
     to_drop: Vec<Dropping>,
+    to_drop_copies: u64,
     /// Dropped pages taken by a discard not yet done; still counted resident.
     discarding_pages: u64,
+    /// The inactive list: parked pages, oldest first (`src/park.rs`).
+    parked: std::collections::VecDeque<park::ParkedPage>,
     /// Pages handed to the engine and not yet completed: resident, but on their way out,
     /// so the evictor does not count them as pressure.
     writing_pages: u64,
@@ -378,10 +412,14 @@ impl PagerCore {
             generations: 0,
             hand: (0, 0),
             out_free: (0..out_count as u64).rev().collect(),
-            out_pages: vec![OutPage { owner: 0, generation: 0, address: 0 }; out_count],
+            out_pages: vec![OutPage { owner: 0, generation: 0, page: 0, address: 0, parked: false }; out_count],
             out_evicting: 0,
-            to_drop: Vec::with_capacity(out_count),
+            to_drop: Vec::with_capacity(out_count + config.park_pages as usize),
+            to_drop_copies: 0,
             discarding_pages: 0,
+            parked: std::collections::VecDeque::with_capacity(
+                config.park_pages as usize + evict::ROUND_BATCHES_MAX * config.evict_batch_pages,
+            ),
             writing_pages: 0,
             evictors_asleep: false,
             io_asleep: false,
@@ -477,8 +515,13 @@ impl PagerCore {
     /// Takes a region of `pages` pages mapped at `base` (registered with userfaultfd,
     /// nothing mapped yet); returns its owner id. A freed region's id is reused once the
     /// engine lets it go (no swap-out, swap-in read or GC move in flight names it).
-    pub fn region_add(&mut self, base: u64, pages: u64, tenant: u32) -> Result<u32, CoreError> {
+    ///
+    /// `shadow`: where the region's shadow is, if it has one: a mapping of the same size,
+    /// registered with the same userfaultfd (a move's destination must be), where page
+    /// `n` of the region is parked at page `n` (`CoreConfig::park_pages`).
+    pub fn region_add(&mut self, base: u64, pages: u64, tenant: u32, shadow: Option<u64>) -> Result<u32, CoreError> {
         assert!(base % PAGE_BYTES as u64 == 0 && pages > 0);
+        assert!(shadow.is_none_or(|shadow| shadow % PAGE_BYTES as u64 == 0 && shadow != base));
         let reusable = (0..self.regions.len())
             .find(|&index| !self.regions[index].live && self.engine.unregister_owner(index as u32).unwrap_or(false));
         let owner = match reusable {
@@ -488,7 +531,7 @@ impl PagerCore {
         };
         self.engine.register_owner(owner, pages, tenant)?;
         self.generations += 1;
-        let region = Region::new(self.generations, base, pages);
+        let region = Region::new(self.generations, base, pages, shadow);
         if owner as usize == self.regions.len() {
             self.regions.push(region);
         } else {
@@ -507,6 +550,7 @@ impl PagerCore {
         let resident = region.states.iter().filter(|&&byte| PageState::from_byte(byte).is_resident()).count() as u64;
         region.live = false;
         region.states = Vec::new();
+        self.parked.retain(|parked| parked.owner != owner);
         self.engine.free(owner, 0..pages, now).expect("freeing a registered region");
         self.stats.resident_pages -= resident;
         self.after_engine();
@@ -540,6 +584,11 @@ impl PagerCore {
         self.regions[owner as usize].base + page * PAGE_BYTES as u64
     }
 
+    /// Where page `page` of a region with a shadow is parked.
+    fn shadow_address(&self, owner: u32, page: u64) -> u64 {
+        self.regions[owner as usize].shadow.expect("a region with a shadow") + page * PAGE_BYTES as u64
+    }
+
     /// Moves a page to `to`, checking the move is one the pager makes.
     fn set_state(&mut self, owner: u32, page: u64, to: PageState) {
         let byte = &mut self.regions[owner as usize].states[page as usize];
@@ -556,9 +605,14 @@ impl PagerCore {
         self.regions.get(owner as usize).is_some_and(|region| region.live && region.generation == generation)
     }
 
-    /// An unmapped page was installed: counted resident and referenced.
+    /// An unmapped page was installed: counted resident and referenced. With an
+    /// inactive list it starts unreferenced instead, as Linux puts new and swapped-in
+    /// anonymous pages on its inactive list: it is parked at the hand's next pass, and
+    /// earns its place by a touch there. A page used once (a stream written and left)
+    /// then goes at once, not after two passes of the hand.
     fn mark_resident(&mut self, owner: u32, page: u64) {
-        self.set_state(owner, page, PageState::Referenced);
+        let parks = self.config.park_pages > 0 && self.regions[owner as usize].shadow.is_some();
+        self.set_state(owner, page, if parks { PageState::Resident } else { PageState::Referenced });
         self.stats.resident_pages += 1;
         self.stats.resident_pages_max = self.stats.resident_pages_max.max(self.stats.resident_pages);
         self.wake_evictor();
@@ -567,10 +621,11 @@ impl PagerCore {
     /// The core's counters of pages in flight, for a report of a hang.
     pub fn describe(&self) -> String {
         format!(
-            "resident {} writing {} to drop {} discarding {} out free {} evicting {} round in flight {} \
+            "resident {} writing {} parked {} to drop {} discarding {} out free {} evicting {} round in flight {} \
              swap full {} evictors asleep {} io asleep {} engine I/O in flight {}",
             self.stats.resident_pages,
             self.writing_pages,
+            self.parked.len(),
             self.to_drop.len(),
             self.discarding_pages,
             self.out_free.len(),
@@ -594,7 +649,7 @@ impl PagerCore {
             "out handles: free + held by victims + in flight"
         );
         assert!(
-            self.stats.resident_pages >= self.to_drop.len() as u64 + self.discarding_pages,
+            self.stats.resident_pages >= self.dropping_pages() + self.discarding_pages,
             "resident count {} below the pages awaiting a discard",
             self.stats.resident_pages
         );
@@ -606,6 +661,7 @@ impl PagerCore {
         use znswap_core::PageState as Engine;
         let mut resident = 0u64;
         let mut writing = 0u64;
+        let mut parked = 0u64;
         for (owner, region) in self.regions.iter().enumerate() {
             if !region.live {
                 continue;
@@ -619,10 +675,14 @@ impl PagerCore {
                             Engine::Zero | Engine::Swapped { .. } | Engine::SwapInFlight { .. } | Engine::Lost
                         )
                     }
-                    PageState::Resident | PageState::Referenced | PageState::Evicting { .. } => {
+                    PageState::Resident
+                    | PageState::Referenced
+                    | PageState::Evicting { .. }
+                    | PageState::Parking { .. }
+                    | PageState::Parked => {
                         matches!(engine, Engine::Resident | Engine::SwapCached { .. })
                     }
-                    PageState::Writing => matches!(engine, Engine::SwapOutInFlight { .. }),
+                    PageState::Writing | PageState::WritingParked => matches!(engine, Engine::SwapOutInFlight { .. }),
                     // Swapped (perhaps moved by the GC, or its zone lost), or a zero entry.
                     PageState::Dropping => matches!(engine, Engine::Zero | Engine::Swapped { .. } | Engine::Lost),
                     PageState::Poisoned => engine == Engine::Lost,
@@ -631,10 +691,21 @@ impl PagerCore {
                 };
                 assert!(agrees, "page {owner}:{page} is {state:?} for the pager but {engine:?} for the engine");
                 resident += state.is_resident() as u64;
-                writing += (state == PageState::Writing) as u64;
+                writing += matches!(state, PageState::Writing | PageState::WritingParked) as u64;
+                parked += (state == PageState::Parked) as u64;
+                assert!(
+                    !state.is_parked() || region.shadow.is_some(),
+                    "page {owner}:{page} is {state:?} in a region with no shadow"
+                );
             }
         }
-        let dropping = self.to_drop.len() as u64 + self.discarding_pages;
+        assert_eq!(parked, self.parked.len() as u64, "parked pages against the inactive list");
+        for entry in &self.parked {
+            assert_eq!(self.state(entry.owner, entry.page), PageState::Parked, "{entry:?} on the inactive list");
+        }
+        let copies = self.to_drop.iter().filter(|dropping| dropping.kind == DropKind::ShadowCopy).count() as u64;
+        assert_eq!(copies, self.to_drop_copies, "shadow copies awaiting their discard");
+        let dropping = self.dropping_pages() + self.discarding_pages;
         assert_eq!(
             self.stats.resident_pages,
             resident + dropping,

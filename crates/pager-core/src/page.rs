@@ -23,6 +23,20 @@ pub enum PageState {
     /// by the pager DST: the first round's zero check, taken before the write, dropped
     /// the page as all zero).
     Evicting { by: u8 },
+    /// Picked by evictor round `by` to be parked: being moved out of the program's reach
+    /// (`UFFDIO_MOVE` to its shadow page) outside the lock, or, where the kernel refuses
+    /// the move (a page shared with a fork's child), write-protected instead. Either way
+    /// where its bytes are is only known at the hand-over: a fault on it waits for that.
+    Parking { by: u8 },
+    /// On the inactive list: moved to its shadow page, out of the program's reach and
+    /// still in memory. A touch (read or write) is a missing fault that moves it back
+    /// (no device I/O) and marks it referenced: the pager sees reads. The oldest parked
+    /// pages are the ones written out.
+    Parked,
+    /// Handed to the engine from its shadow page, where the append reads it. The program
+    /// cannot write it, so Appendix A's race cannot happen; a touch copies it back and
+    /// aborts the swap-out.
+    WritingParked,
     /// Handed to the engine: an append carrying it is queued or in flight; mapped and
     /// write-protected, so a write faults and aborts the swap-out (Appendix A).
     Writing,
@@ -42,11 +56,14 @@ pub enum PageState {
     Removed,
 }
 
-/// Evictor rounds a page byte can name (`PageState::Evicting { by }`, `by` below this).
-pub(crate) const ROUNDS_MAX: u8 = 255 - EVICTING;
+/// Evictor rounds a page byte can name (`Evicting { by }` and `Parking { by }`, `by`
+/// below this).
+pub(crate) const ROUNDS_MAX: u8 = PARKING - EVICTING;
 
 /// `Evicting { by }` is this plus `by` in a region's byte.
-const EVICTING: u8 = 8;
+const EVICTING: u8 = 16;
+/// `Parking { by }` is this plus `by`.
+const PARKING: u8 = 136;
 
 impl PageState {
     /// The byte a region keeps for a page. `Unmapped` is 0, so a region's table starts
@@ -61,9 +78,15 @@ impl PageState {
             PageState::Dropping => 4,
             PageState::Poisoned => 5,
             PageState::Removed => 6,
+            PageState::Parked => 7,
+            PageState::WritingParked => 8,
             PageState::Evicting { by } => {
                 assert!(by < ROUNDS_MAX, "evictor round {by} beyond a page byte's");
                 EVICTING + by
+            }
+            PageState::Parking { by } => {
+                assert!(by < ROUNDS_MAX, "evictor round {by} beyond a page byte's");
+                PARKING + by
             }
         }
     }
@@ -77,15 +100,34 @@ impl PageState {
             4 => PageState::Dropping,
             5 => PageState::Poisoned,
             6 => PageState::Removed,
-            by if by >= EVICTING => PageState::Evicting { by: by - EVICTING },
+            7 => PageState::Parked,
+            8 => PageState::WritingParked,
+            by if (EVICTING..PARKING).contains(&by) => PageState::Evicting { by: by - EVICTING },
+            by if by >= PARKING && by - PARKING < ROUNDS_MAX => PageState::Parking { by: by - PARKING },
             other => panic!("page byte {other} names no state"),
         }
     }
 
     /// Counted in the resident set and owned by the pager (`Dropping` pages are counted
-    /// too until discarded, but belong to the device already).
+    /// too until discarded, but belong to the device already). Parked pages are in
+    /// memory, at their shadow address.
     pub fn is_resident(self) -> bool {
-        matches!(self, PageState::Resident | PageState::Referenced | PageState::Evicting { .. } | PageState::Writing)
+        matches!(
+            self,
+            PageState::Resident
+                | PageState::Referenced
+                | PageState::Evicting { .. }
+                | PageState::Writing
+                | PageState::Parking { .. }
+                | PageState::Parked
+                | PageState::WritingParked
+        )
+    }
+
+    /// Whether the page's bytes are (or may be, while `Parking`) at its shadow address,
+    /// nothing mapped at its own.
+    pub fn is_parked(self) -> bool {
+        matches!(self, PageState::Parking { .. } | PageState::Parked | PageState::WritingParked)
     }
 
     /// Whether the pager moves a page from `self` to `to`. Every change of a page's
@@ -95,8 +137,9 @@ impl PageState {
         use PageState::*;
         matches!(
             (self, to),
-            // A fault installs it: swap-in, zero fill, read-ahead.
-            (Unmapped, Referenced)
+            // A fault installs it: swap-in, zero fill, read-ahead (unreferenced where
+            // the pager parks: the inactive list judges it).
+            (Unmapped, Referenced | Resident)
             // Its only copy is gone.
             | (Unmapped, Poisoned)
             // A write fault on it, or on a sampled page of its granule.
@@ -126,7 +169,25 @@ impl PageState {
             // mapped where that discard is about to land).
             | (Resident | Referenced | Evicting { .. } | Writing | Poisoned, Removed)
             // Its old entry is gone (a zero page landed where nothing was mapped).
-            | (Removed, Referenced)
+            | (Removed, Referenced | Resident)
+            // Picked to be parked.
+            | (Resident, Parking { .. })
+            // Moved to its shadow page.
+            | (Parking { .. }, Parked)
+            // Refused by the move, write-protected instead: as an evicting victim (handed
+            // over, all zero, or kept).
+            | (Parking { .. }, Writing | Dropping | Resident)
+            // A touch moved it back.
+            | (Parked, Referenced)
+            // Its turn came: handed to the engine where it is.
+            | (Parked, WritingParked)
+            // A touch copied it back, writable: its swap-out aborts at completion (the
+            // append still reads the shadow page). Or the append failed: parked again.
+            | (WritingParked, Writing | Parked)
+            // Written out: its shadow page awaits the discard.
+            | (WritingParked, Dropping)
+            // The program discarded it: its shadow page is discarded too.
+            | (Parking { .. } | Parked | WritingParked, Removed)
         )
     }
 }
@@ -136,8 +197,22 @@ mod tests {
     use super::PageState::{self, *};
     use super::ROUNDS_MAX;
 
-    const ALL: [PageState; 9] =
-        [Unmapped, Resident, Referenced, Evicting { by: 0 }, Evicting { by: 1 }, Writing, Dropping, Poisoned, Removed];
+    const ALL: [PageState; 14] = [
+        Unmapped,
+        Resident,
+        Referenced,
+        Evicting { by: 0 },
+        Evicting { by: 1 },
+        Writing,
+        Dropping,
+        Poisoned,
+        Removed,
+        Parking { by: 0 },
+        Parking { by: 1 },
+        Parked,
+        WritingParked,
+        Parking { by: 2 },
+    ];
 
     #[test]
     fn every_state_is_reachable_and_every_mapped_state_leaves() {
@@ -149,8 +224,9 @@ mod tests {
                 assert!(ALL.iter().any(|to| state.may_become(*to)), "{state:?} is a dead end");
             }
             assert!(!state.may_become(state), "{state:?} -> itself is not a transition");
-            if let Evicting { by } = state {
+            if let Evicting { by } | Parking { by } = state {
                 assert!(!state.may_become(Evicting { by: by + 1 }), "one round's victim is never another's");
+                assert!(!state.may_become(Parking { by: by + 1 }), "one round's victim is never another's");
             }
         }
         // A page reaches the device only through Writing, and leaves memory only through
@@ -166,17 +242,26 @@ mod tests {
         // where its old entry was: never through Unmapped, whose faults map over anything.
         for to in ALL {
             if Removed.may_become(to) {
-                assert_eq!(to, Referenced);
+                assert!(matches!(to, Referenced | Resident), "{to:?}");
             }
         }
         assert!(!Dropping.may_become(Removed), "a page awaiting the pager's discard stays Dropping");
+        // A parked page is mapped again only by the touch that moves or copies it back
+        // (as referenced), and leaves memory only through its discard.
+        for parked in [Parked, WritingParked] {
+            for to in [Unmapped, Resident, Evicting { by: 0 }, Parking { by: 0 }] {
+                assert!(!parked.may_become(to), "{parked:?} -> {to:?}");
+            }
+        }
     }
 
     #[test]
     fn every_state_survives_its_byte_and_unmapped_is_zero() {
         assert_eq!(Unmapped.to_byte(), 0);
-        let mut states = vec![Unmapped, Resident, Referenced, Writing, Dropping, Poisoned, Removed];
+        let mut states =
+            vec![Unmapped, Resident, Referenced, Writing, Dropping, Poisoned, Removed, Parked, WritingParked];
         states.extend((0..ROUNDS_MAX).map(|by| Evicting { by }));
+        states.extend((0..ROUNDS_MAX).map(|by| Parking { by }));
         let mut bytes: Vec<u8> = states.iter().map(|state| state.to_byte()).collect();
         for (state, &byte) in states.iter().zip(&bytes) {
             assert_eq!(PageState::from_byte(byte), *state);

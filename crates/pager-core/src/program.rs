@@ -27,6 +27,8 @@ pub enum ChildPage {
     Slot { zone: u32, slot: u32 },
     /// The device lost the only copy: the child must not get a guess (poison the page).
     Lost,
+    /// Parked: at `address` in the child's copy of the region's shadow.
+    Shadow { address: u64 },
 }
 
 impl PagerCore {
@@ -41,7 +43,14 @@ impl PagerCore {
     /// no fault arriving after the zap is resolved against the pages as they were
     /// before the discard. Until the zap, what was mapped stays mapped (`Removed`); the
     /// pager never trusts it again. Nothing to carry out: the kernel does the zap.
-    pub fn discard_range(&mut self, start: u64, end: u64, now: u64) {
+    ///
+    /// `zap_under_lock`: the shell zaps the range itself (`MADV_DONTNEED`) before it
+    /// releases the state lock, as `znswap run`'s `madvise` wrapper does. Then no fault
+    /// can map a page between this call and the zap, so what the pager believes mapped
+    /// is mapped, and the regions keep being parked. Otherwise (a REMOVE event, the zap
+    /// to come at a time the pager never learns) a missing fault on a page the pager
+    /// mapped may mean the zap took it, and the regions are not parked from now on.
+    pub fn discard_range(&mut self, start: u64, end: u64, now: u64, zap_under_lock: bool) {
         let page_bytes = PAGE_BYTES as u64;
         let start = start.div_ceil(page_bytes) * page_bytes;
         let end = end / page_bytes * page_bytes;
@@ -56,7 +65,7 @@ impl PagerCore {
             }
             let first = (start.max(region.base) - region.base) / page_bytes;
             let last = (end.min(region.end()) - region.base) / page_bytes;
-            self.regions[owner as usize].program_discards = true;
+            self.regions[owner as usize].program_discards |= !zap_under_lock;
             self.stats.program_discarded_pages += last - first;
             for page in first..last {
                 match self.state(owner, page) {
@@ -75,6 +84,18 @@ impl PagerCore {
                     }
                     // The marker goes with the zap: the page reads zero again.
                     PageState::Poisoned => self.set_state(owner, page, PageState::Removed),
+                    // Nothing mapped here for the zap: the copy at the shadow goes now,
+                    // or when the move's hand-over or the append that reads it is done.
+                    PageState::Parked => {
+                        self.unlist(owner, page);
+                        self.drop_shadow_copy(owner, page);
+                        self.set_state(owner, page, PageState::Removed);
+                        self.stats.resident_pages -= 1;
+                    }
+                    PageState::Parking { .. } | PageState::WritingParked => {
+                        self.set_state(owner, page, PageState::Removed);
+                        self.stats.resident_pages -= 1;
+                    }
                 }
             }
             // Every slot the range held is invalid now (a swap-cached one, a swap-out's).
@@ -123,6 +144,11 @@ impl PagerCore {
                 ChildPage::Zero
             }
             (PageState::Removed, _) => ChildPage::Zero,
+            // Nothing mapped here in the child either: its copy of the shadow page (a
+            // private mapping, inherited) holds the page as at the fork.
+            (PageState::Parking { .. } | PageState::Parked | PageState::WritingParked, _) => {
+                ChildPage::Shadow { address: self.shadow_address(owner, page) }
+            }
             // A marker the child inherits (so it does not fault): lost there too.
             (PageState::Poisoned, _) => ChildPage::Lost,
             (PageState::Unmapped | PageState::Dropping, EnginePage::Zero) => ChildPage::Zero,

@@ -17,10 +17,12 @@ pub(crate) struct Region {
     /// The program discarded some of it (`PagerCore::discard_range`): a page the pager
     /// mapped may have been zapped since, so its missing faults are not all stale.
     pub program_discards: bool,
+    /// Where its pages are parked (`PagerCore::region_add`), if anywhere.
+    pub shadow: Option<u64>,
 }
 
 impl Region {
-    pub fn new(generation: u64, base: u64, pages: u64) -> Region {
+    pub fn new(generation: u64, base: u64, pages: u64, shadow: Option<u64>) -> Region {
         Region {
             generation,
             base,
@@ -31,6 +33,7 @@ impl Region {
             last_fault: u64::MAX,
             sequential_faults: 0,
             program_discards: false,
+            shadow,
         }
     }
 

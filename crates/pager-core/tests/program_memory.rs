@@ -47,6 +47,7 @@ fn core_config(policy: PolicyKind) -> CoreConfig {
         reference_sampling: false,
         readahead_pages: 0,
         gc_batch_pages: znswap_pager_core::GC_BATCH_PAGES_DEFAULT,
+        park_pages: 0,
         regions_max: 4,
         tenants: 1,
         policy,
@@ -56,7 +57,7 @@ fn core_config(policy: PolicyKind) -> CoreConfig {
 impl Harness {
     fn new() -> Harness {
         let mut core = PagerCore::new(geometry(4), false, core_config(PolicyKind::PerCore)).expect("a valid core");
-        let owner = core.region_add(BASE, PAGES, 0).expect("a region");
+        let owner = core.region_add(BASE, PAGES, 0, None).expect("a region");
         let driver = Driver::new(core.engine());
         Harness { core, driver, now: 1, memory: vec![0; PAGES as usize], owner }
     }
@@ -238,7 +239,7 @@ impl Harness {
 
     fn discard(&mut self, first: u64, last: u64) {
         let now = self.tick();
-        self.core.discard_range(address(first), address(last), now);
+        self.core.discard_range(address(first), address(last), now, false);
         self.core.check_invariants();
         self.core.engine().check_invariants();
     }
@@ -427,12 +428,12 @@ fn a_page_mapped_after_a_discard_and_zapped_by_it_faults_back_as_zero() {
 #[test]
 fn a_discard_spanning_regions_and_gaps_covers_only_whole_pages() {
     let mut h = Harness::new();
-    let second = h.core.region_add(BASE + 2 * PAGES * PAGE_BYTES as u64, 8, 0).expect("a second region");
+    let second = h.core.region_add(BASE + 2 * PAGES * PAGE_BYTES as u64, 8, 0, None).expect("a second region");
     h.write(PAGES - 1, 3);
     h.write(0, 4);
     // From the middle of page 0 to past the second region.
     let now = h.tick();
-    h.core.discard_range(address(0) + 1, BASE + 4 * PAGES * PAGE_BYTES as u64, now);
+    h.core.discard_range(address(0) + 1, BASE + 4 * PAGES * PAGE_BYTES as u64, now, false);
     h.core.check_invariants();
     assert_eq!(h.state(0), PageState::Referenced, "a partial page is left alone");
     assert_eq!(h.state(PAGES - 1), PageState::Removed);
@@ -440,7 +441,7 @@ fn a_discard_spanning_regions_and_gaps_covers_only_whole_pages() {
     assert_eq!(h.core.page_state(second, 0), Some(PageState::Unmapped));
     // A range over no region changes nothing.
     let before = h.core.stats().program_discarded_pages;
-    h.core.discard_range(1 << 40, (1 << 40) + 8 * PAGE_BYTES as u64, now);
+    h.core.discard_range(1 << 40, (1 << 40) + 8 * PAGE_BYTES as u64, now, false);
     assert_eq!(h.core.stats().program_discarded_pages, before);
 }
 

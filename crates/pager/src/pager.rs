@@ -124,6 +124,14 @@ pub struct PagerConfig {
     /// operation without, 0.24 with; uniform random writes unchanged at 0.75). Reads of a
     /// resident page still leave no trace.
     pub reference_sampling: bool,
+    /// Pages of the inactive list (0: none, the default). Victims are first parked:
+    /// moved out of the program's reach with `UFFDIO_MOVE` (no copy) to a shadow mapping
+    /// of their region, where they stay in memory; a touch, read or write, is a missing
+    /// fault that moves the page back with no I/O and marks it referenced, so the pager
+    /// sees reads. The pages still parked when their turn comes are written out from
+    /// there, with no write-protect fault on the program's path. Needs `UFFDIO_MOVE`
+    /// (Linux 6.8). See `znswap_pager_core`'s `park.rs`.
+    pub park_pages: u64,
     /// Called first thing in every pager thread. `znswap run`'s preload library marks
     /// its threads there, so their allocations stay out of the paged heap (a handler
     /// faulting on memory only it can bring back would wait forever).
@@ -158,6 +166,7 @@ impl PagerConfig {
             evictor_threads: 1,
             io_threads: 1,
             reference_sampling: true,
+            park_pages: 0,
             readahead_pages: READAHEAD_PAGES_DEFAULT,
             gc_batch_pages: GC_BATCH_PAGES_DEFAULT,
             fault_poll_us: FAULT_POLL_US_DEFAULT,
@@ -242,6 +251,8 @@ pub struct Region {
     owner: u32,
     base: *mut u8,
     len: usize,
+    /// Where its pages are parked (a mapping of `len` bytes), if the pager parks.
+    shadow: Option<*mut u8>,
 }
 
 // SAFETY: the region is plain memory; concurrent access follows the usual rules of the
@@ -286,6 +297,7 @@ impl PagerConfig {
             reference_sampling: self.reference_sampling,
             readahead_pages: self.readahead_pages,
             gc_batch_pages: self.gc_batch_pages,
+            park_pages: self.park_pages,
             regions_max: self.regions_max,
             tenants: self.tenants,
             policy: self.policy,
@@ -305,10 +317,13 @@ impl Pager {
         let geometry = *device.geometry();
         let footer_mode = footer_mode(&geometry);
         let core = PagerCore::new(engine_geometry(&geometry), footer_mode, config.core_config())?;
-        let required = match config.fault_mode {
+        let mut required = match config.fault_mode {
             FaultMode::HandlerThreads(_) => features::PAGEFAULT_FLAG_WP,
             FaultMode::SelfPaging => features::PAGEFAULT_FLAG_WP | features::SIGBUS,
         };
+        if config.park_pages > 0 {
+            required |= features::MOVE;
+        }
         let uffd = Userfaultfd::new(required, features::POISON)?;
         let readahead_cache_pages = core.readahead_cache_pages() as usize;
         let shared = Arc::new(Shared {
@@ -367,21 +382,52 @@ impl Pager {
         let len = (pages * PAGE_BYTES as u64) as usize;
         let base =
             map_anonymous(len).map_err(|source| PagerError::Map { bytes: len as u64, source })?.cast::<libc::c_void>();
-        let unmap = || {
-            // SAFETY: unmapping the mapping made above, on an error path.
-            unsafe { libc::munmap(base, len) };
+        // The shadow only reserves addresses: pages land there by moves, not faults, and
+        // it is registered only because a move's destination must be.
+        let parks = self.shared.lock().config().park_pages > 0;
+        let shadow = if parks {
+            match map_anonymous(len) {
+                Ok(shadow) => Some(shadow.cast::<libc::c_void>()),
+                Err(source) => {
+                    // SAFETY: unmapping the mapping made above, on an error path.
+                    unsafe { libc::munmap(base, len) };
+                    return Err(PagerError::Map { bytes: len as u64, source });
+                }
+            }
+        } else {
+            None
         };
-        if let Err(error) =
-            self.shared.uffd.register(base as u64, len as u64, register_mode::MISSING | register_mode::WP)
-        {
+        let unmap = || {
+            // SAFETY: unmapping the mappings made above, on an error path.
+            unsafe { libc::munmap(base, len) };
+            if let Some(shadow) = shadow {
+                // SAFETY: as above.
+                unsafe { libc::munmap(shadow, len) };
+            }
+        };
+        let mut registered =
+            self.shared.uffd.register(base as u64, len as u64, register_mode::MISSING | register_mode::WP);
+        if let (Ok(()), Some(shadow)) = (&registered, shadow) {
+            registered = self.shared.uffd.register(shadow as u64, len as u64, register_mode::MISSING);
+        }
+        if let Err(error) = registered {
             unmap();
             return Err(error.into());
         }
-        let added = self.shared.lock().region_add(base as u64, pages, tenant);
+        let added = self.shared.lock().region_add(base as u64, pages, tenant, shadow.map(|shadow| shadow as u64));
         match added {
-            Ok(owner) => Ok(Region { shared: self.shared.clone(), owner, base: base.cast(), len }),
+            Ok(owner) => Ok(Region {
+                shared: self.shared.clone(),
+                owner,
+                base: base.cast(),
+                len,
+                shadow: shadow.map(|shadow| shadow.cast()),
+            }),
             Err(error) => {
                 let _ = self.shared.uffd.unregister(base as u64, len as u64);
+                if let Some(shadow) = shadow {
+                    let _ = self.shared.uffd.unregister(shadow as u64, len as u64);
+                }
                 unmap();
                 Err(error.into())
             }
@@ -567,6 +613,11 @@ impl Drop for Region {
         let _ = self.shared.uffd.unregister(self.base as u64, self.len as u64);
         // SAFETY: our own mapping; nothing refers to it once the region is gone.
         unsafe { libc::munmap(self.base.cast(), self.len) };
+        if let Some(shadow) = self.shadow {
+            let _ = self.shared.uffd.unregister(shadow as u64, self.len as u64);
+            // SAFETY: as above: its parked pages went with the region.
+            unsafe { libc::munmap(shadow.cast(), self.len) };
+        }
     }
 }
 
@@ -696,6 +747,11 @@ impl Shared {
                         // has claimed (a hit's entry, or the completing read's own page).
                         CopyFrom::Cache { page } => unsafe { &self.readahead_cache.page(page as u64)[..] },
                         CopyFrom::Zeros => &ZERO_PAGES[..bytes],
+                        // SAFETY: a parked page's shadow page, mapped until its discard,
+                        // which the core orders after this (and never on this path).
+                        CopyFrom::Shadow { address } => unsafe {
+                            std::slice::from_raw_parts(address as *const u8, bytes)
+                        },
                     };
                     let mapped = self.uffd.copy_pages(address, source, write_protect, true).expect("installing pages");
                     // Only the pager maps region pages, and only under this lock.
@@ -719,8 +775,29 @@ impl Shared {
                 Action::Wake { address } => {
                     let _ = self.uffd.wake(address, PAGE_BYTES as u64);
                 }
+                Action::Unpark { address, shadow } => self.unpark(address, shadow),
             }
         }
+    }
+
+    /// Moves a parked page back from its shadow page and wakes its faulting threads. A
+    /// page shared with a fork's child since it was parked cannot move (`EBUSY`): it is
+    /// copied, and the shadow page discarded.
+    fn unpark(&self, address: u64, shadow: u64) {
+        let page = PAGE_BYTES as u64;
+        if let Ok(moved) = self.uffd.move_pages(address, shadow, page, true) {
+            if moved == page {
+                return;
+            }
+        }
+        // SAFETY: the shadow page is the parked page's, mapped (the core said so) and
+        // ours; only the pager reads or discards it, under this lock.
+        let source = unsafe { std::slice::from_raw_parts(shadow as *const u8, PAGE_BYTES) };
+        let mapped = self.uffd.copy_pages(address, source, false, true).expect("copying a parked page back");
+        assert_eq!(mapped, page, "the page at {address:#x} was mapped behind the pager's back");
+        // SAFETY: as above; its content is the page's, now mapped at `address`.
+        let rc = unsafe { libc::madvise(shadow as *mut libc::c_void, PAGE_BYTES, libc::MADV_DONTNEED) };
+        assert_eq!(rc, 0, "MADV_DONTNEED of a shadow page: {}", std::io::Error::last_os_error());
     }
 
     /// Waits as the core asked, without the lock.

@@ -31,6 +31,8 @@ pub struct RunConfig {
     /// How long a handler thread polls for the next fault before it sleeps, at most, in
     /// microseconds (`PagerConfig::fault_poll_us`).
     pub fault_poll_us: u32,
+    /// Pages of the inactive list (`PagerConfig::park_pages`; 0: none).
+    pub park_pages: u64,
     /// Where the library writes its figures as JSON: at start, every second, at exit.
     pub stats: PathBuf,
     /// A pipe's write end the program and its forked (not exec'd) descendants keep
@@ -76,6 +78,7 @@ impl RunConfig {
             fault_mode: crate::FaultMode::HandlerThreads(self.handler_threads),
             readahead_pages: self.readahead_pages,
             fault_poll_us: self.fault_poll_us,
+            park_pages: self.park_pages,
             // Whatever the pager holds comes out of --memory, so it holds what it uses.
             // The slack: 1/64 of --memory, 256 pages (1 MiB) at most. Above the budget it
             // is room only bursts of faults use (measured, redis in 64 MiB: at most 356
@@ -153,6 +156,14 @@ pub struct RunReport {
     pub readahead_pages_read: u64,
     #[serde(default)]
     pub readahead_hits: u64,
+    /// Victims parked on the inactive list, parked pages the program touched (brought
+    /// back with no device read), and victims the kernel would not move.
+    #[serde(default)]
+    pub pages_parked: u64,
+    #[serde(default)]
+    pub parked_touched: u64,
+    #[serde(default)]
+    pub park_refused: u64,
     /// Swapped-in pages evicted again clean (their slot kept: no write), written after
     /// their swap-in while their slot was kept (a write-protect fault each), and mapped
     /// writable at once with their slot dropped (kept slots were mostly written).

@@ -710,3 +710,54 @@ fn a_working_set_beyond_budget_and_device_goes_past_the_budget_without_hanging()
         drop(region);
     }
 }
+
+/// A hot set the program only reads, beside a stream of new pages it writes once: the
+/// CLOCK alone sees writes, never reads, so it evicts the hot pages and reads them back
+/// again and again. Parked first, a hot page is touched before its turn to be written
+/// out comes, and comes back with no device read. Returns the counts of the mixed part,
+/// whose device reads are all of hot pages (new pages are zero-filled).
+fn hot_reads(park_pages: u64) -> PagerStats {
+    let device: Arc<dyn ZonedDevice> = Arc::new(MemDevice::new(geometry(96, 1, 16)).unwrap());
+    let config = PagerConfig { park_pages, readahead_pages: 0, ..config(FaultMode::HandlerThreads(2), 1024) };
+    let pager = Pager::new(device, config).unwrap();
+    let (hot, stream) = (600u64, 15_000u64);
+    let pages = hot + stream;
+    let mut region = pager.alloc(pages * PAGE_BYTES as u64, 0).unwrap();
+    let memory = region.as_mut_slice();
+    for page in 0..hot {
+        fill(&mut memory[page as usize * PAGE_BYTES..][..PAGE_BYTES], page, 1);
+    }
+    let before = pager.stats();
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(33);
+    for step in 0..4 * stream {
+        if step % 4 == 3 {
+            let page = hot + step / 4;
+            fill(&mut memory[page as usize * PAGE_BYTES..][..PAGE_BYTES], page, 1);
+        } else {
+            let page = rng.next_u64() % hot;
+            check(&memory[page as usize * PAGE_BYTES..][..PAGE_BYTES], page, 1);
+        }
+    }
+    let mixed = pager.stats().since(&before);
+    for page in 0..pages {
+        check(&memory[page as usize * PAGE_BYTES..][..PAGE_BYTES], page, 1);
+    }
+    assert_eq!(pager.stats().lost_pages, 0);
+    mixed
+}
+
+#[test]
+fn parked_pages_the_program_reads_come_back_without_a_device_read() {
+    let parked = hot_reads(256);
+    let clock = hot_reads(0);
+    assert!(parked.pages_parked > 5_000 && parked.parked_touched > 50, "{parked:?}");
+    assert_eq!(clock.pages_parked, 0, "{clock:?}");
+    // Hot pages stay: far fewer reads than the CLOCK that cannot see them read (measured:
+    // 446 against 10571; with a 512-page list, crowding the hot set, 6199).
+    assert!(
+        parked.swap_in_reads * 4 < clock.swap_in_reads,
+        "parked {} reads against {} without: {parked:?}",
+        parked.swap_in_reads,
+        clock.swap_in_reads
+    );
+}

@@ -76,6 +76,11 @@ pub fn run(options: &PagerDstOptions) -> PagerDstReport {
         let mut scenario = PagerScenario::random(&mut rng);
         let mut own = crate::scenario::rng(options.seed ^ 0xb0d6_e7c4);
         scenario.budget_change_steps = [0, 0, 30_000, 300_000][crate::scenario::below(&mut own, 4) as usize];
+        // Half the seeds park victims on an inactive list of an eighth of the budget up
+        // to twice it (more than the budget: every victim waits there).
+        let budget = scenario.budget_pages;
+        scenario.park_pages =
+            [0, 0, 0, (budget / 8).max(1), budget / 2, 2 * budget][crate::scenario::below(&mut own, 6) as usize];
         scenario
     });
     let config = CoreConfig {
@@ -85,6 +90,7 @@ pub fn run(options: &PagerDstOptions) -> PagerDstReport {
         reference_sampling: scenario.reference_sampling,
         readahead_pages: scenario.readahead_pages,
         gc_batch_pages: znswap_pager_core::GC_BATCH_PAGES_DEFAULT,
+        park_pages: scenario.park_pages,
         regions_max: 2 * scenario.region_pages.len() as u32 + 8,
         tenants: scenario.tenants,
         policy: scenario.policy,

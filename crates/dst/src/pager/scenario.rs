@@ -47,6 +47,8 @@ pub struct PagerScenario {
     pub evict_batch_pages: usize,
     pub reference_sampling: bool,
     pub readahead_pages: u32,
+    /// Pages of the inactive list (0: no parking).
+    pub park_pages: u64,
     pub policy: PolicyKind,
     pub tenants: u32,
     pub geometry: Geometry,
@@ -128,6 +130,8 @@ impl PagerScenario {
             evict_batch_pages,
             reference_sampling: chance(rng, 0.7),
             readahead_pages: if chance(rng, 0.5) { 1 + below(rng, 8) as u32 } else { 0 },
+            // Drawn by the caller from a stream of its own, as the budget's changes.
+            park_pages: 0,
             policy: [PolicyKind::PerCore, PolicyKind::HotCold, PolicyKind::Tenant][below(rng, 3) as usize],
             tenants: 1 + below(rng, 2) as u32,
             geometry,

@@ -31,6 +31,8 @@ const NOT_READ: u64 = u64::MAX;
 /// its addresses) may be taken by the next one, as `mmap` reuses addresses.
 const REGION_PLACES: usize = 6;
 const PLACE_SHIFT: u32 = 32;
+/// A region's shadow (where its pages are parked) lies this far above it, in its place.
+const SHADOW_OFFSET: u64 = 1 << 31;
 /// A condvar wait's timeout, in steps (the shell waits 5-10 ms).
 const WAIT_TIMEOUT_STEPS: u64 = 4_000;
 /// Attempts of one access before it counts as a livelock.
@@ -52,6 +54,9 @@ pub struct Pte {
     /// holds data from before the discard (perhaps written over in part since), which
     /// must never be read once zapped.
     pub tainted: bool,
+    /// Shared with a fork's child since the fork, and not written since: `UFFDIO_MOVE`
+    /// refuses it (`EBUSY`), even once the child is gone.
+    pub shared: bool,
 }
 
 pub struct ModelRegion {
@@ -76,6 +81,8 @@ pub struct ModelRegion {
     /// The program's zap took what the pager had mapped (it believes the page mapped
     /// until a fault says otherwise).
     pub zapped: Vec<bool>,
+    /// The shadow's entries: parked pages, and copies awaiting their discard.
+    pub shadow: Vec<Pte>,
 }
 
 impl ModelRegion {
@@ -126,6 +133,8 @@ pub struct Coverage {
     pub swap_full_notices: u64,
     /// The program's discards (REMOVE events read), and their pages by pager state.
     pub program_discards: u64,
+    /// Of them, through the pager with the zap under the state lock.
+    pub program_discards_under_lock: u64,
     pub discarded_unmapped: u64,
     pub discarded_resident: u64,
     pub discarded_evicting: u64,
@@ -147,6 +156,19 @@ pub struct Coverage {
     pub child_reads_slot: u64,
     pub child_reads_zero: u64,
     pub child_reads_lost: u64,
+    pub child_reads_shadow: u64,
+    /// Victims moved to their shadow pages, and moves refused: nothing mapped, shared
+    /// with a fork's child, the shadow page still mapped.
+    pub parks: u64,
+    pub parks_refused_unmapped: u64,
+    pub parks_refused_shared: u64,
+    pub parks_refused_occupied: u64,
+    /// Parked pages moved back by a touch (of them, copied: shared with a child), and
+    /// copied back during their swap-out.
+    pub unparks: u64,
+    pub unparks_copied: u64,
+    pub parked_copied_back: u64,
+    pub discarded_parked: u64,
 }
 
 /// The program's discard in flight: its REMOVE event queued, then read (the zap to come).
@@ -170,8 +192,9 @@ enum ProgramDiscard {
 /// A forked child's snapshot: what each page it would fault on must read.
 struct ForkModel {
     hold: ForkHold,
-    /// (place, page, where the child reads it, the versions it may hold).
-    pages: Vec<(usize, u64, ChildPage, [Option<u64>; 4])>,
+    /// (place, page, where the child reads it, the versions it may hold, and for a
+    /// parked page what its copy of the shadow page held at the fork).
+    pages: Vec<(usize, u64, ChildPage, [Option<u64>; 4], Option<u64>)>,
     release_step: u64,
     next_read_step: u64,
 }
@@ -429,7 +452,8 @@ impl World {
         };
         let base = ((place as u64) + 1) << PLACE_SHIFT;
         let tenant = below(&mut self.rng, self.scenario.tenants as u64) as u32;
-        match self.core.region_add(base, pages, tenant) {
+        let shadow = (self.scenario.park_pages > 0).then_some(base + SHADOW_OFFSET);
+        match self.core.region_add(base, pages, tenant, shadow) {
             Ok(owner) => {
                 self.regions[place] = Some(ModelRegion {
                     owner,
@@ -442,6 +466,7 @@ impl World {
                     pre: vec![None; pages as usize],
                     window_write: vec![None; pages as usize],
                     zapped: vec![false; pages as usize],
+                    shadow: vec![Pte::default(); pages as usize],
                 });
                 self.after_lock_step();
                 true
@@ -473,6 +498,60 @@ impl World {
         (page < region.ptes.len() as u64).then_some((place, page))
     }
 
+    /// The region page whose shadow page is at `address`, if any.
+    fn locate_shadow(&self, address: u64) -> Option<(usize, u64)> {
+        let place = (address >> PLACE_SHIFT).checked_sub(1)? as usize;
+        let region = self.regions.get(place)?.as_ref()?;
+        let page = (address.checked_sub(region.base + SHADOW_OFFSET)?) / PAGE_BYTES as u64;
+        (page < region.shadow.len() as u64).then_some((place, page))
+    }
+
+    /// The shadow entry at `address`, as an ioctl or a read of it would find it.
+    fn shadow_pte(&mut self, address: u64, what: &str) -> Option<(usize, u64, Pte)> {
+        match self.locate_shadow(address) {
+            Some((place, page)) => {
+                Some((place, page, self.regions[place].as_ref().expect("live").shadow[page as usize]))
+            }
+            None => {
+                self.violation(format!("{what} at {address:#x}, outside any region's shadow"));
+                None
+            }
+        }
+    }
+
+    /// `UFFDIO_MOVE` of the page at `address` to its shadow page: refused (`EBUSY`) if
+    /// shared with a fork's child, (`EEXIST`) if the shadow page is mapped, (`ENOENT`)
+    /// if nothing is mapped at `address`.
+    fn park(&mut self, address: u64, shadow: u64) -> bool {
+        self.trace(address, 1, &|| "park".to_string());
+        let Some((place, page)) = self.locate(address) else {
+            self.violation(format!("a park of {address:#x}, outside any region"));
+            return false;
+        };
+        if self.locate_shadow(shadow) != Some((place, page)) {
+            self.violation(format!("{address:#x} parked at {shadow:#x}, not its shadow page"));
+            return false;
+        }
+        let region = self.regions[place].as_mut().expect("live");
+        let pte = region.ptes[page as usize];
+        if !pte.mapped {
+            self.coverage.parks_refused_unmapped += 1;
+            return false;
+        }
+        if pte.shared {
+            self.coverage.parks_refused_shared += 1;
+            return false;
+        }
+        if region.shadow[page as usize].mapped {
+            self.coverage.parks_refused_occupied += 1;
+            return false;
+        }
+        region.shadow[page as usize] = Pte { write_protected: false, ..pte };
+        region.ptes[page as usize] = Pte::default();
+        self.coverage.parks += 1;
+        true
+    }
+
     fn address(&self, place: usize, page: u64) -> u64 {
         self.regions[place].as_ref().expect("live").base + page * PAGE_BYTES as u64
     }
@@ -487,6 +566,7 @@ impl World {
                 Action::Copy { address, pages, .. } => (address, pages as u64),
                 Action::Unprotect { address, pages } => (address, pages),
                 Action::ZeroPage { address } | Action::Poison { address } | Action::Wake { address } => (address, 1),
+                Action::Unpark { address, .. } => (address, 1),
             };
             self.trace(address, pages, &|| format!("before {action:?}"));
             match action {
@@ -497,6 +577,16 @@ impl World {
                             CopyFrom::FaultPage => (buffer[index as usize], true),
                             CopyFrom::Cache { page } => (self.readahead_cache[page as usize + index as usize], true),
                             CopyFrom::Zeros => (0, false),
+                            CopyFrom::Shadow { address: shadow } => {
+                                self.coverage.parked_copied_back += 1;
+                                match self.shadow_pte(shadow + index * PAGE_BYTES as u64, "a copy from the shadow") {
+                                    Some((_, _, pte)) if pte.mapped => (pte.version, pte.from_device),
+                                    _ => {
+                                        self.violation(format!("a copy from the empty shadow page {shadow:#x}"));
+                                        (0, false)
+                                    }
+                                }
+                            }
                         };
                         self.install(at, version, write_protect, from_device, "UFFDIO_COPY");
                     }
@@ -533,6 +623,20 @@ impl World {
                     self.wake(address, 1);
                 }
                 Action::Wake { address } => self.wake(address, 1),
+                Action::Unpark { address, shadow } => {
+                    let Some((place, page, pte)) = self.shadow_pte(shadow, "an unpark") else { continue };
+                    if !pte.mapped {
+                        self.violation(format!("an unpark of {address:#x} from its empty shadow page"));
+                        continue;
+                    }
+                    // Moved, or (shared with a fork's child) copied and the shadow page
+                    // discarded: the same to the program.
+                    self.coverage.unparks += 1;
+                    self.coverage.unparks_copied += pte.shared as u64;
+                    self.regions[place].as_mut().expect("live").shadow[page as usize] = Pte::default();
+                    self.install(address, pte.version, false, pte.from_device, "an unpark");
+                    self.wake(address, 1);
+                }
             }
         }
     }
@@ -549,7 +653,8 @@ impl World {
             self.violation(format!("{what} over a page already mapped at {address:#x}"));
             return;
         }
-        *pte = Pte { mapped: true, write_protected, poisoned: false, version, from_device, tainted: false };
+        *pte =
+            Pte { mapped: true, write_protected, poisoned: false, version, from_device, tainted: false, shared: false };
         region.zapped[page as usize] = false;
         let expected = region.oracle[page as usize];
         if region.acceptable(page as usize, version) {
@@ -670,6 +775,18 @@ impl World {
                 // The device reads each page's content: a region page's is its PTE's
                 // version, which the captured copy carries as its buffer handle.
                 let (owner, page, buf) = match *source {
+                    PageSource::Region { address } if self.locate_shadow(address).is_some() => {
+                        let (place, page) = self.locate_shadow(address).expect("just found");
+                        let region = self.regions[place].as_ref().expect("live");
+                        let (owner, base, pte) = (region.owner, region.base, region.shadow[page as usize]);
+                        if !pte.mapped {
+                            self.violation(format!("an append read the empty shadow page of {place}:{page}"));
+                        }
+                        self.trace(base + page * PAGE_BYTES as u64, 1, &|| {
+                            format!("append to zone {zone} reads the shadow's v{}", pte.version)
+                        });
+                        (owner, page, Buf::Page(pte.version))
+                    }
                     PageSource::Region { address } => match self.locate(address) {
                         Some((place, page)) => {
                             let region = self.regions[place].as_ref().expect("live");
@@ -1000,6 +1117,8 @@ impl World {
             let region = self.regions[place].as_mut().expect("live");
             region.ptes[page as usize].version = version;
             region.ptes[page as usize].from_device = false;
+            // A write breaks the sharing with a fork's child (copy-on-write).
+            region.ptes[page as usize].shared = false;
             region.oracle[page as usize] = version;
             region.alt[page as usize] = None;
             if in_window {
@@ -1157,11 +1276,14 @@ impl World {
             self.trace(range.start as u64, (range.len / PAGE_BYTES) as u64, &|| format!("discard {range:?}"));
             for index in 0..(range.len / PAGE_BYTES) as u64 {
                 let address = range.start as u64 + index * PAGE_BYTES as u64;
-                match self.locate(address) {
-                    Some((place, page)) => {
+                match (self.locate(address), self.locate_shadow(address)) {
+                    (Some((place, page)), _) => {
                         self.regions[place].as_mut().expect("live").ptes[page as usize] = Pte::default();
                     }
-                    None => self.violation(format!("a discard of {address:#x}, outside any region")),
+                    (None, Some((place, page))) => {
+                        self.regions[place].as_mut().expect("live").shadow[page as usize] = Pte::default();
+                    }
+                    (None, None) => self.violation(format!("a discard of {address:#x}, outside any region")),
                 }
             }
         }
@@ -1227,42 +1349,26 @@ impl World {
                     let first = below(&mut self.rng, pages);
                     (first, (first + 1 + below(&mut self.rng, 32)).min(pages))
                 };
+                if chance(&mut self.rng, 0.5) {
+                    // Through the pager (`znswap run`'s madvise wrapper): the core told
+                    // and the range zapped in one hold of the state lock.
+                    self.coverage.program_discards_under_lock += 1;
+                    self.count_discarded(place, first, last);
+                    let (start, end) = (self.address(place, first), self.address(place, last - 1) + PAGE_BYTES as u64);
+                    self.trace(start, last - first, &|| format!("discard {first}..{last} under the lock"));
+                    self.core.discard_range(start, end, self.now_ns, true);
+                    self.zap(place, first, last, true);
+                    self.after_lock_step();
+                    let interval = self.scenario.program_discard_steps;
+                    self.next_discard_step = self.step + interval / 2 + below(&mut self.rng, interval.max(1));
+                    return;
+                }
                 // (It may not be freed under the discard: the program is using it.)
                 region.busy += 1;
                 self.discard = ProgramDiscard::Queued { place, first, last };
             }
             ProgramDiscard::Read { place, first, last, .. } => {
-                // The zap: whatever is mapped in the range goes, poison markers too.
-                let owner = self.regions[place].as_ref().expect("busy regions stay").owner;
-                for page in first..last {
-                    let state = self.core.page_state(owner, page);
-                    let region = self.regions[place].as_mut().expect("busy regions stay");
-                    let index = page as usize;
-                    let pte = region.ptes[index];
-                    if pte.mapped || pte.poisoned {
-                        let mapped_for_core = matches!(
-                            state,
-                            Some(
-                                PageState::Resident
-                                    | PageState::Referenced
-                                    | PageState::Evicting { .. }
-                                    | PageState::Writing
-                                    | PageState::Poisoned
-                            )
-                        );
-                        if mapped_for_core {
-                            region.zapped[index] = true;
-                            self.coverage.zapped_under_core += 1;
-                        }
-                        region.ptes[index] = Pte::default();
-                    }
-                    region.lost[index] = false;
-                    region.oracle[index] = 0;
-                    region.alt[index] = region.window_write[index].take();
-                    region.pre[index] = None;
-                }
-                let address = self.address(place, first);
-                self.trace(address, last - first, &|| format!("the program's zap of pages {first}..{last}"));
+                self.zap(place, first, last, false);
                 self.regions[place].as_mut().expect("busy regions stay").busy -= 1;
                 self.discard = ProgramDiscard::Idle;
                 let interval = self.scenario.program_discard_steps;
@@ -1272,12 +1378,48 @@ impl World {
         }
     }
 
-    /// A handler reads the REMOVE event and, in the same lock hold, tells the core.
-    fn read_program_discard(&mut self) {
-        let ProgramDiscard::Queued { place, first, last } = self.discard else {
-            unreachable!("a handler runs for a queued discard")
-        };
-        self.coverage.program_discards += 1;
+    /// The kernel's zap of the program's discard: whatever is mapped in the range goes,
+    /// poison markers too, and the pages read zero.
+    fn zap(&mut self, place: usize, first: u64, last: u64, under_lock: bool) {
+        let owner = self.regions[place].as_ref().expect("busy regions stay").owner;
+        for page in first..last {
+            let state = self.core.page_state(owner, page);
+            let region = self.regions[place].as_mut().expect("busy regions stay");
+            let index = page as usize;
+            let pte = region.ptes[index];
+            if pte.mapped || pte.poisoned {
+                let mapped_for_core = matches!(
+                    state,
+                    Some(
+                        PageState::Resident
+                            | PageState::Referenced
+                            | PageState::Evicting { .. }
+                            | PageState::Writing
+                            | PageState::Poisoned
+                    )
+                );
+                if mapped_for_core {
+                    region.zapped[index] = true;
+                    self.coverage.zapped_under_core += 1;
+                    if under_lock {
+                        self.violation(format!("page {place}:{page} is {state:?} after the discard told the core"));
+                    }
+                }
+                let region = self.regions[place].as_mut().expect("busy regions stay");
+                region.ptes[index] = Pte::default();
+            }
+            let region = self.regions[place].as_mut().expect("busy regions stay");
+            region.lost[index] = false;
+            region.oracle[index] = 0;
+            region.alt[index] = region.window_write[index].take();
+            region.pre[index] = None;
+        }
+        let address = self.address(place, first);
+        self.trace(address, last - first, &|| format!("the program's zap of pages {first}..{last}"));
+    }
+
+    /// Counts the pages of a program's discard by their pager state.
+    fn count_discarded(&mut self, place: usize, first: u64, last: u64) {
         let owner = self.regions[place].as_ref().expect("busy regions stay").owner;
         for page in first..last {
             match self.core.page_state(owner, page).expect("a live page") {
@@ -1288,7 +1430,21 @@ impl World {
                 PageState::Dropping => self.coverage.discarded_dropping += 1,
                 PageState::Poisoned => self.coverage.discarded_poisoned += 1,
                 PageState::Removed => self.coverage.discarded_removed += 1,
+                PageState::Parking { .. } | PageState::Parked | PageState::WritingParked => {
+                    self.coverage.discarded_parked += 1
+                }
             }
+        }
+    }
+
+    /// A handler reads the REMOVE event and, in the same lock hold, tells the core.
+    fn read_program_discard(&mut self) {
+        let ProgramDiscard::Queued { place, first, last } = self.discard else {
+            unreachable!("a handler runs for a queued discard")
+        };
+        self.coverage.program_discards += 1;
+        self.count_discarded(place, first, last);
+        for page in first..last {
             let region = self.regions[place].as_mut().expect("busy regions stay");
             let index = page as usize;
             region.pre[index] = Some(region.oracle[index]);
@@ -1300,7 +1456,7 @@ impl World {
         }
         let (start, end) = (self.address(place, first), self.address(place, last - 1) + PAGE_BYTES as u64);
         self.trace(start, last - first, &|| format!("REMOVE {first}..{last} read"));
-        self.core.discard_range(start, end, self.now_ns);
+        self.core.discard_range(start, end, self.now_ns, false);
         self.after_lock_step();
         // The madvising thread runs on at once, mostly; now and then it is preempted
         // for long enough that the pager evicts and swaps pages of the range meanwhile.
@@ -1316,8 +1472,13 @@ impl World {
             self.after_lock_step();
             self.coverage.forks += 1;
             let mut pages = Vec::new();
+            let mut problems = Vec::new();
             for place in 0..REGION_PLACES {
-                let Some(region) = self.regions[place].as_ref() else { continue };
+                let Some(region) = self.regions[place].as_mut() else { continue };
+                // The parent's private pages are shared with the child now.
+                for pte in region.ptes.iter_mut().chain(region.shadow.iter_mut()) {
+                    pte.shared |= pte.mapped;
+                }
                 for (page, pte) in region.ptes.iter().enumerate() {
                     // The child gets a copy of what is mapped (a poison marker too).
                     if pte.mapped || pte.poisoned || region.lost[page] {
@@ -1327,8 +1488,24 @@ impl World {
                     // What a read of the parent's would accept now.
                     let allowed =
                         [Some(region.oracle[page]), region.alt[page], region.pre[page], region.pre[page].map(|_| 0)];
-                    pages.push((place, page as u64, self.core.child_page(at), allowed));
+                    let child = self.core.child_page(at);
+                    let shadow = match child {
+                        ChildPage::Shadow { address } => {
+                            let shadow = region.shadow[page];
+                            if address != region.base + SHADOW_OFFSET + page as u64 * PAGE_BYTES as u64 {
+                                problems.push(format!("the child's page {place}:{page} named {address:#x}"));
+                            } else if !shadow.mapped {
+                                problems.push(format!("the child's page {place}:{page} is parked at nothing"));
+                            }
+                            Some(shadow.version)
+                        }
+                        _ => None,
+                    };
+                    pages.push((place, page as u64, child, allowed, shadow));
                 }
+            }
+            for problem in problems {
+                self.violation(problem);
             }
             let release_step = self.step + 2_000 + below(&mut self.rng, 30_000);
             let next_read_step = self.step + 1 + below(&mut self.rng, 40);
@@ -1344,8 +1521,13 @@ impl World {
         }
         fork.next_read_step = self.step + 1 + below(&mut self.rng, 40);
         if !fork.pages.is_empty() {
-            let (place, page, child, allowed) = fork.pages[below(&mut self.rng, fork.pages.len() as u64) as usize];
+            let (place, page, child, allowed, shadow) =
+                fork.pages[below(&mut self.rng, fork.pages.len() as u64) as usize];
             let version = match child {
+                ChildPage::Shadow { .. } => {
+                    self.coverage.child_reads_shadow += 1;
+                    shadow
+                }
                 ChildPage::Slot { zone, slot } => {
                     let model = &self.driver.device.zones[zone as usize];
                     if model.offline {
@@ -1474,6 +1656,12 @@ impl World {
                         // Never writable: a write there would be discarded.
                         PageState::Dropping => !writable,
                         PageState::Poisoned => pte.poisoned,
+                        // At the shadow, nothing here.
+                        PageState::Parked | PageState::WritingParked => {
+                            !pte.mapped && !pte.poisoned && region.shadow[page].mapped
+                        }
+                        // Here or at the shadow, as far as the move went.
+                        PageState::Parking { .. } => pte.mapped || region.shadow[page].mapped,
                     };
                 // A clean page whose slot is its swap cache must fault on its first write.
                 let cache_guarded = !(writable && matches!(engine, EnginePage::SwapCached { .. }));
@@ -1484,6 +1672,16 @@ impl World {
                     problems.push(format!(
                         "page {place}:{page} holds v{}, last written v{}",
                         pte.version, region.oracle[page]
+                    ));
+                }
+                let shadow = region.shadow[page];
+                if matches!(state, PageState::Parked | PageState::WritingParked)
+                    && !region.acceptable(page, shadow.version)
+                    && !region.lost[page]
+                {
+                    problems.push(format!(
+                        "page {place}:{page} is parked as v{}, last written v{}",
+                        shadow.version, region.oracle[page]
                     ));
                 }
             }
@@ -1618,6 +1816,10 @@ impl Shell for Sim<'_> {
 }
 
 impl EvictorShell for Sim<'_> {
+    fn park(&mut self, address: u64, shadow: u64) -> bool {
+        self.world.park(address, shadow)
+    }
+
     fn write_protect(&mut self, start: u64, end: u64) -> bool {
         self.world
             .trace(start, (end - start) / PAGE_BYTES as u64, &|| format!("evictor protects {start:#x}..{end:#x}"));

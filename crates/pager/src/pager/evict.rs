@@ -54,6 +54,12 @@ pub(super) struct EvictorRole;
 impl Role for EvictorRole {}
 
 impl EvictorShell for Live<'_, EvictorRole> {
+    fn park(&mut self, address: u64, shadow: u64) -> bool {
+        let page = PAGE_BYTES as u64;
+        // Nobody waits on the shadow page: no wake-up.
+        self.shared.uffd.move_pages(shadow, address, page, false).is_ok_and(|moved| moved == page)
+    }
+
     fn write_protect(&mut self, start: u64, end: u64) -> bool {
         self.shared.uffd.write_protect(start, end - start, true, false).is_ok()
     }

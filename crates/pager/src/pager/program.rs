@@ -52,12 +52,14 @@ impl Pager {
             unsafe { *libc::__errno_location() = libc::EINVAL };
             return -1;
         }
-        {
-            let mut state = self.shared.lock();
-            let now = self.shared.now();
-            state.discard_range(start, start.saturating_add(len), now);
-        }
-        zap(start, len)
+        // The zap under the same lock hold: no fault maps a page of the range between
+        // the two, so the pager's view stays the kernel's (and the region is parked).
+        let mut state = self.shared.lock();
+        let now = self.shared.now();
+        state.discard_range(start, start.saturating_add(len), now, true);
+        let rc = zap(start, len);
+        drop(state);
+        rc
     }
 
     /// Forks the process with `fork` (the real `fork()`), giving the child a snapshot
@@ -217,6 +219,13 @@ impl Shared {
                         Err(_) => uffd.poison(address, PAGE_BYTES as u64).map(|_| true),
                     },
                     ChildPage::Lost => uffd.poison(address, PAGE_BYTES as u64).map(|_| true),
+                    ChildPage::Shadow { address: shadow } => {
+                        // SAFETY: the child's copy of a parked page's shadow page, mapped at
+                        // the fork (copy-on-write) and touched by nobody in the child.
+                        let source = unsafe { std::slice::from_raw_parts(shadow as *const u8, PAGE_BYTES) };
+                        page.0.copy_from_slice(source);
+                        uffd.copy(address, &page.0, false, true)
+                    }
                 };
                 if let Err(error) = installed {
                     panic!("serving the child's fault at {address:#x} ({source:?}): {error}");

@@ -45,6 +45,11 @@ pager_stats! {
     /// device read.
     count readahead_pages_read,
     count readahead_hits,
+    /// Victims parked (the inactive list), parked pages touched and brought back, and
+    /// victims the kernel would not move (evicted in place).
+    count pages_parked,
+    count parked_touched,
+    count park_refused,
     count swap_outs_written,
     count swap_outs_clean,
     /// Pages read back that kept their slot and were written since (a write-protect
@@ -154,6 +159,9 @@ impl Shared {
             swap_in_reads: core.swap_in_reads,
             readahead_pages_read: core.readahead_pages_read,
             readahead_hits: core.readahead_hits,
+            pages_parked: core.pages_parked,
+            parked_touched: core.parked_touched,
+            park_refused: core.park_refused,
             swap_outs_written: core.swap_outs_written,
             swap_outs_clean: engine.swap_cache_hits,
             swap_cache_dirtied: core.swap_cache_dirtied,
