@@ -795,6 +795,7 @@ impl Shared {
         let source = unsafe { std::slice::from_raw_parts(shadow as *const u8, PAGE_BYTES) };
         let mapped = self.uffd.copy_pages(address, source, false, true).expect("copying a parked page back");
         assert_eq!(mapped, page, "the page at {address:#x} was mapped behind the pager's back");
+        self.counters.unparks_copied.fetch_add(1, Relaxed);
         // SAFETY: as above; its content is the page's, now mapped at `address`.
         let rc = unsafe { libc::madvise(shadow as *mut libc::c_void, PAGE_BYTES, libc::MADV_DONTNEED) };
         assert_eq!(rc, 0, "MADV_DONTNEED of a shadow page: {}", std::io::Error::last_os_error());

@@ -164,6 +164,8 @@ pub struct RunReport {
     pub parked_touched: u64,
     #[serde(default)]
     pub park_refused: u64,
+    #[serde(default)]
+    pub unparks_copied: u64,
     /// Swapped-in pages evicted again clean (their slot kept: no write), written after
     /// their swap-in while their slot was kept (a write-protect fault each), and mapped
     /// writable at once with their slot dropped (kept slots were mostly written).

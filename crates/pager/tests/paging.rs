@@ -761,3 +761,48 @@ fn parked_pages_the_program_reads_come_back_without_a_device_read() {
         clock.swap_in_reads
     );
 }
+
+/// Pages parked when the program forks are shared with the child: the kernel will not
+/// move them back (`EBUSY`), so a touch copies them, and the parent reads and writes
+/// them exactly while the child lives.
+#[test]
+fn parked_pages_shared_with_a_fork_come_back_by_copy() {
+    let device: Arc<dyn ZonedDevice> = Arc::new(MemDevice::new(geometry(48, 1, 16)).unwrap());
+    let config = PagerConfig { park_pages: 256, readahead_pages: 0, ..config(FaultMode::HandlerThreads(2), 1024) };
+    let pager = Pager::new(device, config).unwrap();
+    let pages = 4096u64;
+    let mut region = pager.alloc(pages * PAGE_BYTES as u64, 0).unwrap();
+    let memory = region.as_mut_slice();
+    for page in 0..pages {
+        fill(&mut memory[page as usize * PAGE_BYTES..][..PAGE_BYTES], page, 1);
+    }
+    assert!(pager.stats().pages_parked > 0, "{:?}", pager.stats());
+    // SAFETY: the child only sleeps until the parent kills it.
+    let child = unsafe { pager.fork(|| libc::fork()) };
+    assert!(child >= 0, "fork: {}", std::io::Error::last_os_error());
+    if child == 0 {
+        loop {
+            // SAFETY: waiting for the parent's signal.
+            unsafe { libc::pause() };
+        }
+    }
+    // Newest first: the pages parked at the fork are among the last written.
+    for page in (0..pages).rev() {
+        let bytes = &mut memory[page as usize * PAGE_BYTES..][..PAGE_BYTES];
+        check(bytes, page, 1);
+        if page % 2 == 0 {
+            fill(bytes, page, 2);
+        }
+    }
+    // SAFETY: our child.
+    unsafe {
+        libc::kill(child, libc::SIGKILL);
+        libc::waitpid(child, std::ptr::null_mut(), 0);
+    }
+    for page in 0..pages {
+        check(&memory[page as usize * PAGE_BYTES..][..PAGE_BYTES], page, 1 + (page % 2 == 0) as u64);
+    }
+    let stats = pager.stats();
+    assert!(stats.unparks_copied > 0, "no parked page came back by copy: {stats:?}");
+    assert_eq!(stats.lost_pages, 0);
+}

@@ -50,6 +50,9 @@ pager_stats! {
     count pages_parked,
     count parked_touched,
     count park_refused,
+    /// Parked pages brought back by a copy, not a move: shared with a fork's child since
+    /// they were parked (the kernel refuses to move them).
+    count unparks_copied,
     count swap_outs_written,
     count swap_outs_clean,
     /// Pages read back that kept their slot and were written since (a write-protect
@@ -130,6 +133,7 @@ pub(super) struct Counters {
     pub(super) budget_waits: AtomicU64,
     pub(super) budget_wait_ns: AtomicU64,
     pub(super) fault_discarded_pages: AtomicU64,
+    pub(super) unparks_copied: AtomicU64,
     pub(super) gc_cpu_ns: AtomicU64,
     pub(super) fault_lock_wait_ns: AtomicU64,
     pub(super) fault_read_ns: AtomicU64,
@@ -162,6 +166,7 @@ impl Shared {
             pages_parked: core.pages_parked,
             parked_touched: core.parked_touched,
             park_refused: core.park_refused,
+            unparks_copied: c.unparks_copied.load(Relaxed),
             swap_outs_written: core.swap_outs_written,
             swap_outs_clean: engine.swap_cache_hits,
             swap_cache_dirtied: core.swap_cache_dirtied,
