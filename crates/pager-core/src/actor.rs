@@ -23,7 +23,7 @@
 
 use znswap_core::{IoError, IoRequest};
 
-use crate::evict::{AddressRange, DiscardBatch, EvictRound, EvictorWork};
+use crate::evict::{AddressRange, DiscardBatch, EvictRound, EvictorWork, ParkOutcome};
 use crate::fault::{Fault, FaultKind, FaultStep, Pause, ReadInto};
 use crate::io::{IoCompletion, IoPlan};
 use crate::{Actions, PagerCore};
@@ -91,9 +91,9 @@ pub trait EvictorShell: Shell {
     /// Write-protects `start..end` (`UFFDIO_WRITEPROTECT`); false if it failed (the
     /// region went away).
     fn write_protect(&mut self, start: u64, end: u64) -> bool;
-    /// Moves the victim at `address` to its shadow page (`UFFDIO_MOVE`, no wake-up);
-    /// false if the kernel refused (`EBUSY`: shared with a fork's child; `EEXIST`: the
-    /// shadow page still awaits its discard).
+    /// Under the state lock: moves the victim at `address` to its shadow page
+    /// (`UFFDIO_MOVE`, no wake-up); false if the kernel refused (`EBUSY`: shared with a
+    /// fork's child; `EEXIST`: the shadow page still awaits its discard).
     fn park(&mut self, address: u64, shadow: u64) -> bool;
     /// Whether the write-protected victim at `address` reads all zeroes.
     fn page_is_zero(&mut self, address: u64) -> bool;
@@ -269,13 +269,22 @@ impl Evictor {
                 }
                 Next::Continue
             }
-            // Without the state lock, as the protections below: faults on these victims
-            // wait for the hand-over, the others go on.
+            // Each move in a lock hold of its own, with the check that the page is still
+            // the round's victim (a move is about a microsecond; faults go on between
+            // them, and wait for the hand-over only on these victims).
             EvictorPhase::Park { pause } => {
                 for victim in 0..self.round.victims() {
                     if let Some((address, shadow)) = self.round.victim_to_park(victim) {
-                        let parked = shell.park(address, shadow);
-                        self.round.set_parked(victim, parked);
+                        shell.lock();
+                        let outcome = if !shell.core().park_wanted(&self.round, victim) {
+                            ParkOutcome::Gone
+                        } else if shell.park(address, shadow) {
+                            ParkOutcome::Moved
+                        } else {
+                            ParkOutcome::Refused
+                        };
+                        shell.unlock();
+                        self.round.park_done(victim, outcome);
                     }
                 }
                 self.phase = if self.round.ranges().is_empty() {

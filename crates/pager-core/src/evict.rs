@@ -94,13 +94,13 @@ impl EvictRound {
         victim.park.then(|| (victim.address, victim.shadow_address))
     }
 
-    /// Whether victim `index` was moved to its shadow page; one that was not (the kernel
-    /// refused: shared with a fork's child, its shadow page not yet discarded) is
-    /// write-protected in place instead, by a range of its own.
-    pub fn set_parked(&mut self, index: usize, parked: bool) {
+    /// What became of victim `index`'s move. One the kernel refused (shared with a
+    /// fork's child, its shadow page not yet discarded) is write-protected in place
+    /// instead, by a range of its own.
+    pub fn park_done(&mut self, index: usize, outcome: ParkOutcome) {
         let victim = &mut self.victims[index];
-        victim.parked = parked;
-        if !parked {
+        victim.parked = outcome == ParkOutcome::Moved;
+        if outcome == ParkOutcome::Refused {
             let end = victim.address + PAGE_BYTES as u64;
             victim.range = Some(self.ranges.len() as u32);
             self.ranges.push(ProtectRange { start: victim.address, end, protected: false });
@@ -119,6 +119,17 @@ impl EvictRound {
     pub fn victims(&self) -> usize {
         self.victims.len()
     }
+}
+
+/// What became of a victim to park (`EvictRound::park_done`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ParkOutcome {
+    Moved,
+    /// The kernel would not move it.
+    Refused,
+    /// Not moved: no longer the round's victim (the program discarded it since the pick,
+    /// and it may have been mapped again, as zeroes).
+    Gone,
 }
 
 /// No page of a region page's shadow (a victim not to be parked).
@@ -154,6 +165,18 @@ impl DiscardBatch {
 }
 
 impl PagerCore {
+    /// Whether victim `index` of `round` is still the round's to park: asked under the
+    /// state lock, in the same hold as its move, so that no discard of the program's (and
+    /// no fault mapping the page again after it) comes between the two. A move from
+    /// outside the lock could take a page mapped again since, with the program's new
+    /// data, and the hand-over would then drop it as a stale copy (found by the pager
+    /// DST).
+    pub fn park_wanted(&self, round: &EvictRound, index: usize) -> bool {
+        let victim = &round.victims[index];
+        self.same_region(victim.owner, victim.generation)
+            && self.state(victim.owner, victim.page) == (PageState::Parking { by: round.id })
+    }
+
     /// Whether an evictor has pages to evict: the resident set, less what is already on
     /// its way out, is above the low watermark (a batch below the budget), and an out
     /// handle is free. Eviction starts below the budget, as kswapd works between

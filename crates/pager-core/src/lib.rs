@@ -35,8 +35,9 @@
 //! - **The evictor**: [`PagerCore::evictor_work`] says whether to discard, evict or
 //!   sleep. Discard: [`PagerCore::discard_take`], `MADV_DONTNEED` of the batch's ranges
 //!   outside the lock, [`PagerCore::discard_done`]. Evict: [`PagerCore::evict_pick`],
-//!   then outside the lock write-protect the round's ranges and look for all-zero
-//!   victims, then [`PagerCore::evict_hand_over`]; `mappings` is held from the pick to
+//!   then each victim to park moved in a lock hold of its own if
+//!   [`PagerCore::park_wanted`], then outside the lock write-protect the round's ranges
+//!   and look for all-zero victims, then [`PagerCore::evict_hand_over`]; `mappings` is held from the pick to
 //!   the hand-over (a victim's region stays mapped), and one round is in flight at a
 //!   time.
 //! - **The I/O thread**: [`PagerCore::io_next`] gives the engine's next request with
@@ -87,7 +88,7 @@ mod swap_cache;
 
 pub use action::{Action, Actions, CopyFrom, Wakeups};
 pub use actor::{Evictor, EvictorDid, EvictorShell, FaultShell, FaultTask, IoShell, IoThread, Next, Shell, WaitOn};
-pub use evict::{AddressRange, DiscardBatch, EvictRound, EvictorWork, ProtectRange};
+pub use evict::{AddressRange, DiscardBatch, EvictRound, EvictorWork, ParkOutcome, ProtectRange};
 pub use fault::{Fault, FaultKind, FaultStep, Pause, ReadInto, ROOM_WAIT_MAX_NS, ZERO_FILL_AROUND_PAGES};
 pub use io::{IoCompletion, IoPlan, PageSource};
 pub use page::PageState;

@@ -23,8 +23,8 @@ pub enum PageState {
     /// by the pager DST: the first round's zero check, taken before the write, dropped
     /// the page as all zero).
     Evicting { by: u8 },
-    /// Picked by evictor round `by` to be parked: being moved out of the program's reach
-    /// (`UFFDIO_MOVE` to its shadow page) outside the lock, or, where the kernel refuses
+    /// Picked by evictor round `by` to be parked: moved out of the program's reach
+    /// (`UFFDIO_MOVE` to its shadow page, one lock hold each), or, where the kernel refuses
     /// the move (a page shared with a fork's child), write-protected instead. Either way
     /// where its bytes are is only known at the hand-over: a fault on it waits for that.
     Parking { by: u8 },
