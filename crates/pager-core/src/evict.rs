@@ -39,8 +39,8 @@ struct Victim {
     owner: u32,
     page: u64,
     address: u64,
-    /// Its shadow page's address, if it is to be parked.
-    shadow_address: u64,
+    /// Its shadow page's address if it is to be parked (`PageState::Parking`).
+    shadow: Option<u64>,
     generation: u64,
     /// Its out handle (taken from `out_free` when picked; none for a page to park).
     handle: Option<u64>,
@@ -48,8 +48,7 @@ struct Victim {
     range: Option<u32>,
     /// All zeroes once protected.
     zero: bool,
-    /// To be parked (`PageState::Parking`); `parked`: the move was done.
-    park: bool,
+    /// The move to the shadow was done.
     parked: bool,
 }
 
@@ -91,7 +90,7 @@ impl EvictRound {
     /// Victim `index`'s address and its shadow page's, if it is to be parked.
     pub fn victim_to_park(&self, index: usize) -> Option<(u64, u64)> {
         let victim = &self.victims[index];
-        victim.park.then(|| (victim.address, victim.shadow_address))
+        victim.shadow.map(|shadow| (victim.address, shadow))
     }
 
     /// What became of victim `index`'s move. One the kernel refused (shared with a
@@ -109,7 +108,7 @@ impl EvictRound {
 
     /// Whether the round has anything to do outside the lock, or to hand over.
     pub fn needs_hand_over(&self) -> bool {
-        !self.ranges.is_empty() || self.writes > 0 || self.victims.iter().any(|victim| victim.park)
+        !self.ranges.is_empty() || self.writes > 0 || self.victims.iter().any(|victim| victim.shadow.is_some())
     }
 
     pub fn set_zero(&mut self, victim: usize, zero: bool) {
@@ -131,9 +130,6 @@ pub enum ParkOutcome {
     /// and it may have been mapped again, as zeroes).
     Gone,
 }
-
-/// No page of a region page's shadow (a victim not to be parked).
-const NO_SHADOW: u64 = 0;
 
 /// An address range laid out as `struct iovec`, so the shell can hand a batch of them to
 /// `process_madvise` as they are.
@@ -282,17 +278,18 @@ impl PagerCore {
         let mut wanted = round.wanted.min(self.out_free.len());
         // With an inactive list, what the round evicts comes from its old end, and the
         // hand refills it; victims are evicted in place (the CLOCK of before) only while
-        // the list cannot supply them, and in regions with no shadow. A round takes a
+        // the list cannot supply them, and in regions not parked. A round takes a
         // quarter of the list at most: the time a page stays parked is what lets a touch
         // save it (rounds of a whole list's size wrote every parked page at once).
         if self.config.park_pages > 0 {
             wanted = wanted.min((self.config.park_pages as usize / 4).max(1));
+            round.writes = wanted.min(self.parked.len());
+        } else {
+            round.writes = 0;
         }
-        round.writes = if self.config.park_pages > 0 { wanted.min(self.parked.len()) } else { 0 };
         let mut direct_room = wanted - round.writes;
         let capacity = round.victims.capacity();
-        let parks = self.config.park_pages > 0
-            && self.regions.iter().any(|region| region.live && region.shadow.is_some() && !region.program_discards);
+        let parks = (0..self.regions.len() as u32).any(|owner| self.parks_in(owner));
         let mut park_room = if parks {
             ((self.config.park_pages + round.writes as u64).saturating_sub(self.parked.len() as u64) as usize)
                 .min(capacity - direct_room)
@@ -320,10 +317,7 @@ impl PagerCore {
             scanned += 1;
             let address = region.base + page * PAGE_BYTES as u64;
             let generation = region.generation;
-            // A region the program discarded from is never parked: there a missing fault
-            // on a page the pager mapped may mean the program's discard zapped it, and
-            // the pager could not tell that from a page it moved away.
-            let parkable = self.config.park_pages > 0 && region.shadow.is_some() && !region.program_discards;
+            let parkable = self.parks_in(owner);
             match self.state(owner, page) {
                 // Already write-protected: a sampling range may run over it.
                 PageState::Evicting { .. } | PageState::Writing => open &= sampling,
@@ -343,12 +337,11 @@ impl PagerCore {
                         owner,
                         page,
                         address,
-                        shadow_address: self.shadow_address(owner, page),
+                        shadow: Some(self.shadow_address(owner, page)),
                         generation,
                         handle: None,
                         range: None,
                         zero: false,
-                        park: true,
                         parked: false,
                     });
                 }
@@ -362,12 +355,11 @@ impl PagerCore {
                         owner,
                         page,
                         address,
-                        shadow_address: NO_SHADOW,
+                        shadow: None,
                         generation,
                         handle: Some(handle),
                         range: Some(round.ranges.len() as u32 - 1),
                         zero: false,
-                        park: false,
                         parked: false,
                     });
                 }
@@ -404,8 +396,8 @@ impl PagerCore {
         assert!(self.round_in_flight, "a hand-over without a round in flight");
         self.round_in_flight = false;
         for index in 0..round.victims.len() {
-            let Victim { owner, page, address, generation, handle, range, zero, park, parked, .. } =
-                round.victims[index];
+            let Victim { owner, page, address, generation, handle, range, zero, shadow, parked } = round.victims[index];
+            let park = shadow.is_some();
             if handle.is_some() {
                 self.out_evicting -= 1;
             }

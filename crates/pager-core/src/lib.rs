@@ -585,6 +585,15 @@ impl PagerCore {
         self.regions[owner as usize].base + page * PAGE_BYTES as u64
     }
 
+    /// Whether the pager parks victims of region `owner`: an inactive list, a shadow,
+    /// and no REMOVE-event discard of the program's there (a missing fault on a page
+    /// the pager mapped could then mean the program's zap took it, which the pager could
+    /// not tell from a page it moved away).
+    pub(crate) fn parks_in(&self, owner: u32) -> bool {
+        let region = &self.regions[owner as usize];
+        self.config.park_pages > 0 && region.live && region.shadow.is_some() && !region.program_discards
+    }
+
     /// Where page `page` of a region with a shadow is parked.
     fn shadow_address(&self, owner: u32, page: u64) -> u64 {
         self.regions[owner as usize].shadow.expect("a region with a shadow") + page * PAGE_BYTES as u64
@@ -612,8 +621,7 @@ impl PagerCore {
     /// earns its place by a touch there. A page used once (a stream written and left)
     /// then goes at once, not after two passes of the hand.
     fn mark_resident(&mut self, owner: u32, page: u64) {
-        let parks = self.config.park_pages > 0 && self.regions[owner as usize].shadow.is_some();
-        self.set_state(owner, page, if parks { PageState::Resident } else { PageState::Referenced });
+        self.set_state(owner, page, if self.parks_in(owner) { PageState::Resident } else { PageState::Referenced });
         self.stats.resident_pages += 1;
         self.stats.resident_pages_max = self.stats.resident_pages_max.max(self.stats.resident_pages);
         self.wake_evictor();
