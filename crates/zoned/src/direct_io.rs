@@ -97,9 +97,15 @@ pub(crate) fn write_vectored_at(
     Ok(())
 }
 
-/// Fills `data` from `position`, bouncing it if it is not aligned.
-pub(crate) fn read_at(file: &File, data: &mut [u8], position: u64) -> std::io::Result<()> {
+/// Fills `data` from `position`, bouncing it if it is not aligned. `waits`: the file's
+/// reads wait on a device (not a tmpfs), so a thread that polls its reads polls this one
+/// (`polled_read`); a read from memory would only be slowed (io_uring hands a tmpfs
+/// read to a worker thread: 12 µs against 2.5 µs in `pread`, measured).
+pub(crate) fn read_at(file: &File, data: &mut [u8], position: u64, waits: bool) -> std::io::Result<()> {
     if is_aligned(data) {
+        if let Some(polled) = waits.then(|| crate::polled_read::read_at(file, data, position)).flatten() {
+            return polled;
+        }
         return file.read_exact_at(data, position);
     }
     BOUNCE.with(|bounce| {
@@ -109,4 +115,13 @@ pub(crate) fn read_at(file: &File, data: &mut [u8], position: u64) -> std::io::R
         data.copy_from_slice(staged);
         Ok(())
     })
+}
+
+/// Whether reads of `file` wait on a device: false on a tmpfs (its reads are copies from
+/// memory), true elsewhere, and when the file system cannot be told.
+pub(crate) fn reads_wait(file: &File) -> bool {
+    // SAFETY: `statfs` is plain data, filled by the call on a descriptor we own.
+    let mut stat: libc::statfs = unsafe { std::mem::zeroed() };
+    let told = unsafe { libc::fstatfs(file.as_raw_fd(), &mut stat) } == 0;
+    !(told && stat.f_type == libc::TMPFS_MAGIC)
 }

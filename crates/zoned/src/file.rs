@@ -250,6 +250,8 @@ pub struct FileStorage {
     direct: Option<File>,
     /// Set when the file system refused an O_DIRECT transfer; buffered I/O from then on.
     direct_refused: AtomicBool,
+    /// Reads wait on a device (`direct_io::reads_wait`).
+    reads_wait: bool,
     control: ControlMap,
 }
 
@@ -315,7 +317,7 @@ impl Storage for FileStorage {
     fn read_data(&self, zone: u32, offset_lbas: u64, data: &mut [u8]) -> std::io::Result<()> {
         let position = self.data_offset(zone, offset_lbas);
         if let Some(file) = self.direct_file() {
-            match direct_io::read_at(file, data, position) {
+            match direct_io::read_at(file, data, position, self.reads_wait) {
                 Err(error) if error.raw_os_error() == Some(libc::EINVAL) => self.direct_refused.store(true, Relaxed),
                 other => return other,
             }
@@ -524,6 +526,7 @@ impl FileDevice {
             None
         };
         let control = ControlMap::new(&file, layout.data_offset as usize, path)?;
+        let reads_wait = direct_io::reads_wait(&file);
         let storage = FileStorage {
             path: path.into(),
             geometry,
@@ -531,6 +534,7 @@ impl FileDevice {
             buffered: file,
             direct,
             direct_refused: AtomicBool::new(false),
+            reads_wait,
             control,
         };
         let counters: Box<[ZoneCounterCells]> = (0..geometry.zone_count).map(|_| ZoneCounterCells::default()).collect();

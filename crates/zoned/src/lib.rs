@@ -30,6 +30,7 @@ mod mem;
 mod merge;
 pub mod nvme;
 mod open;
+mod polled_read;
 mod validate;
 pub mod zbd;
 mod zone;
@@ -45,4 +46,5 @@ pub use geometry::{format_size, parse_size, Geometry, GeometryError, LBA_BYTES_A
 pub use mem::MemDevice;
 pub use merge::{AppendMerger, MergeStats};
 pub use open::{open_path, OpenError};
+pub use polled_read::{poll_reads_on_this_thread, polled_reads_on_this_thread};
 pub use zone::{WritePlacement, ZoneCondition, ZoneInfo, ZoneOp, ZoneState, ZoneTable};

@@ -250,7 +250,8 @@ impl RawZoned for ZonedBlockDevice {
     }
 
     fn read(&self, lba: u64, data: &mut [u8], _metadata: Option<&mut [u8]>) -> Result<()> {
-        direct_io::read_at(&self.file, data, lba * self.geometry.lba_bytes as u64).map_err(|e| ZoneError::io("read", e))
+        direct_io::read_at(&self.file, data, lba * self.geometry.lba_bytes as u64, true)
+            .map_err(|e| ZoneError::io("read", e))
     }
 
     fn write(&self, lba: u64, data: &[u8], _metadata: Option<&[u8]>) -> Result<()> {

@@ -168,3 +168,60 @@ fn reopening_is_a_power_cycle_for_open_zones() {
     assert_eq!(device.report_zone(1).unwrap().condition, znswap_zoned::ZoneCondition::Empty);
     assert!(device.counters_persist());
 }
+
+/// A thread that polls its reads (a pager's fault handlers) reads what was written:
+/// single and multi-LBA reads, in several zones, and zeroes past the write pointer. The
+/// file lives under the target directory, not a tmpfs, so reads take the O_DIRECT path
+/// the polling serves.
+#[test]
+fn reads_that_poll_return_what_was_written() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let path = dir.path().join("d.zns");
+    let geometry = geometry();
+    let device = FileDevice::create(&path, geometry, CreateOptions::default()).unwrap();
+    assert!(device.describe().contains("O_DIRECT"), "the test needs O_DIRECT: {}", device.describe());
+    let lba = geometry.lba_bytes as usize;
+    let pattern = |zone: u32, index: usize| -> Vec<u8> {
+        (0..lba).map(|byte| (byte as u32).wrapping_mul(31).wrapping_add(zone * 7 + index as u32) as u8).collect()
+    };
+    let mut written = Vec::new();
+    for zone in 0..3u32 {
+        for index in 0..5usize {
+            let first = device.append(zone, &pattern(zone, index), None).unwrap();
+            written.push((first, pattern(zone, index)));
+        }
+    }
+    let polled_before = znswap_zoned::polled_reads_on_this_thread();
+    znswap_zoned::poll_reads_on_this_thread(true);
+    let mut page = znswap_zoned::AlignedBuf::zeroed(lba);
+    for (at, data) in &written {
+        device.read(*at, &mut page, None).unwrap();
+        assert!(page[..] == data[..], "LBA {at} read back wrong");
+    }
+    let mut run = znswap_zoned::AlignedBuf::zeroed(3 * lba);
+    device.read(written[1].0, &mut run, None).unwrap();
+    for (index, (_, data)) in written[1..4].iter().enumerate() {
+        assert!(run[index * lba..(index + 1) * lba] == data[..], "page {index} of a three-page read");
+    }
+    let past = written[4].0 + 1;
+    device.read(past, &mut page, None).unwrap();
+    assert!(page.iter().all(|&byte| byte == 0), "past the write pointer reads zeroes");
+    znswap_zoned::poll_reads_on_this_thread(false);
+    let polled = znswap_zoned::polled_reads_on_this_thread() - polled_before;
+    // (The read past the write pointer is answered without the file.)
+    assert_eq!(polled, written.len() as u64 + 1, "every read of the file polled");
+    device.read(written[0].0, &mut page, None).unwrap();
+    assert_eq!(znswap_zoned::polled_reads_on_this_thread() - polled_before, polled, "off again: no more polled reads");
+    assert!(page[..] == written[0].1[..]);
+
+    // A device on a tmpfs is read from memory: no polling there, even when asked.
+    let Ok(shm) = tempfile::tempdir_in("/dev/shm") else { return };
+    let device = FileDevice::create(&shm.path().join("d.zns"), geometry, CreateOptions::default()).unwrap();
+    let first = device.append(0, &pattern(9, 9), None).unwrap();
+    znswap_zoned::poll_reads_on_this_thread(true);
+    let before = znswap_zoned::polled_reads_on_this_thread();
+    device.read(first, &mut page, None).unwrap();
+    znswap_zoned::poll_reads_on_this_thread(false);
+    assert_eq!(znswap_zoned::polled_reads_on_this_thread(), before, "a tmpfs read did not poll");
+    assert!(page[..] == pattern(9, 9)[..]);
+}

@@ -185,6 +185,9 @@ impl Shared {
         let mut scratch = FaultScratch::new();
         let waiter = crate::uffd::Waiter::new(&self.uffd).expect("an epoll instance for a handler thread");
         let mut cpu = CpuTime::new(&self.counters.fault_cpu_ns);
+        // A pager that polls for faults polls for its reads too: the faulting thread
+        // waits on this read, and a sleep here would add a wake-up to its wait.
+        znswap_zoned::poll_reads_on_this_thread(self.fault_poll.max_ns > 0);
         while !self.stop.load(Relaxed) {
             // Charged once a wake-up (a system call), not per fault.
             cpu.charge();
@@ -210,7 +213,10 @@ impl Shared {
     /// A SIGBUS in self-paging mode at `address`: resolves it if it is a page of one of
     /// this pager's regions (in the faulting thread), else returns false.
     pub(crate) fn resolve_in_thread(&self, address: u64, write: bool) -> bool {
-        let mut scratch = SIGBUS_SCRATCH.with(Cell::take).unwrap_or_else(FaultScratch::new);
+        let mut scratch = SIGBUS_SCRATCH.with(Cell::take).unwrap_or_else(|| {
+            znswap_zoned::poll_reads_on_this_thread(self.fault_poll.max_ns > 0);
+            FaultScratch::new()
+        });
         let ours = self.resolve(Fault::new(address, FaultKind::Sigbus { write }), &mut scratch);
         SIGBUS_SCRATCH.with(|cell| cell.set(Some(scratch)));
         ours
