@@ -158,8 +158,12 @@ impl Shared {
                         self.counters.faults_polled.fetch_add(self.handle_event(event, scratch) as u64, Relaxed);
                         since = Instant::now();
                     }
-                    // A read is a system call: a little spinning between them.
-                    None => (0..64).for_each(|_| std::hint::spin_loop()),
+                    // The CPU goes to any other runnable thread between looks (the
+                    // program, its clients): polling must not take their time.
+                    // SAFETY: no arguments.
+                    None => unsafe {
+                        libc::sched_yield();
+                    },
                 }
             }
             poll.polling.store(false, Relaxed);
