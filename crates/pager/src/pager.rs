@@ -741,8 +741,11 @@ impl Shared {
     }
 
     /// Carries out the core's actions, under the lock that produced them. `buffer`: the
-    /// fault's page, for `CopyFrom::FaultPage`.
-    fn run(&self, actions: &mut Actions, buffer: &[u8]) {
+    /// fault's page, for `CopyFrom::FaultPage`. The threads waiting on the pages these
+    /// actions map are not woken here but noted in `wakes`, to be woken once the lock is
+    /// released: a wake-up sends an inter-processor interrupt, a VM exit here, which
+    /// would otherwise lengthen the lock's hold.
+    fn run(&self, actions: &mut Actions, buffer: &[u8], wakes: &mut Wakes) {
         for action in actions.drain() {
             match action {
                 Action::Copy { address, pages, from, write_protect } => {
@@ -759,18 +762,21 @@ impl Shared {
                             std::slice::from_raw_parts(address as *const u8, bytes)
                         },
                     };
-                    let mapped = self.uffd.copy_pages(address, source, write_protect, true).expect("installing pages");
+                    let mapped = self.uffd.copy_pages(address, source, write_protect, false).expect("installing pages");
                     // Only the pager maps region pages, and only under this lock.
                     assert_eq!(mapped, bytes as u64, "pages at {address:#x} were mapped behind the pager's back");
+                    wakes.add(self, address, bytes as u64);
                 }
                 Action::ZeroPage { address } => {
-                    let mapped = self.uffd.zeropage(address, PAGE_BYTES as u64, true).expect("zero-filling a page");
+                    let mapped = self.uffd.zeropage(address, PAGE_BYTES as u64, false).expect("zero-filling a page");
                     assert!(mapped, "the page at {address:#x} was mapped behind the pager's back");
+                    wakes.add(self, address, PAGE_BYTES as u64);
                 }
-                Action::Unprotect { address, pages } => self
-                    .uffd
-                    .write_protect(address, pages * PAGE_BYTES as u64, false, true)
-                    .expect("lifting write protection"),
+                Action::Unprotect { address, pages } => {
+                    let bytes = pages * PAGE_BYTES as u64;
+                    self.uffd.write_protect(address, bytes, false, false).expect("lifting write protection");
+                    wakes.add(self, address, bytes);
+                }
                 Action::Poison { address } => {
                     if self.uffd.features() & features::POISON == 0 {
                         eprintln!("znswap: the device lost the only copy of the page at {address:#x}; this kernel cannot poison it, so the process stops");
@@ -778,20 +784,21 @@ impl Shared {
                     }
                     self.uffd.poison(address, PAGE_BYTES as u64).expect("poisoning a lost page");
                 }
-                Action::Wake { address } => {
-                    let _ = self.uffd.wake(address, PAGE_BYTES as u64);
+                Action::Wake { address } => wakes.add(self, address, PAGE_BYTES as u64),
+                Action::Unpark { address, shadow } => {
+                    self.unpark(address, shadow);
+                    wakes.add(self, address, PAGE_BYTES as u64);
                 }
-                Action::Unpark { address, shadow } => self.unpark(address, shadow),
             }
         }
     }
 
-    /// Moves a parked page back from its shadow page and wakes its faulting threads. A
-    /// page shared with a fork's child since it was parked cannot move (`EBUSY`): it is
-    /// copied, and the shadow page discarded.
+    /// Moves a parked page back from its shadow page (its faulting threads are woken by
+    /// the caller). A page shared with a fork's child since it was parked cannot move
+    /// (`EBUSY`): it is copied, and the shadow page discarded.
     fn unpark(&self, address: u64, shadow: u64) {
         let page = PAGE_BYTES as u64;
-        if let Ok(moved) = self.uffd.move_pages(address, shadow, page, true) {
+        if let Ok(moved) = self.uffd.move_pages(address, shadow, page, false) {
             if moved == page {
                 return;
             }
@@ -799,7 +806,7 @@ impl Shared {
         // SAFETY: the shadow page is the parked page's, mapped (the core said so) and
         // ours; only the pager reads or discards it, under this lock.
         let source = unsafe { std::slice::from_raw_parts(shadow as *const u8, PAGE_BYTES) };
-        let mapped = self.uffd.copy_pages(address, source, false, true).expect("copying a parked page back");
+        let mapped = self.uffd.copy_pages(address, source, false, false).expect("copying a parked page back");
         assert_eq!(mapped, page, "the page at {address:#x} was mapped behind the pager's back");
         self.counters.unparks_copied.fetch_add(1, Relaxed);
         // SAFETY: as above; its content is the page's, now mapped at `address`.
@@ -814,5 +821,42 @@ impl Shared {
             Pause::Yield => std::thread::yield_now(),
             Pause::Micros(micros) => std::thread::sleep(Duration::from_micros(micros as u64)),
         }
+    }
+}
+
+/// Wake-ups owed to threads waiting on pages an actor mapped under the state lock, given
+/// once it is released (`Shared::run`). Fixed room, no allocation: an action list that
+/// maps more ranges than that wakes the oldest at once.
+#[derive(Default)]
+pub(crate) struct Wakes {
+    ranges: [(u64, u64); WAKES_MAX],
+    len: usize,
+}
+
+const WAKES_MAX: usize = 8;
+
+impl Wakes {
+    fn add(&mut self, shared: &Shared, start: u64, len: u64) {
+        if self.len == WAKES_MAX {
+            let (start, len) = self.ranges[0];
+            let _ = shared.uffd.wake(start, len);
+            self.ranges.copy_within(1.., 0);
+            self.len -= 1;
+        }
+        self.ranges[self.len] = (start, len);
+        self.len += 1;
+    }
+
+    /// Wakes every thread owed a wake-up.
+    pub(crate) fn give(&mut self, shared: &Shared) {
+        for &(start, len) in &self.ranges[..self.len] {
+            // A range nobody waits on any more wakes nobody: nothing to report.
+            let _ = shared.uffd.wake(start, len);
+        }
+        self.len = 0;
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len == 0
     }
 }

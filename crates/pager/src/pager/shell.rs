@@ -50,18 +50,22 @@ pub(super) struct Live<'a, R: Role> {
     pub(super) shared: &'a Shared,
     state: Option<StateGuard<'a>>,
     mappings: Option<RwLockReadGuard<'a, ()>>,
+    /// Wake-ups owed by the actions run under the lock held now, given at its release.
+    wakes: Wakes,
     pub(super) role: R,
 }
 
 impl<'a, R: Role> Live<'a, R> {
     pub(super) fn new(shared: &'a Shared, role: R) -> Live<'a, R> {
-        Live { shared, state: None, mappings: None, role }
+        Live { shared, state: None, mappings: None, wakes: Wakes::default(), role }
     }
 
     /// Carries out `Next::Wait`: releases the state lock as the wait begins, waits for
     /// the wake-up or the timeout, and returns without the lock.
     pub(super) fn wait(&mut self, on: WaitOn) {
         let state = self.state.take().expect("an actor waits holding the state lock");
+        // Owed before the wait (rare: an actor seldom maps pages and then waits).
+        self.wakes.give(self.shared);
         let condvar = match on {
             WaitOn::Evictors => &self.shared.evict_wanted,
             WaitOn::Io => &self.shared.io_wanted,
@@ -89,7 +93,15 @@ impl<'a, R: Role> Live<'a, R> {
 
     /// Nothing held: checked between a thread's steps' loops and at its exit.
     pub(super) fn holds_nothing(&self) -> bool {
-        self.state.is_none() && self.mappings.is_none()
+        self.state.is_none() && self.mappings.is_none() && self.wakes.is_empty()
+    }
+}
+
+impl<R: Role> Drop for Live<'_, R> {
+    /// No thread is left waiting on a page an actor mapped, whatever path it left by.
+    fn drop(&mut self) {
+        self.state = None;
+        self.wakes.give(self.shared);
     }
 }
 
@@ -105,6 +117,7 @@ impl<R: Role> Shell for Live<'_, R> {
 
     fn unlock(&mut self) {
         assert!(self.state.take().is_some(), "the state lock released but not held");
+        self.wakes.give(self.shared);
     }
 
     fn core(&mut self) -> &mut PagerCore {
@@ -117,7 +130,7 @@ impl<R: Role> Shell for Live<'_, R> {
             return;
         }
         self.role.applying(&self.shared.counters, false);
-        self.shared.run(actions, self.role.read_buffer());
+        self.shared.run(actions, self.role.read_buffer(), &mut self.wakes);
         self.role.applying(&self.shared.counters, true);
     }
 
