@@ -837,6 +837,11 @@ const WAKES_MAX: usize = 8;
 
 impl Wakes {
     fn add(&mut self, shared: &Shared, start: u64, len: u64) {
+        // Self-paging: a fault raises SIGBUS and nobody ever waits on the descriptor, so
+        // a wake would be a system call for nothing.
+        if shared.uffd.features() & features::SIGBUS != 0 {
+            return;
+        }
         if self.len == WAKES_MAX {
             let (start, len) = self.ranges[0];
             let _ = shared.uffd.wake(start, len);
