@@ -199,6 +199,10 @@ pub enum PagerError {
 
 pub(crate) struct Shared {
     device: Arc<dyn ZonedDevice>,
+    /// Faults are resolved by the faulting threads (`FaultMode::SelfPaging`): nobody
+    /// ever waits on the descriptor. (Not from `uffd.features()`: the kernel reports
+    /// every feature it supports there, asked for or not.)
+    self_paging: bool,
     /// The GC move buffer (`Buf::Gc`), owned by the engine's GC batch (see
     /// `page_buffers`).
     gc_buffers: PageBuffers,
@@ -337,6 +341,7 @@ impl Pager {
             lbas_per_page: (PAGE_BYTES / geometry.lba_bytes as usize) as u64,
             metadata_bytes: geometry.metadata_bytes as usize,
             footer_mode,
+            self_paging: matches!(config.fault_mode, FaultMode::SelfPaging),
             self_pidfd: self_pidfd_for_discard(),
             mappings: RwLock::new(()),
             fault_discard: Mutex::new(Some(core.discard_batch())),
@@ -839,7 +844,7 @@ impl Wakes {
     fn add(&mut self, shared: &Shared, start: u64, len: u64) {
         // Self-paging: a fault raises SIGBUS and nobody ever waits on the descriptor, so
         // a wake would be a system call for nothing.
-        if shared.uffd.features() & features::SIGBUS != 0 {
+        if shared.self_paging {
             return;
         }
         if self.len == WAKES_MAX {

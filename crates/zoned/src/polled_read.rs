@@ -81,46 +81,62 @@ pub(crate) fn read_at(file: &File, data: &mut [u8], position: u64) -> Option<std
             }
         }
         let Poller::Ready { ring, .. } = &mut *poller else { return None };
-        POLLED.with(|polled| polled.set(polled.get() + 1));
-        Some(read_polled(ring, file, data, position))
+        let polled = read_polled(ring, file, data, position);
+        match polled {
+            Some(_) => POLLED.with(|polled| polled.set(polled.get() + 1)),
+            // Nothing in flight: the ring can go.
+            None => *poller = Poller::Refused,
+        }
+        polled
     })
 }
 
-fn read_polled(ring: &mut IoUring, file: &File, data: &mut [u8], position: u64) -> std::io::Result<()> {
+/// The read, by polling, in pieces if it comes back short (the end of a file, as
+/// `read_exact_at` continues). `None`: io_uring failed before a piece was in flight (the
+/// caller gives the ring up and reads with `pread`; pieces already read are read again).
+/// Never returns while a piece is in flight: the device writes into `data` until its
+/// completion is reaped, so every wait for it is retried until it is.
+fn read_polled(ring: &mut IoUring, file: &File, data: &mut [u8], position: u64) -> Option<std::io::Result<()>> {
     let mut done = 0usize;
-    // A short read (the end of a file) is continued, as `read_exact_at` does.
     while done < data.len() {
         let rest = &mut data[done..];
         let read = opcode::Read::new(types::Fd(file.as_raw_fd()), rest.as_mut_ptr(), rest.len() as u32)
             .offset(position + done as u64)
             .build();
-        // SAFETY: `rest` outlives the read: this function does not return before the
-        // completion is reaped (or the ring is dropped, which waits for it).
+        // SAFETY: `rest` stays borrowed until the read's completion is reaped below.
         unsafe { ring.submission().push(&read) }.expect("a submission queue entry free (one read at a time)");
-        ring.submit()?;
+        loop {
+            match ring.submit() {
+                Ok(submitted) if submitted > 0 => break,
+                Err(error) if matches!(error.raw_os_error(), Some(libc::EINTR | libc::EAGAIN | libc::EBUSY)) => {}
+                // Not submitted (the entry is still queued): the caller drops the ring.
+                _ => return None,
+            }
+        }
         let started = Instant::now();
         let result = loop {
             // The kernel flags a deferred completion in shared memory; `submit` then
             // enters with GETEVENTS, which runs it (no system call while none is there).
+            // A failed enter (a signal) is simply tried again.
             if ring.submission().taskrun() {
-                ring.submit()?;
+                let _ = ring.submit();
             }
             if let Some(completion) = ring.completion().next() {
                 break completion.result();
             }
             if started.elapsed() > POLL_FOR {
-                ring.submit_and_wait(1)?;
-                break ring.completion().next().expect("a completion after waiting for one").result();
+                let _ = ring.submit_and_wait(1);
+            } else {
+                // SAFETY: no arguments; gives the CPU to another runnable thread, if any.
+                unsafe { libc::sched_yield() };
             }
-            // SAFETY: no arguments; gives the CPU to another runnable thread, if any.
-            unsafe { libc::sched_yield() };
         };
         match result {
             read if read > 0 => done += read as usize,
-            0 => return Err(std::io::ErrorKind::UnexpectedEof.into()),
+            0 => return Some(Err(std::io::ErrorKind::UnexpectedEof.into())),
             error if error == -libc::EINTR || error == -libc::EAGAIN => {}
-            error => return Err(std::io::Error::from_raw_os_error(-error)),
+            error => return Some(Err(std::io::Error::from_raw_os_error(-error))),
         }
     }
-    Ok(())
+    Some(Ok(()))
 }
