@@ -64,7 +64,8 @@ impl<'a, R: Role> Live<'a, R> {
     /// the wake-up or the timeout, and returns without the lock.
     pub(super) fn wait(&mut self, on: WaitOn) {
         let state = self.state.take().expect("an actor waits holding the state lock");
-        // Owed before the wait (rare: an actor seldom maps pages and then waits).
+        // Given before the wait, still under the lock (rare: an actor seldom maps pages
+        // and then waits).
         self.wakes.give(self.shared);
         let condvar = match on {
             WaitOn::Evictors => &self.shared.evict_wanted,
