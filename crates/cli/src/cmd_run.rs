@@ -537,13 +537,16 @@ impl Summary {
                 "fault time",
                 format!(
                     "{:.1} µs per fault in the handlers: device reads {:.1} ({} reads of {:.1} µs), lock {:.1}, \
-                     install {:.1}, waiting for room {:.1}",
+                     install {:.1}, lock release and wake-ups {:.1}, waiting for pages on their way \
+                     out {:.1}, for room {:.1}",
                     per_fault(r.fault_handled_ns),
                     per_fault(r.fault_read_ns),
                     r.fault_reads,
                     r.fault_read_ns as f64 / 1e3 / r.fault_reads.max(1) as f64,
                     per_fault(r.fault_lock_wait_ns),
                     per_fault(r.fault_install_ns),
+                    per_fault(r.fault_unlock_ns),
+                    per_fault(r.fault_wait_ns),
                     per_fault(r.budget_wait_ns)
                 ),
             );

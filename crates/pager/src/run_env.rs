@@ -225,6 +225,12 @@ pub struct RunReport {
     pub fault_read_ns: u64,
     #[serde(default)]
     pub fault_install_ns: u64,
+    /// The releases of the pager's lock in faults (the wake-ups given then), and the
+    /// faults' pauses and waits for other actors (a page on its way out; not room).
+    #[serde(default)]
+    pub fault_unlock_ns: u64,
+    #[serde(default)]
+    pub fault_wait_ns: u64,
     #[serde(default)]
     pub budget_wait_ns: u64,
     pub uptime_ns: u64,

@@ -370,6 +370,8 @@ fn report(runtime: &Runtime, at_exit: bool) -> RunReport {
         faults_polled: stats.faults_polled,
         fault_read_ns: stats.fault_read_ns,
         fault_install_ns: stats.fault_install_ns,
+        fault_unlock_ns: stats.fault_unlock_ns,
+        fault_wait_ns: stats.fault_wait_ns,
         budget_wait_ns: stats.budget_wait_ns,
         uptime_ns: stats.uptime_ns,
         cpu_ns: znswap_pager::process_cpu_ns(),

@@ -4,7 +4,7 @@
 use std::cell::Cell;
 use std::sync::atomic::AtomicU64;
 
-use znswap_pager_core::{Fault, FaultKind, FaultShell, FaultTask, Next, ReadInto};
+use znswap_pager_core::{Fault, FaultKind, FaultShell, FaultTask, Next, ReadInto, WaitOn};
 
 use super::shell::{CpuTime, Live, Role};
 use super::*;
@@ -236,8 +236,18 @@ impl Shared {
         loop {
             match task.step(&mut shell) {
                 Next::Continue => {}
-                Next::Pause(pause) => Self::pause(pause),
-                Next::Wait(on) => shell.wait(on),
+                Next::Pause(pause) => {
+                    let started = Instant::now();
+                    Self::pause(pause);
+                    self.counters.fault_wait_ns.fetch_add(started.elapsed().as_nanos() as u64, Relaxed);
+                }
+                // Waits for room are counted apart (`budget_wait_ns`).
+                Next::Wait(WaitOn::Room) => shell.wait(WaitOn::Room),
+                Next::Wait(on) => {
+                    let started = Instant::now();
+                    shell.wait(on);
+                    self.counters.fault_wait_ns.fetch_add(started.elapsed().as_nanos() as u64, Relaxed);
+                }
                 Next::Resolved { ours } => {
                     debug_assert!(shell.holds_nothing());
                     if let Some(since) = task.room_wait_since_ns() {

@@ -117,8 +117,12 @@ impl<R: Role> Shell for Live<'_, R> {
     }
 
     fn unlock(&mut self) {
+        let started = R::FAULT.then(Instant::now);
         assert!(self.state.take().is_some(), "the state lock released but not held");
         self.wakes.give(self.shared);
+        if let Some(started) = started {
+            self.shared.counters.fault_unlock_ns.fetch_add(started.elapsed().as_nanos() as u64, Relaxed);
+        }
     }
 
     fn core(&mut self) -> &mut PagerCore {

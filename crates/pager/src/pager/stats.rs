@@ -90,6 +90,12 @@ pager_stats! {
     count fault_lock_wait_ns,
     count fault_read_ns,
     count fault_install_ns,
+    /// And the releases of the lock (the wake-ups given then: a woken thread on the
+    /// handler's CPU may run first, which is counted here too), and the pauses and
+    /// waits for other actors (a page on its way out; waits for room are
+    /// `budget_wait_ns`).
+    count fault_unlock_ns,
+    count fault_wait_ns,
     /// Device reads made for faults (one per fault that read, read-ahead included), and
     /// the handler threads' time on faults in all, from reading the event to the wake.
     count fault_reads,
@@ -140,6 +146,8 @@ pub(super) struct Counters {
     pub(super) fault_reads: AtomicU64,
     pub(super) faults_polled: AtomicU64,
     pub(super) fault_install_ns: AtomicU64,
+    pub(super) fault_unlock_ns: AtomicU64,
+    pub(super) fault_wait_ns: AtomicU64,
     pub(super) fault_cpu_ns: AtomicU64,
     pub(super) evictor_cpu_ns: AtomicU64,
     pub(super) io_cpu_ns: AtomicU64,
@@ -191,6 +199,8 @@ impl Shared {
             fault_handled_ns: c.fault_latency.sum(),
             faults_polled: c.faults_polled.load(Relaxed),
             fault_install_ns: c.fault_install_ns.load(Relaxed),
+            fault_unlock_ns: c.fault_unlock_ns.load(Relaxed),
+            fault_wait_ns: c.fault_wait_ns.load(Relaxed),
             fault_cpu_ns: c.fault_cpu_ns.load(Relaxed),
             evictor_cpu_ns: c.evictor_cpu_ns.load(Relaxed),
             io_cpu_ns: c.io_cpu_ns.load(Relaxed),
