@@ -66,6 +66,7 @@ struct PagerCoverage {
     unparks_copied: u64,
     parked_copied_back: u64,
     discarded_parked: u64,
+    discarded_parking: u64,
     zones_held_max: u64,
     resets_deferred: u64,
 }
@@ -148,6 +149,7 @@ pub fn dst(request: &PagerDstRequest) -> Result<bool> {
         coverage.unparks_copied += c.unparks_copied;
         coverage.parked_copied_back += c.parked_copied_back;
         coverage.discarded_parked += c.discarded_parked;
+        coverage.discarded_parking += c.discarded_parking;
         coverage.program_discards_under_lock += c.program_discards_under_lock;
         coverage.zones_held_max = coverage.zones_held_max.max(report.zones_held_max);
         coverage.resets_deferred += report.resets_deferred;
@@ -212,6 +214,7 @@ pub fn dst(request: &PagerDstRequest) -> Result<bool> {
             ("  pages discarded while poisoned", coverage.discarded_poisoned),
             ("  pages discarded while Removed (untouched since)", coverage.discarded_removed),
             ("  pages discarded while parked", coverage.discarded_parked),
+            ("    of them before their move was settled", coverage.discarded_parking),
             ("program discards zapped under the state lock", coverage.program_discards_under_lock),
             ("accesses between a discard's event and zap", coverage.window_accesses),
             ("pages zapped from under the pager", coverage.zapped_under_core),

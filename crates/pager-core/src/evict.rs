@@ -50,6 +50,9 @@ struct Victim {
     zero: bool,
     /// The move to the shadow was done.
     parked: bool,
+    /// Its move was settled (`PagerCore::park_settle`): parked, or gone with the
+    /// program's discard; the hand-over passes it by.
+    settled: bool,
 }
 
 /// One evictor's round: the victims picked and the ranges to write-protect outside the
@@ -93,17 +96,14 @@ impl EvictRound {
         victim.shadow.map(|shadow| (victim.address, shadow))
     }
 
-    /// What became of victim `index`'s move. One the kernel refused (shared with a
-    /// fork's child, its shadow page not yet discarded) is write-protected in place
-    /// instead, by a range of its own.
+    /// What became of victim `index`'s move (settled by `PagerCore::park_settle`).
     pub fn park_done(&mut self, index: usize, outcome: ParkOutcome) {
-        let victim = &mut self.victims[index];
-        victim.parked = outcome == ParkOutcome::Moved;
-        if outcome == ParkOutcome::Refused {
-            let end = victim.address + PAGE_BYTES as u64;
-            victim.range = Some(self.ranges.len() as u32);
-            self.ranges.push(ProtectRange { start: victim.address, end, protected: false });
-        }
+        self.victims[index].parked = outcome == ParkOutcome::Moved;
+    }
+
+    /// Whether the round has victims to park.
+    pub fn parks(&self) -> bool {
+        self.victims.iter().any(|victim| victim.shadow.is_some())
     }
 
     /// Whether the round has anything to do outside the lock, or to hand over.
@@ -126,9 +126,6 @@ pub enum ParkOutcome {
     Moved,
     /// The kernel would not move it.
     Refused,
-    /// Not moved: no longer the round's victim (the program discarded it since the pick,
-    /// and it may have been mapped again, as zeroes).
-    Gone,
 }
 
 /// An address range laid out as `struct iovec`, so the shell can hand a batch of them to
@@ -161,18 +158,6 @@ impl DiscardBatch {
 }
 
 impl PagerCore {
-    /// Whether victim `index` of `round` is still the round's to park: asked under the
-    /// state lock, in the same hold as its move, so that no discard of the program's (and
-    /// no fault mapping the page again after it) comes between the two. A move from
-    /// outside the lock could take a page mapped again since, with the program's new
-    /// data, and the hand-over would then drop it as a stale copy (found by the pager
-    /// DST).
-    pub fn park_wanted(&self, round: &EvictRound, index: usize) -> bool {
-        let victim = &round.victims[index];
-        self.same_region(victim.owner, victim.generation)
-            && self.state(victim.owner, victim.page) == (PageState::Parking { by: round.id })
-    }
-
     /// Whether an evictor has pages to evict: the resident set, less what is already on
     /// its way out, is above the low watermark (a batch below the budget), and an out
     /// handle is free. Eviction starts below the budget, as kswapd works between
@@ -343,6 +328,7 @@ impl PagerCore {
                         range: None,
                         zero: false,
                         parked: false,
+                        settled: false,
                     });
                 }
                 PageState::Resident if direct_room > 0 => {
@@ -361,6 +347,7 @@ impl PagerCore {
                         range: Some(round.ranges.len() as u32 - 1),
                         zero: false,
                         parked: false,
+                        settled: false,
                     });
                 }
                 // Passed over: the round wants none of its kind.
@@ -372,6 +359,7 @@ impl PagerCore {
                 PageState::Poisoned
                 | PageState::Removed
                 | PageState::Parking { .. }
+                | PageState::ParkingRemoved
                 | PageState::Parked
                 | PageState::WritingParked => open = false,
                 PageState::Unmapped | PageState::Dropping => {}
@@ -382,6 +370,46 @@ impl PagerCore {
         // With nothing to do outside the lock there is no hand-over: the round ends here.
         self.round_in_flight = round.needs_hand_over();
         (round.victims.is_empty() && round.writes == 0).then_some(Pause::Micros(NOTHING_PICKED_PAUSE_US))
+    }
+
+    /// The round's moves are done (outside the lock): settles each victim to park, before
+    /// anything reads or protects victims. Moved: parked (on the inactive list). Refused
+    /// by the kernel (shared with a fork's child, its shadow page not yet discarded):
+    /// evicted in place as the CLOCK's victims are, write-protected by a range of its
+    /// own. Discarded by the program meanwhile (`ParkingRemoved`): what the move took,
+    /// if anything, is the old data and goes; the page is the program's zero page. Until
+    /// now faults on these pages waited: where their bytes are is known from here on.
+    pub fn park_settle(&mut self, round: &mut EvictRound) {
+        for victim in round.victims.iter_mut() {
+            if victim.shadow.is_none() || !self.same_region(victim.owner, victim.generation) {
+                continue;
+            }
+            let (owner, page) = (victim.owner, victim.page);
+            match self.state(owner, page) {
+                PageState::ParkingRemoved => {
+                    if victim.parked {
+                        self.drop_shadow_copy(owner, page);
+                    }
+                    self.set_state(owner, page, PageState::Removed);
+                    victim.settled = true;
+                }
+                PageState::Parking { by } if by == round.id && victim.parked => {
+                    self.set_state(owner, page, PageState::Parked);
+                    self.parked.push_back(crate::park::ParkedPage { owner, page });
+                    self.stats.pages_parked += 1;
+                    victim.settled = true;
+                }
+                PageState::Parking { by } if by == round.id => {
+                    self.stats.park_refused += 1;
+                    self.set_state(owner, page, PageState::Evicting { by });
+                    victim.shadow = None;
+                    victim.range = Some(round.ranges.len() as u32);
+                    let end = victim.address + PAGE_BYTES as u64;
+                    round.ranges.push(ProtectRange { start: victim.address, end, protected: false });
+                }
+                other => unreachable!("{owner}:{page}: a victim to park became {other:?} before its move was settled"),
+            }
+        }
     }
 
     /// Hands the victims not written since their pick to the engine (the I/O thread's
@@ -396,8 +424,8 @@ impl PagerCore {
         assert!(self.round_in_flight, "a hand-over without a round in flight");
         self.round_in_flight = false;
         for index in 0..round.victims.len() {
-            let Victim { owner, page, address, generation, handle, range, zero, shadow, parked } = round.victims[index];
-            let park = shadow.is_some();
+            let Victim { owner, page, address, generation, handle, range, zero, shadow, settled, .. } =
+                round.victims[index];
             if handle.is_some() {
                 self.out_evicting -= 1;
             }
@@ -407,32 +435,16 @@ impl PagerCore {
                 }
                 continue;
             }
-            let state = self.state(owner, page);
-            if park {
-                if state != (PageState::Parking { by: round.id }) {
-                    // Faults on it waited for this hand-over, so only the program's
-                    // discard took it meanwhile (it may have been mapped again since, as
-                    // zeroes): the copy the move left at the shadow goes.
-                    if parked {
-                        self.drop_shadow_copy(owner, page);
-                    }
-                    continue;
-                }
-                if parked {
-                    self.set_state(owner, page, PageState::Parked);
-                    self.parked.push_back(crate::park::ParkedPage { owner, page });
-                    self.stats.pages_parked += 1;
-                    continue;
-                }
-                // Refused: evicted in place, as a victim of the CLOCK of before.
-                self.stats.park_refused += 1;
+            if settled {
+                continue;
             }
+            assert!(shadow.is_none(), "{owner}:{page}: a victim to park handed over before its move was settled");
+            let state = self.state(owner, page);
             let protected = range.is_some_and(|range| round.ranges[range as usize].protected);
             // Written (and unprotected by its fault) since it was picked, perhaps picked
             // again by another round since; or (never for a live region) not protected;
             // or (a refused page to park) no handle is free: keep it.
-            let picked = if park { PageState::Parking { by: round.id } } else { PageState::Evicting { by: round.id } };
-            let written = state != picked;
+            let written = state != (PageState::Evicting { by: round.id });
             let handle = match handle {
                 Some(handle) => Some(handle),
                 None if !written && protected => self.out_free.pop(),

@@ -184,9 +184,9 @@ impl PagerCore {
             }
         }
         let state = self.state(owner, page);
-        if let PageState::Parking { .. } = state {
-            // Being moved out, or write-protected where it could not be: where its bytes
-            // are is known at the round's hand-over, soon.
+        if state.awaits_settling() {
+            // Being moved out (outside the lock), perhaps discarded since: where its bytes
+            // are is known once the round's moves are settled, soon.
             return FaultStep::Again(Pause::Yield);
         }
         if state == PageState::Poisoned && matches!(fault.kind, FaultKind::Sigbus { .. }) {
@@ -380,7 +380,7 @@ impl PagerCore {
                 self.parked_fault(owner, page, write, now, actions);
                 return FaultStep::Done;
             }
-            PageState::Parking { .. } => unreachable!("answered in `fault`"),
+            PageState::Parking { .. } | PageState::ParkingRemoved => unreachable!("answered in `fault`"),
             // Mapped, so a stale event; unless the program's discard zapped it since it
             // was mapped (then it reads zero): the kernel tells which.
             PageState::Resident

@@ -35,8 +35,7 @@
 //! - **The evictor**: [`PagerCore::evictor_work`] says whether to discard, evict or
 //!   sleep. Discard: [`PagerCore::discard_take`], `MADV_DONTNEED` of the batch's ranges
 //!   outside the lock, [`PagerCore::discard_done`]. Evict: [`PagerCore::evict_pick`],
-//!   then each victim to park moved in a lock hold of its own if
-//!   [`PagerCore::park_wanted`], then outside the lock write-protect the round's ranges
+//!   then outside the lock move each victim to park, write-protect the round's ranges
 //!   and look for all-zero victims, then [`PagerCore::evict_hand_over`]; `mappings` is held from the pick to
 //!   the hand-over (a victim's region stays mapped), and one round is in flight at a
 //!   time.
@@ -696,7 +695,7 @@ impl PagerCore {
                     PageState::Dropping => matches!(engine, Engine::Zero | Engine::Swapped { .. } | Engine::Lost),
                     PageState::Poisoned => engine == Engine::Lost,
                     // Discarded: nothing kept.
-                    PageState::Removed => engine == Engine::Zero,
+                    PageState::Removed | PageState::ParkingRemoved => engine == Engine::Zero,
                 };
                 assert!(agrees, "page {owner}:{page} is {state:?} for the pager but {engine:?} for the engine");
                 resident += state.is_resident() as u64;

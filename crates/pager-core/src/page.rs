@@ -24,10 +24,18 @@ pub enum PageState {
     /// the page as all zero).
     Evicting { by: u8 },
     /// Picked by evictor round `by` to be parked: moved out of the program's reach
-    /// (`UFFDIO_MOVE` to its shadow page, one lock hold each), or, where the kernel refuses
-    /// the move (a page shared with a fork's child), write-protected instead. Either way
-    /// where its bytes are is only known at the hand-over: a fault on it waits for that.
+    /// (`UFFDIO_MOVE` to its shadow page, outside the state lock), or, where the kernel
+    /// refuses the move (a page shared with a fork's child), evicted in place as the
+    /// round's `Evicting` victim. Either way where its bytes are is only known once the
+    /// round's moves are settled (`PagerCore::park_settle`): a fault on it waits for that.
     Parking { by: u8 },
+    /// A `Parking` page the program discarded before its round's hand-over. The move
+    /// runs outside the state lock, so it may come before the kernel's zap (it took the
+    /// old data to the shadow page) or after it (it found nothing): a fault on it still
+    /// waits for the moves to be settled, so no page the program maps and writes after
+    /// the zap can be taken by the move. The settling drops what the move took and
+    /// makes it `Removed`.
+    ParkingRemoved,
     /// On the inactive list: moved to its shadow page, out of the program's reach and
     /// still in memory. A touch (read or write) is a missing fault that moves it back
     /// (no device I/O) and marks it referenced: the pager sees reads. The oldest parked
@@ -80,6 +88,7 @@ impl PageState {
             PageState::Removed => 6,
             PageState::Parked => 7,
             PageState::WritingParked => 8,
+            PageState::ParkingRemoved => 9,
             PageState::Evicting { by } => {
                 assert!(by < ROUNDS_MAX, "evictor round {by} beyond a page byte's");
                 EVICTING + by
@@ -102,6 +111,7 @@ impl PageState {
             6 => PageState::Removed,
             7 => PageState::Parked,
             8 => PageState::WritingParked,
+            9 => PageState::ParkingRemoved,
             by if (EVICTING..PARKING).contains(&by) => PageState::Evicting { by: by - EVICTING },
             by if by >= PARKING && by - PARKING < ROUNDS_MAX => PageState::Parking { by: by - PARKING },
             other => panic!("page byte {other} names no state"),
@@ -128,6 +138,13 @@ impl PageState {
     /// nothing mapped at its own.
     pub fn is_parked(self) -> bool {
         matches!(self, PageState::Parking { .. } | PageState::Parked | PageState::WritingParked)
+    }
+
+    /// Whether a fault on it waits for its round's moves to be settled
+    /// (`PagerCore::park_settle`): where its bytes are (here, at the shadow, or gone with
+    /// the program's discard) is known then.
+    pub fn awaits_settling(self) -> bool {
+        matches!(self, PageState::Parking { .. } | PageState::ParkingRemoved)
     }
 
     /// Whether the pager moves a page from `self` to `to`. Every change of a page's
@@ -174,9 +191,7 @@ impl PageState {
             | (Resident, Parking { .. })
             // Moved to its shadow page.
             | (Parking { .. }, Parked)
-            // Refused by the move, write-protected instead: as an evicting victim (handed
-            // over, all zero, or kept).
-            | (Parking { .. }, Writing | Dropping | Resident)
+            // (Refused by the move: evicted in place, as its round's evicting victim; below.)
             // A touch moved it back.
             | (Parked, Referenced)
             // Its turn came: handed to the engine where it is.
@@ -187,8 +202,12 @@ impl PageState {
             // Written out: its shadow page awaits the discard.
             | (WritingParked, Dropping)
             // The program discarded it: its shadow page is discarded too.
-            | (Parking { .. } | Parked | WritingParked, Removed)
-        )
+            | (Parked | WritingParked, Removed)
+            // The program discarded it while the move may be under way: it is the
+            // program's zero page once the hand-over dropped what the move took.
+            | (Parking { .. }, ParkingRemoved)
+            | (ParkingRemoved, Removed)
+        ) || matches!((self, to), (Parking { by: parking }, Evicting { by: evicting }) if parking == evicting)
     }
 }
 
@@ -197,7 +216,7 @@ mod tests {
     use super::PageState::{self, *};
     use super::ROUNDS_MAX;
 
-    const ALL: [PageState; 14] = [
+    const ALL: [PageState; 15] = [
         Unmapped,
         Resident,
         Referenced,
@@ -212,6 +231,7 @@ mod tests {
         Parked,
         WritingParked,
         Parking { by: 2 },
+        ParkingRemoved,
     ];
 
     #[test]
@@ -246,6 +266,12 @@ mod tests {
             }
         }
         assert!(!Dropping.may_become(Removed), "a page awaiting the pager's discard stays Dropping");
+        // A page whose move may be under way is never mapped before its hand-over.
+        for to in ALL {
+            if ParkingRemoved.may_become(to) {
+                assert_eq!(to, Removed);
+            }
+        }
         // A parked page is mapped again only by the touch that moves or copies it back
         // (as referenced), and leaves memory only through its discard.
         for parked in [Parked, WritingParked] {
@@ -259,7 +285,7 @@ mod tests {
     fn every_state_survives_its_byte_and_unmapped_is_zero() {
         assert_eq!(Unmapped.to_byte(), 0);
         let mut states =
-            vec![Unmapped, Resident, Referenced, Writing, Dropping, Poisoned, Removed, Parked, WritingParked];
+            vec![Unmapped, Resident, Referenced, Writing, Dropping, Poisoned, Removed, Parked, WritingParked, ParkingRemoved];
         states.extend((0..ROUNDS_MAX).map(|by| Evicting { by }));
         states.extend((0..ROUNDS_MAX).map(|by| Parking { by }));
         let mut bytes: Vec<u8> = states.iter().map(|state| state.to_byte()).collect();

@@ -92,10 +92,17 @@ impl PagerCore {
                         self.set_state(owner, page, PageState::Removed);
                         self.stats.resident_pages -= 1;
                     }
-                    PageState::Parking { .. } | PageState::WritingParked => {
+                    PageState::WritingParked => {
                         self.set_state(owner, page, PageState::Removed);
                         self.stats.resident_pages -= 1;
                     }
+                    // Its move may be under way (outside the lock): its faults wait until
+                    // the moves are settled, which drops what the move took.
+                    PageState::Parking { .. } => {
+                        self.set_state(owner, page, PageState::ParkingRemoved);
+                        self.stats.resident_pages -= 1;
+                    }
+                    PageState::ParkingRemoved => {}
                 }
             }
             // Every slot the range held is invalid now (a swap-cached one, a swap-out's).
@@ -143,7 +150,7 @@ impl PagerCore {
             (PageState::Resident | PageState::Referenced | PageState::Evicting { .. } | PageState::Writing, _) => {
                 ChildPage::Zero
             }
-            (PageState::Removed, _) => ChildPage::Zero,
+            (PageState::Removed | PageState::ParkingRemoved, _) => ChildPage::Zero,
             // Nothing mapped here in the child either: its copy of the shadow page (a
             // private mapping, inherited) holds the page as at the fork.
             (PageState::Parking { .. } | PageState::Parked | PageState::WritingParked, _) => {

@@ -169,6 +169,8 @@ pub struct Coverage {
     pub unparks_copied: u64,
     pub parked_copied_back: u64,
     pub discarded_parked: u64,
+    /// Of them, pages whose move was still to be settled (`ParkingRemoved`).
+    pub discarded_parking: u64,
 }
 
 /// The program's discard in flight: its REMOVE event queued, then read (the zap to come).
@@ -1430,9 +1432,11 @@ impl World {
                 PageState::Dropping => self.coverage.discarded_dropping += 1,
                 PageState::Poisoned => self.coverage.discarded_poisoned += 1,
                 PageState::Removed => self.coverage.discarded_removed += 1,
-                PageState::Parking { .. } | PageState::Parked | PageState::WritingParked => {
-                    self.coverage.discarded_parked += 1
+                PageState::Parking { .. } | PageState::ParkingRemoved => {
+                    self.coverage.discarded_parked += 1;
+                    self.coverage.discarded_parking += 1;
                 }
+                PageState::Parked | PageState::WritingParked => self.coverage.discarded_parked += 1,
             }
         }
     }
@@ -1662,6 +1666,9 @@ impl World {
                         }
                         // Here or at the shadow, as far as the move went.
                         PageState::Parking { .. } => pte.mapped || region.shadow[page].mapped,
+                        // Discarded, its move perhaps under way: after the zap nothing is
+                        // here (its faults wait for the hand-over).
+                        PageState::ParkingRemoved => !pte.mapped && !pte.poisoned,
                     };
                 // A clean page whose slot is its swap cache must fault on its first write.
                 let cache_guarded = !(writable && matches!(engine, EnginePage::SwapCached { .. }));
