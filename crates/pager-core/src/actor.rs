@@ -12,7 +12,8 @@
 //! ```text
 //!  evictor:  Check ──Sleep──> Wait(Evictors)            (lock held into the wait)
 //!              │ ├──Discard──> Discard(Take → Madvise → Done) ──> Check
-//!              │ └──Evict────> Park(victims) → Protect(range 0..n) → ZeroCheck → HandOver ──> Check
+//!              │ └──Evict────> Park(a move a step; settled under the lock) → Protect(range 0..n)
+//!              │                 → ZeroCheck → HandOver ──> Check
 //!  fault:    Call ──Read──> Read → ReadDone ──> resolved / Call
 //!              ├──ZeroFill (under the same lock hold) ──> resolved
 //!              ├──WaitRoom──> Discard(Take → Madvise → Done) ──> Call, or Wait(Room)
@@ -284,7 +285,8 @@ impl Evictor {
                 self.phase = match victim {
                     Some(victim) => {
                         let (address, shadow) = self.round.victim_to_park(victim).expect("a victim to park");
-                        let outcome = if shell.park(address, shadow) { ParkOutcome::Moved } else { ParkOutcome::Refused };
+                        let outcome =
+                            if shell.park(address, shadow) { ParkOutcome::Moved } else { ParkOutcome::Refused };
                         self.round.park_done(victim, outcome);
                         EvictorPhase::Park { pause, next: victim + 1 }
                     }

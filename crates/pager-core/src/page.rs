@@ -284,8 +284,18 @@ mod tests {
     #[test]
     fn every_state_survives_its_byte_and_unmapped_is_zero() {
         assert_eq!(Unmapped.to_byte(), 0);
-        let mut states =
-            vec![Unmapped, Resident, Referenced, Writing, Dropping, Poisoned, Removed, Parked, WritingParked, ParkingRemoved];
+        let mut states = vec![
+            Unmapped,
+            Resident,
+            Referenced,
+            Writing,
+            Dropping,
+            Poisoned,
+            Removed,
+            Parked,
+            WritingParked,
+            ParkingRemoved,
+        ];
         states.extend((0..ROUNDS_MAX).map(|by| Evicting { by }));
         states.extend((0..ROUNDS_MAX).map(|by| Parking { by }));
         let mut bytes: Vec<u8> = states.iter().map(|state| state.to_byte()).collect();
