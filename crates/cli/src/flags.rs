@@ -87,10 +87,11 @@ pub struct FaultFlags {
     /// turn comes are written out, with no write-protect fault on the program's path.
     /// Part of the budget, not added to it. Needs Linux 6.8. Off by default: each touch
     /// costs a fault round trip where the kernel's accessed bit is free, and each park a
-    /// move (a TLB flush) under the pager's lock. Measured, same minutes, alternating:
-    /// redis 1 GiB in 256 MiB with 8M: 4-8 % fewer swap-ins, +6 to +12 % ops/s, p99 up to
-    /// 1.2x higher; memcached ETC 128 MiB in 64 MiB with 2M: 10-15 % fewer swap-ins,
-    /// ops/s within the noise, p99 1.4x higher; with 8M, -10 % ops/s.
+    /// move, a TLB flush that interrupts the program's other CPUs. Measured, same minutes,
+    /// alternating: redis 1 GiB in 256 MiB with 8M: 3-6 % fewer swap-ins, 0.06
+    /// write-protect faults per operation instead of 0.17, +7 and +17 % ops/s, p99 1.12
+    /// and 1.17x higher; memcached ETC 128 MiB in 64 MiB with 2M: 10-13 % fewer swap-ins,
+    /// ops/s +5 and 0 %, p99 1.45x higher; with 8M, -10 % ops/s.
     #[arg(long, value_name = "SIZE", default_value = "0", value_parser = size)]
     pub park: u64,
 }
