@@ -29,7 +29,7 @@ pub enum PageState {
     /// round's `Evicting` victim. Either way where its bytes are is only known once the
     /// round's moves are settled (`PagerCore::park_settle`): a fault on it waits for that.
     Parking { by: u8 },
-    /// A `Parking` page the program discarded before its round's hand-over. The move
+    /// A `Parking` page the program discarded before its round's moves were settled. The move
     /// runs outside the state lock, so it may come before the kernel's zap (it took the
     /// old data to the shadow page) or after it (it found nothing): a fault on it still
     /// waits for the moves to be settled, so no page the program maps and writes after
@@ -204,7 +204,7 @@ impl PageState {
             // The program discarded it: its shadow page is discarded too.
             | (Parked | WritingParked, Removed)
             // The program discarded it while the move may be under way: it is the
-            // program's zero page once the hand-over dropped what the move took.
+            // program's zero page once the settling dropped what the move took.
             | (Parking { .. }, ParkingRemoved)
             | (ParkingRemoved, Removed)
         ) || matches!((self, to), (Parking { by: parking }, Evicting { by: evicting }) if parking == evicting)
@@ -266,7 +266,7 @@ mod tests {
             }
         }
         assert!(!Dropping.may_become(Removed), "a page awaiting the pager's discard stays Dropping");
-        // A page whose move may be under way is never mapped before its hand-over.
+        // A page whose move may be under way is never mapped before the settling.
         for to in ALL {
             if ParkingRemoved.may_become(to) {
                 assert_eq!(to, Removed);

@@ -1667,7 +1667,7 @@ impl World {
                         // Here or at the shadow, as far as the move went.
                         PageState::Parking { .. } => pte.mapped || region.shadow[page].mapped,
                         // Discarded, its move perhaps under way: after the zap nothing is
-                        // here (its faults wait for the hand-over).
+                        // here (its faults wait for the settling).
                         PageState::ParkingRemoved => !pte.mapped && !pte.poisoned,
                     };
                 // A clean page whose slot is its swap cache must fault on its first write.
