@@ -27,8 +27,14 @@ pub trait Storage: Send + Sync {
     fn read_data(&self, zone: u32, offset_lbas: u64, data: &mut [u8]) -> std::io::Result<()>;
     /// Stores `metadata` for the LBAs starting at `offset_lbas`, or zeroes for
     /// `len_lbas` LBAs when `None`. Only called when the geometry has metadata.
-    fn write_metadata(&self, zone: u32, offset_lbas: u64, len_lbas: u64, metadata: Option<&[u8]>);
-    fn read_metadata(&self, zone: u32, offset_lbas: u64, metadata: &mut [u8]);
+    fn write_metadata(
+        &self,
+        zone: u32,
+        offset_lbas: u64,
+        len_lbas: u64,
+        metadata: Option<&[u8]>,
+    ) -> std::io::Result<()>;
+    fn read_metadata(&self, zone: u32, offset_lbas: u64, metadata: &mut [u8]) -> std::io::Result<()>;
     /// Records a zone's new state (persistent stores write it through).
     fn persist_zone(&self, zone: u32, state: ZoneState);
     /// Records a zone's counters (bytes written, bytes read, writes, appends, reads,
@@ -143,7 +149,9 @@ impl<S: Storage> EmulatedDevice<S> {
         }
         .map_err(|error| ZoneError::io(what, error))?;
         if self.geometry.metadata_bytes != 0 {
-            self.storage.write_metadata(zone, offset_lbas, len_lbas, metadata);
+            self.storage
+                .write_metadata(zone, offset_lbas, len_lbas, metadata)
+                .map_err(|error| ZoneError::io(what, error))?;
         }
         self.counters[zone as usize].count_write(len, at_offset_lbas.is_none());
         Ok(offset_lbas)
@@ -209,7 +217,9 @@ impl<S: Storage> ZonedDevice for EmulatedDevice<S> {
         if let Some(metadata) = metadata {
             let valid_metadata = (valid_lbas * geometry.metadata_bytes as u64) as usize;
             if valid_metadata > 0 {
-                self.storage.read_metadata(zone, offset_lbas, &mut metadata[..valid_metadata]);
+                self.storage
+                    .read_metadata(zone, offset_lbas, &mut metadata[..valid_metadata])
+                    .map_err(|e| ZoneError::io("read", e))?;
             }
             metadata[valid_metadata..].fill(0);
         }

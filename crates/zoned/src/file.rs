@@ -2,10 +2,13 @@
 //!
 //! A regular file (sparse) or a block device holds a header, a zone table, the per-LBA
 //! metadata and the zones' data; `docs/device-file.md` draws the
-//! bytes. The header, zone table and metadata (the *control area*, before
-//! `data_offset`) are memory-mapped, so a write-pointer update costs a store rather than
-//! a system call; the data goes through `pread`/`pwrite`, with `O_DIRECT` when the file
-//! system accepts it, so the page cache does not flatter the figures.
+//! bytes. The header and zone table (the *control area*, before `metadata_offset`) are
+//! memory-mapped, so a write-pointer update costs a store rather than a system call. The
+//! per-LBA metadata goes through `pread`/`pwrite` (buffered): mapped, the records a
+//! swap-out writes (16 B a page) stayed resident in the process that drives the device,
+//! the program itself under `znswap run`, growing with the device to 4 MiB per GiB of
+//! it. The data goes through `pread`/`pwrite`, with `O_DIRECT` when the file system
+//! accepts it, so the page cache does not flatter the figures.
 //!
 //! Close and reopen keep every zone's condition, write pointer, data, metadata and
 //! counters; zones that were open come back Closed, as after a power cycle. The file is
@@ -188,8 +191,7 @@ struct ControlMap {
     len: usize,
 }
 
-// SAFETY: the mapping lives as long as the struct; all access goes through atomics
-// (zone table) or disjoint ranges reserved under the zone-table lock (metadata).
+// SAFETY: the mapping lives as long as the struct; all access goes through atomics.
 unsafe impl Send for ControlMap {}
 unsafe impl Sync for ControlMap {}
 
@@ -218,12 +220,6 @@ impl ControlMap {
         // SAFETY: in bounds, 8-byte aligned (the map is page aligned), only ever accessed
         // atomically.
         unsafe { &*(self.base.add(byte_offset as usize) as *const AtomicU64) }
-    }
-
-    fn bytes(&self, offset: u64, len: usize) -> *mut u8 {
-        assert!(offset as usize + len <= self.len);
-        // SAFETY: in bounds by the assertion.
-        unsafe { self.base.add(offset as usize) }
     }
 
     fn sync(&self) -> std::io::Result<()> {
@@ -325,24 +321,32 @@ impl Storage for FileStorage {
         self.buffered.read_exact_at(data, position)
     }
 
-    fn write_metadata(&self, zone: u32, offset_lbas: u64, len_lbas: u64, metadata: Option<&[u8]>) {
-        let len = (len_lbas * self.geometry.metadata_bytes as u64) as usize;
-        let target = self.control.bytes(self.metadata_offset(zone, offset_lbas), len);
-        // SAFETY: the range belongs to LBAs this writer reserved under the zone-table lock,
-        // so no other writer touches it concurrently.
-        unsafe {
-            match metadata {
-                Some(source) => std::ptr::copy_nonoverlapping(source.as_ptr(), target, len),
-                None => std::ptr::write_bytes(target, 0, len),
+    fn write_metadata(
+        &self,
+        zone: u32,
+        offset_lbas: u64,
+        len_lbas: u64,
+        metadata: Option<&[u8]>,
+    ) -> std::io::Result<()> {
+        let position = self.metadata_offset(zone, offset_lbas);
+        match metadata {
+            Some(metadata) => self.buffered.write_all_at(metadata, position),
+            None => {
+                static ZEROES: [u8; 4096] = [0; 4096];
+                let len = len_lbas * self.geometry.metadata_bytes as u64;
+                let mut done = 0;
+                while done < len {
+                    let piece = (len - done).min(ZEROES.len() as u64);
+                    self.buffered.write_all_at(&ZEROES[..piece as usize], position + done)?;
+                    done += piece;
+                }
+                Ok(())
             }
         }
     }
 
-    fn read_metadata(&self, zone: u32, offset_lbas: u64, metadata: &mut [u8]) {
-        let source = self.control.bytes(self.metadata_offset(zone, offset_lbas), metadata.len());
-        // SAFETY: in bounds (checked by `bytes`); a concurrent writer of the same LBAs would
-        // be a host bug, as on real hardware.
-        unsafe { std::ptr::copy_nonoverlapping(source, metadata.as_mut_ptr(), metadata.len()) };
+    fn read_metadata(&self, zone: u32, offset_lbas: u64, metadata: &mut [u8]) -> std::io::Result<()> {
+        self.buffered.read_exact_at(metadata, self.metadata_offset(zone, offset_lbas))
     }
 
     fn persist_zone(&self, zone: u32, state: ZoneState) {
@@ -525,7 +529,7 @@ impl FileDevice {
         } else {
             None
         };
-        let control = ControlMap::new(&file, layout.data_offset as usize, path)?;
+        let control = ControlMap::new(&file, layout.metadata_offset as usize, path)?;
         let reads_wait = direct_io::reads_wait(&file);
         let storage = FileStorage {
             path: path.into(),

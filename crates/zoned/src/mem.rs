@@ -72,7 +72,13 @@ impl Storage for MemStorage {
         Ok(())
     }
 
-    fn write_metadata(&self, zone: u32, offset_lbas: u64, len_lbas: u64, metadata: Option<&[u8]>) {
+    fn write_metadata(
+        &self,
+        zone: u32,
+        offset_lbas: u64,
+        len_lbas: u64,
+        metadata: Option<&[u8]>,
+    ) -> std::io::Result<()> {
         let start = offset_lbas as usize * self.metadata_bytes;
         let len = len_lbas as usize * self.metadata_bytes;
         let mut guard = self.zone_write(zone);
@@ -81,14 +87,16 @@ impl Storage for MemStorage {
             Some(metadata) => target.copy_from_slice(metadata),
             None => target.fill(0),
         }
+        Ok(())
     }
 
-    fn read_metadata(&self, zone: u32, offset_lbas: u64, metadata: &mut [u8]) {
+    fn read_metadata(&self, zone: u32, offset_lbas: u64, metadata: &mut [u8]) -> std::io::Result<()> {
         let start = offset_lbas as usize * self.metadata_bytes;
         match &*self.zone_read(zone) {
             Some(bytes) => metadata.copy_from_slice(&bytes.metadata[start..start + metadata.len()]),
             None => metadata.fill(0),
         }
+        Ok(())
     }
 
     fn persist_zone(&self, _zone: u32, _state: ZoneState) {}
