@@ -419,7 +419,12 @@ impl PagerCore {
             self.stats.budget_overruns += 1;
             if !self.swap_full_said {
                 self.swap_full_said = true;
-                self.notice = Some(if waited_long { Notice::RoomTooSlow } else { Notice::SwapFull });
+                let swap = self.engine.swap_inf();
+                self.notice = Some(if waited_long {
+                    Notice::RoomTooSlow { empty_zones: swap.free_zones, zones: swap.num_zones }
+                } else {
+                    Notice::SwapFull
+                });
             }
         }
         if state == PageState::Removed {
@@ -485,6 +490,7 @@ impl PagerCore {
                 if let Some(entry) = self.readahead.lookup(address, zone_generation) {
                     // Read ahead by an earlier fault: no device read.
                     self.serve_from_cache(owner, page, io, entry, write, now, actions);
+                    self.refaulted(owner, page);
                     self.serve_around(owner, page, address, write, now, actions);
                     return FaultStep::Done;
                 }
@@ -550,6 +556,7 @@ impl PagerCore {
         match outcome {
             ReadOutcome::SwappedIn { cached } => {
                 self.install_swapped_in(owner, page, write, cached, from, now, actions);
+                self.refaulted(owner, page);
                 FaultStep::Done
             }
             ReadOutcome::Failed => {

@@ -492,3 +492,44 @@ fn lifetime_on_a_small_device_shares_gc_streams() {
     assert_eq!(core(3).engine().derived().gc_streams, 2);
     assert_eq!(core(2).engine().derived().gc_streams, 1);
 }
+
+/// A page swapped back in soon after it left (fewer evictions ago than pages resident)
+/// survives two more passes of the hand unreferenced than one that came back late: the
+/// refault distance stands in for the reads of resident pages the pager cannot see.
+#[test]
+fn a_page_back_soon_after_its_eviction_outlives_one_back_late() {
+    let mut h = Harness::new();
+    h.swap_out_all(48);
+    // Page 0 left about 48 evictions ago, more than there are pages resident: late.
+    h.fault(0, FaultKind::Missing { write: false }, false);
+    assert_eq!(h.core.stats().refault_activations, 0, "page 0 came back late");
+    // Page 47 left a few evictions ago: soon.
+    h.fault(47, FaultKind::Missing { write: false }, false);
+    assert_eq!(h.core.stats().refault_activations, 1, "page 47 came back soon");
+    assert_eq!((h.state(0), h.state(47)), (PageState::Referenced, PageState::Referenced));
+    let mut rounds = 0;
+    while h.state(0) != PageState::Unmapped {
+        let _ = h.core.evictor_work();
+        let mut round = h.pick();
+        h.hand_over(&mut round);
+        h.run_io();
+        h.pager_discard();
+        rounds += 1;
+        assert!(rounds < 64, "page 0 never evicted");
+    }
+    assert_ne!(h.state(47), PageState::Unmapped, "page 47 went with page 0");
+    while h.state(47) != PageState::Unmapped {
+        for page in 1..47 {
+            if h.state(page) == PageState::Unmapped && h.core.stats().resident_pages < 30 {
+                h.fault(page, FaultKind::Missing { write: false }, false);
+            }
+        }
+        let _ = h.core.evictor_work();
+        let mut round = h.pick();
+        h.hand_over(&mut round);
+        h.run_io();
+        h.pager_discard();
+        rounds += 1;
+        assert!(rounds < 256, "page 47 kept for good: its extra passes never ran out");
+    }
+}
