@@ -40,6 +40,7 @@ use crate::pager_thread::PagerThread;
 use crate::self_paging::{self, Registration, SelfPagingError};
 use crate::uffd::{features, register_mode, UffdError, Userfaultfd};
 
+mod colocate;
 mod evict;
 mod fault;
 mod io;
@@ -138,6 +139,11 @@ pub struct PagerConfig {
     /// there, with no write-protect fault on the program's path. Needs `UFFDIO_MOVE`
     /// (Linux 6.8). See `znswap_pager_core`'s `park.rs`.
     pub park_pages: u64,
+    /// Pins the program thread that takes nine in ten faults, and the fault handlers,
+    /// to one CPU (the one it ran on), and the evictor and I/O threads to the others
+    /// (`src/pager/colocate.rs`): a fault's round trip then costs context switches, not
+    /// wake-ups of other CPUs. Off by default in the library; `znswap run` turns it on.
+    pub colocate: bool,
     /// Called first thing in every pager thread. `znswap run`'s preload library marks
     /// its threads there, so their allocations stay out of the paged heap (a handler
     /// faulting on memory only it can bring back would wait forever).
@@ -173,6 +179,7 @@ impl PagerConfig {
             io_threads: 1,
             reference_sampling: true,
             park_pages: 0,
+            colocate: false,
             readahead_pages: READAHEAD_PAGES_DEFAULT,
             gc_batch_pages: GC_BATCH_PAGES_DEFAULT,
             fault_poll_us: FAULT_POLL_US_DEFAULT,
@@ -219,6 +226,8 @@ pub(crate) struct Shared {
     device_gate: RwLock<()>,
     /// Forks whose children may still read the device, and the thread watching them.
     forks: Mutex<program::Forks>,
+    /// Who shares a CPU with the fault handlers (`colocate.rs`).
+    colocation: colocate::Colocation,
     lbas_per_page: u64,
     metadata_bytes: usize,
     footer_mode: bool,
@@ -334,7 +343,8 @@ impl Pager {
         if config.park_pages > 0 {
             required |= features::MOVE;
         }
-        let uffd = Userfaultfd::new(required, features::POISON)?;
+        // Thread ids name the faulting thread for co-location (`colocate.rs`).
+        let uffd = Userfaultfd::new(required, features::POISON | features::THREAD_ID)?;
         let readahead_cache_pages = core.readahead_cache_pages() as usize;
         let shared = Arc::new(Shared {
             gc_buffers: PageBuffers::new(core.engine().gc_buffer_pages() as usize),
@@ -357,6 +367,7 @@ impl Pager {
             device_error_shown: AtomicBool::new(false),
             device_gate: RwLock::new(()),
             forks: Mutex::new(program::Forks::default()),
+            colocation: colocate::Colocation::new(config.colocate),
             started: Instant::now(),
             counters: Counters::default(),
         });
@@ -365,7 +376,7 @@ impl Pager {
             FaultMode::SelfPaging => (0, Some(self_paging::register(&shared)?)),
         };
         let roles: [ThreadRole; 3] = [
-            ("fault", "fault handler", Shared::handle_faults, handlers),
+            ("fault", FAULT_HANDLER_ROLE, Shared::handle_faults, handlers),
             ("evict", "evictor", Shared::evict_loop, config.evictor_threads.max(1)),
             ("io", "I/O thread", Shared::io_loop, config.io_threads.max(1)),
         ];
@@ -443,6 +454,20 @@ impl Pager {
                 Err(error.into())
             }
         }
+    }
+
+    /// Pins the program thread that takes nearly all the faults with the fault
+    /// handlers, or releases it (`PagerConfig::colocate`); the caller ticks it every 100
+    /// ms or so. Returns the thread pinned now, if any.
+    pub fn colocate_tick(&self) -> Option<u32> {
+        self.shared.colocation.tick();
+        self.shared.colocation.pinned_thread()
+    }
+
+    /// The calling thread is about to start another program (`execve`, `posix_spawn`,
+    /// `system`): it must not pass the co-location pin on (`PagerConfig::colocate`).
+    pub fn before_spawn(&self) {
+        self.shared.colocation.before_spawn();
     }
 
     pub fn stats(&self) -> PagerStats {
@@ -552,6 +577,8 @@ fn cpu_clock_ns(clock: libc::clockid_t) -> u64 {
     time.tv_sec as u64 * 1_000_000_000 + time.tv_nsec as u64
 }
 
+const FAULT_HANDLER_ROLE: &str = "fault handler";
+
 /// Starts a pager thread: marked first (`PagerConfig::thread_start`), and a panic in it
 /// stops the process.
 fn spawn_thread(
@@ -562,7 +589,10 @@ fn spawn_thread(
     body: fn(&Shared),
 ) -> std::io::Result<PagerThread> {
     let shared = shared.clone();
-    PagerThread::spawn(&name, role, thread_start, move || body(&shared))
+    PagerThread::spawn(&name, role, thread_start, move || {
+        shared.colocation.register(role == FAULT_HANDLER_ROLE);
+        body(&shared)
+    })
 }
 
 impl Drop for Pager {

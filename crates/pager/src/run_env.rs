@@ -33,6 +33,10 @@ pub struct RunConfig {
     pub fault_poll_us: u32,
     /// Pages of the inactive list (`PagerConfig::park_pages`; 0: none).
     pub park_pages: u64,
+    /// Pins the thread that takes nearly all the faults with the fault handlers
+    /// (`PagerConfig::colocate`).
+    #[serde(default)]
+    pub colocate: bool,
     /// Where the library writes its figures as JSON: at start, every second, at exit.
     pub stats: PathBuf,
     /// A pipe's write end the program and its forked (not exec'd) descendants keep
@@ -79,6 +83,7 @@ impl RunConfig {
             readahead_pages: self.readahead_pages,
             fault_poll_us: self.fault_poll_us,
             park_pages: self.park_pages,
+            colocate: self.colocate,
             // Whatever the pager holds comes out of --memory, so it holds what it uses.
             // The slack: 1/64 of --memory, 256 pages (1 MiB) at most. Above the budget it
             // is room only bursts of faults use (measured, redis in 64 MiB: at most 356

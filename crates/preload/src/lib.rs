@@ -208,6 +208,7 @@ fn start(config: RunConfig) -> Result<(), String> {
     if RUNTIME.set(runtime).is_err() {
         return Err("the library was started twice".into());
     }
+    wrap::find_spawners();
     alloc::PAGED_HEAP.store(heap, std::sync::atomic::Ordering::Release);
     // The budget from what the program holds already, before its `main`; and a first
     // report, so the launcher knows the pager started, however the program ends.
@@ -252,6 +253,7 @@ fn govern() {
     if std::process::id() != runtime.pid {
         return;
     }
+    runtime.pager.colocate_tick();
     let Some(rss) = resident_set().map(|set| set.charged) else { return };
     runtime.charged_max_bytes.fetch_max(rss, std::sync::atomic::Ordering::Relaxed);
     let paged = runtime.pager.stats().resident_pages * znswap_pager::PAGE_BYTES as u64;

@@ -225,3 +225,167 @@ fn unreachable_exit() -> ! {
         std::hint::spin_loop();
     }
 }
+
+/// The C library functions that start another program, found once at start-up (a
+/// `vfork` child must not look them up: `dlsym` may allocate).
+pub(crate) struct Spawners {
+    execve: usize,
+    execv: usize,
+    execvp: usize,
+    execvpe: usize,
+    posix_spawn: usize,
+    posix_spawnp: usize,
+    system: usize,
+}
+
+static SPAWNERS: std::sync::OnceLock<Spawners> = std::sync::OnceLock::new();
+
+/// Looks the spawners up: at start-up, before the program runs (and at a first spawn
+/// if the library never started).
+pub(crate) fn find_spawners() -> &'static Spawners {
+    SPAWNERS.get_or_init(resolve_spawners)
+}
+
+fn resolve_spawners() -> Spawners {
+    let find = |name: &std::ffi::CStr| next_symbol(name).map_or(0, |symbol| symbol as usize);
+    Spawners {
+        execve: find(c"execve"),
+        execv: find(c"execv"),
+        execvp: find(c"execvp"),
+        execvpe: find(c"execvpe"),
+        posix_spawn: find(c"posix_spawn"),
+        posix_spawnp: find(c"posix_spawnp"),
+        system: find(c"system"),
+    }
+}
+
+/// The C library's spawner `pick`, the co-location pin given back first
+/// (`Pager::before_spawn`): a program started by a thread the pager pinned to one CPU
+/// would otherwise run on that CPU alone. 0 (errno `ENOSYS`) if there is none.
+fn spawner(pick: impl FnOnce(&Spawners) -> usize) -> usize {
+    if let Some(runtime) = crate::RUNTIME.get() {
+        runtime.pager.before_spawn();
+    }
+    let real = pick(find_spawners());
+    if real == 0 {
+        crate::alloc::set_errno(libc::ENOSYS);
+    }
+    real
+}
+
+type Argv = *const *const libc::c_char;
+
+/// # Safety
+/// As the C function.
+#[no_mangle]
+pub unsafe extern "C" fn execve(path: *const libc::c_char, argv: Argv, envp: Argv) -> i32 {
+    let real = spawner(|s| s.execve);
+    if real == 0 {
+        return -1;
+    }
+    // SAFETY: the C library's `execve`, whose signature this is, with the caller's arguments.
+    unsafe {
+        std::mem::transmute::<usize, unsafe extern "C" fn(*const libc::c_char, Argv, Argv) -> i32>(real)(
+            path, argv, envp,
+        )
+    }
+}
+
+/// # Safety
+/// As the C function.
+#[no_mangle]
+pub unsafe extern "C" fn execv(path: *const libc::c_char, argv: Argv) -> i32 {
+    let real = spawner(|s| s.execv);
+    if real == 0 {
+        return -1;
+    }
+    // SAFETY: as `execve`.
+    unsafe { std::mem::transmute::<usize, unsafe extern "C" fn(*const libc::c_char, Argv) -> i32>(real)(path, argv) }
+}
+
+/// # Safety
+/// As the C function.
+#[no_mangle]
+pub unsafe extern "C" fn execvp(file: *const libc::c_char, argv: Argv) -> i32 {
+    let real = spawner(|s| s.execvp);
+    if real == 0 {
+        return -1;
+    }
+    // SAFETY: as `execve`.
+    unsafe { std::mem::transmute::<usize, unsafe extern "C" fn(*const libc::c_char, Argv) -> i32>(real)(file, argv) }
+}
+
+/// # Safety
+/// As the C function.
+#[no_mangle]
+pub unsafe extern "C" fn execvpe(file: *const libc::c_char, argv: Argv, envp: Argv) -> i32 {
+    let real = spawner(|s| s.execvpe);
+    if real == 0 {
+        return -1;
+    }
+    // SAFETY: as `execve`.
+    unsafe {
+        std::mem::transmute::<usize, unsafe extern "C" fn(*const libc::c_char, Argv, Argv) -> i32>(real)(
+            file, argv, envp,
+        )
+    }
+}
+
+type PosixSpawn = unsafe extern "C" fn(
+    *mut libc::pid_t,
+    *const libc::c_char,
+    *const libc::posix_spawn_file_actions_t,
+    *const libc::posix_spawnattr_t,
+    Argv,
+    Argv,
+) -> i32;
+
+/// # Safety
+/// As the C function.
+#[no_mangle]
+pub unsafe extern "C" fn posix_spawn(
+    pid: *mut libc::pid_t,
+    path: *const libc::c_char,
+    actions: *const libc::posix_spawn_file_actions_t,
+    attributes: *const libc::posix_spawnattr_t,
+    argv: Argv,
+    envp: Argv,
+) -> i32 {
+    let real = spawner(|s| s.posix_spawn);
+    if real == 0 {
+        return libc::ENOSYS;
+    }
+    // SAFETY: as `execve`.
+    unsafe { std::mem::transmute::<usize, PosixSpawn>(real)(pid, path, actions, attributes, argv, envp) }
+}
+
+/// # Safety
+/// As the C function.
+#[no_mangle]
+pub unsafe extern "C" fn posix_spawnp(
+    pid: *mut libc::pid_t,
+    file: *const libc::c_char,
+    actions: *const libc::posix_spawn_file_actions_t,
+    attributes: *const libc::posix_spawnattr_t,
+    argv: Argv,
+    envp: Argv,
+) -> i32 {
+    let real = spawner(|s| s.posix_spawnp);
+    if real == 0 {
+        return libc::ENOSYS;
+    }
+    // SAFETY: as `execve`.
+    unsafe { std::mem::transmute::<usize, PosixSpawn>(real)(pid, file, actions, attributes, argv, envp) }
+}
+
+/// # Safety
+/// As the C function.
+#[no_mangle]
+pub unsafe extern "C" fn system(command: *const libc::c_char) -> i32 {
+    let real = spawner(|s| s.system);
+    if real == 0 {
+        return -1;
+    }
+    // SAFETY: as `execve`.
+    unsafe { std::mem::transmute::<usize, unsafe extern "C" fn(*const libc::c_char) -> i32>(real)(command) }
+}

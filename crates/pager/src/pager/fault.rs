@@ -177,7 +177,8 @@ impl Shared {
     /// Resolves `event` if it is a page fault (the only events these registrations
     /// ask for); whether it was one.
     fn handle_event(&self, event: UffdEvent, scratch: &mut FaultScratch) -> bool {
-        let UffdEvent::PageFault { address, write, write_protect, .. } = event else { return false };
+        let UffdEvent::PageFault { address, write, write_protect, thread_id } = event else { return false };
+        self.colocation.count(thread_id);
         let started = Instant::now();
         let kind = if write_protect { FaultKind::WriteProtect } else { FaultKind::Missing { write } };
         self.resolve(Fault::new(address, kind), scratch);

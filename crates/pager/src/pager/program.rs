@@ -85,6 +85,7 @@ impl Pager {
         let pid = fork();
         if pid == 0 {
             // The child: this thread holds both locks, and no other thread exists.
+            shared.colocation.restore_after_fork();
             drop(state);
             drop(gate);
             libc::close(eof);
