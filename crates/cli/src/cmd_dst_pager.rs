@@ -34,7 +34,6 @@ struct PagerCoverage {
     writes_racing_write_outs: u64,
     swap_cache_dirtied: u64,
     swap_cache_skipped: u64,
-    refault_activations: u64,
     evictions_raced: u64,
     fault_discards: u64,
     addresses_reused: u64,
@@ -119,7 +118,6 @@ pub fn dst(request: &PagerDstRequest) -> Result<bool> {
         coverage.evictions_raced += report.core.evictions_raced;
         coverage.swap_cache_dirtied += report.core.swap_cache_dirtied;
         coverage.swap_cache_skipped += report.core.swap_cache_skipped;
-        coverage.refault_activations += report.core.refault_activations;
         coverage.fault_discards += report.coverage.fault_discards;
         coverage.addresses_reused += report.coverage.addresses_reused;
         coverage.injected_errors += report.coverage.injected_errors;
@@ -203,7 +201,6 @@ pub fn dst(request: &PagerDstRequest) -> Result<bool> {
             ("victims written before their hand-over", coverage.evictions_raced),
             ("swapped-in pages written, slot kept (swap cache)", coverage.swap_cache_dirtied),
             ("swapped-in pages mapped writable, slot dropped", coverage.swap_cache_skipped),
-            ("swapped-in pages kept longer (short refault distance)", coverage.refault_activations),
             ("discards by faults waiting for room", coverage.fault_discards),
             ("regions mapped at a freed region's addresses", coverage.addresses_reused),
             ("device errors injected", coverage.injected_errors),

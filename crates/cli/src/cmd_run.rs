@@ -488,16 +488,6 @@ impl Summary {
                 ),
             );
         }
-        if r.refault_activations > 0 {
-            line(
-                "refaults",
-                format!(
-                    "{} pages swapped back in soon after they left ({:.0} % of the pages swapped in): kept longer",
-                    r.refault_activations,
-                    100.0 * r.refault_activations as f64 / r.swapped_in_pages.max(1) as f64
-                ),
-            );
-        }
         if r.pages_parked + r.park_refused > 0 {
             line(
                 "inactive list",

@@ -303,16 +303,7 @@ impl PagerCore {
             let address = region.base + page * PAGE_BYTES as u64;
             let generation = region.generation;
             let parkable = self.parks_in(owner);
-            let state = self.state(owner, page);
-            let lives = &mut self.regions[owner as usize].lives[page as usize];
-            if state == PageState::Resident && *lives > 0 {
-                // Back after a short refault distance: passed over, as referenced.
-                *lives -= 1;
-                open = false;
-                page += 1;
-                continue;
-            }
-            match state {
+            match self.state(owner, page) {
                 // Already write-protected: a sampling range may run over it.
                 PageState::Evicting { .. } | PageState::Writing => open &= sampling,
                 PageState::Referenced => {
@@ -689,7 +680,6 @@ impl PagerCore {
             pages += 1;
             if self.same_region(owner, generation) {
                 self.set_state(owner, page, PageState::Unmapped);
-                self.evicted(owner, page);
             }
         }
         // Every dropped page was still counted resident, a freed region's too

@@ -490,7 +490,6 @@ impl PagerCore {
                 if let Some(entry) = self.readahead.lookup(address, zone_generation) {
                     // Read ahead by an earlier fault: no device read.
                     self.serve_from_cache(owner, page, io, entry, write, now, actions);
-                    self.refaulted(owner, page);
                     self.serve_around(owner, page, address, write, now, actions);
                     return FaultStep::Done;
                 }
@@ -556,7 +555,6 @@ impl PagerCore {
         match outcome {
             ReadOutcome::SwappedIn { cached } => {
                 self.install_swapped_in(owner, page, write, cached, from, now, actions);
-                self.refaulted(owner, page);
                 FaultStep::Done
             }
             ReadOutcome::Failed => {

@@ -108,9 +108,6 @@ pub const READAHEAD_PAGES_MAX: u32 = 32;
 pub const READAHEAD_PAGES_DEFAULT: u32 = 8;
 /// Pages the GC moves per batch unless told otherwise (4 MiB; the engine's default).
 pub const GC_BATCH_PAGES_DEFAULT: u32 = 1024;
-/// Passes of the hand a page swapped back in after a short refault distance survives
-/// unreferenced (`PagerCore::refaulted`), besides the one every swapped-in page does.
-const REFAULT_LIVES: u8 = 2;
 
 /// What the core is told at start-up.
 #[derive(Clone, Debug)]
@@ -218,9 +215,6 @@ pub struct CoreStats {
     pub readahead_pages_read: u64,
     /// Faults served from the read-ahead cache, with no device read.
     pub readahead_hits: u64,
-    /// Swapped-in pages whose refault distance was short: given extra passes of the hand
-    /// (`PagerCore::refaulted`).
-    pub refault_activations: u64,
     /// Pages read back that kept their slot as swap cache and were written since (a
     /// write-protect fault each; `src/swap_cache.rs`).
     pub swap_cache_dirtied: u64,
@@ -345,8 +339,6 @@ pub struct PagerCore {
     generations: u64,
     /// The CLOCK hand: the next (owner, page) the eviction sweep looks at.
     hand: (u32, u64),
-    /// Pages that left memory, wrapping (`Region::evicted_at`).
-    evictions: u32,
     /// Free handles of `out_pages`. A victim takes one when picked; it comes back with
     /// the page's `SwapOutDone`, or when the page stays resident. So it bounds the pages
     /// between pick and completion.
@@ -430,7 +422,6 @@ impl PagerCore {
             regions: Vec::with_capacity(config.regions_max as usize),
             generations: 0,
             hand: (0, 0),
-            evictions: 0,
             out_free: (0..out_count as u64).rev().collect(),
             out_pages: vec![OutPage { owner: 0, generation: 0, page: 0, address: 0, parked: false }; out_count],
             out_evicting: 0,
@@ -640,37 +631,10 @@ impl PagerCore {
     /// earns its place by a touch there. A page used once (a stream written and left)
     /// then goes at once, not after two passes of the hand.
     fn mark_resident(&mut self, owner: u32, page: u64) {
-        // A page's extra passes are its swap-in's to give (`refaulted`), none otherwise.
-        self.regions[owner as usize].lives[page as usize] = 0;
         self.set_state(owner, page, if self.parks_in(owner) { PageState::Resident } else { PageState::Referenced });
         self.stats.resident_pages += 1;
         self.stats.resident_pages_max = self.stats.resident_pages_max.max(self.stats.resident_pages);
         self.wake_evictor();
-    }
-
-    /// The faulting page `page` was swapped back in: if it left memory fewer evictions
-    /// ago than there are pages resident, memory that much larger would have kept it
-    /// (Linux's refault distance, `mm/workingset.c`), so it was evicted too soon: it
-    /// survives the hand's next passes unreferenced. The pager sees writes (sampling) and
-    /// faults, never reads of a resident page: a page the program only reads (a hash
-    /// table's buckets) is evicted at every other pass of the hand and comes straight
-    /// back, and this is where that shows.
-    pub(crate) fn refaulted(&mut self, owner: u32, page: u64) {
-        let region = &mut self.regions[owner as usize];
-        let evicted_at = std::mem::take(&mut region.evicted_at[page as usize]);
-        let distance = self.evictions.wrapping_sub(evicted_at) as u64;
-        if evicted_at != 0 && distance < self.stats.resident_pages {
-            region.lives[page as usize] = REFAULT_LIVES;
-            self.stats.refault_activations += 1;
-        }
-    }
-
-    /// `page` left memory: its eviction is stamped for its refault distance.
-    pub(crate) fn evicted(&mut self, owner: u32, page: u64) {
-        self.evictions = self.evictions.wrapping_add(1).max(1);
-        let region = &mut self.regions[owner as usize];
-        region.evicted_at[page as usize] = self.evictions;
-        region.lives[page as usize] = 0;
     }
 
     /// The core's counters of pages in flight, for a report of a hang.

@@ -19,13 +19,6 @@ pub(crate) struct Region {
     pub program_discards: bool,
     /// Where its pages are parked (`PagerCore::region_add`), if anywhere.
     pub shadow: Option<u64>,
-    /// Per page, the eviction clock when it last left memory (`PagerCore::evictions`,
-    /// never 0; 0: never evicted): Linux's shadow entry, from which a swap-in learns its
-    /// refault distance.
-    pub evicted_at: Vec<u32>,
-    /// Per page, the passes of the hand it survives unreferenced: given by a short
-    /// refault distance (`PagerCore::refaulted`).
-    pub lives: Vec<u8>,
 }
 
 impl Region {
@@ -41,9 +34,6 @@ impl Region {
             sequential_faults: 0,
             program_discards: false,
             shadow,
-            // Zeroed too: touched only for pages that were evicted.
-            evicted_at: vec![0; pages as usize],
-            lives: vec![0; pages as usize],
         }
     }
 

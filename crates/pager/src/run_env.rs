@@ -161,9 +161,6 @@ pub struct RunReport {
     pub readahead_pages_read: u64,
     #[serde(default)]
     pub readahead_hits: u64,
-    /// Pages swapped back in soon after they left (a short refault distance), kept longer.
-    #[serde(default)]
-    pub refault_activations: u64,
     /// Victims parked on the inactive list, parked pages the program touched (brought
     /// back with no device read), and victims the kernel would not move.
     #[serde(default)]

@@ -335,7 +335,6 @@ fn report(runtime: &Runtime, at_exit: bool) -> RunReport {
         swapped_in_pages: stats.swap_in_reads,
         readahead_pages_read: stats.readahead_pages_read,
         readahead_hits: stats.readahead_hits,
-        refault_activations: stats.refault_activations,
         pages_parked: stats.pages_parked,
         parked_touched: stats.parked_touched,
         park_refused: stats.park_refused,

@@ -16,7 +16,8 @@
 //! pinned, and only if it may run on two CPUs or more (a thread the program pinned is
 //! left alone); released when its share falls below three in four, its CPU set given
 //! back. A forked child gets the set back at once (`restore_after_fork`): redis's
-//! BGSAVE child must not share its parent's CPU.
+//! BGSAVE child must not share its parent's CPU; so does a program the pinned thread
+//! starts (`before_spawn`), and a thread it starts, at the next tick (`free_inheritors`).
 
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Mutex;
@@ -127,6 +128,12 @@ impl CpuSet {
     }
 }
 
+/// The process's threads (`/proc/self/task`).
+fn threads() -> Vec<i32> {
+    let Ok(entries) = std::fs::read_dir("/proc/self/task") else { return Vec::new() };
+    entries.filter_map(|entry| entry.ok()?.file_name().to_str()?.parse().ok()).collect()
+}
+
 /// The CPU `tid` last ran on (`/proc/thread-self/../stat`, field 39).
 fn last_cpu(tid: u32) -> Option<usize> {
     let stat = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")).ok()?;
@@ -137,8 +144,12 @@ fn last_cpu(tid: u32) -> Option<usize> {
 
 struct Pinned {
     tid: u32,
+    cpu: usize,
     /// Its CPU set before, given back on release (and to forked children).
     saved: CpuSet,
+    /// The process's threads when it was pinned: one of them on that CPU alone was
+    /// pinned by the program, a later one inherited the pin (`free_inheritors`).
+    before: Vec<i32>,
 }
 
 /// The co-location state of a pager: its threads, the window, what is pinned.
@@ -183,7 +194,11 @@ impl Colocation {
         let window = std::mem::take(&mut *self.window.lock().unwrap_or_else(|p| p.into_inner()));
         let mut pinned = self.pinned.lock().unwrap_or_else(|p| p.into_inner());
         match decide(pinned.as_ref().map(|p| p.tid), &window) {
-            Decision::Keep => {}
+            Decision::Keep => {
+                if let Some(pinned) = pinned.as_ref() {
+                    self.free_inheritors(pinned);
+                }
+            }
             Decision::Release => self.release(&mut pinned),
             Decision::Pin { tid } => {
                 self.release(&mut pinned);
@@ -207,11 +222,30 @@ impl Colocation {
         for &thread in self.background.lock().unwrap_or_else(|p| p.into_inner()).iter() {
             rest.apply(thread);
         }
-        Some(Pinned { tid, saved })
+        Some(Pinned { tid, cpu, saved, before: threads() })
+    }
+
+    /// Threads the pinned one started since (a thread inherits its creator's CPU set):
+    /// given the CPUs back, so a pool the program starts while one thread takes the
+    /// faults is not confined with it.
+    fn free_inheritors(&self, pinned: &Pinned) {
+        let handlers = self.handlers.lock().unwrap_or_else(|p| p.into_inner());
+        let background = self.background.lock().unwrap_or_else(|p| p.into_inner());
+        for thread in threads() {
+            let ours = thread as u32 == pinned.tid || handlers.contains(&thread) || background.contains(&thread);
+            if ours || pinned.before.contains(&thread) {
+                continue;
+            }
+            if CpuSet::of(thread).is_some_and(|set| set.count() == 1 && set.contains(pinned.cpu)) {
+                pinned.saved.apply(thread);
+            }
+        }
     }
 
     fn release(&self, pinned: &mut Option<Pinned>) {
-        let Some(Pinned { tid, saved }) = pinned.take() else { return };
+        let Some(released) = pinned.take() else { return };
+        self.free_inheritors(&released);
+        let Pinned { tid, saved, .. } = released;
         saved.apply(tid as i32);
         let handlers = self.handlers.lock().unwrap_or_else(|p| p.into_inner());
         let background = self.background.lock().unwrap_or_else(|p| p.into_inner());
@@ -241,7 +275,7 @@ impl Colocation {
             return;
         }
         let Ok(mut pinned) = self.pinned.try_lock() else { return };
-        let Some(Pinned { tid, saved }) = pinned.as_ref() else { return };
+        let Some(Pinned { tid, saved, .. }) = pinned.as_ref() else { return };
         saved.apply(0);
         // SAFETY: no arguments.
         if *tid == unsafe { libc::gettid() } as u32 {
@@ -283,6 +317,37 @@ mod tests {
         // Faults of more threads than are tracked count in the total only.
         let many: Vec<(u32, u32)> = (1..=20).map(|tid| (tid, 50)).collect();
         assert_eq!(decide(None, &window(&many)), Decision::Keep);
+    }
+
+    /// A thread started by the pinned thread inherits its one CPU; the next tick gives
+    /// it the CPUs back, and the release gives the pinned thread its own.
+    #[test]
+    fn threads_the_pinned_thread_starts_get_the_cpus_back() {
+        // SAFETY: no arguments.
+        let tid = unsafe { libc::gettid() };
+        let all = CpuSet::of(tid).unwrap();
+        if all.count() < 2 {
+            eprintln!("one CPU: nothing to pin");
+            return;
+        }
+        let colocation = Colocation::new(true);
+        let pinned = colocation.pin(tid as u32).expect("pinned");
+        assert_eq!(CpuSet::of(tid).unwrap().count(), 1, "the thread is pinned");
+        let (report, reported) = std::sync::mpsc::channel();
+        let (done, wait) = std::sync::mpsc::channel::<()>();
+        let child = std::thread::spawn(move || {
+            // SAFETY: no arguments.
+            report.send(unsafe { libc::gettid() }).unwrap();
+            wait.recv().unwrap();
+        });
+        let child_tid = reported.recv().unwrap();
+        assert_eq!(CpuSet::of(child_tid).unwrap().count(), 1, "it inherited the pin");
+        colocation.free_inheritors(&pinned);
+        assert_eq!(CpuSet::of(child_tid).unwrap().count(), all.count(), "given the CPUs back");
+        colocation.release(&mut Some(pinned));
+        assert_eq!(CpuSet::of(tid).unwrap().count(), all.count(), "released");
+        done.send(()).unwrap();
+        child.join().unwrap();
     }
 
     /// The calling thread's last CPU is one it may run on.

@@ -45,8 +45,6 @@ pager_stats! {
     /// device read.
     count readahead_pages_read,
     count readahead_hits,
-    /// Swapped-in pages back after a short refault distance, kept longer.
-    count refault_activations,
     /// Victims parked (the inactive list), parked pages touched and brought back, and
     /// victims the kernel would not move (evicted in place).
     count pages_parked,
@@ -173,7 +171,6 @@ impl Shared {
             swap_in_reads: core.swap_in_reads,
             readahead_pages_read: core.readahead_pages_read,
             readahead_hits: core.readahead_hits,
-            refault_activations: core.refault_activations,
             pages_parked: core.pages_parked,
             parked_touched: core.parked_touched,
             park_refused: core.park_refused,
