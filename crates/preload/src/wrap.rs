@@ -226,111 +226,9 @@ fn unreachable_exit() -> ! {
     }
 }
 
-/// The C library functions that start another program, found once at start-up (a
-/// `vfork` child must not look them up: `dlsym` may allocate).
-pub(crate) struct Spawners {
-    execve: usize,
-    execv: usize,
-    execvp: usize,
-    execvpe: usize,
-    posix_spawn: usize,
-    posix_spawnp: usize,
-    system: usize,
-}
-
-static SPAWNERS: std::sync::OnceLock<Spawners> = std::sync::OnceLock::new();
-
-/// Looks the spawners up: at start-up, before the program runs (and at a first spawn
-/// if the library never started).
-pub(crate) fn find_spawners() -> &'static Spawners {
-    SPAWNERS.get_or_init(resolve_spawners)
-}
-
-fn resolve_spawners() -> Spawners {
-    let find = |name: &std::ffi::CStr| next_symbol(name).map_or(0, |symbol| symbol as usize);
-    Spawners {
-        execve: find(c"execve"),
-        execv: find(c"execv"),
-        execvp: find(c"execvp"),
-        execvpe: find(c"execvpe"),
-        posix_spawn: find(c"posix_spawn"),
-        posix_spawnp: find(c"posix_spawnp"),
-        system: find(c"system"),
-    }
-}
-
-/// The C library's spawner `pick`, the co-location pin given back first
-/// (`Pager::before_spawn`): a program started by a thread the pager pinned to one CPU
-/// would otherwise run on that CPU alone. 0 (errno `ENOSYS`) if there is none.
-fn spawner(pick: impl FnOnce(&Spawners) -> usize) -> usize {
-    if let Some(runtime) = crate::RUNTIME.get() {
-        runtime.pager.before_spawn();
-    }
-    let real = pick(find_spawners());
-    if real == 0 {
-        crate::alloc::set_errno(libc::ENOSYS);
-    }
-    real
-}
-
 type Argv = *const *const libc::c_char;
-
-/// # Safety
-/// As the C function.
-#[no_mangle]
-pub unsafe extern "C" fn execve(path: *const libc::c_char, argv: Argv, envp: Argv) -> i32 {
-    let real = spawner(|s| s.execve);
-    if real == 0 {
-        return -1;
-    }
-    // SAFETY: the C library's `execve`, whose signature this is, with the caller's arguments.
-    unsafe {
-        std::mem::transmute::<usize, unsafe extern "C" fn(*const libc::c_char, Argv, Argv) -> i32>(real)(
-            path, argv, envp,
-        )
-    }
-}
-
-/// # Safety
-/// As the C function.
-#[no_mangle]
-pub unsafe extern "C" fn execv(path: *const libc::c_char, argv: Argv) -> i32 {
-    let real = spawner(|s| s.execv);
-    if real == 0 {
-        return -1;
-    }
-    // SAFETY: as `execve`.
-    unsafe { std::mem::transmute::<usize, unsafe extern "C" fn(*const libc::c_char, Argv) -> i32>(real)(path, argv) }
-}
-
-/// # Safety
-/// As the C function.
-#[no_mangle]
-pub unsafe extern "C" fn execvp(file: *const libc::c_char, argv: Argv) -> i32 {
-    let real = spawner(|s| s.execvp);
-    if real == 0 {
-        return -1;
-    }
-    // SAFETY: as `execve`.
-    unsafe { std::mem::transmute::<usize, unsafe extern "C" fn(*const libc::c_char, Argv) -> i32>(real)(file, argv) }
-}
-
-/// # Safety
-/// As the C function.
-#[no_mangle]
-pub unsafe extern "C" fn execvpe(file: *const libc::c_char, argv: Argv, envp: Argv) -> i32 {
-    let real = spawner(|s| s.execvpe);
-    if real == 0 {
-        return -1;
-    }
-    // SAFETY: as `execve`.
-    unsafe {
-        std::mem::transmute::<usize, unsafe extern "C" fn(*const libc::c_char, Argv, Argv) -> i32>(real)(
-            file, argv, envp,
-        )
-    }
-}
-
+type Execve = unsafe extern "C" fn(*const libc::c_char, Argv, Argv) -> i32;
+type Execv = unsafe extern "C" fn(*const libc::c_char, Argv) -> i32;
 type PosixSpawn = unsafe extern "C" fn(
     *mut libc::pid_t,
     *const libc::c_char,
@@ -339,6 +237,88 @@ type PosixSpawn = unsafe extern "C" fn(
     Argv,
     Argv,
 ) -> i32;
+type System = unsafe extern "C" fn(*const libc::c_char) -> i32;
+
+/// The C library functions that start another program, found once at start-up (a
+/// `vfork` child must not look them up: `dlsym` may allocate).
+pub(crate) struct Spawners {
+    execve: Option<Execve>,
+    execv: Option<Execv>,
+    execvp: Option<Execv>,
+    execvpe: Option<Execve>,
+    posix_spawn: Option<PosixSpawn>,
+    posix_spawnp: Option<PosixSpawn>,
+    system: Option<System>,
+}
+
+static SPAWNERS: std::sync::OnceLock<Spawners> = std::sync::OnceLock::new();
+
+/// Looks the spawners up: at start-up, before the program runs (and at a first spawn
+/// if the library never started).
+pub(crate) fn find_spawners() -> &'static Spawners {
+    SPAWNERS.get_or_init(|| {
+        let find = |name: &std::ffi::CStr| next_symbol(name).map_or(0, |symbol| symbol as usize);
+        // SAFETY: each symbol is the C library's function of that name, whose C
+        // signature the type spells; 0 (not found) is `None`.
+        unsafe {
+            Spawners {
+                execve: std::mem::transmute::<usize, Option<Execve>>(find(c"execve")),
+                execv: std::mem::transmute::<usize, Option<Execv>>(find(c"execv")),
+                execvp: std::mem::transmute::<usize, Option<Execv>>(find(c"execvp")),
+                execvpe: std::mem::transmute::<usize, Option<Execve>>(find(c"execvpe")),
+                posix_spawn: std::mem::transmute::<usize, Option<PosixSpawn>>(find(c"posix_spawn")),
+                posix_spawnp: std::mem::transmute::<usize, Option<PosixSpawn>>(find(c"posix_spawnp")),
+                system: std::mem::transmute::<usize, Option<System>>(find(c"system")),
+            }
+        }
+    })
+}
+
+/// The C library's spawner `pick`, the co-location pin given back first
+/// (`Pager::before_spawn`): a program started by a thread the pager pinned to one CPU
+/// would otherwise run on that CPU alone. `None` (errno `ENOSYS`) if there is none.
+fn spawner<F>(pick: impl FnOnce(&Spawners) -> Option<F>) -> Option<F> {
+    if let Some(runtime) = crate::RUNTIME.get() {
+        runtime.pager.before_spawn();
+    }
+    let real = pick(find_spawners());
+    if real.is_none() {
+        crate::alloc::set_errno(libc::ENOSYS);
+    }
+    real
+}
+
+/// # Safety
+/// As the C function.
+#[no_mangle]
+pub unsafe extern "C" fn execve(path: *const libc::c_char, argv: Argv, envp: Argv) -> i32 {
+    // SAFETY: the C library's function, with the caller's arguments.
+    spawner(|s| s.execve).map_or(-1, |real| unsafe { real(path, argv, envp) })
+}
+
+/// # Safety
+/// As the C function.
+#[no_mangle]
+pub unsafe extern "C" fn execv(path: *const libc::c_char, argv: Argv) -> i32 {
+    // SAFETY: the C library's function, with the caller's arguments.
+    spawner(|s| s.execv).map_or(-1, |real| unsafe { real(path, argv) })
+}
+
+/// # Safety
+/// As the C function.
+#[no_mangle]
+pub unsafe extern "C" fn execvp(file: *const libc::c_char, argv: Argv) -> i32 {
+    // SAFETY: the C library's function, with the caller's arguments.
+    spawner(|s| s.execvp).map_or(-1, |real| unsafe { real(file, argv) })
+}
+
+/// # Safety
+/// As the C function.
+#[no_mangle]
+pub unsafe extern "C" fn execvpe(file: *const libc::c_char, argv: Argv, envp: Argv) -> i32 {
+    // SAFETY: the C library's function, with the caller's arguments.
+    spawner(|s| s.execvpe).map_or(-1, |real| unsafe { real(file, argv, envp) })
+}
 
 /// # Safety
 /// As the C function.
@@ -351,12 +331,8 @@ pub unsafe extern "C" fn posix_spawn(
     argv: Argv,
     envp: Argv,
 ) -> i32 {
-    let real = spawner(|s| s.posix_spawn);
-    if real == 0 {
-        return libc::ENOSYS;
-    }
-    // SAFETY: as `execve`.
-    unsafe { std::mem::transmute::<usize, PosixSpawn>(real)(pid, path, actions, attributes, argv, envp) }
+    // SAFETY: the C library's function, with the caller's arguments.
+    spawner(|s| s.posix_spawn).map_or(libc::ENOSYS, |real| unsafe { real(pid, path, actions, attributes, argv, envp) })
 }
 
 /// # Safety
@@ -370,22 +346,14 @@ pub unsafe extern "C" fn posix_spawnp(
     argv: Argv,
     envp: Argv,
 ) -> i32 {
-    let real = spawner(|s| s.posix_spawnp);
-    if real == 0 {
-        return libc::ENOSYS;
-    }
-    // SAFETY: as `execve`.
-    unsafe { std::mem::transmute::<usize, PosixSpawn>(real)(pid, file, actions, attributes, argv, envp) }
+    // SAFETY: the C library's function, with the caller's arguments.
+    spawner(|s| s.posix_spawnp).map_or(libc::ENOSYS, |real| unsafe { real(pid, file, actions, attributes, argv, envp) })
 }
 
 /// # Safety
 /// As the C function.
 #[no_mangle]
 pub unsafe extern "C" fn system(command: *const libc::c_char) -> i32 {
-    let real = spawner(|s| s.system);
-    if real == 0 {
-        return -1;
-    }
-    // SAFETY: as `execve`.
-    unsafe { std::mem::transmute::<usize, unsafe extern "C" fn(*const libc::c_char) -> i32>(real)(command) }
+    // SAFETY: the C library's function, with the caller's arguments.
+    spawner(|s| s.system).map_or(-1, |real| unsafe { real(command) })
 }
