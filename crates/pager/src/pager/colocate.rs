@@ -134,7 +134,7 @@ fn threads() -> Vec<i32> {
     entries.filter_map(|entry| entry.ok()?.file_name().to_str()?.parse().ok()).collect()
 }
 
-/// The CPU `tid` last ran on (`/proc/thread-self/../stat`, field 39).
+/// The CPU `tid` last ran on (`/proc/self/task/TID/stat`, field 39).
 fn last_cpu(tid: u32) -> Option<usize> {
     let stat = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")).ok()?;
     // The command name (field 2) may hold spaces and parentheses: count after its end.
