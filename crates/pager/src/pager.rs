@@ -458,10 +458,9 @@ impl Pager {
 
     /// Pins the program thread that takes nearly all the faults with the fault
     /// handlers, or releases it (`PagerConfig::colocate`); the caller ticks it every 100
-    /// ms or so. Returns the thread pinned now, if any.
-    pub fn colocate_tick(&self) -> Option<u32> {
+    /// ms or so.
+    pub fn colocate_tick(&self) {
         self.shared.colocation.tick();
-        self.shared.colocation.pinned_thread()
     }
 
     /// The calling thread is about to start another program (`execve`, `posix_spawn`,

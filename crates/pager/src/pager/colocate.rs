@@ -19,7 +19,6 @@
 //! BGSAVE child must not share its parent's CPU; so does a program the pinned thread
 //! starts (`before_spawn`), and a thread it starts, at the next tick (`free_inheritors`).
 
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Mutex;
 
 /// Program threads counted per window; faults of others count only in the total.
@@ -107,6 +106,7 @@ impl CpuSet {
     }
 
     fn contains(&self, cpu: usize) -> bool {
+        // SAFETY: reads one bit of the set, within its size.
         cpu < libc::CPU_SETSIZE as usize && unsafe { libc::CPU_ISSET(cpu, &self.0) }
     }
 
@@ -155,7 +155,7 @@ struct Pinned {
 /// The co-location state of a pager: its threads, the window, what is pinned.
 #[derive(Default)]
 pub(super) struct Colocation {
-    enabled: AtomicBool,
+    enabled: bool,
     window: Mutex<Window>,
     /// The pager's threads by kind (thread ids): fault handlers, and the rest.
     handlers: Mutex<Vec<i32>>,
@@ -165,12 +165,12 @@ pub(super) struct Colocation {
 
 impl Colocation {
     pub(super) fn new(enabled: bool) -> Colocation {
-        Colocation { enabled: AtomicBool::new(enabled), ..Colocation::default() }
+        Colocation { enabled, ..Colocation::default() }
     }
 
     /// A pager thread of `role` started (called on that thread).
     pub(super) fn register(&self, handler: bool) {
-        if !self.enabled.load(Relaxed) {
+        if !self.enabled {
             return;
         }
         // SAFETY: no arguments.
@@ -181,14 +181,14 @@ impl Colocation {
 
     /// A fault of program thread `tid` (0: the kernel did not say).
     pub(super) fn count(&self, tid: u32) {
-        if tid != 0 && self.enabled.load(Relaxed) {
+        if tid != 0 && self.enabled {
             self.window.lock().unwrap_or_else(|p| p.into_inner()).count(tid);
         }
     }
 
     /// Pins or releases as the last window's faults say; called every 100 ms or so.
     pub(super) fn tick(&self) {
-        if !self.enabled.load(Relaxed) {
+        if !self.enabled {
             return;
         }
         let window = std::mem::take(&mut *self.window.lock().unwrap_or_else(|p| p.into_inner()));
@@ -271,7 +271,7 @@ impl Colocation {
     /// the pin is released (the next tick pins it again if it still takes the faults).
     /// Never waits, and in a `vfork` child writes no memory but the kernel's.
     pub(super) fn before_spawn(&self) {
-        if !self.enabled.load(Relaxed) {
+        if !self.enabled {
             return;
         }
         let Ok(mut pinned) = self.pinned.try_lock() else { return };
@@ -281,11 +281,6 @@ impl Colocation {
         if *tid == unsafe { libc::gettid() } as u32 {
             self.release(&mut pinned);
         }
-    }
-
-    /// The thread pinned now, if any (for the report).
-    pub(super) fn pinned_thread(&self) -> Option<u32> {
-        self.pinned.lock().unwrap_or_else(|p| p.into_inner()).as_ref().map(|p| p.tid)
     }
 }
 
