@@ -12,7 +12,10 @@
 # the server's peak RSS, and stops the server. Prints per-round ratios (znswap/kernel
 # ops/s, kernel/znswap p99: above 1, znswap is better) and their medians, as a table and
 # as JSON; and the timed mix alone per operation (swap-ins, faults, server CPU), from
-# counters `znswap kv --phase-hook` takes at the mix's start and end. Needs root, python3 and the server. Leaves no swap or cgroup behind.
+# counters `znswap kv --phase-hook` takes at the mix's start and end (with the machine's
+# TLB shootdowns). memcached starts with its hash table sized for the items --data makes
+# (`-o hashpower`, both sides), as an operator who knows the item count sets it. Needs
+# root, python3 and the server. Leaves no swap or cgroup behind.
 #
 # Usage: scripts/kv-compare.sh [--server memcached|redis] [--data 1G] [--memory 256M]
 #        [--seconds 30] [--rounds 3] [--connections 2] [--znswap PATH] [--device PATH]
@@ -74,6 +77,12 @@ data_bytes=$(bytes "$data")
 # Room for what the server holds beyond --data (keys, item headers, slab or allocator
 # rounding: about twice --data for small values) and then some.
 footprint=$(( data_bytes * 4 + (1 << 30) ))
+# memcached's hash table at the size its load would grow it to (it doubles past 1.5 items
+# a bucket; ETC values average ~180 B), as an operator who knows the item count sets it:
+# grown during the load instead, each doubling walks every item, which on a data set 4x
+# the memory is a swap-in per item on either side and makes the load, not the mix, the
+# measurement.
+hashpower=$(python3 -c "import math, sys; print(max(16, math.ceil(math.log2(int(sys.argv[1]) / 180 / 1.5))))" "$data_bytes")
 
 mkdir -p "$(dirname "$device")"
 swapfile="$(dirname "$device")/kv-compare.swap"
@@ -95,7 +104,7 @@ server_command() {
     local port=$1
     if [ "$server" = memcached ]; then
         local cap=$(( footprint >> 20 )); [ "$cap" -ge 4096 ] || cap=4096
-        server_cmd=("$binary" -u root -l 127.0.0.1 -p "$port" -U 0 -t 2 -m "$cap")
+        server_cmd=("$binary" -u root -l 127.0.0.1 -p "$port" -U 0 -t 2 -m "$cap" -o "hashpower=$hashpower")
     else
         server_cmd=("$binary" --bind 127.0.0.1 --port "$port" --save "" --appendonly no --maxmemory 0 --dir "$work")
     fi
@@ -215,7 +224,15 @@ if stats:
     except (OSError, ValueError, KeyError, StopIteration):
         report = None
 status = pairs(f"/proc/{pid}/status")
-json.dump({"pswpin": vm.get("pswpin"), "pswpout": vm.get("pswpout"), "pgmajfault": memory.get("pgmajfault"),
+# TLB shootdowns taken by every CPU (the "TLB:" row of /proc/interrupts): each write
+# protect, unmap or discard of a page another CPU may cache interrupts those CPUs.
+tlb = None
+try:
+    row = next(line.split() for line in open("/proc/interrupts") if line.split()[:1] == ["TLB:"])
+    tlb = sum(int(word) for word in row[1:] if word.isdigit())
+except (OSError, StopIteration):
+    pass
+json.dump({"tlb_shootdowns": tlb, "pswpin": vm.get("pswpin"), "pswpout": vm.get("pswpout"), "pgmajfault": memory.get("pgmajfault"),
            "cpu_seconds": cpu, "znswap": report, "cgroup_memory_stat": memory or None,
            "rss_anon_kib": status.get("RssAnon:"), "rss_file_kib": status.get("RssFile:")}, open(out, "w"))
 PY
@@ -399,7 +416,7 @@ def mix_delta(result, get):
 def mix_ops(result):
     run = result and result["kv"] and result["kv"].get("run")
     return run["ops"] if run else None
-mix_rows = [["round", "side", "ops", "swap-ins/op", "faults/op", "CPU ms/op"]]
+mix_rows = [["round", "side", "ops", "swap-ins/op", "faults/op", "CPU ms/op", "TLB shootdowns/op"]]
 for row in rows:
     for side in sides:
         result, ops = row[side], mix_ops(row[side])
@@ -417,11 +434,13 @@ for row in rows:
             wp_faults = mix_delta(result, lambda c: c["znswap"] and c["znswap"]["write_protect_faults"])
             faults_cell = per(faults) + " + " + per(wp_faults) + " wp"
         cpu = mix_delta(result, lambda c: c["cpu_seconds"])
+        tlb = mix_delta(result, lambda c: c.get("tlb_shootdowns"))
         result["mix_per_op"] = {"ops": ops, "swap_ins": swap_ins, "faults": faults, "write_protect_faults": wp_faults,
-                                "cpu_seconds": cpu}
-        mix_rows.append([str(row["round"]), side, str(ops), per(swap_ins), faults_cell, per(cpu, 1e3)])
+                                "cpu_seconds": cpu, "tlb_shootdowns": tlb}
+        mix_rows.append([str(row["round"]), side, str(ops), per(swap_ins), faults_cell, per(cpu, 1e3), per(tlb)])
 if len(mix_rows) > 1:
-    print("the timed mix alone, per operation (counters taken at its start and end; the kernel's swap-ins are pswpin)")
+    print("the timed mix alone, per operation (counters taken at its start and end; the kernel's swap-ins are pswpin;"
+          " TLB shootdowns are the whole machine's)")
     widths = [max(len(line[i]) for line in mix_rows) for i in range(len(mix_rows[0]))]
     for line in mix_rows:
         print("  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(line, widths))).rstrip())
