@@ -203,7 +203,7 @@ def main():
     def get(round_, side):
         return next((row for row in results if row["round"] == round_ and row["side"] == side), None)
 
-    ratios = []
+    ratios, unrated = [], []
     lines = [["round", "side", "seconds", "peak RSS MiB", "CPU s", "major faults", "pages in", "status"]]
     for round_ in range(1, args.rounds + 1):
         for side in sides:
@@ -212,8 +212,14 @@ def main():
                           f"{row['cpu_seconds']:.1f}", str(row.get("major_faults")), str(row.get("swapped_in_pages")),
                           str(row["status"])])
         kernel, zn = get(round_, "kernel"), get(round_, "znswap")
-        if kernel and zn:
+        # A run that did not finish (killed: under a cgroup, most often its OOM killer)
+        # has no time to compare.
+        if kernel and zn and kernel["status"] == 0 and zn["status"] == 0:
             ratios.append(kernel["seconds"] / zn["seconds"])
+        elif kernel and zn:
+            failed_sides = ", ".join(f"{row['side']} exited {row['status']}" for row in (kernel, zn) if row["status"])
+            unrated.append(f"round {round_}: no ratio ({failed_sides}; -9 is a kill, under the kernel's cgroup most "
+                           "often its OOM killer)")
     digests = {row["stdout_sha256"] for row in results if row["status"] == 0}
     widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
     print(f"{' '.join(command)} with {args.memory} of memory on each side")
@@ -226,6 +232,8 @@ def main():
     if ratios:
         print("kernel time / znswap time per round: " + ", ".join(f"{r:.2f}" for r in ratios)
               + f"; median {summary['median_time_ratio']:.2f} (above 1: znswap is faster)")
+    for line in unrated:
+        print(line)
     print("outputs agree" if summary["outputs_agree"] else "error: the outputs differ between runs")
     print(json.dumps(summary))
     failed = not summary["outputs_agree"] or any(row["status"] != 0 for row in results)
