@@ -4,13 +4,17 @@
 
 mod common;
 
+use std::io::IoSlice;
 use std::sync::Arc;
+use std::time::Duration;
 
 use rand_core::{RngCore, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use znswap_pager::{FaultMode, Pager, PagerConfig, PagerStats, Region, PAGE_BYTES};
 use znswap_pager_core::ZERO_FILL_AROUND_PAGES;
-use znswap_zoned::{CreateOptions, FileDevice, Geometry, MemDevice, ZonedDevice};
+use znswap_zoned::{
+    CreateOptions, DeviceCounters, FileDevice, Geometry, MemDevice, ZoneCounters, ZoneInfo, ZoneOp, ZonedDevice,
+};
 
 use common::{check, fill};
 
@@ -651,15 +655,15 @@ fn reference_sampling_keeps_rewritten_pages_resident() {
     }
 }
 
-/// A device whose appends take `APPEND_US_PER_PAGE` a page: swap-out slower than the
-/// faults that need room, whichever CPUs the threads land on.
+/// A device whose appends (and writes) take `APPEND_US_PER_PAGE` a page: swap-out slower
+/// than the faults that need room, whichever CPUs the threads land on.
 struct SlowAppends(MemDevice);
 
 const APPEND_US_PER_PAGE: u64 = 40;
 
 impl SlowAppends {
     fn wait(pages: usize) {
-        std::thread::sleep(std::time::Duration::from_micros(APPEND_US_PER_PAGE * pages as u64));
+        std::thread::sleep(Duration::from_micros(APPEND_US_PER_PAGE * pages as u64));
     }
 }
 
@@ -667,7 +671,7 @@ impl ZonedDevice for SlowAppends {
     fn geometry(&self) -> &Geometry {
         self.0.geometry()
     }
-    fn report_zone(&self, zone: u32) -> znswap_zoned::Result<znswap_zoned::ZoneInfo> {
+    fn report_zone(&self, zone: u32) -> znswap_zoned::Result<ZoneInfo> {
         self.0.report_zone(zone)
     }
     fn read(&self, lba: u64, data: &mut [u8], metadata: Option<&mut [u8]>) -> znswap_zoned::Result<()> {
@@ -681,25 +685,20 @@ impl ZonedDevice for SlowAppends {
         Self::wait(data.len() / PAGE_BYTES);
         self.0.append(zone, data, metadata)
     }
-    fn append_vectored(
-        &self,
-        zone: u32,
-        data: &[std::io::IoSlice<'_>],
-        metadata: Option<&[u8]>,
-    ) -> znswap_zoned::Result<u64> {
+    fn append_vectored(&self, zone: u32, data: &[IoSlice<'_>], metadata: Option<&[u8]>) -> znswap_zoned::Result<u64> {
         Self::wait(data.iter().map(|piece| piece.len()).sum::<usize>() / PAGE_BYTES);
         self.0.append_vectored(zone, data, metadata)
     }
-    fn zone_op(&self, zone: u32, op: znswap_zoned::ZoneOp) -> znswap_zoned::Result<()> {
+    fn zone_op(&self, zone: u32, op: ZoneOp) -> znswap_zoned::Result<()> {
         self.0.zone_op(zone, op)
     }
     fn sync(&self) -> znswap_zoned::Result<()> {
         self.0.sync()
     }
-    fn counters(&self) -> znswap_zoned::DeviceCounters {
+    fn counters(&self) -> DeviceCounters {
         self.0.counters()
     }
-    fn zone_counters(&self, zone: u32) -> znswap_zoned::Result<znswap_zoned::ZoneCounters> {
+    fn zone_counters(&self, zone: u32) -> znswap_zoned::Result<ZoneCounters> {
         self.0.zone_counters(zone)
     }
     fn describe(&self) -> String {
