@@ -69,6 +69,10 @@ struct PagerCoverage {
     discarded_parking: u64,
     zones_held_max: u64,
     resets_deferred: u64,
+    seeds_sealed: u64,
+    pages_sealed: u64,
+    pages_altered: u64,
+    pages_failed_open: u64,
 }
 
 pub struct PagerDstRequest {
@@ -153,6 +157,10 @@ pub fn dst(request: &PagerDstRequest) -> Result<bool> {
         coverage.program_discards_under_lock += c.program_discards_under_lock;
         coverage.zones_held_max = coverage.zones_held_max.max(report.zones_held_max);
         coverage.resets_deferred += report.resets_deferred;
+        coverage.seeds_sealed += report.scenario.seal_pages as u64;
+        coverage.pages_sealed += c.pages_sealed;
+        coverage.pages_altered += c.pages_altered;
+        coverage.pages_failed_open += c.pages_failed_open;
         table.row(vec![
             seed.to_string(),
             report.ops.to_string(),
@@ -234,6 +242,10 @@ pub fn dst(request: &PagerDstRequest) -> Result<bool> {
             ("copied back (from the shadow, or in a write-out)", coverage.parked_copied_back),
             ("zones held at once, most in a seed", coverage.zones_held_max),
             ("zone resets deferred by a hold", coverage.resets_deferred),
+            ("seeds that sealed (encrypted) their pages", coverage.seeds_sealed),
+            ("pages sealed on their way to the device", coverage.pages_sealed),
+            ("sealed pages altered on the device", coverage.pages_altered),
+            ("  reads that failed to open (reported lost)", coverage.pages_failed_open),
             ("corrupted reads", coverage.corrupted),
         ];
         for (name, value) in rows {

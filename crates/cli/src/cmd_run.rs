@@ -18,7 +18,7 @@ use znswap_pager::{Pager, PAGE_BYTES};
 use znswap_zoned::format_size;
 
 use crate::device_path;
-use crate::flags::{size, DeviceFlag, FaultFlags, JsonFlag, MemoryFlag, PolicyFlag};
+use crate::flags::{size, DeviceFlag, EncryptFlag, FaultFlags, JsonFlag, MemoryFlag, PolicyFlag};
 use crate::progress::Progress;
 
 #[derive(Args)]
@@ -31,6 +31,8 @@ pub struct RunArgs {
     policy: PolicyFlag,
     #[command(flatten)]
     faults: FaultFlags,
+    #[command(flatten)]
+    encrypt: EncryptFlag,
     /// Address space reserved for the heap [default: the budget plus the device's
     /// capacity, doubled for fragmentation, at most 8 GiB]. Costs about 9 bytes of
     /// pager memory per 4 KiB page (the engine's owner table and the pager's page
@@ -171,6 +173,7 @@ fn prepare(args: &RunArgs, stats_path: PathBuf, alive_fd: i32) -> Result<Launch>
         fault_poll_us: args.faults.fault_poll,
         park_pages: args.faults.park / PAGE_BYTES as u64,
         colocate: !args.no_colocate,
+        encrypt: args.encrypt.encrypt,
         stats: stats_path,
         alive_fd,
         ld_preload_before,

@@ -96,6 +96,20 @@ pub struct FaultFlags {
     pub park: u64,
 }
 
+/// `--encrypt`.
+#[derive(Args, Clone, Debug)]
+pub struct EncryptFlag {
+    /// Encrypt every swapped page (AES-256-GCM, hardware AES) with a key made at start
+    /// from the OS's random source and held only in the pager's memory (never written,
+    /// left out of core dumps, zeroed at exit): what reaches the device is unreadable
+    /// after the run, and a page altered there is reported lost (SIGBUS), never
+    /// delivered. Each swapped page's nonce and tag (24 B) stay in the pager's memory.
+    /// Read-ahead is off with it (a page read ahead could not be checked when it is
+    /// served). Cost, measured: see the README's table.
+    #[arg(long)]
+    pub encrypt: bool,
+}
+
 /// `--json`.
 #[derive(Args, Clone, Debug)]
 pub struct JsonFlag {

@@ -21,7 +21,7 @@ use clap::{Args, Parser, Subcommand};
 use znswap_workload::Workload;
 use znswap_zoned::FaultSpec;
 
-use flags::{size, DeviceFlag, FaultFlags, JsonFlag, MemoryFlag, PolicyFlag};
+use flags::{size, DeviceFlag, EncryptFlag, FaultFlags, JsonFlag, MemoryFlag, PolicyFlag};
 
 #[derive(Parser)]
 #[command(
@@ -87,6 +87,8 @@ struct SwapBenchArgs {
     policy: PolicyFlag,
     #[command(flatten)]
     faults: FaultFlags,
+    #[command(flatten)]
+    encrypt: EncryptFlag,
     /// Threads picking and snapshotting pages to evict.
     #[arg(long, default_value_t = 1)]
     evictor_threads: usize,
@@ -307,6 +309,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 readahead_pages: args.faults.readahead,
                 fault_poll_us: args.faults.fault_poll,
                 park_pages: args.faults.park / znswap_pager::PAGE_BYTES as u64,
+                encrypt: args.encrypt.encrypt,
                 evictor_threads: args.evictor_threads.max(1),
                 io_threads: args.io_threads.max(1),
                 evict_batch_pages: args.evict_batch as usize,

@@ -168,3 +168,30 @@ fn pager_seeds_hold_the_oracle_and_replay() {
     assert_eq!(first.core, second.core);
     assert_eq!((first.ops, first.pages_verified), (second.ops, second.pages_verified));
 }
+
+/// Pages altered on the device: sealed, each is reported lost when read and never
+/// delivered (the oracle holds); unsealed, the same alterations reach the program as
+/// wrong bytes, which the oracle catches (so the first half can fail).
+#[test]
+fn pager_altered_pages_are_lost_when_sealed_and_corrupt_when_not() {
+    use znswap_dst::pager::{run, PagerDstOptions, PagerScenario};
+    let (mut failed_open, mut corrupted) = (0, 0);
+    for seed in 0..12 {
+        let mut scenario = PagerScenario::random(&mut znswap_dst::scenario::rng(seed ^ 0x9a9e_5eed));
+        scenario.readahead_pages = 0;
+        scenario.faults.altered_pages = 8;
+        scenario.faults.offline_zones = 0;
+        scenario.seal_pages = true;
+        let mut options = PagerDstOptions::new(seed, 40_000);
+        options.scenario = Some(scenario.clone());
+        let sealed = run(&options);
+        assert!(sealed.passed(), "sealed seed {seed}: {:?}", sealed.violations);
+        assert_eq!(sealed.corrupted, 0);
+        failed_open += sealed.coverage.pages_failed_open;
+        scenario.seal_pages = false;
+        options.scenario = Some(scenario);
+        corrupted += run(&options).corrupted;
+    }
+    assert!(failed_open > 0, "no altered page was read back in 12 sealed seeds");
+    assert!(corrupted > 0, "altered pages never reached an unsealed program: the fault does nothing");
+}

@@ -27,7 +27,7 @@ use znswap_core::{IoError, IoRequest};
 use crate::evict::{AddressRange, DiscardBatch, EvictRound, EvictorWork, ParkOutcome};
 use crate::fault::{Fault, FaultKind, FaultStep, Pause, ReadInto};
 use crate::io::{IoCompletion, IoPlan};
-use crate::{Actions, PagerCore};
+use crate::{Actions, PagerCore, Sealed};
 
 /// What the shell does before the actor's next step.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -104,7 +104,16 @@ pub trait EvictorShell: Shell {
 pub trait FaultShell: Shell {
     /// Reads `pages` slots of `zone` from `slot` outside the lock, into the fault's page
     /// or the read-ahead cache's pages the core claimed for it.
-    fn read(&mut self, zone: u32, slot: u32, pages: u32, into: ReadInto) -> Result<(), IoError>;
+    /// With `sealed`, opens the faulting page after the read (no read-ahead then: one
+    /// page); one that fails to open is a failed read (`IoError::Device`).
+    fn read(
+        &mut self,
+        zone: u32,
+        slot: u32,
+        pages: u32,
+        into: ReadInto,
+        sealed: Option<&Sealed>,
+    ) -> Result<(), IoError>;
     /// Under the state lock: maps a page of zeroes at `address` only where nothing is
     /// mapped, waking the faulting threads; whether it landed.
     fn zero_fill(&mut self, address: u64) -> bool;
@@ -118,7 +127,10 @@ pub trait IoShell: Shell {
     /// Runs the plan's request on the device outside the state lock. An append writes
     /// `records` with its pages (per-LBA metadata, or the footer page); a GC or footer
     /// read leaves the records it read in `records`.
-    fn run_request(&mut self, plan: &IoPlan, records: &mut Vec<u8>) -> IoCompletion;
+    /// With sealed pages (`CoreConfig::seal_pages`), an append seals each page it
+    /// writes from the program's memory as `plan.identity(index)` and leaves the seals
+    /// in `plan.seals_mut()`, one per page.
+    fn run_request(&mut self, plan: &mut IoPlan, records: &mut Vec<u8>) -> IoCompletion;
 }
 
 // ----------------------------------------------------------------------- discards
@@ -357,7 +369,7 @@ enum FaultPhase {
     /// The lock: ask the core.
     Call,
     /// Outside the lock: the device read the core asked for.
-    Read { zone: u32, slot: u32, pages: u32, into: ReadInto },
+    Read { zone: u32, slot: u32, pages: u32, into: ReadInto, sealed: Option<Sealed> },
     /// The lock: the read's result to the core, the pages installed.
     ReadDone { result: Result<(), IoError> },
     /// Direct reclaim while waiting for room.
@@ -450,9 +462,9 @@ impl FaultTask {
                         shell.unlock();
                         self.resolved(step == FaultStep::Done)
                     }
-                    FaultStep::Read { zone, slot, pages, into } => {
+                    FaultStep::Read { zone, slot, pages, into, sealed } => {
                         shell.unlock();
-                        self.phase = FaultPhase::Read { zone, slot, pages, into };
+                        self.phase = FaultPhase::Read { zone, slot, pages, into, sealed };
                         Next::Continue
                     }
                     // Still under the lock: a zero page lands only where nothing is.
@@ -487,8 +499,8 @@ impl FaultTask {
                     }
                 }
             }
-            FaultPhase::Read { zone, slot, pages, into } => {
-                let result = shell.read(zone, slot, pages, into);
+            FaultPhase::Read { zone, slot, pages, into, sealed } => {
+                let result = shell.read(zone, slot, pages, into, sealed.as_ref());
                 self.phase = FaultPhase::ReadDone { result };
                 Next::Continue
             }
@@ -597,7 +609,7 @@ impl IoThread {
                 Next::Continue
             }
             IoPhase::Device => {
-                let completion = shell.run_request(&self.plan, &mut self.records);
+                let completion = shell.run_request(&mut self.plan, &mut self.records);
                 if self.holds_mappings {
                     self.holds_mappings = false;
                     shell.mappings_release();

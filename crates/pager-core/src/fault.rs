@@ -5,7 +5,7 @@ use znswap_core::{EngineError, IoError, IoId, PageState as EnginePage, ReadOutco
 
 use crate::action::{Action, Actions, CopyFrom};
 use crate::readahead::Claim;
-use crate::{Notice, PageState, PagerCore, PAGE_BYTES};
+use crate::{Notice, PageState, PagerCore, Sealed, PAGE_BYTES};
 
 /// Never-written pages mapped with a fault that continues a sequential run, beyond the
 /// faulting page: they cost no I/O (zero fill), and one fault, one lock hold and one
@@ -71,8 +71,9 @@ pub enum FaultStep {
     WaitRoom { discard: bool },
     /// Read `pages` slots of `zone` from `slot` into `into`, outside the lock (the
     /// faulting page's slot and, into the cache, the slots read ahead around it), then
-    /// call [`PagerCore::fault_read_done`].
-    Read { zone: u32, slot: u32, pages: u32, into: ReadInto },
+    /// call [`PagerCore::fault_read_done`]. With `sealed`, open the faulting page with
+    /// it after the read; a page that fails to open is a failed read.
+    Read { zone: u32, slot: u32, pages: u32, into: ReadInto, sealed: Option<Sealed> },
     /// Map one page of zeroes at `address` only if nothing is mapped there, still under
     /// the lock (`UFFDIO_COPY` of a zero page, writable, waking the faulting threads;
     /// `EEXIST` means something is mapped), then call [`PagerCore::fault_zero_filled`]
@@ -510,7 +511,9 @@ impl PagerCore {
                 self.stats.swap_in_reads += pages as u64;
                 self.stats.readahead_pages_read += pages as u64 - 1;
                 fault.progress = Progress::Reading(reading);
-                FaultStep::Read { zone, slot: start, pages, into }
+                let region = &self.regions[owner as usize];
+                let sealed = self.config.seal_pages.then(|| Sealed { owner, page, seal: region.seals[page as usize] });
+                FaultStep::Read { zone, slot: start, pages, into, sealed }
             }
         }
     }

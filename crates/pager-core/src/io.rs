@@ -3,7 +3,8 @@
 
 use znswap_core::{Buf, IoError, IoRequest};
 
-use crate::PagerCore;
+use crate::{PagerCore, Seal};
+use znswap_core::{PageState as EnginePage, SlotAddress};
 
 /// Where an append takes one page from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -26,6 +27,12 @@ pub enum PageSource {
 pub struct IoPlan {
     request: Option<IoRequest>,
     sources: Vec<PageSource>,
+    /// For an append, per page: the region page a `Region` source is (owner, region
+    /// generation, page), to keep its seal by.
+    identities: Vec<(u32, u64, u64)>,
+    /// For an append of sealed pages: each page's seal, as the shell sealed it (one per
+    /// page; only `Region` sources' are kept).
+    seals: Vec<Seal>,
     gc: bool,
 }
 
@@ -43,6 +50,18 @@ impl IoPlan {
     pub fn is_gc(&self) -> bool {
         self.gc
     }
+
+    /// For an append with sealed pages: whose page source `index` is (to seal it as).
+    pub fn identity(&self, index: usize) -> (u32, u64) {
+        let (owner, _, page) = self.identities[index];
+        (owner, page)
+    }
+
+    /// Where the shell leaves each page's seal (one per page of the append, in slot
+    /// order; anything for sources other than `Region`).
+    pub fn seals_mut(&mut self) -> &mut Vec<Seal> {
+        &mut self.seals
+    }
 }
 
 /// How a request ended, by kind.
@@ -57,7 +76,13 @@ pub enum IoCompletion {
 
 impl PagerCore {
     pub fn io_plan(&self) -> IoPlan {
-        IoPlan { request: None, sources: Vec::with_capacity(self.append_pages_max), gc: false }
+        IoPlan {
+            request: None,
+            sources: Vec::with_capacity(self.append_pages_max),
+            identities: Vec::with_capacity(self.append_pages_max),
+            seals: Vec::with_capacity(self.append_pages_max),
+            gc: false,
+        }
     }
 
     /// The engine's next request, after its clock advanced to `now` (the GC and the
@@ -67,6 +92,8 @@ impl PagerCore {
         self.engine.tick(now);
         plan.request = None;
         plan.sources.clear();
+        plan.identities.clear();
+        plan.seals.clear();
         plan.gc = false;
         let Some(request) = self.engine.poll_io() else {
             self.after_engine();
@@ -75,9 +102,11 @@ impl PagerCore {
         match request {
             IoRequest::Append { io, .. } => {
                 for append_page in self.engine.append_pages(io) {
+                    let mut identity = (u32::MAX, 0, 0);
                     let source = match append_page.buf {
                         Buf::Page(handle) => {
                             let out = self.out_pages[handle as usize];
+                            identity = (out.owner, out.generation, out.page);
                             // A page the program discarded during its swap-out (no longer
                             // Writing) completes Dropped: its data is not wanted, and
                             // what is mapped there may be zapped under the read.
@@ -103,6 +132,7 @@ impl PagerCore {
                         Buf::Zero => PageSource::Zero,
                     };
                     plan.sources.push(source);
+                    plan.identities.push(identity);
                 }
                 if !plan.gc && self.stats.first_swap_out_ns == 0 {
                     self.stats.first_swap_out_ns = now.max(1);
@@ -113,6 +143,29 @@ impl PagerCore {
         }
         plan.request = Some(request);
         true
+    }
+
+    /// After an append of sealed pages: each page the engine now keeps at the slot this
+    /// append wrote it to gets the seal it was written with. Checked against the
+    /// engine rather than assumed: a page dirtied during its write-out, freed, or
+    /// written again since keeps the seal of the copy the engine points at.
+    fn keep_seals(&mut self, plan: &IoPlan, zone: u32, first: u32) {
+        assert_eq!(plan.seals.len(), plan.sources.len(), "the shell sealed every page of the append");
+        let capacity = self.engine.config().geometry.zone_capacity_pages;
+        for (index, source) in plan.sources.iter().enumerate() {
+            let PageSource::Region { .. } = source else { continue };
+            let (owner, generation, page) = plan.identities[index];
+            if !self.same_region(owner, generation) {
+                continue;
+            }
+            let written = SlotAddress::new(zone, first + index as u32, capacity);
+            match self.engine.page_state(owner, page) {
+                Ok(EnginePage::Swapped { address } | EnginePage::SwapCached { address }) if address == written => {
+                    self.regions[owner as usize].seals[page as usize] = plan.seals[index];
+                }
+                _ => {}
+            }
+        }
     }
 
     /// An append's records: 16 bytes per page for the per-LBA metadata, or the footer
@@ -137,6 +190,11 @@ impl PagerCore {
                 }
                 let dirtied = &self.no_dirtied[..pages as usize];
                 self.engine.append_done(io, result, dirtied, now).expect("append completion");
+                if let (true, Ok(first), IoRequest::Append { zone, .. }) =
+                    (self.config.seal_pages, result, plan.request())
+                {
+                    self.keep_seals(plan, zone, first);
+                }
                 result.is_err()
             }
             (IoRequest::Read { io, .. }, IoCompletion::Read(result)) => {

@@ -109,6 +109,20 @@ pub const READAHEAD_PAGES_DEFAULT: u32 = 8;
 /// Pages the GC moves per batch unless told otherwise (4 MiB; the engine's default).
 pub const GC_BATCH_PAGES_DEFAULT: u32 = 1024;
 
+/// A sealed (encrypted) page's nonce and tag, opaque here: the shell seals a page as
+/// its append writes it and opens it after a read (`znswap-seal`); the core keeps each
+/// swapped page's seal beside its state and hands it to the read.
+pub type Seal = [u8; SEAL_BYTES];
+pub const SEAL_BYTES: usize = 24;
+
+/// What opening a page read from the device needs: whose page it is and its seal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sealed {
+    pub owner: u32,
+    pub page: u64,
+    pub seal: Seal,
+}
+
 /// What the core is told at start-up.
 #[derive(Clone, Debug)]
 pub struct CoreConfig {
@@ -138,6 +152,12 @@ pub struct CoreConfig {
     pub regions_max: u32,
     pub tenants: u32,
     pub policy: PolicyKind,
+    /// The shell seals every page an append writes (`IoPlan::seals_mut`) and opens
+    /// every page a fault reads (`FaultStep::Read`'s `sealed`): the core keeps each
+    /// swapped page's seal (24 bytes per page of a region, resident only where pages
+    /// were swapped). Read-ahead must be off: a page read ahead is served later, when
+    /// a failure to open it could no longer be reported.
+    pub seal_pages: bool,
 }
 
 /// Why the core cannot start, or cannot take a region. Typed: the shell wraps it.
@@ -159,6 +179,8 @@ pub enum CoreError {
     TooFewZones { zones: u32, zones_min: u32 },
     #[error("read-ahead of {pages} pages asked for: at most {max}")]
     ReadaheadTooLarge { pages: u32, max: u32 },
+    #[error("sealed (encrypted) pages cannot be read ahead yet: set read-ahead to 0")]
+    SealedReadahead,
 }
 
 /// Something the user should hear about, once.
@@ -394,6 +416,9 @@ impl PagerCore {
         if config.readahead_pages > READAHEAD_PAGES_MAX {
             return Err(CoreError::ReadaheadTooLarge { pages: config.readahead_pages, max: READAHEAD_PAGES_MAX });
         }
+        if config.seal_pages && config.readahead_pages > 0 {
+            return Err(CoreError::SealedReadahead);
+        }
         match engine_config(geometry, chunk_footer, config) {
             Ok(_) => Ok(()),
             Err(error) => {
@@ -542,7 +567,7 @@ impl PagerCore {
         };
         self.engine.register_owner(owner, pages, tenant)?;
         self.generations += 1;
-        let region = Region::new(self.generations, base, pages, shadow);
+        let region = Region::new(self.generations, base, pages, shadow, self.config.seal_pages);
         if owner as usize == self.regions.len() {
             self.regions.push(region);
         } else {
@@ -561,6 +586,7 @@ impl PagerCore {
         let resident = region.states.iter().filter(|&&byte| PageState::from_byte(byte).is_resident()).count() as u64;
         region.live = false;
         region.states = Vec::new();
+        region.seals = Vec::new();
         self.parked.retain(|parked| parked.owner != owner);
         self.engine.free(owner, 0..pages, now).expect("freeing a registered region");
         self.stats.resident_pages -= resident;

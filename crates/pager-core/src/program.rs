@@ -4,7 +4,7 @@
 
 use znswap_core::{PageState as EnginePage, ResetHold};
 
-use crate::{PageState, PagerCore, PAGE_BYTES};
+use crate::{PageState, PagerCore, Sealed, PAGE_BYTES};
 
 /// The device side of a fork: the zones holding the parent's swapped pages at the fork
 /// are not reset until `PagerCore::fork_release`, so the child can read its pages at
@@ -23,8 +23,9 @@ pub enum ChildPage {
     /// All zeroes: never written, discarded by the program, or found all zero when
     /// swapped out.
     Zero,
-    /// On the device: read slot `slot` of `zone` (one page, as a swap-in read does).
-    Slot { zone: u32, slot: u32 },
+    /// On the device: read slot `slot` of `zone` (one page, as a swap-in read does),
+    /// and open it with `sealed` when pages are sealed.
+    Slot { zone: u32, slot: u32, sealed: Option<Sealed> },
     /// The device lost the only copy: the child must not get a guess (poison the page).
     Lost,
     /// Parked: at `address` in the child's copy of the region's shadow.
@@ -163,7 +164,15 @@ impl PagerCore {
             (
                 PageState::Unmapped | PageState::Dropping,
                 EnginePage::Swapped { address } | EnginePage::SwapInFlight { address },
-            ) => ChildPage::Slot { zone: address.zone(capacity), slot: address.slot(capacity) },
+            ) => ChildPage::Slot {
+                zone: address.zone(capacity),
+                slot: address.slot(capacity),
+                sealed: self.config.seal_pages.then(|| Sealed {
+                    owner,
+                    page,
+                    seal: self.regions[owner as usize].seals[page as usize],
+                }),
+            },
             (state, engine) => {
                 unreachable!("page {owner}:{page} is {state:?} for the pager and {engine:?} for the engine")
             }

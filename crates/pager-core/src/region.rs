@@ -1,6 +1,6 @@
 //! The region table: the pager's page table of each region it manages.
 
-use crate::{PageState, PAGE_BYTES};
+use crate::{PageState, Seal, PAGE_BYTES};
 
 pub(crate) struct Region {
     /// Distinguishes this region from a later one reusing its owner id (and perhaps its
@@ -19,10 +19,13 @@ pub(crate) struct Region {
     pub program_discards: bool,
     /// Where its pages are parked (`PagerCore::region_add`), if anywhere.
     pub shadow: Option<u64>,
+    /// Each page's seal, when pages are sealed (`CoreConfig::seal_pages`); empty
+    /// otherwise. Set when an append that wrote the page completes, read by the read.
+    pub seals: Vec<Seal>,
 }
 
 impl Region {
-    pub fn new(generation: u64, base: u64, pages: u64, shadow: Option<u64>) -> Region {
+    pub fn new(generation: u64, base: u64, pages: u64, shadow: Option<u64>, sealed: bool) -> Region {
         Region {
             generation,
             base,
@@ -34,6 +37,8 @@ impl Region {
             sequential_faults: 0,
             program_discards: false,
             shadow,
+            // Zeroed too: resident only where pages were swapped.
+            seals: if sealed { vec![[0; crate::SEAL_BYTES]; pages as usize] } else { Vec::new() },
         }
     }
 

@@ -51,6 +51,7 @@ fn core_config(policy: PolicyKind) -> CoreConfig {
         regions_max: 4,
         tenants: 1,
         policy,
+        seal_pages: false,
     }
 }
 
@@ -455,7 +456,7 @@ fn the_child_reads_swapped_pages_at_their_slots_while_the_hold_keeps_them() {
     for page in 0..40 {
         let EnginePage::Swapped { address: slot } = h.engine(page) else { panic!("page {page} swapped") };
         let capacity = h.core.engine().config().geometry.zone_capacity_pages;
-        let expected = ChildPage::Slot { zone: slot.zone(capacity), slot: slot.slot(capacity) };
+        let expected = ChildPage::Slot { zone: slot.zone(capacity), slot: slot.slot(capacity), sealed: None };
         assert_eq!(h.core.child_page(address(page)), expected);
         slots.push(expected);
     }
@@ -467,7 +468,7 @@ fn the_child_reads_swapped_pages_at_their_slots_while_the_hold_keeps_them() {
     h.discard(0, 40);
     h.run_io();
     for (page, slot) in slots.iter().enumerate() {
-        let ChildPage::Slot { zone, slot } = *slot else { unreachable!() };
+        let ChildPage::Slot { zone, slot, .. } = *slot else { unreachable!() };
         let versions = h.driver.read_pages(zone, slot, 1, &mut NoFaults::default()).expect("still readable");
         assert_eq!(versions[0], 100 + page as u64, "the child reads its page as at the fork");
     }

@@ -144,6 +144,10 @@ pub struct PagerConfig {
     /// (`src/pager/colocate.rs`): a fault's round trip then costs context switches, not
     /// wake-ups of other CPUs. Off by default in the library; `znswap run` turns it on.
     pub colocate: bool,
+    /// Seal every page written to the device (AES-256-GCM, `znswap-seal`) under a key
+    /// made at start and held only in this process's memory; a page read back that
+    /// fails to open is lost (SIGBUS), never delivered. Read-ahead is off with it.
+    pub encrypt: bool,
     /// Called first thing in every pager thread. `znswap run`'s preload library marks
     /// its threads there, so their allocations stay out of the paged heap (a handler
     /// faulting on memory only it can bring back would wait forever).
@@ -180,6 +184,7 @@ impl PagerConfig {
             reference_sampling: true,
             park_pages: 0,
             colocate: false,
+            encrypt: false,
             readahead_pages: READAHEAD_PAGES_DEFAULT,
             gc_batch_pages: GC_BATCH_PAGES_DEFAULT,
             fault_poll_us: FAULT_POLL_US_DEFAULT,
@@ -202,10 +207,15 @@ pub enum PagerError {
     Map { bytes: u64, source: std::io::Error },
     #[error(transparent)]
     SelfPaging(#[from] SelfPagingError),
+    #[error("encryption: {0}")]
+    Seal(#[from] znswap_seal::SealError),
 }
 
 pub(crate) struct Shared {
     device: Arc<dyn ZonedDevice>,
+    /// Seals pages as appends write them and opens them after reads
+    /// (`PagerConfig::encrypt`).
+    sealer: Option<znswap_seal::Sealer>,
     /// Faults are resolved by the faulting threads (`FaultMode::SelfPaging`): nobody
     /// ever waits on the descriptor. (Not from `uffd.features()`: the kernel reports
     /// every feature it supports there, asked for or not.)
@@ -314,12 +324,15 @@ impl PagerConfig {
             slack_pages: self.slack_pages,
             evict_batch_pages: self.evict_batch_pages,
             reference_sampling: self.reference_sampling,
-            readahead_pages: self.readahead_pages,
+            // A page read ahead is opened only when a fault wants it, too late to
+            // report a failure to open it: no read-ahead with sealed pages (yet).
+            readahead_pages: if self.encrypt { 0 } else { self.readahead_pages },
             gc_batch_pages: self.gc_batch_pages,
             park_pages: self.park_pages,
             regions_max: self.regions_max,
             tenants: self.tenants,
             policy: self.policy,
+            seal_pages: self.encrypt,
         }
     }
 }
@@ -346,7 +359,9 @@ impl Pager {
         // Thread ids name the faulting thread for co-location (`colocate.rs`).
         let uffd = Userfaultfd::new(required, features::POISON | features::THREAD_ID)?;
         let readahead_cache_pages = core.readahead_cache_pages() as usize;
+        let sealer = if config.encrypt { Some(znswap_seal::Sealer::new()?) } else { None };
         let shared = Arc::new(Shared {
+            sealer,
             gc_buffers: PageBuffers::new(core.engine().gc_buffer_pages() as usize),
             lbas_per_page: (PAGE_BYTES / geometry.lba_bytes as usize) as u64,
             metadata_bytes: geometry.metadata_bytes as usize,

@@ -37,6 +37,9 @@ pub struct RunConfig {
     /// (`PagerConfig::colocate`).
     #[serde(default)]
     pub colocate: bool,
+    /// Seal every swapped page (`PagerConfig::encrypt`).
+    #[serde(default)]
+    pub encrypt: bool,
     /// Where the library writes its figures as JSON: at start, every second, at exit.
     pub stats: PathBuf,
     /// A pipe's write end the program and its forked (not exec'd) descendants keep
@@ -84,6 +87,7 @@ impl RunConfig {
             fault_poll_us: self.fault_poll_us,
             park_pages: self.park_pages,
             colocate: self.colocate,
+            encrypt: self.encrypt,
             // Whatever the pager holds comes out of --memory, so it holds what it uses.
             // The slack: 1/64 of --memory, 256 pages (1 MiB) at most. Above the budget it
             // is room only bursts of faults use (measured, redis in 64 MiB: at most 356

@@ -81,6 +81,14 @@ pub fn run(options: &PagerDstOptions) -> PagerDstReport {
         let budget = scenario.budget_pages;
         scenario.park_pages =
             [0, 0, 0, (budget / 8).max(1), budget / 2, 2 * budget][crate::scenario::below(&mut own, 6) as usize];
+        // A quarter of the seeds seal their pages, and most of those have some altered
+        // on the device.
+        let mut sealing = crate::scenario::rng(options.seed ^ 0x5ea1_5ea1);
+        if crate::scenario::below(&mut sealing, 4) == 0 {
+            scenario.seal_pages = true;
+            scenario.readahead_pages = 0;
+            scenario.faults.altered_pages = [0, 1, 3, 8][crate::scenario::below(&mut sealing, 4) as usize];
+        }
         scenario
     });
     let config = CoreConfig {
@@ -94,6 +102,7 @@ pub fn run(options: &PagerDstOptions) -> PagerDstReport {
         regions_max: 2 * scenario.region_pages.len() as u32 + 8,
         tenants: scenario.tenants,
         policy: scenario.policy,
+        seal_pages: scenario.seal_pages,
     };
     let core = match PagerCore::new(scenario.geometry, scenario.chunk_footer, config) {
         Ok(core) => core,

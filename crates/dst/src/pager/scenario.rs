@@ -31,6 +31,10 @@ pub struct PagerFaults {
     pub reset_error: f64,
     /// Zones taken offline during the run (the pager learns of it by I/O errors).
     pub offline_zones: u32,
+    /// Swapped pages whose bytes on the device are altered during the run (a bit of
+    /// their slot flipped): with sealed pages each must be reported lost when read,
+    /// never delivered; without, the oracle sees the wrong bytes (a corruption).
+    pub altered_pages: u32,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -49,6 +53,9 @@ pub struct PagerScenario {
     pub readahead_pages: u32,
     /// Pages of the inactive list (0: no parking).
     pub park_pages: u64,
+    /// Pages are sealed (encrypted and authenticated, `znswap-seal`) on their way to
+    /// the device, as `znswap run --encrypt` does; read-ahead is off then.
+    pub seal_pages: bool,
     pub policy: PolicyKind,
     pub tenants: u32,
     pub geometry: Geometry,
@@ -118,6 +125,8 @@ impl PagerScenario {
             read_error: [0.0, 0.0, 0.002, 0.02][below(rng, 4) as usize],
             reset_error: [0.0, 0.01, 0.1][below(rng, 3) as usize],
             offline_zones: [0, 0, 0, 1, 2][below(rng, 5) as usize],
+            // Drawn by the caller from a stream of its own, with `seal_pages`.
+            altered_pages: 0,
         };
         let mut scenario = PagerScenario {
             fault_mode,
@@ -132,6 +141,7 @@ impl PagerScenario {
             readahead_pages: if chance(rng, 0.5) { 1 + below(rng, 8) as u32 } else { 0 },
             // Drawn by the caller from a stream of its own, as the budget's changes.
             park_pages: 0,
+            seal_pages: false,
             policy: [PolicyKind::PerCore, PolicyKind::HotCold, PolicyKind::Tenant][below(rng, 3) as usize],
             tenants: 1 + below(rng, 2) as u32,
             geometry,

@@ -17,7 +17,7 @@ use znswap_core::{AppendPage, Buf, IoError, IoRequest, PageState as EnginePage};
 use znswap_pager_core::{
     Action, Actions, AddressRange, ChildPage, CopyFrom, DiscardBatch, Evictor, EvictorDid, EvictorShell, Fault,
     FaultKind, FaultShell, FaultTask, ForkHold, IoCompletion, IoPlan, IoShell, IoThread, Next, PageSource, PageState,
-    PagerCore, Pause, ReadInto, Shell, WaitOn, PAGE_BYTES,
+    PagerCore, Pause, ReadInto, Sealed, Shell, WaitOn, PAGE_BYTES,
 };
 
 use super::scenario::{Access, PagerFaultMode, PagerFaults, PagerScenario};
@@ -156,6 +156,10 @@ pub struct Coverage {
     pub child_reads_slot: u64,
     pub child_reads_zero: u64,
     pub child_reads_lost: u64,
+    /// Sealed pages: written, altered on the device, failed to open when read.
+    pub pages_sealed: u64,
+    pub pages_altered: u64,
+    pub pages_failed_open: u64,
     pub child_reads_shadow: u64,
     /// Victims moved to their shadow pages, and moves refused: nothing mapped, shared
     /// with a fork's child, the shadow page still mapped.
@@ -334,6 +338,17 @@ pub struct World {
     readahead_cache: Vec<u64>,
     version: u64,
     offline_at_steps: Vec<u64>,
+    /// Seals pages as the live pager's I/O thread does (`scenario.seal_pages`): a page's
+    /// content, its version, is sealed as 8 bytes, and the device keeps the ciphertext.
+    sealer: Option<znswap_seal::Sealer>,
+    /// When a swapped page's ciphertext is altered on the device, and the pages altered
+    /// (owner, page, the version its slot held): only these may be lost beyond the
+    /// offline zones'.
+    altered_at_steps: Vec<u64>,
+    altered: Vec<(u32, u64, u64)>,
+    /// The version each ciphertext on the device was sealed from: what the oracle's
+    /// checks of the device's contents (a version lost with an offline zone) look at.
+    sealed_versions: std::collections::HashMap<u64, u64>,
     next_churn_step: u64,
     apps: Vec<App>,
     handlers: Vec<Handler>,
@@ -366,6 +381,9 @@ impl World {
         let mut rng = rng;
         let offline_at_steps =
             (0..scenario.faults.offline_zones).map(|_| steps / 4 + below(&mut rng, steps / 2 + 1)).collect();
+        let altered_at_steps = (0..scenario.faults.altered_pages).map(|_| below(&mut rng, steps)).collect();
+        // A fixed key: the same seed seals to the same ciphertext.
+        let sealer = scenario.seal_pages.then(|| znswap_seal::Sealer::with_key(&[0x5e; 32]).expect("a key page"));
         let self_paging = scenario.fault_mode == PagerFaultMode::SelfPaging;
         let apps = (0..scenario.app_threads)
             .map(|_| App {
@@ -405,6 +423,10 @@ impl World {
             readahead_cache: vec![NOT_READ; core_cache_pages],
             version: 0,
             offline_at_steps,
+            sealer,
+            altered_at_steps,
+            altered: Vec::new(),
+            sealed_versions: std::collections::HashMap::new(),
             next_churn_step: if churn == 0 { u64::MAX } else { churn },
             apps,
             handlers,
@@ -767,13 +789,14 @@ impl World {
     }
 
     /// Runs the I/O thread's request on the model device; the records a read returns.
-    fn device_command(&mut self, plan: &IoPlan, records: Vec<u8>) -> (IoCompletion, Vec<u8>) {
+    fn device_command(&mut self, plan: &mut IoPlan, records: Vec<u8>) -> (IoCompletion, Vec<u8>) {
         let request = plan.request();
         let mut pages = Vec::new();
         if let IoRequest::Append { zone, .. } = request {
             self.coverage.appends += 1;
             pages.reserve(plan.sources().len());
-            for source in plan.sources() {
+            for index in 0..plan.sources().len() {
+                let source = &plan.sources()[index];
                 // The device reads each page's content: a region page's is its PTE's
                 // version, which the captured copy carries as its buffer handle.
                 let (owner, page, buf) = match *source {
@@ -815,6 +838,22 @@ impl World {
                     PageSource::Footer => (0, 0, Buf::Footer),
                     PageSource::Zero => (0, 0, Buf::Zero),
                 };
+                let buf = match (&self.sealer, *source, buf) {
+                    (Some(sealer), PageSource::Region { .. }, Buf::Page(version)) => {
+                        let (owner, page) = plan.identity(index);
+                        let mut bytes = version.to_le_bytes();
+                        let seal = sealer.seal(owner, page, &mut bytes);
+                        plan.seals_mut().push(seal);
+                        self.coverage.pages_sealed += 1;
+                        let ciphertext = u64::from_le_bytes(bytes);
+                        self.sealed_versions.insert(ciphertext, version);
+                        Buf::Page(ciphertext)
+                    }
+                    _ => {
+                        plan.seals_mut().push(znswap_seal::NO_SEAL);
+                        buf
+                    }
+                };
                 pages.push(AppendPage { owner, page, buf });
             }
         }
@@ -830,6 +869,43 @@ impl World {
             }
             Completion::Reset(result) => (IoCompletion::Reset(result), Vec::new()),
             Completion::Finish(result) => (IoCompletion::Finish(result), Vec::new()),
+        }
+    }
+
+    /// Opens a sealed page's stored ciphertext: its version, or `None` if it fails to
+    /// open (counted).
+    fn open(&mut self, sealed: &Sealed, stored: u64) -> Option<u64> {
+        let sealer = self.sealer.as_ref().expect("a sealed read in a sealing world");
+        let mut bytes = stored.to_le_bytes();
+        match sealer.open(sealed.owner, sealed.page, &mut bytes, &sealed.seal) {
+            Ok(()) => Some(u64::from_le_bytes(bytes)),
+            Err(_) => {
+                self.coverage.pages_failed_open += 1;
+                None
+            }
+        }
+    }
+
+    /// Flips one bit of a swapped page's slot on the device (its only copy), as a
+    /// drive's silent corruption or an attacker would.
+    fn alter_swapped_page(&mut self) {
+        let capacity = self.scenario.geometry.zone_capacity_pages;
+        let places: Vec<usize> = (0..REGION_PLACES).filter(|&place| self.regions[place].is_some()).collect();
+        for _ in 0..16 {
+            let Some(&place) = places.get(below(&mut self.rng, places.len().max(1) as u64) as usize) else { return };
+            let region = self.regions[place].as_ref().expect("live");
+            let page = below(&mut self.rng, region.ptes.len() as u64);
+            let (owner, version) = (region.owner, region.oracle[page as usize]);
+            let Ok(EnginePage::Swapped { address }) = self.core.engine().page_state(owner, page) else { continue };
+            let (zone, slot) = (address.zone(capacity), address.slot(capacity));
+            let model = &mut self.driver.device.zones[zone as usize];
+            if model.offline || slot >= model.write_pointer {
+                continue;
+            }
+            model.data[slot as usize] ^= 1 << below(&mut self.rng, 64);
+            self.altered.push((owner, page, version));
+            self.coverage.pages_altered += 1;
+            return;
         }
     }
 
@@ -854,6 +930,9 @@ impl World {
     pub fn run_step(&mut self) -> bool {
         self.step += 1;
         self.advance_clock();
+        if self.altered_at_steps.contains(&self.step) {
+            self.alter_swapped_page();
+        }
         if self.offline_at_steps.contains(&self.step) {
             self.take_zone_offline();
         }
@@ -1156,13 +1235,21 @@ impl World {
         // (After a discard, the write made before its zap may be what was lost.)
         let versions = [Some(expected), region.alt[page as usize]];
         let engine = self.core.engine().page_state(region.owner, page);
-        let in_offline_zone = self
-            .driver
-            .device
-            .zones
+        let in_offline_zone = self.driver.device.zones.iter().any(|zone| {
+            zone.offline
+                && zone.data.iter().any(|stored| {
+                    let stored = match self.sealer {
+                        Some(_) => self.sealed_versions.get(stored).copied(),
+                        None => Some(*stored),
+                    };
+                    versions.contains(&stored)
+                })
+        });
+        let altered = self
+            .altered
             .iter()
-            .any(|zone| zone.offline && versions.iter().flatten().any(|version| zone.data.contains(version)));
-        if engine != Ok(EnginePage::Lost) || !in_offline_zone {
+            .any(|&(owner, lost, version)| owner == region.owner && lost == page && versions.contains(&Some(version)));
+        if engine != Ok(EnginePage::Lost) || !(in_offline_zone || altered) {
             self.violation(format!(
                 "page {place}:{page} poisoned (engine: {engine:?}), but v{expected} was not lost with an offline zone"
             ));
@@ -1532,7 +1619,7 @@ impl World {
                     self.coverage.child_reads_shadow += 1;
                     shadow
                 }
-                ChildPage::Slot { zone, slot } => {
+                ChildPage::Slot { zone, slot, sealed } => {
                     let model = &self.driver.device.zones[zone as usize];
                     if model.offline {
                         // The child's read fails: it poisons the page, as the parent would.
@@ -1544,7 +1631,12 @@ impl World {
                         None
                     } else {
                         self.coverage.child_reads_slot += 1;
-                        Some(self.driver.device.version(zone, slot))
+                        let stored = self.driver.device.version(zone, slot);
+                        match sealed {
+                            // A page that fails to open is lost to the child too.
+                            Some(sealed) => self.open(&sealed, stored),
+                            None => Some(stored),
+                        }
                     }
                 }
                 ChildPage::Zero => {
@@ -1840,9 +1932,26 @@ impl EvictorShell for Sim<'_> {
 }
 
 impl FaultShell for Sim<'_> {
-    fn read(&mut self, zone: u32, slot: u32, pages: u32, into: ReadInto) -> Result<(), IoError> {
+    fn read(
+        &mut self,
+        zone: u32,
+        slot: u32,
+        pages: u32,
+        into: ReadInto,
+        sealed: Option<&Sealed>,
+    ) -> Result<(), IoError> {
         assert!(!self.world.locked, "a device read under the state lock");
-        let (result, versions) = self.world.device_read(zone, slot, pages);
+        let (mut result, mut versions) = self.world.device_read(zone, slot, pages);
+        if let (Ok(()), Some(sealed)) = (result, sealed) {
+            assert_eq!((pages, into), (1, ReadInto::FaultPage), "sealed pages are read one by one");
+            match self.world.open(sealed, versions[0]) {
+                Some(version) => versions[0] = version,
+                None => {
+                    result = Err(IoError::Device);
+                    versions.clear();
+                }
+            }
+        }
         match into {
             ReadInto::FaultPage => *self.read = versions,
             ReadInto::Cache { first } => {
@@ -1874,7 +1983,7 @@ impl FaultShell for Sim<'_> {
 }
 
 impl IoShell for Sim<'_> {
-    fn run_request(&mut self, plan: &IoPlan, records: &mut Vec<u8>) -> IoCompletion {
+    fn run_request(&mut self, plan: &mut IoPlan, records: &mut Vec<u8>) -> IoCompletion {
         assert!(!self.world.locked, "a device command under the state lock");
         let (completion, read) = self.world.device_command(plan, std::mem::take(records));
         *records = read;

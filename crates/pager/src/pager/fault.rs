@@ -4,7 +4,7 @@
 use std::cell::Cell;
 use std::sync::atomic::AtomicU64;
 
-use znswap_pager_core::{Fault, FaultKind, FaultShell, FaultTask, Next, ReadInto, WaitOn};
+use znswap_pager_core::{Fault, FaultKind, FaultShell, FaultTask, Next, ReadInto, Sealed, WaitOn};
 
 use super::shell::{CpuTime, Live, Role};
 use super::*;
@@ -58,7 +58,14 @@ impl Role for FaultRole<'_> {
 }
 
 impl<'a> FaultShell for Live<'a, FaultRole<'a>> {
-    fn read(&mut self, zone: u32, slot: u32, pages: u32, into: ReadInto) -> Result<(), IoError> {
+    fn read(
+        &mut self,
+        zone: u32,
+        slot: u32,
+        pages: u32,
+        into: ReadInto,
+        sealed: Option<&Sealed>,
+    ) -> Result<(), IoError> {
         let reading = Instant::now();
         let role = &mut self.role;
         let buffer: &mut [u8] = match into {
@@ -70,7 +77,11 @@ impl<'a> FaultShell for Live<'a, FaultRole<'a>> {
             },
         };
         assert_eq!(buffer.len(), pages as usize * PAGE_BYTES, "a read larger than its buffer");
-        let result = self.shared.read_slots(zone, slot, buffer, None);
+        let result = self.shared.read_slots(zone, slot, buffer, None).and_then(|()| {
+            // One page when sealed (no read-ahead): the faulting one.
+            debug_assert!(sealed.is_none() || pages == 1);
+            self.shared.open_page(buffer, sealed)
+        });
         role.read_pages = pages;
         self.shared.counters.fault_read_ns.fetch_add(reading.elapsed().as_nanos() as u64, Relaxed);
         self.shared.counters.fault_reads.fetch_add(1, Relaxed);

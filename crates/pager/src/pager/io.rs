@@ -3,7 +3,7 @@
 use std::io::IoSlice;
 
 use znswap_core::{Buf, IoRequest};
-use znswap_pager_core::{IoCompletion, IoPlan, IoShell, IoThread, PageSource};
+use znswap_pager_core::{IoCompletion, IoPlan, IoShell, IoThread, PageSource, Sealed};
 
 use super::shell::{CpuTime, Live, Role};
 use super::*;
@@ -41,7 +41,7 @@ pub(super) struct IoRole {
 impl Role for IoRole {}
 
 impl IoShell for Live<'_, IoRole> {
-    fn run_request(&mut self, plan: &IoPlan, records: &mut Vec<u8>) -> IoCompletion {
+    fn run_request(&mut self, plan: &mut IoPlan, records: &mut Vec<u8>) -> IoCompletion {
         let shared = self.shared;
         let scratch = &mut self.role.scratch;
         match plan.request() {
@@ -114,8 +114,18 @@ impl Shared {
     /// One append: its pages go to the device from where they are, in one `pwritev`,
     /// outside the lock, with `records` (the engine's, taken under the lock) as per-LBA
     /// metadata or in the footer page.
-    fn append(&self, plan: &IoPlan, zone: u32, pages: usize, records: &[u8], scratch: &mut IoScratch) -> IoCompletion {
+    fn append(
+        &self,
+        plan: &mut IoPlan,
+        zone: u32,
+        pages: usize,
+        records: &[u8],
+        scratch: &mut IoScratch,
+    ) -> IoCompletion {
         scratch.prepare(pages);
+        if let Some(sealer) = &self.sealer {
+            self.seal_victims(sealer, plan, scratch);
+        }
         if self.footer_mode {
             if let Some(index) = plan.sources().iter().position(|source| *source == PageSource::Footer) {
                 scratch.pages[index].0.copy_from_slice(records);
@@ -135,6 +145,8 @@ impl Shared {
             .enumerate()
             .map(|(index, source)| {
                 IoSlice::new(match *source {
+                    // Sealed into the scratch page by `seal_victims`.
+                    PageSource::Region { .. } if self.sealer.is_some() => &scratch.pages[index].0,
                     // SAFETY: the page's region was live under the lock and stays mapped
                     // while `mappings` is held (the I/O thread holds it from the request
                     // to here). A write to the page meanwhile races with the device
@@ -162,6 +174,55 @@ impl Shared {
             self.counters.evictor_append_ns.fetch_add(appending.elapsed().as_nanos() as u64, Relaxed);
         }
         IoCompletion::Append(result)
+    }
+
+    /// Copies each victim of the append into its scratch page and seals it there: the
+    /// device gets only ciphertext, the plan the seals (kept by the core once the
+    /// append is done).
+    fn seal_victims(&self, sealer: &znswap_seal::Sealer, plan: &mut IoPlan, scratch: &mut IoScratch) {
+        debug_assert!(!holds_state_lock(), "region memory read under the state lock");
+        let count = plan.sources().len();
+        let mut sealed = 0;
+        for index in 0..count {
+            let seal = match plan.sources()[index] {
+                PageSource::Region { address } => {
+                    let page = &mut scratch.pages[index].0;
+                    let words = address as *const u64;
+                    for (word, chunk) in page.chunks_exact_mut(8).enumerate() {
+                        // SAFETY: the victim's region stays mapped while `mappings` is
+                        // held (as for the unsealed append, which hands the kernel the
+                        // same address). Volatile: a write to the page meanwhile (after
+                        // its write-protect fault, which aborts this swap-out) may
+                        // change it under the copy, whose bytes are then never read back.
+                        let value = unsafe { words.add(word).read_volatile() };
+                        chunk.copy_from_slice(&value.to_ne_bytes());
+                    }
+                    let (owner, page_index) = plan.identity(index);
+                    sealed += 1;
+                    sealer.seal(owner, page_index, page)
+                }
+                PageSource::Gc { .. } | PageSource::Footer | PageSource::Zero => znswap_seal::NO_SEAL,
+            };
+            plan.seals_mut().push(seal);
+        }
+        self.counters.pages_sealed.fetch_add(sealed, Relaxed);
+    }
+
+    /// Opens a page read for `sealed` in place; one that fails to open is a failed read
+    /// (the page is lost, never delivered).
+    pub(super) fn open_page(&self, page: &mut [u8], sealed: Option<&Sealed>) -> Result<(), IoError> {
+        let (Some(sealer), Some(sealed)) = (&self.sealer, sealed) else { return Ok(()) };
+        sealer.open(sealed.owner, sealed.page, page, &sealed.seal).map_err(|_| {
+            self.counters.pages_failed_open.fetch_add(1, Relaxed);
+            if !self.device_error_shown.swap(true, Relaxed) {
+                eprintln!(
+                    "znswap: warning: page {} of region {} failed its integrity check: altered on the device; \
+                     reported lost (further ones are only counted)",
+                    sealed.page, sealed.owner
+                );
+            }
+            IoError::Device
+        })
     }
 
     fn lba(&self, zone: u32, slot: u32) -> u64 {

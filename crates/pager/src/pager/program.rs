@@ -215,7 +215,10 @@ impl Shared {
                 let installed = match source {
                     ChildPage::NotOurs => uffd.wake(address, PAGE_BYTES as u64).map(|_| true),
                     ChildPage::Zero => uffd.zeropage(address, PAGE_BYTES as u64, true),
-                    ChildPage::Slot { zone, slot } => match self.read_slots(zone, slot, &mut page.0, None) {
+                    ChildPage::Slot { zone, slot, sealed } => match self
+                        .read_slots(zone, slot, &mut page.0, None)
+                        .and_then(|()| self.open_page(&mut page.0, sealed.as_ref()))
+                    {
                         Ok(()) => uffd.copy(address, &page.0, false, true),
                         Err(_) => uffd.poison(address, PAGE_BYTES as u64).map(|_| true),
                     },

@@ -82,6 +82,11 @@ pager_stats! {
     count pages_poisoned,
     /// Failed device commands (appends, reads, resets, finishes), each counted once.
     count device_errors,
+    /// With encryption (`PagerConfig::encrypt`): pages sealed as they were written, and
+    /// pages read back that failed to open (altered on the device, or not the page
+    /// asked for), each a failed read: the page is reported lost, never delivered.
+    count pages_sealed,
+    count pages_failed_open,
     /// CPU time the I/O threads spent on GC work (GC reads, moves, resets), in
     /// nanoseconds.
     count gc_cpu_ns,
@@ -140,6 +145,8 @@ pub(super) struct Counters {
     pub(super) budget_wait_ns: AtomicU64,
     pub(super) fault_discarded_pages: AtomicU64,
     pub(super) unparks_copied: AtomicU64,
+    pub(super) pages_sealed: AtomicU64,
+    pub(super) pages_failed_open: AtomicU64,
     pub(super) gc_cpu_ns: AtomicU64,
     pub(super) fault_lock_wait_ns: AtomicU64,
     pub(super) fault_read_ns: AtomicU64,
@@ -192,6 +199,8 @@ impl Shared {
             lost_pages: core.lost_pages,
             pages_poisoned: core.pages_poisoned,
             device_errors: core.device_errors,
+            pages_sealed: c.pages_sealed.load(Relaxed),
+            pages_failed_open: c.pages_failed_open.load(Relaxed),
             gc_cpu_ns: c.gc_cpu_ns.load(Relaxed),
             fault_lock_wait_ns: c.fault_lock_wait_ns.load(Relaxed),
             fault_read_ns: c.fault_read_ns.load(Relaxed),
