@@ -287,6 +287,14 @@ fn dontneed(mib: usize) -> String {
 /// parent rewrites it (pages on the device included), and exits 0 only if every byte
 /// matched.
 fn fork_snapshot(mib: usize) -> String {
+    // A locale loaded from its files, as Python's start-up does: glibc keeps its data
+    // in the heap, paged out by the time of the fork, and reads it in every thread's
+    // start, the child's fault thread's too (which once waited there for itself).
+    // SAFETY: no other thread runs yet; the name is a NUL-terminated literal.
+    let locale = unsafe { libc::setlocale(libc::LC_CTYPE, c"C.UTF-8".as_ptr()) };
+    if locale.is_null() {
+        eprintln!("(no C.UTF-8 locale here: the fork runs in the C locale)");
+    }
     let mut chunks = aligned_chunks(mib, 1);
     for round in 1..=2u64 {
         // SAFETY: the child only reads memory and exits.

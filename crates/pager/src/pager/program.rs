@@ -19,6 +19,7 @@
 //! write end only they keep (close-on-exec) reads end-of-file then.
 
 use std::os::fd::RawFd;
+use std::sync::atomic::Ordering::{Acquire, Release};
 
 use znswap_pager_core::{ChildPage, ForkHold};
 
@@ -134,11 +135,34 @@ impl Pager {
         // A `PagerThread` (see pager_thread.rs: std's spawn and glibc's cached stacks
         // would put the new thread's first allocations in paged memory, a fault only it
         // could serve). Detached: it runs until the child ends.
+        //
+        // Its start may still touch paged memory before it can serve a fault: glibc's
+        // thread start reads the program's locale (`__ctype_init`), which the program's
+        // `setlocale` put in the paged heap (seen: Python forking after 100 MiB of data,
+        // its child's fault thread stuck in `__ctype_init` on a swapped-out page). So
+        // this thread serves the child's faults until the new one has started, then
+        // hands over.
+        let uffd = Arc::new(uffd);
+        let started = Arc::new(AtomicBool::new(false));
+        let handed_over = Arc::new(AtomicBool::new(false));
         let (shared, orphaned) = (self.shared.clone(), self.child_orphaned);
+        let thread = (uffd.clone(), started.clone(), handed_over.clone());
         PagerThread::spawn("znswap-child", "forked child's fault thread", self.thread_start, move || {
+            let (uffd, started, handed_over) = thread;
+            started.store(true, Release);
+            while !handed_over.load(Acquire) {
+                std::thread::yield_now();
+            }
             shared.serve_child_faults(&uffd, parent, orphaned)
         })
         .map_err(|error| format!("starting its fault thread: {error}"))?;
+        let mut page = Box::new(AlignedPage::ZERO);
+        while !started.load(Acquire) {
+            if uffd.poll(1).map_err(|error| format!("polling its userfaultfd: {error}"))? {
+                self.shared.serve_child_events(&uffd, &mut page);
+            }
+        }
+        handed_over.store(true, Release);
         Ok(())
     }
 }
@@ -204,36 +228,41 @@ impl Shared {
                 unsafe { libc::_exit(crate::run_env::EXIT_DAEMONIZED) };
             }
             match uffd.poll(100) {
-                Ok(true) => {}
+                Ok(true) => self.serve_child_events(uffd, &mut page),
                 Ok(false) => continue,
                 Err(error) => panic!("polling the child's userfaultfd: {error}"),
             }
-            while let Some(event) = uffd.read_event().expect("reading the child's userfaultfd") {
-                let UffdEvent::PageFault { address, .. } = event else { continue };
-                let address = address / PAGE_BYTES as u64 * PAGE_BYTES as u64;
-                let source = self.lock().child_page(address);
-                let installed = match source {
-                    ChildPage::NotOurs => uffd.wake(address, PAGE_BYTES as u64).map(|_| true),
-                    ChildPage::Zero => uffd.zeropage(address, PAGE_BYTES as u64, true),
-                    ChildPage::Slot { zone, slot, sealed } => match self
-                        .read_slots(zone, slot, &mut page.0, None)
-                        .and_then(|()| self.open_page(&mut page.0, sealed.as_ref()))
-                    {
-                        Ok(()) => uffd.copy(address, &page.0, false, true),
-                        Err(_) => uffd.poison(address, PAGE_BYTES as u64).map(|_| true),
-                    },
-                    ChildPage::Lost => uffd.poison(address, PAGE_BYTES as u64).map(|_| true),
-                    ChildPage::Shadow { address: shadow } => {
-                        // SAFETY: the child's copy of a parked page's shadow page, mapped at
-                        // the fork (copy-on-write) and touched by nobody in the child.
-                        let source = unsafe { std::slice::from_raw_parts(shadow as *const u8, PAGE_BYTES) };
-                        page.0.copy_from_slice(source);
-                        uffd.copy(address, &page.0, false, true)
-                    }
-                };
-                if let Err(error) = installed {
-                    panic!("serving the child's fault at {address:#x} ({source:?}): {error}");
+        }
+    }
+
+    /// Resolves the child's fault events queued on `uffd`, reading swapped pages into
+    /// `page`.
+    fn serve_child_events(&self, uffd: &Userfaultfd, page: &mut AlignedPage) {
+        while let Some(event) = uffd.read_event().expect("reading the child's userfaultfd") {
+            let UffdEvent::PageFault { address, .. } = event else { continue };
+            let address = address / PAGE_BYTES as u64 * PAGE_BYTES as u64;
+            let source = self.lock().child_page(address);
+            let installed = match source {
+                ChildPage::NotOurs => uffd.wake(address, PAGE_BYTES as u64).map(|_| true),
+                ChildPage::Zero => uffd.zeropage(address, PAGE_BYTES as u64, true),
+                ChildPage::Slot { zone, slot, sealed } => match self
+                    .read_slots(zone, slot, &mut page.0, None)
+                    .and_then(|()| self.open_page(&mut page.0, sealed.as_ref()))
+                {
+                    Ok(()) => uffd.copy(address, &page.0, false, true),
+                    Err(_) => uffd.poison(address, PAGE_BYTES as u64).map(|_| true),
+                },
+                ChildPage::Lost => uffd.poison(address, PAGE_BYTES as u64).map(|_| true),
+                ChildPage::Shadow { address: shadow } => {
+                    // SAFETY: the child's copy of a parked page's shadow page, mapped at
+                    // the fork (copy-on-write) and touched by nobody in the child.
+                    let source = unsafe { std::slice::from_raw_parts(shadow as *const u8, PAGE_BYTES) };
+                    page.0.copy_from_slice(source);
+                    uffd.copy(address, &page.0, false, true)
                 }
+            };
+            if let Err(error) = installed {
+                panic!("serving the child's fault at {address:#x} ({source:?}): {error}");
             }
         }
     }
