@@ -599,6 +599,15 @@ impl Summary {
         );
         line("device WAF", format!("{waf:.2} ({} GC runs)", r.gc_runs));
         line("lost pages", r.lost_pages.to_string());
+        if r.pages_sealed > 0 {
+            line(
+                "encrypted",
+                format!(
+                    "{} pages sealed (AES-256-GCM, a key held only in memory); {} read back failed their check",
+                    r.pages_sealed, r.pages_failed_open
+                ),
+            );
+        }
         line(
             "not paged",
             format!(

@@ -207,6 +207,17 @@ fn a_forked_child_sees_the_heap_as_at_the_fork_while_the_parent_rewrites_it() {
     assert_eq!(run.figure("forks"), 2);
 }
 
+/// `--encrypt`: the same heap and forks, every page sealed on its way out and opened
+/// on its way back (the child's reads too), every byte checked.
+#[test]
+fn an_encrypted_heap_and_its_forked_children_read_back_exactly() {
+    let run = run_with(&["fork", "64"], &[], &["--encrypt"]);
+    assert_paged(&run, "fork: 2 children checked 64 MiB snapshots");
+    assert_eq!(run.figure("forks"), 2);
+    assert!(run.figure("pages_sealed") >= run.figure("swapped_out_pages"), "{:?}", run.report);
+    assert_eq!(run.figure("pages_failed_open"), 0);
+}
+
 /// With an inactive list, victims are parked (moved out of the program's reach) before
 /// they are written out: a heap four times the budget, discards of parts of it, and
 /// forked children reading their snapshot (parked pages among it, while the parent

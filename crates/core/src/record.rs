@@ -204,7 +204,7 @@ pub fn decode_footer(bytes: &[u8], expected: ChunkIdentity, records: &mut [PageR
     }
     let count = read_u16(bytes, FOOTER_COUNT_OFFSET) as usize;
     if count >= chunk_pages as usize || count > FOOTER_RECORDS_MAX || count > records.len() {
-        return Err(RecordError::Layout { expected: chunk_pages as u64 - 1, found: count as u64 });
+        return Err(RecordError::Layout { expected: (chunk_pages as u64).saturating_sub(1), found: count as u64 });
     }
     for (index, record) in records.iter_mut().enumerate().take(count) {
         let at = FOOTER_RECORDS_OFFSET + index * PAGE_RECORD_BYTES;

@@ -197,6 +197,12 @@ pub struct RunReport {
     pub record_bytes_written: u64,
     pub gc_runs: u64,
     pub lost_pages: u64,
+    /// With `--encrypt`: pages sealed on their way out, and pages read back that failed
+    /// to open (altered on the device; each is lost).
+    #[serde(default)]
+    pub pages_sealed: u64,
+    #[serde(default)]
+    pub pages_failed_open: u64,
     pub budget_overruns: u64,
     pub device_errors: u64,
     /// Anonymous memory resident in the process (`RssAnon`), of which the paged heap's

@@ -353,6 +353,8 @@ fn report(runtime: &Runtime, at_exit: bool) -> RunReport {
         record_bytes_written: stats.record_bytes_written,
         gc_runs: stats.gc_runs,
         lost_pages: stats.lost_pages,
+        pages_sealed: stats.pages_sealed,
+        pages_failed_open: stats.pages_failed_open,
         budget_overruns: stats.budget_overruns,
         device_errors: stats.device_errors,
         rss_anon_bytes: resident.anon,

@@ -119,10 +119,18 @@ impl Geometry {
         if self.zone_size_lbas == 0 {
             return Err(invalid("zone-size", 0, "must be at least one LBA"));
         }
+        // Before any size in bytes is computed (a device file's header is untrusted: a
+        // huge zone size there must be an error, not an overflow).
+        let device_bytes = (self.zone_count as u64)
+            .checked_mul(self.zone_size_lbas)
+            .and_then(|lbas| lbas.checked_mul(self.lba_bytes as u64));
+        if device_bytes.is_none_or(|bytes| bytes > 1 << 63) {
+            return Err(invalid("zones", self.zone_count, "the device would exceed 2^63 bytes"));
+        }
         if self.zone_capacity_lbas == 0 || self.zone_capacity_lbas > self.zone_size_lbas {
             return Err(invalid(
                 "zone-capacity",
-                self.zone_capacity_lbas * self.lba_bytes as u64,
+                self.zone_capacity_lbas.saturating_mul(self.lba_bytes as u64),
                 format!("must be at least one LBA and at most the zone size ({} B)", self.zone_size_bytes()),
             ));
         }
@@ -171,9 +179,6 @@ impl Geometry {
                 self.max_open_zones,
                 format!("must be between 1 and max-active ({}): every open zone is also active", self.max_active_zones),
             ));
-        }
-        if self.zone_count as u64 * self.zone_size_lbas > u64::MAX / self.lba_bytes as u64 / 2 {
-            return Err(invalid("zones", self.zone_count, "the device would exceed 2^63 bytes"));
         }
         Ok(())
     }
@@ -251,7 +256,8 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
     }
     let value: f64 = number.parse().map_err(|_| format!("cannot read {text:?} as a size: write e.g. 64M or 4096"))?;
     let bytes = value * multiplier as f64;
-    if bytes.fract() != 0.0 || bytes > u64::MAX as f64 {
+    // `u64::MAX as f64` is 2^64, one past the largest u64.
+    if bytes.fract() != 0.0 || bytes >= u64::MAX as f64 {
         return Err(format!("size {text:?} is not a whole number of bytes"));
     }
     Ok(bytes as u64)
@@ -278,6 +284,26 @@ mod tests {
 
     fn base() -> Geometry {
         Geometry::from_bytes(4096, 16, 8, 1 << 20, 960 << 10, 4, 6, 4096).unwrap()
+    }
+
+    /// Found by the `device_file` fuzz target: a header's huge zone size or capacity
+    /// overflowed while the error about it was being worded.
+    #[test]
+    fn sizes_too_large_for_bytes_are_errors_not_overflows() {
+        for (zones, size, capacity) in [(1, u64::MAX / 2, u64::MAX / 2), (u32::MAX, 1 << 40, 1), (2, 1 << 52, 1 << 52)]
+        {
+            let geometry = Geometry { zone_count: zones, zone_size_lbas: size, zone_capacity_lbas: capacity, ..base() };
+            let error = geometry.validate().expect_err("a device past 2^63 bytes");
+            assert!(error.to_string().contains("2^63"), "{error}");
+        }
+        let capacity_past_size = Geometry { zone_size_lbas: 256, zone_capacity_lbas: u64::MAX, ..base() };
+        assert!(capacity_past_size
+            .validate()
+            .expect_err("capacity past the size")
+            .to_string()
+            .contains("zone-capacity"));
+        assert!(parse_size("18446744073709551616").is_err(), "2^64 bytes read as u64::MAX");
+        assert!(parse_size("16777216T").is_err());
     }
 
     #[test]
