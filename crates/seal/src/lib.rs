@@ -1,8 +1,8 @@
 //! Page encryption for swap: every page is sealed (encrypted and authenticated) before
 //! it leaves memory and opened after it is read back.
 //!
-//! - **Cipher**: AES-256-GCM (RustCrypto's `aes-gcm`, audited; AES-NI and CLMUL picked
-//!   at run time). A page is 4096 bytes of ciphertext on the device, nothing more: the
+//! - **Cipher**: AES-256-GCM (`ring`'s, BoringSSL's assembly; AES-NI and carry-less
+//!   multiplication picked at run time). A page is 4096 bytes of ciphertext on the device, nothing more: the
 //!   nonce and the tag, its [`Seal`], stay in the pager's memory, beside the page's
 //!   state (see the crate's README for why not on the device).
 //! - **Nonce**: a 64-bit counter, one per seal, never reused under a key (a key lives
@@ -21,8 +21,7 @@
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-use aes_gcm::aead::{AeadInPlace, KeyInit};
-use aes_gcm::{Aes256Gcm, Key, Nonce, Tag};
+use ring::aead::{Aad, LessSafeKey, Nonce, Tag, UnboundKey, AES_256_GCM};
 
 /// A sealed page's nonce counter (8 bytes, little endian) and tag (16 bytes): what
 /// opening it needs besides the key.
@@ -40,6 +39,8 @@ pub enum SealError {
     Random(getrandom::Error),
     #[error("no page for the key: mmap failed ({0})")]
     Map(std::io::Error),
+    #[error("the cipher refused the key")]
+    Key,
 }
 
 /// A page failed to open: altered on the device, or not the page it was asked for.
@@ -48,7 +49,7 @@ pub enum SealError {
 pub struct Corrupt;
 
 struct Keyed {
-    cipher: Aes256Gcm,
+    cipher: LessSafeKey,
     next_nonce: AtomicU64,
 }
 
@@ -103,7 +104,14 @@ impl Sealer {
             libc::mlock(page, KEY_PAGE_BYTES);
         }
         let keyed = page.cast::<Keyed>();
-        let cipher = Aes256Gcm::new(Key::<Aes256Gcm>::from_slice(key));
+        let cipher = match UnboundKey::new(&AES_256_GCM, key) {
+            Ok(key) => LessSafeKey::new(key),
+            Err(_) => {
+                // SAFETY: the mapping made above, not used since.
+                unsafe { libc::munmap(page, KEY_PAGE_BYTES) };
+                return Err(SealError::Key);
+            }
+        };
         // SAFETY: page-aligned (more than `Keyed` needs), large enough (asserted at
         // compile time), and nobody else holds it.
         unsafe { keyed.write(Keyed { cipher, next_nonce: AtomicU64::new(1) }) };
@@ -122,11 +130,11 @@ impl Sealer {
         assert_ne!(counter, u64::MAX, "the nonce counter wrapped");
         let tag = keyed
             .cipher
-            .encrypt_in_place_detached(&nonce(counter), &associated(owner, page), data)
+            .seal_in_place_separate_tag(nonce(counter), Aad::from(associated(owner, page)), data)
             .expect("a page is far below AES-GCM's message limit");
         let mut seal = [0u8; SEAL_BYTES];
         seal[..8].copy_from_slice(&counter.to_le_bytes());
-        seal[8..].copy_from_slice(&tag);
+        seal[8..].copy_from_slice(tag.as_ref());
         seal
     }
 
@@ -137,10 +145,11 @@ impl Sealer {
         if counter == 0 {
             return Err(Corrupt);
         }
-        let tag = Tag::from_slice(&seal[8..]);
+        let tag = Tag::from(<[u8; 16]>::try_from(&seal[8..]).expect("16 bytes"));
         self.keyed()
             .cipher
-            .decrypt_in_place_detached(&nonce(counter), &associated(owner, page), data, tag)
+            .open_in_place_separate_tag(nonce(counter), Aad::from(associated(owner, page)), tag, data, 0..)
+            .map(|_| ())
             .map_err(|_| Corrupt)
     }
 }
@@ -148,8 +157,8 @@ impl Sealer {
 impl Drop for Sealer {
     fn drop(&mut self) {
         let page = self.keyed.as_ptr();
-        // SAFETY: the sealer owns the page; nothing uses it after this. The cipher's
-        // own drop zeroes its key schedule; the whole page is zeroed after it anyway.
+        // SAFETY: the sealer owns the page; nothing uses it after this. The whole page,
+        // the cipher's key schedule in it, is zeroed after the cipher's drop.
         unsafe {
             std::ptr::drop_in_place(page);
             zero(std::slice::from_raw_parts_mut(page.cast::<u8>(), KEY_PAGE_BYTES));
@@ -158,10 +167,11 @@ impl Drop for Sealer {
     }
 }
 
-fn nonce(counter: u64) -> Nonce<aes_gcm::aead::consts::U12> {
+fn nonce(counter: u64) -> Nonce {
     let mut bytes = [0u8; 12];
     bytes[..8].copy_from_slice(&counter.to_le_bytes());
-    *Nonce::from_slice(&bytes)
+    // Unique: the counter never repeats under one key.
+    Nonce::assume_unique_for_key(bytes)
 }
 
 fn associated(owner: u32, page: u64) -> [u8; 12] {
