@@ -73,6 +73,7 @@ struct PagerCoverage {
     pages_sealed: u64,
     pages_altered: u64,
     pages_failed_open: u64,
+    cache_pages_opened: u64,
 }
 
 pub struct PagerDstRequest {
@@ -161,6 +162,7 @@ pub fn dst(request: &PagerDstRequest) -> Result<bool> {
         coverage.pages_sealed += c.pages_sealed;
         coverage.pages_altered += c.pages_altered;
         coverage.pages_failed_open += c.pages_failed_open;
+        coverage.cache_pages_opened += c.cache_pages_opened;
         table.row(vec![
             seed.to_string(),
             report.ops.to_string(),
@@ -246,6 +248,7 @@ pub fn dst(request: &PagerDstRequest) -> Result<bool> {
             ("pages sealed on their way to the device", coverage.pages_sealed),
             ("sealed pages altered on the device", coverage.pages_altered),
             ("  reads that failed to open (reported lost)", coverage.pages_failed_open),
+            ("sealed pages read ahead, opened when faulted", coverage.cache_pages_opened),
             ("corrupted reads", coverage.corrupted),
         ];
         for (name, value) in rows {

@@ -306,8 +306,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 budget_bytes: memory,
                 wss_bytes: args.wss.unwrap_or(4 * memory),
                 threads,
-                // No read-ahead with sealed pages (`PagerConfig::encrypt`).
-                readahead_pages: if args.encrypt.encrypt { 0 } else { args.faults.readahead },
+                readahead_pages: args.faults.readahead,
                 fault_poll_us: args.faults.fault_poll,
                 park_pages: args.faults.park / znswap_pager::PAGE_BYTES as u64,
                 encrypt: args.encrypt.encrypt,

@@ -178,7 +178,6 @@ fn pager_altered_pages_are_lost_when_sealed_and_corrupt_when_not() {
     let (mut failed_open, mut corrupted) = (0, 0);
     for seed in 0..12 {
         let mut scenario = PagerScenario::random(&mut znswap_dst::scenario::rng(seed ^ 0x9a9e_5eed));
-        scenario.readahead_pages = 0;
         scenario.faults.altered_pages = 8;
         scenario.faults.offline_zones = 0;
         scenario.seal_pages = true;

@@ -114,6 +114,9 @@ pub trait FaultShell: Shell {
         into: ReadInto,
         sealed: Option<&Sealed>,
     ) -> Result<(), IoError>;
+    /// Under the state lock: opens read-ahead cache page `entry` in place as `sealed`'s
+    /// page; whether it opened (a page that did not must not be served).
+    fn open_cached(&mut self, entry: u32, sealed: &Sealed) -> bool;
     /// Under the state lock: maps a page of zeroes at `address` only where nothing is
     /// mapped, waking the faulting threads; whether it landed.
     fn zero_fill(&mut self, address: u64) -> bool;
@@ -455,9 +458,20 @@ impl FaultTask {
             FaultPhase::Call => {
                 shell.lock();
                 let now = shell.now();
-                let step = shell.core().fault(&mut self.fault, now, &mut self.actions);
+                let mut step = shell.core().fault(&mut self.fault, now, &mut self.actions);
                 shell.apply(&mut self.actions);
+                // Still under the lock: a sealed page read ahead is opened, then served.
+                if let FaultStep::OpenCached { entry, sealed, around } = step {
+                    let mut opened = shell.open_cached(entry, &sealed) as u64;
+                    for index in 0..around {
+                        let (entry, sealed) = shell.core().fault_cache_around(&self.fault, index);
+                        opened |= (shell.open_cached(entry, &sealed) as u64) << (index + 1);
+                    }
+                    step = shell.core().fault_cache_opened(&mut self.fault, opened, now, &mut self.actions);
+                    shell.apply(&mut self.actions);
+                }
                 match step {
+                    FaultStep::OpenCached { .. } => unreachable!("a cache page to open is opened above"),
                     FaultStep::NotOurs | FaultStep::Done => {
                         shell.unlock();
                         self.resolved(step == FaultStep::Done)

@@ -74,6 +74,13 @@ pub enum FaultStep {
     /// call [`PagerCore::fault_read_done`]. With `sealed`, open the faulting page with
     /// it after the read; a page that fails to open is a failed read.
     Read { zone: u32, slot: u32, pages: u32, into: ReadInto, sealed: Option<Sealed> },
+    /// Still under the lock: open read-ahead cache page `entry` in place as `sealed`'s
+    /// page (`PagerConfig::encrypt`), then call [`PagerCore::fault_cache_opened`] with
+    /// whether it opened.
+    /// Pages next to it to be mapped along are opened too: `around` of them, each from
+    /// [`PagerCore::fault_cache_around`]; the bitmask of those that opened goes to
+    /// `fault_cache_opened`.
+    OpenCached { entry: u32, sealed: Sealed, around: u32 },
     /// Map one page of zeroes at `address` only if nothing is mapped there, still under
     /// the lock (`UFFDIO_COPY` of a zero page, writable, waking the faulting threads;
     /// `EEXIST` means something is mapped), then call [`PagerCore::fault_zero_filled`]
@@ -89,8 +96,30 @@ pub enum ReadInto {
     /// The fault's own page buffer (one page).
     FaultPage,
     /// The read-ahead cache's pages `first..first + pages`, claimed for this read: the
-    /// fault owns them until `fault_read_done`.
-    Cache { first: u32 },
+    /// fault owns them until `fault_read_done`. The faulting page is `first +
+    /// fault_index` (the one a sealed read opens; the others are opened when a fault
+    /// wants them, `FaultStep::OpenCached`).
+    Cache { first: u32, fault_index: u32 },
+}
+
+/// A fault's cache hit waiting for its page, and the pages next to it to be mapped
+/// along, to be opened (`FaultStep::OpenCached`).
+#[derive(Clone, Copy, Debug)]
+struct OpeningCached {
+    reading: Reading,
+    entry: u32,
+    zone: u32,
+    slot: u32,
+    around: [Around; crate::READAHEAD_PAGES_MAX as usize],
+    around_count: u32,
+}
+
+/// A page next to a cache hit's, in the cache too (`serve_around`'s conditions).
+#[derive(Clone, Copy, Debug)]
+struct Around {
+    page: u64,
+    entry: u32,
+    down: bool,
 }
 
 /// One fault, from its first call to `Done`: the shell keeps it across the calls.
@@ -115,6 +144,9 @@ enum Progress {
         sequential: bool,
     },
     Reading(Reading),
+    /// Asked the shell to open a sealed page in the read-ahead cache
+    /// (`FaultStep::OpenCached`).
+    OpeningCached(OpeningCached),
     /// Asked the shell to map zeroes where nothing is mapped (`FaultStep::ZeroFill`).
     ZeroFilling {
         owner: u32,
@@ -163,8 +195,8 @@ impl PagerCore {
     /// `NotOurs`; carry out `actions` before releasing the lock each time.
     pub fn fault(&mut self, fault: &mut Fault, now: u64, actions: &mut Actions) -> FaultStep {
         assert!(
-            !matches!(fault.progress, Progress::Reading(_) | Progress::ZeroFilling { .. }),
-            "a fault with a read or a zero fill outstanding called again"
+            !matches!(fault.progress, Progress::Reading(_) | Progress::ZeroFilling { .. } | Progress::OpeningCached(_)),
+            "a fault with a read, a zero fill or an open outstanding called again"
         );
         let address = fault.address;
         let Some((owner, page)) = self.locate(address) else {
@@ -489,6 +521,29 @@ impl PagerCore {
                 let address = SlotAddress::new(zone, slot, capacity);
                 let zone_generation = self.engine.zone_counters(zone).resets;
                 if let Some(entry) = self.readahead.lookup(address, zone_generation) {
+                    if self.config.seal_pages {
+                        // Opened first, under this lock, with the pages that would be
+                        // mapped along: a page that fails to open is read from the
+                        // device instead, whose failure reports it lost.
+                        let generation = self.regions[owner as usize].generation;
+                        let reading = Reading { owner, page, generation, sequential, write, io, claim: None };
+                        let mut opening = OpeningCached {
+                            reading,
+                            entry,
+                            zone,
+                            slot,
+                            around: [Around { page: 0, entry: 0, down: false }; crate::READAHEAD_PAGES_MAX as usize],
+                            around_count: 0,
+                        };
+                        self.plan_around(owner, page, address, &mut opening);
+                        fault.progress = Progress::OpeningCached(opening);
+                        let seal = self.regions[owner as usize].seals.get(page);
+                        return FaultStep::OpenCached {
+                            entry,
+                            sealed: Sealed { owner, page, seal },
+                            around: opening.around_count,
+                        };
+                    }
                     // Read ahead by an earlier fault: no device read.
                     self.serve_from_cache(owner, page, io, entry, write, now, actions);
                     self.serve_around(owner, page, address, write, now, actions);
@@ -505,17 +560,74 @@ impl PagerCore {
                     claim,
                 };
                 let (start, pages, into) = match claim {
-                    Some(claim) => (slot - claim.fault_index, claim.pages, ReadInto::Cache { first: claim.first }),
+                    Some(claim) => (
+                        slot - claim.fault_index,
+                        claim.pages,
+                        ReadInto::Cache { first: claim.first, fault_index: claim.fault_index },
+                    ),
                     None => (slot, 1, ReadInto::FaultPage),
                 };
                 self.stats.swap_in_reads += pages as u64;
                 self.stats.readahead_pages_read += pages as u64 - 1;
                 fault.progress = Progress::Reading(reading);
                 let region = &self.regions[owner as usize];
-                let sealed = self.config.seal_pages.then(|| Sealed { owner, page, seal: region.seals[page as usize] });
+                let sealed = self.config.seal_pages.then(|| Sealed { owner, page, seal: region.seals.get(page) });
                 FaultStep::Read { zone, slot: start, pages, into, sealed }
             }
         }
+    }
+
+    /// The cache page `index` of those a fault asked to open (`FaultStep::OpenCached`'s
+    /// `around`, after its own): its entry and what opens it.
+    pub fn fault_cache_around(&self, fault: &Fault, index: u32) -> (u32, Sealed) {
+        let Progress::OpeningCached(opening) = &fault.progress else {
+            panic!("fault_cache_around without an open outstanding");
+        };
+        assert!(index < opening.around_count, "page {index} of {} to open", opening.around_count);
+        let Around { page, entry, .. } = opening.around[index as usize];
+        let owner = opening.reading.owner;
+        (entry, Sealed { owner, page, seal: self.regions[owner as usize].seals.get(page) })
+    }
+
+    /// The sealed cache pages a fault asked to open (`FaultStep::OpenCached`) are open in
+    /// place where `opened` has their bit (bit 0 the faulting page's, bit 1 + i its
+    /// `around` page i's). The faulting page opened: served from the cache, and the pages
+    /// next to it that opened, in each direction up to the first that did not. Not: the
+    /// page is read from the device (its own check decides if it is lost). Entries not
+    /// served are dropped: what they hold is no longer ciphertext.
+    pub fn fault_cache_opened(&mut self, fault: &mut Fault, opened: u64, now: u64, actions: &mut Actions) -> FaultStep {
+        let Progress::OpeningCached(opening) = fault.progress else {
+            panic!("fault_cache_opened without an open outstanding");
+        };
+        let OpeningCached { reading, entry, zone, slot, around, around_count } = opening;
+        let Reading { owner, page, generation, sequential, write, io, .. } = reading;
+        assert!(self.same_region(owner, generation), "{owner}:{page}: the region went while the lock was held");
+        if opened & 1 == 1 {
+            fault.progress = Progress::Started { owner, generation, sequential };
+            self.serve_from_cache(owner, page, io, entry, write, now, actions);
+            let mut stopped = [false; 2];
+            for (index, next) in around[..around_count as usize].iter().enumerate() {
+                let direction = next.down as usize;
+                if !stopped[direction] && opened >> (index + 1) & 1 == 1 {
+                    if let Ok(SwapIn::Read { io, .. }) = self.engine.swap_in(owner, next.page, now) {
+                        self.serve_from_cache(owner, next.page, io, next.entry, write, now, actions);
+                        continue;
+                    }
+                }
+                stopped[direction] = true;
+                self.readahead.forget(next.entry);
+            }
+            self.after_engine();
+            return FaultStep::Done;
+        }
+        self.readahead.forget(entry);
+        for next in &around[..around_count as usize] {
+            self.readahead.forget(next.entry);
+        }
+        self.stats.swap_in_reads += 1;
+        fault.progress = Progress::Reading(reading);
+        let seal = self.regions[owner as usize].seals.get(page);
+        FaultStep::Read { zone, slot, pages: 1, into: ReadInto::FaultPage, sealed: Some(Sealed { owner, page, seal }) }
     }
 
     /// The read a fault asked for is done (`result`); its buffer holds the faulting page
@@ -689,6 +801,40 @@ impl PagerCore {
             }
         }
         self.after_engine();
+    }
+
+    /// `serve_around`'s pages, chosen but not served (sealed pages: they are opened first,
+    /// `fault_cache_opened` serves them). The faulting page counts against the room.
+    fn plan_around(&self, owner: u32, page: u64, address: SlotAddress, opening: &mut OpeningCached) {
+        let capacity = self.engine.config().geometry.zone_capacity_pages;
+        let room = (self.config.budget_pages + self.config.slack_pages)
+            .saturating_sub(self.stats.resident_pages + 1)
+            .min(self.config.readahead_pages as u64)
+            .min(opening.around.len() as u64);
+        let region_pages = self.regions[owner as usize].pages;
+        for down in [false, true] {
+            for k in 1..=room - opening.around_count as u64 {
+                let (next, next_address) = match down {
+                    false => (page + k, SlotAddress(address.0 + k)),
+                    true => match (page.checked_sub(k), address.0.checked_sub(k)) {
+                        (Some(next), Some(next_address)) => (next, SlotAddress(next_address)),
+                        _ => break,
+                    },
+                };
+                if next >= region_pages
+                    || self.state(owner, next) != PageState::Unmapped
+                    || self.engine.page_state(owner, next) != Ok(EnginePage::Swapped { address: next_address })
+                {
+                    break;
+                }
+                let zone = next_address.zone(capacity);
+                let Some(entry) = self.readahead.lookup(next_address, self.engine.zone_counters(zone).resets) else {
+                    break;
+                };
+                opening.around[opening.around_count as usize] = Around { page: next, entry, down };
+                opening.around_count += 1;
+            }
+        }
     }
 
     /// Serves the swap-in `io` of `page` from read-ahead cache page `entry`: the engine's

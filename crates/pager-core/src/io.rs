@@ -161,7 +161,7 @@ impl PagerCore {
             let written = SlotAddress::new(zone, first + index as u32, capacity);
             match self.engine.page_state(owner, page) {
                 Ok(EnginePage::Swapped { address } | EnginePage::SwapCached { address }) if address == written => {
-                    self.regions[owner as usize].seals[page as usize] = plan.seals[index];
+                    self.regions[owner as usize].seals.set(page, plan.seals[index]);
                 }
                 _ => {}
             }

@@ -155,8 +155,8 @@ pub struct CoreConfig {
     /// The shell seals every page an append writes (`IoPlan::seals_mut`) and opens
     /// every page a fault reads (`FaultStep::Read`'s `sealed`): the core keeps each
     /// swapped page's seal (24 bytes per page of a region, resident only where pages
-    /// were swapped). Read-ahead must be off: a page read ahead is served later, when
-    /// a failure to open it could no longer be reported.
+    /// were swapped). A page read ahead is opened when a fault wants it, under the lock
+    /// (`FaultStep::OpenCached`); pages next to it are not mapped along.
     pub seal_pages: bool,
 }
 
@@ -179,8 +179,6 @@ pub enum CoreError {
     TooFewZones { zones: u32, zones_min: u32 },
     #[error("read-ahead of {pages} pages asked for: at most {max}")]
     ReadaheadTooLarge { pages: u32, max: u32 },
-    #[error("sealed (encrypted) pages cannot be read ahead yet: set read-ahead to 0")]
-    SealedReadahead,
 }
 
 /// Something the user should hear about, once.
@@ -416,9 +414,6 @@ impl PagerCore {
         if config.readahead_pages > READAHEAD_PAGES_MAX {
             return Err(CoreError::ReadaheadTooLarge { pages: config.readahead_pages, max: READAHEAD_PAGES_MAX });
         }
-        if config.seal_pages && config.readahead_pages > 0 {
-            return Err(CoreError::SealedReadahead);
-        }
         match engine_config(geometry, chunk_footer, config) {
             Ok(_) => Ok(()),
             Err(error) => {
@@ -586,7 +581,7 @@ impl PagerCore {
         let resident = region.states.iter().filter(|&&byte| PageState::from_byte(byte).is_resident()).count() as u64;
         region.live = false;
         region.states = Vec::new();
-        region.seals = Vec::new();
+        region.seals = Default::default();
         self.parked.retain(|parked| parked.owner != owner);
         self.engine.free(owner, 0..pages, now).expect("freeing a registered region");
         self.stats.resident_pages -= resident;

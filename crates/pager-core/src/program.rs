@@ -170,7 +170,7 @@ impl PagerCore {
                 sealed: self.config.seal_pages.then(|| Sealed {
                     owner,
                     page,
-                    seal: self.regions[owner as usize].seals[page as usize],
+                    seal: self.regions[owner as usize].seals.get(page),
                 }),
             },
             (state, engine) => {

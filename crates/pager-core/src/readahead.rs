@@ -119,6 +119,12 @@ impl ReadaheadCache {
         self.last = Some(address);
     }
 
+    /// `entry`'s page failed to open (sealed pages): dropped, not a hit.
+    pub(crate) fn forget(&mut self, entry: u32) {
+        assert!(matches!(self.entries[entry as usize], Entry::Ready { .. }), "forgetting entry {entry}, not ready");
+        self.entries[entry as usize] = Entry::Free;
+    }
+
     /// Slots to read with the one at `address`, as Linux's `swapin_nr_pages`: the hits
     /// since the last read plus two pages, rounded up to a power of two; with no hits,
     /// one page unless this fault's slot neighbours the last fault's (a sequential run

@@ -146,7 +146,8 @@ pub struct PagerConfig {
     pub colocate: bool,
     /// Seal every page written to the device (AES-256-GCM, `znswap-seal`) under a key
     /// made at start and held only in this process's memory; a page read back that
-    /// fails to open is lost (SIGBUS), never delivered. Read-ahead is off with it.
+    /// fails to open is lost (SIGBUS), never delivered. A page read ahead is opened when
+    /// a fault wants it; its neighbours in the cache are not mapped along with it.
     pub encrypt: bool,
     /// Called first thing in every pager thread. `znswap run`'s preload library marks
     /// its threads there, so their allocations stay out of the paged heap (a handler
@@ -324,9 +325,7 @@ impl PagerConfig {
             slack_pages: self.slack_pages,
             evict_batch_pages: self.evict_batch_pages,
             reference_sampling: self.reference_sampling,
-            // A page read ahead is opened only when a fault wants it, too late to
-            // report a failure to open it: no read-ahead with sealed pages (yet).
-            readahead_pages: if self.encrypt { 0 } else { self.readahead_pages },
+            readahead_pages: self.readahead_pages,
             gc_batch_pages: self.gc_batch_pages,
             park_pages: self.park_pages,
             regions_max: self.regions_max,

@@ -86,7 +86,6 @@ pub fn run(options: &PagerDstOptions) -> PagerDstReport {
         let mut sealing = crate::scenario::rng(options.seed ^ 0x5ea1_5ea1);
         if crate::scenario::below(&mut sealing, 4) == 0 {
             scenario.seal_pages = true;
-            scenario.readahead_pages = 0;
             scenario.faults.altered_pages = [0, 1, 3, 8][crate::scenario::below(&mut sealing, 4) as usize];
         }
         scenario

@@ -160,6 +160,8 @@ pub struct Coverage {
     pub pages_sealed: u64,
     pub pages_altered: u64,
     pub pages_failed_open: u64,
+    /// Sealed pages read ahead, opened when a fault wanted them.
+    pub cache_pages_opened: u64,
     pub child_reads_shadow: u64,
     /// Victims moved to their shadow pages, and moves refused: nothing mapped, shared
     /// with a fork's child, the shadow page still mapped.
@@ -1943,9 +1945,14 @@ impl FaultShell for Sim<'_> {
         assert!(!self.world.locked, "a device read under the state lock");
         let (mut result, mut versions) = self.world.device_read(zone, slot, pages);
         if let (Ok(()), Some(sealed)) = (result, sealed) {
-            assert_eq!((pages, into), (1, ReadInto::FaultPage), "sealed pages are read one by one");
-            match self.world.open(sealed, versions[0]) {
-                Some(version) => versions[0] = version,
+            // The faulting page is opened now, the pages read ahead when a fault wants
+            // them (`open_cached`).
+            let index = match into {
+                ReadInto::FaultPage => 0,
+                ReadInto::Cache { fault_index, .. } => fault_index as usize,
+            };
+            match self.world.open(sealed, versions[index]) {
+                Some(version) => versions[index] = version,
                 None => {
                     result = Err(IoError::Device);
                     versions.clear();
@@ -1954,7 +1961,7 @@ impl FaultShell for Sim<'_> {
         }
         match into {
             ReadInto::FaultPage => *self.read = versions,
-            ReadInto::Cache { first } => {
+            ReadInto::Cache { first, .. } => {
                 // A failed read leaves the pages as they were: garbage to whoever trusts them.
                 let pages = &mut self.world.readahead_cache[first as usize..][..pages as usize];
                 if result.is_ok() {
@@ -1965,6 +1972,20 @@ impl FaultShell for Sim<'_> {
             }
         }
         result
+    }
+
+    fn open_cached(&mut self, entry: u32, sealed: &Sealed) -> bool {
+        assert!(self.world.locked, "a cache page opened outside the state lock");
+        let stored = self.world.readahead_cache[entry as usize];
+        match self.world.open(sealed, stored) {
+            Some(version) => {
+                self.world.readahead_cache[entry as usize] = version;
+                self.world.coverage.cache_pages_opened += 1;
+                true
+            }
+            // (Not served: whatever the cache page holds now is never read.)
+            None => false,
+        }
     }
 
     fn zero_fill(&mut self, address: u64) -> bool {

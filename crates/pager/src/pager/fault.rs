@@ -72,20 +72,31 @@ impl<'a> FaultShell for Live<'a, FaultRole<'a>> {
             ReadInto::FaultPage => &mut role.page.0,
             // SAFETY: the core claimed these pages for this fault's read, until its
             // completion (`fault_read_done`), which comes after this borrow ends.
-            ReadInto::Cache { first } => unsafe {
+            ReadInto::Cache { first, .. } => unsafe {
                 self.shared.readahead_cache.pages_mut(first as usize, pages as usize)
             },
         };
         assert_eq!(buffer.len(), pages as usize * PAGE_BYTES, "a read larger than its buffer");
         let result = self.shared.read_slots(zone, slot, buffer, None).and_then(|()| {
-            // One page when sealed (no read-ahead): the faulting one.
-            debug_assert!(sealed.is_none() || pages == 1);
-            self.shared.open_page(buffer, sealed)
+            // The faulting page is opened now; the others read ahead when a fault wants
+            // them (`open_cached`).
+            let index = match into {
+                ReadInto::FaultPage => 0,
+                ReadInto::Cache { fault_index, .. } => fault_index as usize,
+            };
+            self.shared.open_page(&mut buffer[index * PAGE_BYTES..][..PAGE_BYTES], sealed)
         });
         role.read_pages = pages;
         self.shared.counters.fault_read_ns.fetch_add(reading.elapsed().as_nanos() as u64, Relaxed);
         self.shared.counters.fault_reads.fetch_add(1, Relaxed);
         result
+    }
+
+    fn open_cached(&mut self, entry: u32, sealed: &Sealed) -> bool {
+        // SAFETY: under the state lock, which the cache's ready pages are read and
+        // written under only; this fault is about to serve the page from there.
+        let page = unsafe { self.shared.readahead_cache.pages_mut(entry as usize, 1) };
+        self.shared.open_page(page, Some(sealed)).is_ok()
     }
 
     fn zero_fill(&mut self, address: u64) -> bool {
