@@ -5,7 +5,7 @@ use znswap_core::{EngineError, IoError, IoId, PageState as EnginePage, ReadOutco
 
 use crate::action::{Action, Actions, CopyFrom};
 use crate::readahead::Claim;
-use crate::{Notice, PageState, PagerCore, Sealed, PAGE_BYTES};
+use crate::{Notice, PageState, PagerCore, Sealed, PAGE_BYTES, READAHEAD_PAGES_MAX};
 
 /// Never-written pages mapped with a fault that continues a sequential run, beyond the
 /// faulting page: they cost no I/O (zero fill), and one fault, one lock hold and one
@@ -110,7 +110,7 @@ struct OpeningCached {
     entry: u32,
     zone: u32,
     slot: u32,
-    around: [Around; crate::READAHEAD_PAGES_MAX as usize],
+    around: [Around; READAHEAD_PAGES_MAX as usize],
     around_count: u32,
 }
 
@@ -529,15 +529,9 @@ impl PagerCore {
                         // device instead, whose failure reports it lost.
                         let generation = self.regions[owner as usize].generation;
                         let reading = Reading { owner, page, generation, sequential, write, io, claim: None };
-                        let mut opening = OpeningCached {
-                            reading,
-                            entry,
-                            zone,
-                            slot,
-                            around: [Around { page: 0, entry: 0, down: false }; crate::READAHEAD_PAGES_MAX as usize],
-                            around_count: 0,
-                        };
-                        self.plan_around(owner, page, address, &mut opening);
+                        // The faulting page is not installed yet: one more pending.
+                        let (around, around_count) = self.plan_around(owner, page, address, 1);
+                        let opening = OpeningCached { reading, entry, zone, slot, around, around_count };
                         fault.progress = Progress::OpeningCached(opening);
                         let seal = self.regions[owner as usize].seals.get(page);
                         return FaultStep::OpenCached {
@@ -607,19 +601,7 @@ impl PagerCore {
         if opened & 1 == 1 {
             fault.progress = Progress::Started { owner, generation, sequential };
             self.serve_from_cache(owner, page, io, entry, write, now, actions);
-            let mut stopped = [false; 2];
-            for (index, next) in around[..around_count as usize].iter().enumerate() {
-                let direction = next.down as usize;
-                if !stopped[direction] && opened >> (index + 1) & 1 == 1 {
-                    if let Ok(SwapIn::Read { io, .. }) = self.engine.swap_in(owner, next.page, now) {
-                        self.serve_from_cache(owner, next.page, io, next.entry, write, now, actions);
-                        continue;
-                    }
-                }
-                stopped[direction] = true;
-                self.readahead.forget(next.entry);
-            }
-            self.after_engine();
+            self.serve_planned(owner, &around[..around_count as usize], opened >> 1, true, write, now, actions);
             return FaultStep::Done;
         }
         self.readahead.forget(entry);
@@ -770,52 +752,63 @@ impl PagerCore {
         now: u64,
         actions: &mut Actions,
     ) {
-        let capacity = self.engine.config().geometry.zone_capacity_pages;
-        let room = (self.config.budget_pages + self.config.slack_pages)
-            .saturating_sub(self.stats.resident_pages)
-            .min(self.config.readahead_pages as u64);
-        let region_pages = self.regions[owner as usize].pages;
-        let mut served = 0;
-        for down in [false, true] {
-            for k in 1..=room - served {
-                let (next, next_address) = match down {
-                    false => (page + k, SlotAddress(address.0 + k)),
-                    true => match (page.checked_sub(k), address.0.checked_sub(k)) {
-                        (Some(next), Some(next_address)) => (next, SlotAddress(next_address)),
-                        _ => break,
-                    },
-                };
-                if next >= region_pages
-                    || self.state(owner, next) != PageState::Unmapped
-                    || self.engine.page_state(owner, next) != Ok(EnginePage::Swapped { address: next_address })
-                {
-                    break;
+        let (around, count) = self.plan_around(owner, page, address, 0);
+        self.serve_planned(owner, &around[..count as usize], u64::MAX, false, write, now, actions);
+    }
+
+    /// Serves the pages `plan_around` chose whose bit is set in `served` (page i's is
+    /// bit i), in each direction up to the first that is not, or whose swap-in cannot be
+    /// served from the cache. With `drop_others`, the cache entries of the rest are
+    /// dropped (sealed pages: an entry opened but not served is no longer ciphertext).
+    #[allow(clippy::too_many_arguments)]
+    fn serve_planned(
+        &mut self,
+        owner: u32,
+        around: &[Around],
+        served: u64,
+        drop_others: bool,
+        write: bool,
+        now: u64,
+        actions: &mut Actions,
+    ) {
+        let mut stopped = [false; 2];
+        for (index, next) in around.iter().enumerate() {
+            let direction = next.down as usize;
+            if !stopped[direction] && served >> index & 1 == 1 {
+                if let Ok(SwapIn::Read { io, .. }) = self.engine.swap_in(owner, next.page, now) {
+                    self.serve_from_cache(owner, next.page, io, next.entry, write, now, actions);
+                    continue;
                 }
-                let zone = next_address.zone(capacity);
-                let Some(entry) = self.readahead.lookup(next_address, self.engine.zone_counters(zone).resets) else {
-                    break;
-                };
-                let Ok(SwapIn::Read { io, .. }) = self.engine.swap_in(owner, next, now) else {
-                    break;
-                };
-                self.serve_from_cache(owner, next, io, entry, write, now, actions);
-                served += 1;
+            }
+            stopped[direction] = true;
+            if drop_others {
+                self.readahead.forget(next.entry);
             }
         }
         self.after_engine();
     }
 
-    /// `serve_around`'s pages, chosen but not served (sealed pages: they are opened first,
-    /// `fault_cache_opened` serves them). The faulting page counts against the room.
-    fn plan_around(&self, owner: u32, page: u64, address: SlotAddress, opening: &mut OpeningCached) {
+    /// The pages `serve_around` maps with a cache hit's: next to it in the address space
+    /// and in the cache, each direction until one is not (up first), within the room
+    /// the budget's slack leaves with `pending` pages more resident. Chosen, not served:
+    /// sealed pages are opened first (`FaultStep::OpenCached`).
+    fn plan_around(
+        &self,
+        owner: u32,
+        page: u64,
+        address: SlotAddress,
+        pending: u64,
+    ) -> ([Around; READAHEAD_PAGES_MAX as usize], u32) {
+        let mut around = [Around { page: 0, entry: 0, down: false }; READAHEAD_PAGES_MAX as usize];
+        let mut count = 0u32;
         let capacity = self.engine.config().geometry.zone_capacity_pages;
         let room = (self.config.budget_pages + self.config.slack_pages)
-            .saturating_sub(self.stats.resident_pages + 1)
+            .saturating_sub(self.stats.resident_pages + pending)
             .min(self.config.readahead_pages as u64)
-            .min(opening.around.len() as u64);
+            .min(around.len() as u64);
         let region_pages = self.regions[owner as usize].pages;
         for down in [false, true] {
-            for k in 1..=room - opening.around_count as u64 {
+            for k in 1..=room - count as u64 {
                 let (next, next_address) = match down {
                     false => (page + k, SlotAddress(address.0 + k)),
                     true => match (page.checked_sub(k), address.0.checked_sub(k)) {
@@ -833,10 +826,11 @@ impl PagerCore {
                 let Some(entry) = self.readahead.lookup(next_address, self.engine.zone_counters(zone).resets) else {
                     break;
                 };
-                opening.around[opening.around_count as usize] = Around { page: next, entry, down };
-                opening.around_count += 1;
+                around[count as usize] = Around { page: next, entry, down };
+                count += 1;
             }
         }
+        (around, count)
     }
 
     /// Serves the swap-in `io` of `page` from read-ahead cache page `entry`: the engine's
