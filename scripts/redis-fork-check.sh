@@ -7,16 +7,17 @@
 # done, then loads the RDB into a plain redis-server: its digest must be the one taken
 # at the fork. Exits non-zero on any difference or wrong value.
 #
-# Usage: scripts/redis-fork-check.sh [--data 256M] [--memory 64M] [--znswap PATH] [--device PATH]
+# Usage: scripts/redis-fork-check.sh [--data 256M] [--memory 64M] [--znswap PATH] [--device PATH] [--encrypt]
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
-data=256M memory=64M znswap="" device=""
+data=256M memory=64M znswap="" device="" encrypt=()
 while [ $# -gt 0 ]; do
     case "$1" in
         --data) data=$2; shift ;;
         --memory) memory=$2; shift ;;
         --znswap) znswap=$2; shift ;;
         --device) device=$2; shift ;;
+        --encrypt) encrypt=(--encrypt) ;;
         -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
         *) echo "unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
@@ -42,7 +43,7 @@ wait_port() {
     die "redis on port $1 did not start"
 }
 port=$(free_port)
-"$znswap" run --memory "$memory" --device "$device" --stats "$work/stats.json" -- \
+"$znswap" run "${encrypt[@]}" --memory "$memory" --device "$device" --stats "$work/stats.json" -- \
     redis-server --port "$port" --save "" --appendonly no --dir "$work" --dbfilename fork.rdb \
     --enable-debug-command local >"$work/paged.log" 2>&1 &
 pids+=($!)
@@ -84,4 +85,12 @@ echo "digest after writes:  $after"
 echo "digest of the RDB:    $loaded ($keys keys)"
 [ "$digest" != "$after" ] || die "the overwrites changed nothing: the check proves nothing"
 [ "$loaded" = "$digest" ] || die "the RDB written by the forked child differs from the data at the fork"
+python3 - "$work/stats.json" "${#encrypt[@]}" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))["report"]
+print("paged: %d pages swapped out, %d in, %d sealed, %d lost" % (
+    r["swapped_out_pages"], r["swapped_in_pages"], r.get("pages_sealed", 0), r["lost_pages"]))
+if sys.argv[2] != "0" and r.get("pages_sealed", 0) < r["swapped_out_pages"]:
+    sys.exit("error: --encrypt, but not every page swapped out was sealed")
+PY
 echo "ok: the RDB the forked child wrote under znswap run is the data set at the fork"
