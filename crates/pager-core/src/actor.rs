@@ -104,8 +104,9 @@ pub trait EvictorShell: Shell {
 pub trait FaultShell: Shell {
     /// Reads `pages` slots of `zone` from `slot` outside the lock, into the fault's page
     /// or the read-ahead cache's pages the core claimed for it.
-    /// With `sealed`, opens the faulting page after the read (no read-ahead then: one
-    /// page); one that fails to open is a failed read (`IoError::Device`).
+    /// With `sealed`, opens the faulting page (`ReadInto::fault_index`) after the read;
+    /// one that fails to open is a failed read (`IoError::Device`). Pages read ahead
+    /// stay sealed until a fault wants them (`open_cached`).
     fn read(
         &mut self,
         zone: u32,

@@ -75,11 +75,9 @@ pub enum FaultStep {
     /// it after the read; a page that fails to open is a failed read.
     Read { zone: u32, slot: u32, pages: u32, into: ReadInto, sealed: Option<Sealed> },
     /// Still under the lock: open read-ahead cache page `entry` in place as `sealed`'s
-    /// page (`PagerConfig::encrypt`), then call [`PagerCore::fault_cache_opened`] with
-    /// whether it opened.
-    /// Pages next to it to be mapped along are opened too: `around` of them, each from
-    /// [`PagerCore::fault_cache_around`]; the bitmask of those that opened goes to
-    /// `fault_cache_opened`.
+    /// page (`PagerConfig::encrypt`), and the `around` pages to be mapped along with it
+    /// (each from [`PagerCore::fault_cache_around`]), then call
+    /// [`PagerCore::fault_cache_opened`] with the bitmask of those that opened.
     OpenCached { entry: u32, sealed: Sealed, around: u32 },
     /// Map one page of zeroes at `address` only if nothing is mapped there, still under
     /// the lock (`UFFDIO_COPY` of a zero page, writable, waking the faulting threads;
@@ -100,6 +98,16 @@ pub enum ReadInto {
     /// fault_index` (the one a sealed read opens; the others are opened when a fault
     /// wants them, `FaultStep::OpenCached`).
     Cache { first: u32, fault_index: u32 },
+}
+
+impl ReadInto {
+    /// Where the faulting page is among the pages read.
+    pub fn fault_index(self) -> usize {
+        match self {
+            ReadInto::FaultPage => 0,
+            ReadInto::Cache { fault_index, .. } => fault_index as usize,
+        }
+    }
 }
 
 /// A fault's cache hit waiting for its page, and the pages next to it to be mapped

@@ -1,10 +1,9 @@
 //! The engine's I/O, as the I/O thread carries it out: swap-out appends read their pages
 //! in place, GC reads and moves use the GC move buffer, resets and finishes.
 
-use znswap_core::{Buf, IoError, IoRequest};
+use znswap_core::{Buf, IoError, IoRequest, PageState as EnginePage, SlotAddress};
 
 use crate::{PagerCore, Seal};
-use znswap_core::{PageState as EnginePage, SlotAddress};
 
 /// Where an append takes one page from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

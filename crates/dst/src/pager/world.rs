@@ -1947,10 +1947,7 @@ impl FaultShell for Sim<'_> {
         if let (Ok(()), Some(sealed)) = (result, sealed) {
             // The faulting page is opened now, the pages read ahead when a fault wants
             // them (`open_cached`).
-            let index = match into {
-                ReadInto::FaultPage => 0,
-                ReadInto::Cache { fault_index, .. } => fault_index as usize,
-            };
+            let index = into.fault_index();
             match self.world.open(sealed, versions[index]) {
                 Some(version) => versions[index] = version,
                 None => {

@@ -80,11 +80,7 @@ impl<'a> FaultShell for Live<'a, FaultRole<'a>> {
         let result = self.shared.read_slots(zone, slot, buffer, None).and_then(|()| {
             // The faulting page is opened now; the others read ahead when a fault wants
             // them (`open_cached`).
-            let index = match into {
-                ReadInto::FaultPage => 0,
-                ReadInto::Cache { fault_index, .. } => fault_index as usize,
-            };
-            self.shared.open_page(&mut buffer[index * PAGE_BYTES..][..PAGE_BYTES], sealed)
+            self.shared.open_page(&mut buffer[into.fault_index() * PAGE_BYTES..][..PAGE_BYTES], sealed)
         });
         role.read_pages = pages;
         self.shared.counters.fault_read_ns.fetch_add(reading.elapsed().as_nanos() as u64, Relaxed);
