@@ -19,15 +19,19 @@
 #
 # Usage: scripts/kv-compare.sh [--server memcached|redis] [--data 1G] [--memory 256M]
 #        [--seconds 30] [--rounds 3] [--connections 2] [--znswap PATH] [--device PATH]
-#        [--only kernel|znswap] [--znswap-args "ARGS"]
+#        [--only kernel|znswap] [--znswap-args "ARGS"] [--client-cpus LIST]
 # --data is the value bytes `znswap kv` loads (the server takes about twice that with its
 # keys and overheads); --znswap defaults to a release build of this repository; --device
 # is znswap's device file, created anew each round [default: $ZNSWAP_DEVICE, else
 # ~/.cache/znswap/kv-compare.zns, removed at the end]; --znswap-args are more flags for
-# `znswap run` (e.g. "--readahead 16").
+# `znswap run` (e.g. "--readahead 16"); --client-cpus runs the client on those CPUs only
+# (taskset's list, both sides): on a small virtual machine the client shares the server's
+# CPUs, and whether the scheduler puts it on the server's CPU or on an idle one whose
+# wake-ups cost a halted vCPU's exit moved znswap's redis rounds from 9.7k to 14.6k ops/s
+# (scripts/fault-trace.py --peer shows where it ran); pinned, every round is in one mode.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
-server=memcached data=1G memory=256M seconds=30 rounds=3 connections=2 znswap="" only="" znswap_args=""
+server=memcached data=1G memory=256M seconds=30 rounds=3 connections=2 znswap="" only="" znswap_args="" client_cpus=""
 device=${ZNSWAP_DEVICE:-} device_ours=""
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -41,13 +45,21 @@ while [ $# -gt 0 ]; do
         --device) device=$2; shift ;;
         --only) only=$2; shift ;;
         --znswap-args) znswap_args=$2; shift ;;
-        -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+        --client-cpus) client_cpus=$2; shift ;;
+        -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
         *) echo "unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
     shift
 done
 die() { echo "error: $*" >&2; exit 1; }
 case "$only" in ""|kernel|znswap) ;; *) die "--only takes kernel or znswap, not $only" ;; esac
+client=()
+if [ -n "$client_cpus" ]; then
+    command -v taskset >/dev/null || die "--client-cpus needs taskset (apt-get install util-linux)"
+    taskset -c "$client_cpus" true 2>/dev/null \
+        || die "--client-cpus $client_cpus is not a CPU list this machine can run on (e.g. 0 or 0-1; it has $(nproc) CPUs)"
+    client=(taskset -c "$client_cpus")
+fi
 [ "$(id -u)" = 0 ] || die "needs root (swapon, memory cgroups); run it with sudo"
 command -v python3 >/dev/null || die "needs python3 (apt-get install python3)"
 case "$server" in
@@ -262,7 +274,7 @@ run_side() {
     swap_before=$(vmstat_swap)
     wait_for_port "$port" "$log"
     hook="bash '$work/phase-hook.sh' '$work/$side-$round.'\$ZNSWAP_KV_PHASE.json '$(server_process)' '${cgroup:-}' '${stats:-}'"
-    "$znswap" kv --protocol "$protocol" --addr "127.0.0.1:$port" --data "$data" --seconds "$seconds" \
+    "${client[@]}" "$znswap" kv --protocol "$protocol" --addr "127.0.0.1:$port" --data "$data" --seconds "$seconds" \
         --connections "$connections" --seed "$round" --phase-hook "$hook" --json >"$kv_out" || status=$?
     peak=$(peak_rss_bytes "$(server_process)")
     cpu=$(cpu_seconds "$(server_process)")
