@@ -97,17 +97,7 @@ def fault_counts(pid, tid):
 
 def busiest_thread(pid):
     """The thread of pid with the most page faults so far (minor + major)."""
-    best, faults_max = pid, -1
-    for tid in tids(pid):
-        try:
-            with open(f"/proc/{pid}/task/{tid}/stat") as stat:
-                fields = stat.read().rsplit(")", 1)[1].split()
-            faults = int(fields[7]) + int(fields[9])
-        except (OSError, IndexError, ValueError):
-            continue
-        if faults > faults_max:
-            best, faults_max = tid, faults
-    return best
+    return max(tids(pid), key=lambda tid: sum(fault_counts(pid, tid)), default=pid)
 
 
 def summarize(durations, wall_us):

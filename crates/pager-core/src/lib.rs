@@ -156,7 +156,7 @@ pub struct CoreConfig {
     /// every page a fault reads (`FaultStep::Read`'s `sealed`): the core keeps each
     /// swapped page's seal (24 bytes per page of a region, resident only where pages
     /// were swapped). A page read ahead is opened when a fault wants it, under the lock
-    /// (`FaultStep::OpenCached`); pages next to it are not mapped along.
+    /// (`FaultStep::OpenCached`) with the pages next to it that are mapped along.
     pub seal_pages: bool,
 }
 

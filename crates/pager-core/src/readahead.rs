@@ -119,7 +119,8 @@ impl ReadaheadCache {
         self.last = Some(address);
     }
 
-    /// `entry`'s page failed to open (sealed pages): dropped, not a hit.
+    /// `entry` dropped, not a hit: its sealed page failed to open, or was opened and not
+    /// served (no longer ciphertext).
     pub(crate) fn forget(&mut self, entry: u32) {
         assert!(matches!(self.entries[entry as usize], Entry::Ready { .. }), "forgetting entry {entry}, not ready");
         self.entries[entry as usize] = Entry::Free;

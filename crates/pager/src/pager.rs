@@ -147,7 +147,7 @@ pub struct PagerConfig {
     /// Seal every page written to the device (AES-256-GCM, `znswap-seal`) under a key
     /// made at start and held only in this process's memory; a page read back that
     /// fails to open is lost (SIGBUS), never delivered. A page read ahead is opened when
-    /// a fault wants it; its neighbours in the cache are not mapped along with it.
+    /// a fault wants it, with the neighbours in the cache mapped along with it.
     pub encrypt: bool,
     /// Called first thing in every pager thread. `znswap run`'s preload library marks
     /// its threads there, so their allocations stay out of the paged heap (a handler
