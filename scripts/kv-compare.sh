@@ -19,7 +19,7 @@
 #
 # Usage: scripts/kv-compare.sh [--server memcached|redis] [--data 1G] [--memory 256M]
 #        [--seconds 30] [--rounds 3] [--connections 2] [--znswap PATH] [--device PATH]
-#        [--only kernel|znswap] [--znswap-args "ARGS"] [--client-cpus LIST]
+#        [--only kernel|znswap] [--znswap-args "ARGS"] [--client-cpus LIST] [--server-cpus LIST]
 # --data is the value bytes `znswap kv` loads (the server takes about twice that with its
 # keys and overheads); --znswap defaults to a release build of this repository; --device
 # is znswap's device file, created anew each round [default: $ZNSWAP_DEVICE, else
@@ -29,9 +29,13 @@
 # CPUs, and whether the scheduler puts it on the server's CPU or on an idle one whose
 # wake-ups cost a halted vCPU's exit moved znswap's redis rounds from 9.7k to 14.6k ops/s
 # (scripts/fault-trace.py --peer shows where it ran); pinned, every round is in one mode.
+# --server-cpus runs the server on those CPUs only (both sides; under znswap the pager's
+# threads too, since `znswap run` is started there): with --client-cpus on the others,
+# the client takes none of the server's CPU time and never shares its run queue, as a
+# client on another machine would (the placement the README's redis figures state).
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
-server=memcached data=1G memory=256M seconds=30 rounds=3 connections=2 znswap="" only="" znswap_args="" client_cpus=""
+server=memcached data=1G memory=256M seconds=30 rounds=3 connections=2 znswap="" only="" znswap_args="" client_cpus="" server_cpus=""
 device=${ZNSWAP_DEVICE:-} device_ours=""
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -46,7 +50,8 @@ while [ $# -gt 0 ]; do
         --only) only=$2; shift ;;
         --znswap-args) znswap_args=$2; shift ;;
         --client-cpus) client_cpus=$2; shift ;;
-        -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
+        --server-cpus) server_cpus=$2; shift ;;
+        -h|--help) sed -n '2,35p' "$0"; exit 0 ;;
         *) echo "unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
     shift
@@ -59,6 +64,13 @@ if [ -n "$client_cpus" ]; then
     taskset -c "$client_cpus" true 2>/dev/null \
         || die "--client-cpus $client_cpus is not a CPU list this machine can run on (e.g. 0 or 0-1; it has $(nproc) CPUs)"
     client=(taskset -c "$client_cpus")
+fi
+pinned_server=()
+if [ -n "$server_cpus" ]; then
+    command -v taskset >/dev/null || die "--server-cpus needs taskset (apt-get install util-linux)"
+    taskset -c "$server_cpus" true 2>/dev/null \
+        || die "--server-cpus $server_cpus is not a CPU list this machine can run on (e.g. 0 or 0-1; it has $(nproc) CPUs)"
+    pinned_server=(taskset -c "$server_cpus")
 fi
 [ "$(id -u)" = 0 ] || die "needs root (swapon, memory cgroups); run it with sudo"
 command -v python3 >/dev/null || die "needs python3 (apt-get install python3)"
@@ -262,13 +274,14 @@ run_side() {
     if [ "$side" = kernel ]; then
         swapon "$swapfile"
         make_cgroup  # a fresh cgroup per round: its peak is this round's
-        sh -c 'echo $$ > "$1/cgroup.procs"; shift; exec "$@"' sh "$cgroup" "${server_cmd[@]}" >"$log" 2>&1 &
+        "${pinned_server[@]}" sh -c 'echo $$ > "$1/cgroup.procs"; shift; exec "$@"' sh "$cgroup" "${server_cmd[@]}" >"$log" 2>&1 &
     else
         "$znswap" device create --device "$device" --zones "$(( (footprint * 2 + (62 << 20) - 1) / (62 << 20) ))" \
             --zone-size 64M --zone-capacity 62M --force >/dev/null
         stats="$work/$side-$round.stats.json"
         # shellcheck disable=SC2086 # --znswap-args are words
-        "$znswap" run --memory "$memory" --device "$device" --stats "$stats" $znswap_args -- "${server_cmd[@]}" >"$log" 2>&1 &
+        "${pinned_server[@]}" "$znswap" run --memory "$memory" --device "$device" --stats "$stats" $znswap_args \
+            -- "${server_cmd[@]}" >"$log" 2>&1 &
     fi
     server_pid=$!
     swap_before=$(vmstat_swap)
@@ -332,9 +345,9 @@ for round in $(seq 1 "$rounds"); do
     for side in "${order[@]}"; do run_side "$side" "$round"; done
 done
 
-python3 - "$work" "$rounds" "$server" "$data" "$memory" "$seconds" <<'PY'
+python3 - "$work" "$rounds" "$server" "$data" "$memory" "$seconds" "$client_cpus" "$server_cpus" <<'PY'
 import json, os, statistics, sys
-work, rounds, server, data, memory, seconds = sys.argv[1], int(sys.argv[2]), *sys.argv[3:]
+work, rounds, server, data, memory, seconds, client_cpus, server_cpus = sys.argv[1], int(sys.argv[2]), *sys.argv[3:]
 def load(side, r):
     path = os.path.join(work, f"{side}-{r}.json")
     return json.load(open(path)) if os.path.exists(path) else None
@@ -381,7 +394,8 @@ if both:
     columns += [("ops z/k", lambda row: row["ops_ratio"], ".2f"), ("p99 k/z", lambda row: row["p99_ratio"], ".2f")]
 def cell(value, spec):
     return "-" if value is None else format(value, spec)
-summary = {"server": server, "data": data, "memory": memory, "seconds": float(seconds), "rounds": rows,
+summary = {"server": server, "data": data, "memory": memory, "seconds": float(seconds),
+           "client_cpus": client_cpus or None, "server_cpus": server_cpus or None, "rounds": rows,
            "median_ops_ratio": median(r["ops_ratio"] for r in rows),
            "median_p99_ratio": median(r["p99_ratio"] for r in rows)}
 table = [[title for title, _, _ in columns]]
@@ -390,7 +404,8 @@ if both:
     table.append(["median"] + [""] * (len(columns) - 3)
                  + [cell(summary["median_ops_ratio"], ".2f"), cell(summary["median_p99_ratio"], ".2f")])
 widths = [max(len(line[i]) for line in table) for i in range(len(columns))]
-print(f"{server}, {data} of values, {memory} of memory, {seconds} s per run; RSS: the server's peak"
+placement = "".join(f"; {who} on CPUs {cpus}" for who, cpus in (("server", server_cpus), ("client", client_cpus)) if cpus)
+print(f"{server}, {data} of values, {memory} of memory, {seconds} s per run{placement}; RSS: the server's peak"
       + "; mem: what the limit held at its peak (the cgroup's charge; znswap: anonymous memory)"
       + ("; ops z/k is znswap/kernel and p99 k/z kernel/znswap: above 1, znswap is better" if both else ""))
 for line in table:
