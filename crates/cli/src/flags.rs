@@ -91,7 +91,9 @@ pub struct FaultFlags {
     /// alternating: redis 1 GiB in 256 MiB with 8M: 3-6 % fewer swap-ins, 0.06
     /// write-protect faults per operation instead of 0.17, +7 and +17 % ops/s, p99 1.12
     /// and 1.17x higher; memcached ETC 128 MiB in 64 MiB with 2M: 10-13 % fewer swap-ins,
-    /// ops/s +5 and 0 %, p99 1.45x higher; with 8M, -10 % ops/s.
+    /// ops/s +5 and 0 %, p99 1.45x higher; with 8M, -10 % ops/s. Experimental: memcached
+    /// 1 GiB in 256 MiB with 8M on one CPU once hung (the evictor faulted on a victim it
+    /// was checking for zeroes while both fault handlers waited for its round).
     #[arg(long, value_name = "SIZE", default_value = "0", value_parser = size)]
     pub park: u64,
 }
