@@ -58,20 +58,15 @@ while [ $# -gt 0 ]; do
 done
 die() { echo "error: $*" >&2; exit 1; }
 case "$only" in ""|kernel|znswap) ;; *) die "--only takes kernel or znswap, not $only" ;; esac
-client=()
-if [ -n "$client_cpus" ]; then
-    command -v taskset >/dev/null || die "--client-cpus needs taskset (apt-get install util-linux)"
-    taskset -c "$client_cpus" true 2>/dev/null \
-        || die "--client-cpus $client_cpus is not a CPU list this machine can run on (e.g. 0 or 0-1; it has $(nproc) CPUs)"
-    client=(taskset -c "$client_cpus")
-fi
-pinned_server=()
-if [ -n "$server_cpus" ]; then
-    command -v taskset >/dev/null || die "--server-cpus needs taskset (apt-get install util-linux)"
-    taskset -c "$server_cpus" true 2>/dev/null \
-        || die "--server-cpus $server_cpus is not a CPU list this machine can run on (e.g. 0 or 0-1; it has $(nproc) CPUs)"
-    pinned_server=(taskset -c "$server_cpus")
-fi
+# Dies unless CPU list $2 (given as flag $1) is one taskset can run on here.
+check_cpus() {
+    command -v taskset >/dev/null || die "$1 needs taskset (apt-get install util-linux)"
+    taskset -c "$2" true 2>/dev/null \
+        || die "$1 $2 is not a CPU list this machine can run on (e.g. 0 or 0-1; it has $(nproc) CPUs)"
+}
+client=() pinned_server=()
+if [ -n "$client_cpus" ]; then check_cpus --client-cpus "$client_cpus"; client=(taskset -c "$client_cpus"); fi
+if [ -n "$server_cpus" ]; then check_cpus --server-cpus "$server_cpus"; pinned_server=(taskset -c "$server_cpus"); fi
 [ "$(id -u)" = 0 ] || die "needs root (swapon, memory cgroups); run it with sudo"
 command -v python3 >/dev/null || die "needs python3 (apt-get install python3)"
 case "$server" in
