@@ -60,6 +60,7 @@ struct PagerCoverage {
     child_reads_shadow: u64,
     seeds_with_parking: u64,
     parks: u64,
+    parks_hole: u64,
     parks_refused_shared: u64,
     parks_refused_occupied: u64,
     unparks: u64,
@@ -148,6 +149,7 @@ pub fn dst(request: &PagerDstRequest) -> Result<bool> {
         coverage.child_reads_shadow += c.child_reads_shadow;
         coverage.seeds_with_parking += (c.parks > 0) as u64;
         coverage.parks += c.parks;
+        coverage.parks_hole += c.parks_hole;
         coverage.parks_refused_shared += c.parks_refused_shared;
         coverage.parks_refused_occupied += c.parks_refused_occupied;
         coverage.unparks += c.unparks;
@@ -239,6 +241,7 @@ pub fn dst(request: &PagerDstRequest) -> Result<bool> {
             ("victims parked (moved to the shadow)", coverage.parks),
             ("  moves refused: shared with a fork's child", coverage.parks_refused_shared),
             ("  moves refused: shadow page not yet discarded", coverage.parks_refused_occupied),
+            ("  moves that found the page zapped (program discard)", coverage.parks_hole),
             ("parked pages touched, moved back", coverage.unparks),
             ("  copied back instead: shared with a child", coverage.unparks_copied),
             ("copied back (from the shadow, or in a write-out)", coverage.parked_copied_back),

@@ -497,8 +497,8 @@ impl Summary {
                 "inactive list",
                 format!(
                     "{} victims parked, {} touched while parked (brought back with no device read), {} not \
-                     movable (evicted in place)",
-                    r.pages_parked, r.parked_touched, r.park_refused
+                     movable (evicted in place), {} kept (their shadow page awaited its discard)",
+                    r.pages_parked, r.parked_touched, r.park_refused, r.park_occupied
                 ),
             );
         }

@@ -92,13 +92,10 @@ pub trait EvictorShell: Shell {
     /// Write-protects `start..end` (`UFFDIO_WRITEPROTECT`); false if it failed (the
     /// region went away).
     fn write_protect(&mut self, start: u64, end: u64) -> bool;
-    /// Moves the victim at `address` to its shadow page (`UFFDIO_MOVE`, no wake-up),
-    /// without the state lock (`park_settle` settles the outcome under it); false if the
-    /// kernel refused (`EBUSY`: shared with a fork's child; `EEXIST`: the shadow page
-    /// still awaits its discard). The live shell moves with source holes allowed, so an
-    /// empty `address` reports true having moved nothing: suspected in a livelock seen
-    /// with `--park` (issue 33, session 47's note).
-    fn park(&mut self, address: u64, shadow: u64) -> bool;
+    /// Moves the victim at `address` to its shadow page (`UFFDIO_MOVE` with no wake-up
+    /// and no source holes allowed), without the state lock (`park_settle` settles the
+    /// outcome under it), and says what the kernel did (`ParkOutcome`).
+    fn park(&mut self, address: u64, shadow: u64) -> ParkOutcome;
     /// Whether the write-protected victim at `address` reads all zeroes.
     fn page_is_zero(&mut self, address: u64) -> bool;
 }
@@ -304,8 +301,7 @@ impl Evictor {
                 self.phase = match victim {
                     Some(victim) => {
                         let (address, shadow) = self.round.victim_to_park(victim).expect("a victim to park");
-                        let outcome =
-                            if shell.park(address, shadow) { ParkOutcome::Moved } else { ParkOutcome::Refused };
+                        let outcome = shell.park(address, shadow);
                         self.round.park_done(victim, outcome);
                         EvictorPhase::Park { pause, next: victim + 1 }
                     }

@@ -48,8 +48,8 @@ struct Victim {
     range: Option<u32>,
     /// All zeroes once protected.
     zero: bool,
-    /// The move to the shadow was done.
-    parked: bool,
+    /// What its move to the shadow did (none: not tried, or not a page to park).
+    moved: Option<ParkOutcome>,
     /// Its move was settled (`PagerCore::park_settle`): parked, or gone with the
     /// program's discard; the hand-over passes it by.
     settled: bool,
@@ -98,7 +98,7 @@ impl EvictRound {
 
     /// What became of victim `index`'s move (settled by `PagerCore::park_settle`).
     pub fn park_done(&mut self, index: usize, outcome: ParkOutcome) {
-        self.victims[index].parked = outcome == ParkOutcome::Moved;
+        self.victims[index].moved = Some(outcome);
     }
 
     /// Whether the round has victims to park.
@@ -120,12 +120,20 @@ impl EvictRound {
     }
 }
 
-/// What became of a victim to park (`EvictRound::park_done`).
+/// What the kernel did with a victim's move to its shadow page (`EvictRound::park_done`;
+/// `UFFDIO_MOVE` without `ALLOW_SRC_HOLES`, so an empty source is reported, not counted
+/// as moved).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ParkOutcome {
     Moved,
-    /// The kernel would not move it.
-    Refused,
+    /// Not moved, still mapped here: shared with a fork's child (`EBUSY`, until the
+    /// parent writes it), or any other refusal that leaves the source as it was.
+    Busy,
+    /// Not moved: the shadow page still holds a stale copy whose discard is to come
+    /// (`EEXIST`). The page is mapped here.
+    Occupied,
+    /// Nothing was mapped here (`ENOENT`): the program's discard zapped it meanwhile.
+    Hole,
 }
 
 /// An address range laid out as `struct iovec`, so the shell can hand a batch of them to
@@ -327,7 +335,7 @@ impl PagerCore {
                         handle: None,
                         range: None,
                         zero: false,
-                        parked: false,
+                        moved: None,
                         settled: false,
                     });
                 }
@@ -346,7 +354,7 @@ impl PagerCore {
                         handle: Some(handle),
                         range: Some(round.ranges.len() as u32 - 1),
                         zero: false,
-                        parked: false,
+                        moved: None,
                         settled: false,
                     });
                 }
@@ -373,33 +381,41 @@ impl PagerCore {
     }
 
     /// The round's moves are done (outside the lock): settles each victim to park, before
-    /// anything reads or protects victims. Moved: parked (on the inactive list). Refused
-    /// by the kernel (shared with a fork's child, its shadow page not yet discarded):
-    /// evicted in place as the CLOCK's victims are, write-protected by a range of its
-    /// own. Discarded by the program meanwhile (`ParkingRemoved`): what the move took,
-    /// if anything, is the old data and goes; the page is the program's zero page. Until
-    /// now faults on these pages waited: where their bytes are is known from here on.
+    /// anything reads or protects victims. Moved: parked (on the inactive list). Busy
+    /// (shared with a fork's child): evicted in place as the CLOCK's victims are,
+    /// write-protected by a range of its own. Occupied (its shadow page's stale copy not
+    /// yet discarded): kept, resident; a later round parks it. Discarded by the program
+    /// meanwhile (`ParkingRemoved`): what the move took, if anything, is the old data
+    /// and goes; the page is the program's zero page. Until now faults on these pages
+    /// waited: where their bytes are is known from here on.
+    ///
+    /// A `Parking` page whose address held nothing (`Hole`) had lost its data before
+    /// the move (the pager believed it mapped): that is a broken invariant, and it
+    /// panics naming the page rather than park nothing or read an empty page (which
+    /// hung the evictor on its own fault, session 47).
     pub fn park_settle(&mut self, round: &mut EvictRound) {
         for victim in round.victims.iter_mut() {
             if victim.shadow.is_none() || !self.same_region(victim.owner, victim.generation) {
                 continue;
             }
             let (owner, page) = (victim.owner, victim.page);
-            match self.state(owner, page) {
-                PageState::ParkingRemoved => {
-                    if victim.parked {
+            let moved =
+                victim.moved.unwrap_or_else(|| panic!("{owner}:{page}: a victim to park settled before its move"));
+            match (self.state(owner, page), moved) {
+                (PageState::ParkingRemoved, _) => {
+                    if moved == ParkOutcome::Moved {
                         self.drop_shadow_copy(owner, page);
                     }
                     self.set_state(owner, page, PageState::Removed);
                     victim.settled = true;
                 }
-                PageState::Parking { by } if by == round.id && victim.parked => {
+                (PageState::Parking { by }, ParkOutcome::Moved) if by == round.id => {
                     self.set_state(owner, page, PageState::Parked);
                     self.parked.push_back(crate::park::ParkedPage { owner, page });
                     self.stats.pages_parked += 1;
                     victim.settled = true;
                 }
-                PageState::Parking { by } if by == round.id => {
+                (PageState::Parking { by }, ParkOutcome::Busy) if by == round.id => {
                     self.stats.park_refused += 1;
                     self.set_state(owner, page, PageState::Evicting { by });
                     victim.shadow = None;
@@ -407,7 +423,19 @@ impl PagerCore {
                     let end = victim.address + PAGE_BYTES as u64;
                     round.ranges.push(ProtectRange { start: victim.address, end, protected: false });
                 }
-                other => unreachable!("{owner}:{page}: a victim to park became {other:?} before its move was settled"),
+                (PageState::Parking { by }, ParkOutcome::Occupied) if by == round.id => {
+                    self.stats.park_occupied += 1;
+                    self.set_state(owner, page, PageState::Resident);
+                    victim.settled = true;
+                }
+                (PageState::Parking { by }, ParkOutcome::Hole) if by == round.id => panic!(
+                    "page {owner}:{page} at {:#x}: nothing was mapped there when it was parked, though the pager \
+                     had it resident (its data is gone; a pager bug)",
+                    victim.address
+                ),
+                (other, _) => {
+                    unreachable!("{owner}:{page}: a victim to park became {other:?} before its move was settled")
+                }
             }
         }
     }

@@ -245,9 +245,11 @@ pub struct CoreStats {
     /// Parked pages touched and brought back (moved back, or copied back while their
     /// swap-out was in flight): reads and writes the pager saw.
     pub parked_touched: u64,
-    /// Victims the kernel refused to move (shared with a fork's child, or their shadow
-    /// page still awaiting its discard): write-protected and evicted in place instead.
+    /// Victims the kernel refused to move (shared with a fork's child): write-protected
+    /// and evicted in place instead.
     pub park_refused: u64,
+    /// Victims not moved because their shadow page still awaited its discard: kept.
+    pub park_occupied: u64,
     /// Pages written to the device by swap-out appends that succeeded.
     pub swap_outs_written: u64,
     pub swap_outs_zero: u64,

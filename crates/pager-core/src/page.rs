@@ -191,6 +191,8 @@ impl PageState {
             | (Resident, Parking { .. })
             // Moved to its shadow page.
             | (Parking { .. }, Parked)
+            // Not moved, its shadow page's stale copy not yet discarded: kept.
+            | (Parking { .. }, Resident)
             // (Refused by the move: evicted in place, as its round's evicting victim; below.)
             // A touch moved it back.
             | (Parked, Referenced)

@@ -212,11 +212,15 @@ fn main() {
         outcome: outcome(uffd.move_pages(probe.at(1), unregistered.at(0), PAGE, false)),
     });
     rules.push(Rule {
+        name: "from an empty source (no source holes allowed)",
+        outcome: outcome(uffd.move_pages(probe.at(1), probe.at(2), PAGE, false)),
+    });
+    rules.push(Rule {
         name: "onto a mapped page",
-        outcome: outcome(uffd.move_pages(probe.at(1), probe.at(2), PAGE, false).and_then(|_| {
-            probe.touch_page(3);
-            uffd.move_pages(probe.at(3), probe.at(1), PAGE, false)
-        })),
+        outcome: outcome({
+            uffd.copy(probe.at(3), &[3; PAGE as usize], false, true).unwrap();
+            uffd.move_pages(probe.at(0), probe.at(3), PAGE, false)
+        }),
     });
     // A page only read since it was mapped (the shared zero page).
     let zero = Area::new(2);

@@ -843,13 +843,17 @@ impl Shared {
 
     /// Moves a parked page back from its shadow page (its faulting threads are woken by
     /// the caller). A page shared with a fork's child since it was parked cannot move
-    /// (`EBUSY`): it is copied, and the shadow page discarded.
+    /// (`EBUSY`): it is copied, and the shadow page discarded. An empty shadow page
+    /// means the parked page's data is gone: a broken invariant, never answered with an
+    /// empty page (its toucher would fault again forever).
     fn unpark(&self, address: u64, shadow: u64) {
         let page = PAGE_BYTES as u64;
-        if let Ok(moved) = self.uffd.move_pages(address, shadow, page, false) {
-            if moved == page {
-                return;
+        match self.uffd.move_pages(address, shadow, page, false) {
+            Ok(moved) if moved == page => return,
+            Err(error) if error.errno() == Some(libc::ENOENT) => {
+                panic!("the parked page at {address:#x} is gone: its shadow page {shadow:#x} is empty (a pager bug)")
             }
+            _ => {}
         }
         // SAFETY: the shadow page is the parked page's, mapped (the core said so) and
         // ours; only the pager reads or discards it, under this lock.

@@ -173,6 +173,9 @@ pub struct RunReport {
     pub parked_touched: u64,
     #[serde(default)]
     pub park_refused: u64,
+    /// Victims kept because their shadow page still awaited its discard.
+    #[serde(default)]
+    pub park_occupied: u64,
     #[serde(default)]
     pub unparks_copied: u64,
     /// Swapped-in pages evicted again clean (their slot kept: no write), written after

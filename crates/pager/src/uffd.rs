@@ -59,7 +59,6 @@ const ZEROPAGE_MODE_DONTWAKE: u64 = 1 << 0;
 const WRITEPROTECT_MODE_WP: u64 = 1 << 0;
 const WRITEPROTECT_MODE_DONTWAKE: u64 = 1 << 1;
 const MOVE_MODE_DONTWAKE: u64 = 1 << 0;
-const MOVE_MODE_ALLOW_SRC_HOLES: u64 = 1 << 1;
 
 const EVENT_PAGEFAULT: u8 = 0x12;
 const EVENT_REMOVE: u8 = 0x15;
@@ -168,6 +167,16 @@ pub enum UffdError {
     MissingFeatures { missing: u64 },
     #[error("{op} failed: {source}")]
     Ioctl { op: &'static str, source: io::Error },
+}
+
+impl UffdError {
+    /// The errno of a failed ioctl.
+    pub fn errno(&self) -> Option<i32> {
+        match self {
+            UffdError::Ioctl { source, .. } => source.raw_os_error(),
+            _ => None,
+        }
+    }
 }
 
 /// A userfaultfd descriptor with its negotiated features.
@@ -307,12 +316,13 @@ impl Userfaultfd {
     }
 
     /// Moves mapped pages from `source` to `destination` without copying (both
-    /// registered); holes in the source are skipped. Returns bytes moved.
+    /// registered). Returns bytes moved. A hole in the source is an error (`ENOENT`), not
+    /// a page moved: with `UFFDIO_MOVE_MODE_ALLOW_SRC_HOLES` the kernel counts holes as
+    /// moved, and a pager that moved an empty page would believe it had its data.
+    /// `EEXIST`: something is mapped at `destination`; `EBUSY`: the page is shared (a
+    /// fork's child) or pinned.
     pub fn move_pages(&self, destination: u64, source: u64, len: u64, wake: bool) -> Result<u64, UffdError> {
-        let mut mode = MOVE_MODE_ALLOW_SRC_HOLES;
-        if !wake {
-            mode |= MOVE_MODE_DONTWAKE;
-        }
+        let mode = if wake { 0 } else { MOVE_MODE_DONTWAKE };
         let mut request = UffdioMove { dst: destination, src: source, len, mode, moved: 0 };
         ioctl(self.fd.as_raw_fd(), UFFDIO_MOVE, &mut request)
             .map_err(|source| UffdError::Ioctl { op: "UFFDIO_MOVE", source })?;
@@ -630,5 +640,11 @@ mod tests {
         assert_eq!(moved, PAGE_BYTES as u64);
         // SAFETY: page 2 now holds the moved page.
         assert_eq!(unsafe { std::ptr::read_volatile(mapping.base.add(2 * PAGE_BYTES)) }, 3);
+        // An empty source is reported, never counted as moved; a mapped destination too.
+        let hole = uffd.move_pages(mapping.address(3), mapping.address(0), PAGE_BYTES as u64, true).unwrap_err();
+        assert_eq!(hole.errno(), Some(libc::ENOENT), "{hole}");
+        assert!(uffd.copy(mapping.address(0), &[4; PAGE_BYTES], false, true).unwrap());
+        let occupied = uffd.move_pages(mapping.address(2), mapping.address(0), PAGE_BYTES as u64, true).unwrap_err();
+        assert_eq!(occupied.errno(), Some(libc::EEXIST), "{occupied}");
     }
 }

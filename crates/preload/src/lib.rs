@@ -338,6 +338,7 @@ fn report(runtime: &Runtime, at_exit: bool) -> RunReport {
         pages_parked: stats.pages_parked,
         parked_touched: stats.parked_touched,
         park_refused: stats.park_refused,
+        park_occupied: stats.park_occupied,
         unparks_copied: stats.unparks_copied,
         swap_outs_clean: stats.swap_outs_clean,
         swap_cache_dirtied: stats.swap_cache_dirtied,

@@ -17,7 +17,7 @@ use znswap_core::{AppendPage, Buf, IoError, IoRequest, PageState as EnginePage};
 use znswap_pager_core::{
     Action, Actions, AddressRange, ChildPage, CopyFrom, DiscardBatch, Evictor, EvictorDid, EvictorShell, Fault,
     FaultKind, FaultShell, FaultTask, ForkHold, IoCompletion, IoPlan, IoShell, IoThread, Next, PageSource, PageState,
-    PagerCore, Pause, ReadInto, Sealed, Shell, WaitOn, PAGE_BYTES,
+    PagerCore, ParkOutcome, Pause, ReadInto, Sealed, Shell, WaitOn, PAGE_BYTES,
 };
 
 use super::scenario::{Access, PagerFaultMode, PagerFaults, PagerScenario};
@@ -163,10 +163,11 @@ pub struct Coverage {
     /// Sealed pages read ahead, opened when a fault wanted them.
     pub cache_pages_opened: u64,
     pub child_reads_shadow: u64,
-    /// Victims moved to their shadow pages, and moves refused: nothing mapped, shared
-    /// with a fork's child, the shadow page still mapped.
+    /// Victims moved to their shadow pages; moves that found nothing mapped (the
+    /// program's discard zapped the page meanwhile); moves refused: shared with a fork's
+    /// child, the shadow page still mapped.
     pub parks: u64,
-    pub parks_refused_unmapped: u64,
+    pub parks_hole: u64,
     pub parks_refused_shared: u64,
     pub parks_refused_occupied: u64,
     /// Parked pages moved back by a touch (of them, copied: shared with a child), and
@@ -545,37 +546,38 @@ impl World {
         }
     }
 
-    /// `UFFDIO_MOVE` of the page at `address` to its shadow page: refused (`EBUSY`) if
-    /// shared with a fork's child, (`EEXIST`) if the shadow page is mapped, (`ENOENT`)
-    /// if nothing is mapped at `address`.
-    fn park(&mut self, address: u64, shadow: u64) -> bool {
+    /// `UFFDIO_MOVE` of the page at `address` to its shadow page, as the kernel checks
+    /// it (no source holes allowed): `EEXIST` if the shadow page is mapped, then `ENOENT`
+    /// if nothing is mapped at `address`, then `EBUSY` if shared with a fork's child.
+    fn park(&mut self, address: u64, shadow: u64) -> ParkOutcome {
         self.trace(address, 1, &|| "park".to_string());
         let Some((place, page)) = self.locate(address) else {
             self.violation(format!("a park of {address:#x}, outside any region"));
-            return false;
+            return ParkOutcome::Busy;
         };
         if self.locate_shadow(shadow) != Some((place, page)) {
             self.violation(format!("{address:#x} parked at {shadow:#x}, not its shadow page"));
-            return false;
+            return ParkOutcome::Busy;
         }
         let region = self.regions[place].as_mut().expect("live");
         let pte = region.ptes[page as usize];
+        if region.shadow[page as usize].mapped {
+            self.coverage.parks_refused_occupied += 1;
+            return ParkOutcome::Occupied;
+        }
         if !pte.mapped {
-            self.coverage.parks_refused_unmapped += 1;
-            return false;
+            // (The core panics on it unless the program's discard zapped the page.)
+            self.coverage.parks_hole += 1;
+            return ParkOutcome::Hole;
         }
         if pte.shared {
             self.coverage.parks_refused_shared += 1;
-            return false;
-        }
-        if region.shadow[page as usize].mapped {
-            self.coverage.parks_refused_occupied += 1;
-            return false;
+            return ParkOutcome::Busy;
         }
         region.shadow[page as usize] = Pte { write_protected: false, ..pte };
         region.ptes[page as usize] = Pte::default();
         self.coverage.parks += 1;
-        true
+        ParkOutcome::Moved
     }
 
     fn address(&self, place: usize, page: u64) -> u64 {
@@ -1372,6 +1374,24 @@ impl World {
                         self.regions[place].as_mut().expect("live").ptes[page as usize] = Pte::default();
                     }
                     (None, Some((place, page))) => {
+                        // A shadow page that holds the page's only copy never goes with a
+                        // discard (a stale copy's discard must not outlive the copy).
+                        let region = self.regions[place].as_ref().expect("live");
+                        let live = match self.core.page_state(region.owner, page) {
+                            Some(PageState::Parked | PageState::WritingParked) => true,
+                            // Moved already (nothing here, the page there), not a stale
+                            // copy still awaiting this discard with the page here.
+                            Some(PageState::Parking { .. }) => {
+                                region.shadow[page as usize].mapped && !region.ptes[page as usize].mapped
+                            }
+                            _ => false,
+                        };
+                        if live {
+                            self.violation(format!(
+                                "a discard of the shadow page of {place}:{page}, which holds its data ({:?})",
+                                self.core.page_state(region.owner, page)
+                            ));
+                        }
                         self.regions[place].as_mut().expect("live").shadow[page as usize] = Pte::default();
                     }
                     (None, None) => self.violation(format!("a discard of {address:#x}, outside any region")),
@@ -1917,7 +1937,7 @@ impl Shell for Sim<'_> {
 }
 
 impl EvictorShell for Sim<'_> {
-    fn park(&mut self, address: u64, shadow: u64) -> bool {
+    fn park(&mut self, address: u64, shadow: u64) -> ParkOutcome {
         self.world.park(address, shadow)
     }
 

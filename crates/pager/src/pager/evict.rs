@@ -1,7 +1,7 @@
 //! The evictor thread: discards, and eviction rounds whose write-protection and zero
 //! checks run outside the lock.
 
-use znswap_pager_core::{AddressRange, Evictor, EvictorDid, EvictorShell};
+use znswap_pager_core::{AddressRange, Evictor, EvictorDid, EvictorShell, ParkOutcome};
 
 use super::shell::{CpuTime, Live, Role};
 use super::*;
@@ -19,6 +19,16 @@ unsafe fn page_is_zero(address: u64) -> bool {
     let words = address as *const u64;
     // SAFETY: within the page, per the contract.
     (0..PAGE_BYTES / 8).all(|index| unsafe { words.add(index).read_volatile() } == 0)
+}
+
+/// Whether a page is mapped at `address` (`mincore`: for anonymous memory, whether its
+/// page table entry is present), without touching it.
+fn page_present(address: u64) -> bool {
+    let mut vector = 0u8;
+    // SAFETY: one page of a live mapping; the kernel writes one byte to `vector`.
+    let rc = unsafe { libc::mincore(address as *mut libc::c_void, PAGE_BYTES, &mut vector) };
+    assert_eq!(rc, 0, "mincore of {address:#x}: {}", std::io::Error::last_os_error());
+    vector & 1 != 0
 }
 
 const _: () = assert!(std::mem::size_of::<AddressRange>() == std::mem::size_of::<libc::iovec>());
@@ -54,10 +64,27 @@ pub(super) struct EvictorRole;
 impl Role for EvictorRole {}
 
 impl EvictorShell for Live<'_, EvictorRole> {
-    fn park(&mut self, address: u64, shadow: u64) -> bool {
+    fn park(&mut self, address: u64, shadow: u64) -> ParkOutcome {
         let page = PAGE_BYTES as u64;
         // Nobody waits on the shadow page: no wake-up.
-        self.shared.uffd.move_pages(shadow, address, page, false).is_ok_and(|moved| moved == page)
+        match self.shared.uffd.move_pages(shadow, address, page, false) {
+            Ok(moved) if moved == page => ParkOutcome::Moved,
+            Err(error) if error.errno() == Some(libc::ENOENT) => ParkOutcome::Hole,
+            Err(error) if error.errno() == Some(libc::EEXIST) => {
+                // The page should be here (the pager mapped it): nothing here would mean
+                // its data went where the pager does not know (the shadow?), and keeping
+                // it "resident" would hang its next toucher. Rare (a discard still to
+                // come at the shadow), so one `mincore` is cheap enough.
+                assert!(
+                    page_present(address),
+                    "the victim at {address:#x} is not mapped, and its shadow page {shadow:#x} is (a pager bug: \
+                     the pager believed it resident here)"
+                );
+                ParkOutcome::Occupied
+            }
+            // Shared with a fork's child (EBUSY), or anything else that leaves it here.
+            _ => ParkOutcome::Busy,
+        }
     }
 
     fn write_protect(&mut self, start: u64, end: u64) -> bool {

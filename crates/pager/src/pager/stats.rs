@@ -45,11 +45,13 @@ pager_stats! {
     /// device read.
     count readahead_pages_read,
     count readahead_hits,
-    /// Victims parked (the inactive list), parked pages touched and brought back, and
-    /// victims the kernel would not move (evicted in place).
+    /// Victims parked (the inactive list), parked pages touched and brought back,
+    /// victims the kernel would not move (evicted in place), and victims kept because
+    /// their shadow page awaited its discard.
     count pages_parked,
     count parked_touched,
     count park_refused,
+    count park_occupied,
     /// Parked pages brought back by a copy, not a move: shared with a fork's child since
     /// they were parked (the kernel refuses to move them).
     count unparks_copied,
@@ -181,6 +183,7 @@ impl Shared {
             pages_parked: core.pages_parked,
             parked_touched: core.parked_touched,
             park_refused: core.park_refused,
+            park_occupied: core.park_occupied,
             unparks_copied: c.unparks_copied.load(Relaxed),
             swap_outs_written: core.swap_outs_written,
             swap_outs_clean: engine.swap_cache_hits,
