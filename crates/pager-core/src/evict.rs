@@ -633,8 +633,15 @@ impl PagerCore {
                 }
             }
             // The append failed: kept, still write-protected, as a sampled page is (its
-            // next write faults and lifts the protection; failures are rare).
-            (PageState::Writing, SwapOutOutcome::Failed) => self.set_state(owner, page, PageState::Resident),
+            // next write faults and lifts the protection; failures are rare). A parked
+            // page copied back during it leaves a stale copy at the shadow: it goes, or
+            // every later move there would be refused.
+            (PageState::Writing, SwapOutOutcome::Failed) => {
+                self.set_state(owner, page, PageState::Resident);
+                if parked {
+                    self.drop_shadow_copy(owner, page);
+                }
+            }
             // Back on the inactive list, at its young end.
             (PageState::WritingParked, SwapOutOutcome::Failed) => {
                 self.set_state(owner, page, PageState::Parked);
