@@ -193,10 +193,11 @@ fn main() {
     });
     uffd.write_protect(region.base, region.pages * PAGE, false, false).unwrap();
 
-    // Rules: page 0 of each area is the source, page 1 (never touched) the destination.
+    // Rules: page 0 of each area is the source, page 1 (never touched) the destination
+    // (the probe's pages 4 and 5, never touched: a move from nothing).
     let unregistered = Area::new(4);
     unregistered.touch_page(0);
-    let probe = Area::new(4);
+    let probe = Area::new(6);
     probe.touch_page(0);
     uffd.register(probe.base, probe.pages * PAGE, register_mode::MISSING).unwrap();
     let outcome = |result: Result<u64, znswap_pager::uffd::UffdError>| match result {
@@ -213,7 +214,7 @@ fn main() {
     });
     rules.push(Rule {
         name: "from an empty source (no source holes allowed)",
-        outcome: outcome(uffd.move_pages(probe.at(1), probe.at(2), PAGE, false)),
+        outcome: outcome(uffd.move_pages(probe.at(4), probe.at(5), PAGE, false)),
     });
     rules.push(Rule {
         name: "onto a mapped page",
