@@ -135,6 +135,9 @@ struct Around {
 pub struct Fault {
     address: u64,
     kind: FaultKind,
+    /// Raised by one of the pager's own threads (the evictor's zero check, an append's
+    /// read): they touch only pages the pager has mapped.
+    pager_thread: bool,
     counted: bool,
     read_failures: u32,
     /// When it first waited for room (0: it has not).
@@ -183,11 +186,20 @@ impl Fault {
         Fault {
             address: address & !(PAGE_BYTES as u64 - 1),
             kind,
+            pager_thread: false,
             counted: false,
             read_failures: 0,
             waiting_since_ns: 0,
             progress: Progress::New,
         }
+    }
+
+    /// Marks a fault raised by one of the pager's own threads: a missing fault there on
+    /// a page the pager has mapped means the pager lost track of the page (answered as
+    /// a stale event, it would fault again forever), so it panics naming the page.
+    pub fn from_pager_thread(mut self) -> Fault {
+        self.pager_thread = true;
+        self
     }
 
     /// The faulting page's address.
@@ -442,6 +454,13 @@ impl PagerCore {
             | PageState::Evicting { .. }
             | PageState::Writing
             | PageState::Poisoned => {
+                // Only the program's threads race each other on a page; nothing maps a
+                // page under a pager thread's read of it.
+                assert!(
+                    !fault.pager_thread || state == PageState::Poisoned,
+                    "page {owner}:{page} at {address:#x} is {state:?} for the pager, but one of its own threads \
+                     found nothing mapped there (a pager bug: the page's bytes are not where the pager thinks)"
+                );
                 actions.push(Action::Wake { address });
                 return FaultStep::Done;
             }

@@ -226,3 +226,32 @@ fn a_victim_discarded_during_its_move_drops_only_what_the_move_took() {
     assert!(discarded.contains(&(SHADOW + moved * PAGE_BYTES as u64)), "{discarded:x?}");
     assert!(!discarded.contains(&(SHADOW + hole * PAGE_BYTES as u64)), "{discarded:x?}");
 }
+
+/// A missing fault on a page the pager has mapped is a stale event when a program
+/// thread raised it (another thread's fault mapped the page meanwhile): it is woken.
+#[test]
+fn a_program_threads_fault_on_a_mapped_page_is_woken() {
+    let mut h = Harness::new();
+    let address = BASE + 3 * PAGE_BYTES as u64;
+    let mut fault = Fault::new(address, FaultKind::Missing { write: false });
+    let mut actions = Actions::with_capacity(Actions::FAULT_MAX);
+    assert_eq!(h.core.fault(&mut fault, h.now + 1, &mut actions), FaultStep::Done);
+    let woken: Vec<_> = actions.drain().collect();
+    assert!(
+        matches!(woken.as_slice(), [znswap_pager_core::Action::Wake { address: at }] if *at == address),
+        "{woken:?}"
+    );
+}
+
+/// The pager's own threads read only pages it has mapped, and nothing can map one under
+/// them: their missing fault there means the pager lost track of the page's bytes, and
+/// it stops naming the page (the evictor's zero check once faulted forever instead).
+#[test]
+#[should_panic(expected = "one of its own threads found nothing mapped there")]
+fn a_pager_threads_fault_on_a_mapped_page_panics() {
+    let mut h = Harness::new();
+    let address = BASE + 3 * PAGE_BYTES as u64;
+    let mut fault = Fault::new(address, FaultKind::Missing { write: false }).from_pager_thread();
+    let mut actions = Actions::with_capacity(Actions::FAULT_MAX);
+    h.core.fault(&mut fault, h.now + 1, &mut actions);
+}

@@ -27,7 +27,7 @@
 //! completion (swap-out aborted) or after the discard, on the page read back: never lost.
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering::Relaxed};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock, TryLockError};
 use std::time::{Duration, Instant};
 
@@ -239,6 +239,9 @@ pub(crate) struct Shared {
     forks: Mutex<program::Forks>,
     /// Who shares a CPU with the fault handlers (`colocate.rs`).
     colocation: colocate::Colocation,
+    /// The pager's own threads (thread ids, 0: a free entry), so a fault one of them
+    /// raises is known as such (`Fault::from_pager_thread`).
+    pager_tids: [AtomicU32; PAGER_TIDS_MAX],
     lbas_per_page: u64,
     metadata_bytes: usize,
     footer_mode: bool,
@@ -382,6 +385,7 @@ impl Pager {
             device_gate: RwLock::new(()),
             forks: Mutex::new(program::Forks::default()),
             colocation: colocate::Colocation::new(config.colocate),
+            pager_tids: Default::default(),
             started: Instant::now(),
             counters: Counters::default(),
         });
@@ -592,6 +596,34 @@ fn cpu_clock_ns(clock: libc::clockid_t) -> u64 {
 
 const FAULT_HANDLER_ROLE: &str = "fault handler";
 
+/// Pager threads whose faults are told apart (`Shared::pager_tids`); more go unmarked.
+const PAGER_TIDS_MAX: usize = 16;
+
+impl Shared {
+    /// Notes the calling thread as one of the pager's.
+    fn note_pager_thread(&self) {
+        // SAFETY: no arguments.
+        let tid = unsafe { libc::gettid() } as u32;
+        for entry in &self.pager_tids {
+            if entry.compare_exchange(0, tid, Relaxed, Relaxed).is_ok() {
+                return;
+            }
+        }
+    }
+
+    /// Whether thread `tid` (0: the kernel did not say) is one of the pager's.
+    fn is_pager_thread(&self, tid: u32) -> bool {
+        tid != 0 && self.pager_tids.iter().any(|entry| entry.load(Relaxed) == tid)
+    }
+
+    /// A forked child runs none of the parent's threads (and its own ids may come back).
+    fn forget_pager_threads(&self) {
+        for entry in &self.pager_tids {
+            entry.store(0, Relaxed);
+        }
+    }
+}
+
 /// Starts a pager thread: marked first (`PagerConfig::thread_start`), and a panic in it
 /// stops the process.
 fn spawn_thread(
@@ -604,6 +636,7 @@ fn spawn_thread(
     let shared = shared.clone();
     PagerThread::spawn(&name, role, thread_start, move || {
         shared.colocation.register(role == FAULT_HANDLER_ROLE);
+        shared.note_pager_thread();
         body(&shared)
     })
 }

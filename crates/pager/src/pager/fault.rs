@@ -199,7 +199,11 @@ impl Shared {
         self.colocation.count(thread_id);
         let started = Instant::now();
         let kind = if write_protect { FaultKind::WriteProtect } else { FaultKind::Missing { write } };
-        self.resolve(Fault::new(address, kind), scratch);
+        let mut fault = Fault::new(address, kind);
+        if self.is_pager_thread(thread_id) {
+            fault = fault.from_pager_thread();
+        }
+        self.resolve(fault, scratch);
         self.counters.fault_latency.record(started.elapsed().as_nanos() as u64);
         true
     }

@@ -87,6 +87,7 @@ impl Pager {
         if pid == 0 {
             // The child: this thread holds both locks, and no other thread exists.
             shared.colocation.restore_after_fork();
+            shared.forget_pager_threads();
             drop(state);
             drop(gate);
             libc::close(eof);
