@@ -94,7 +94,8 @@ pub struct FaultFlags {
     /// ops/s +5 and 0 %, p99 1.45x higher; with 8M, -10 % ops/s. With the server on one
     /// CPU and its client on the other, 1 GiB in 256 MiB, 8M against the kernel's swap:
     /// redis 1.34x ops/s (5 rounds), memcached 1.73x (the one round whose kernel side
-    /// was not OOM-killed), swap-ins per operation 0.61-0.62 and 1.39; memcached against
+    /// was not OOM-killed), swap-ins per operation 0.61-0.62 and 1.39; redis with 16M
+    /// 1.28x, 0.594-0.602 swap-ins per operation to the kernel's 0.605; memcached against
     /// no parking, same minutes: +2 % ops/s, 7 % fewer swap-ins, p99 1.10x higher, so it
     /// stays off. A move that finds no page is an error, never a page parked (counted as
     /// moved, that once hung memcached).
