@@ -97,6 +97,15 @@ impl Harness {
         (round, pages)
     }
 
+    /// Settles a round whose first victim's move had `first` and the others moved.
+    fn settle_first_as(&mut self, round: &mut EvictRound, parks: usize, first: ParkOutcome) {
+        round.park_done(0, first);
+        for victim in 1..parks {
+            round.park_done(victim, ParkOutcome::Moved);
+        }
+        self.settle(round);
+    }
+
     fn settle(&mut self, round: &mut EvictRound) {
         self.core.park_settle(round);
         self.core.check_invariants();
@@ -144,11 +153,7 @@ fn a_moved_victim_is_parked() {
 fn a_victim_whose_shadow_page_is_occupied_stays_resident() {
     let mut h = Harness::new();
     let (mut round, pages) = h.pick();
-    round.park_done(0, ParkOutcome::Occupied);
-    for victim in 1..pages.len() {
-        round.park_done(victim, ParkOutcome::Moved);
-    }
-    h.settle(&mut round);
+    h.settle_first_as(&mut round, pages.len(), ParkOutcome::Occupied);
     assert_eq!(h.state(pages[0]), PageState::Resident);
     assert_eq!(h.core.stats().park_occupied, 1);
     let address = BASE + pages[0] * PAGE_BYTES as u64;
@@ -168,11 +173,7 @@ fn a_victim_whose_shadow_page_is_occupied_stays_resident() {
 fn a_busy_victim_is_evicted_in_place() {
     let mut h = Harness::new();
     let (mut round, pages) = h.pick();
-    round.park_done(0, ParkOutcome::Busy);
-    for victim in 1..pages.len() {
-        round.park_done(victim, ParkOutcome::Moved);
-    }
-    h.settle(&mut round);
+    h.settle_first_as(&mut round, pages.len(), ParkOutcome::Busy);
     assert!(matches!(h.state(pages[0]), PageState::Evicting { .. }), "{:?}", h.state(pages[0]));
     assert_eq!(h.core.stats().park_refused, 1);
     let address = BASE + pages[0] * PAGE_BYTES as u64;
