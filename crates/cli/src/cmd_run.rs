@@ -492,7 +492,7 @@ impl Summary {
                 ),
             );
         }
-        if r.pages_parked + r.park_refused > 0 {
+        if r.pages_parked + r.park_refused + r.park_occupied > 0 {
             line(
                 "inactive list",
                 format!(
