@@ -101,6 +101,12 @@ pub struct FaultFlags {
     /// moved, that once hung memcached).
     #[arg(long, value_name = "SIZE", default_value = "0", value_parser = size)]
     pub park: u64,
+    /// Reference bits from faults only. By default the CLOCK hand also write-protects
+    /// the pages whose bit it clears, so their next write faults and marks their
+    /// 16-page granule referenced; without that, and without --park, CLOCK evicts about
+    /// as FIFO would.
+    #[arg(long)]
+    pub no_reference_sampling: bool,
 }
 
 /// `--encrypt`.

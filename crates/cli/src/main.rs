@@ -105,11 +105,6 @@ struct SwapBenchArgs {
     /// much swap-out is in flight [default: 1024, or an eighth of a budget under 32 MiB]
     #[arg(long, value_parser = clap::value_parser!(u64).range(0..=1 << 20))]
     slack: Option<u64>,
-    /// Reference bits from faults only. By default the CLOCK hand also write-protects
-    /// the pages whose bit it clears, so their next write faults and marks their
-    /// 16-page granule referenced; without that, CLOCK evicts about as FIFO would.
-    #[arg(long)]
-    no_reference_sampling: bool,
     /// Seconds the workload runs.
     #[arg(long, default_value_t = 10.0)]
     seconds: f64,
@@ -314,7 +309,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 io_threads: args.io_threads.max(1),
                 evict_batch_pages: args.evict_batch as usize,
                 slack_pages: args.slack.unwrap_or(znswap_pager::PagerConfig::new(memory).slack_pages),
-                reference_sampling: !args.no_reference_sampling,
+                reference_sampling: !args.faults.no_reference_sampling,
                 fault_mode: match args.faults.handler_threads {
                     None => znswap_pager::FaultMode::SelfPaging,
                     Some(count) => znswap_pager::FaultMode::HandlerThreads(count as usize),

@@ -236,6 +236,16 @@ fn parked_pages_read_back_exactly_through_discards_and_forks() {
     }
 }
 
+/// `--no-reference-sampling` (reference bits from faults only) pages the heap as
+/// correctly, with and without an inactive list.
+#[test]
+fn without_reference_sampling_the_heap_reads_back_exactly() {
+    for flags in [&["--no-reference-sampling"][..], &["--no-reference-sampling", "--park", "4M"]] {
+        let run = run_with(&["heap", "64"], &[], flags);
+        assert_paged(&run, "heap 64 MiB");
+    }
+}
+
 #[test]
 fn an_execd_program_runs_without_the_pager() {
     let run = run(&["exec"]);

@@ -33,6 +33,9 @@ pub struct RunConfig {
     pub fault_poll_us: u32,
     /// Pages of the inactive list (`PagerConfig::park_pages`; 0: none).
     pub park_pages: u64,
+    /// The CLOCK hand write-protects the pages whose bit it clears
+    /// (`PagerConfig::reference_sampling`).
+    pub reference_sampling: bool,
     /// Pins the thread that takes nearly all the faults with the fault handlers
     /// (`PagerConfig::colocate`).
     #[serde(default)]
@@ -86,6 +89,7 @@ impl RunConfig {
             readahead_pages: self.readahead_pages,
             fault_poll_us: self.fault_poll_us,
             park_pages: self.park_pages,
+            reference_sampling: self.reference_sampling,
             colocate: self.colocate,
             encrypt: self.encrypt,
             // Whatever the pager holds comes out of --memory, so it holds what it uses.
@@ -265,4 +269,38 @@ pub struct RunReport {
     pub io_threads_cpu_ns: u64,
     #[serde(default)]
     pub stats_thread_cpu_ns: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What the launcher decides reaches the library's pager through the environment,
+    /// unchanged (the run's flags mean the same in the program as on the command line).
+    #[test]
+    fn the_pager_gets_the_launchers_choices_through_the_environment() {
+        for (park_pages, reference_sampling) in [(0, true), (4096, false)] {
+            let config = RunConfig {
+                device: "/dev/null".into(),
+                memory_bytes: 256 << 20,
+                arena_bytes: 1 << 30,
+                policy: PolicyKind::PerCore,
+                handler_threads: 2,
+                readahead_pages: 8,
+                fault_poll_us: 0,
+                park_pages,
+                reference_sampling,
+                colocate: true,
+                encrypt: false,
+                stats: "/tmp/stats.json".into(),
+                alive_fd: -1,
+                ld_preload_before: None,
+            };
+            config.check().unwrap();
+            let back: RunConfig = serde_json::from_str(&config.to_env()).unwrap();
+            let pager = back.pager_config();
+            assert_eq!((pager.park_pages, pager.reference_sampling), (park_pages, reference_sampling));
+            assert_eq!(pager.readahead_pages, 8);
+        }
+    }
 }
