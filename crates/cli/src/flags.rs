@@ -87,24 +87,24 @@ pub struct FaultFlags {
     /// turn comes are written out, with no write-protect fault on the program's path.
     /// Part of the budget, not added to it. Needs Linux 6.8. Off by default: each touch
     /// costs a fault round trip where the kernel's accessed bit is free, and each park a
-    /// move, a TLB flush that interrupts the program's other CPUs. Measured, same minutes,
-    /// alternating: redis 1 GiB in 256 MiB with 8M: 3-6 % fewer swap-ins, 0.06
-    /// write-protect faults per operation instead of 0.17, +7 and +17 % ops/s, p99 1.12
-    /// and 1.17x higher; memcached ETC 128 MiB in 64 MiB with 2M: 10-13 % fewer swap-ins,
-    /// ops/s +5 and 0 %, p99 1.45x higher; with 8M, -10 % ops/s. With the server on one
-    /// CPU and its client on the other, 1 GiB in 256 MiB, 8M against the kernel's swap:
-    /// redis 1.34x ops/s (5 rounds), memcached 1.73x (the one round whose kernel side
-    /// was not OOM-killed), swap-ins per operation 0.61-0.62 and 1.39; redis with 16M
-    /// 1.28x, 0.594-0.602 swap-ins per operation to the kernel's 0.605; memcached against
-    /// no parking, same minutes: +2 % ops/s, 7 % fewer swap-ins, p99 1.10x higher, so it
-    /// stays off. A move that finds no page is an error, never a page parked (counted as
-    /// moved, that once hung memcached).
+    /// move (about 2 µs of the evictor's CPU). Measured, 1 GiB in 256 MiB, server on one
+    /// CPU and its client on the other, alternating: redis YCSB-A with 16M swaps in
+    /// fewer pages per operation than the kernel's swap (0.594-0.602 to 0.605) at 1.28x
+    /// its ops/s; but memcached ETC against no parking does up to 12 % fewer ops/s (one
+    /// round of four +1 %) with a 1.13-1.33x higher p99 (16M and 8M, two rounds each),
+    /// and `bench --workload hotspot` (4 threads on one CPU) 30 % fewer with 16M or 64M,
+    /// swapping in 0.36 pages per access to 0.24 (swapped-in pages start unreferenced,
+    /// and a hot page waits longer between touches than it stays parked). docs/run-measurements.md has every round. A move
+    /// that finds no page is an error, never a page parked (counted as moved, that once
+    /// hung memcached).
     #[arg(long, value_name = "SIZE", default_value = "0", value_parser = size)]
     pub park: u64,
     /// Reference bits from faults only. By default the CLOCK hand also write-protects
     /// the pages whose bit it clears, so their next write faults and marks their
     /// 16-page granule referenced; without that, and without --park, CLOCK evicts about
-    /// as FIFO would.
+    /// as FIFO would. With --park the touches of parked pages still mark references,
+    /// but fewer: redis YCSB-A 1 GiB in 256 MiB with --park 16M swapped in 0.66 pages
+    /// per operation without sampling to 0.60 with it (0.02 write-protect faults to 0.07).
     #[arg(long)]
     pub no_reference_sampling: bool,
 }
