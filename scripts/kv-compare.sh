@@ -445,23 +445,32 @@ for row in rows:
         if not ops:
             continue
         per = lambda value, scale=1: cell(value * scale / ops if value is not None else None, ".3f")
+        # Which faults cost a device read, and which are round trips that read nothing:
+        # the kernel's minor faults (its pgfault less pgmajfault), znswap's missing
+        # faults less those that read (touches of parked pages, read-ahead hits) and its
+        # write-protect faults.
         if side == "kernel":
             swap_ins = mix_delta(result, lambda c: c["pswpin"])
             faults = mix_delta(result, lambda c: c["pgmajfault"])
-            wp_faults = None
-            faults_cell = per(faults) + " major"
+            every_fault = mix_delta(result, lambda c: (c.get("cgroup_memory_stat") or {}).get("pgfault"))
+            wp_faults = reads = None
+            faults_cell = per(faults) + " major of " + per(every_fault)
         else:
             swap_ins = mix_delta(result, lambda c: c["znswap"] and c["znswap"]["swapped_in_pages"])
             faults = mix_delta(result, lambda c: c["znswap"] and c["znswap"]["missing_faults"])
             wp_faults = mix_delta(result, lambda c: c["znswap"] and c["znswap"]["write_protect_faults"])
-            faults_cell = per(faults) + " + " + per(wp_faults) + " wp"
+            reads = mix_delta(result, lambda c: c["znswap"] and c["znswap"].get("fault_reads"))
+            every_fault = None
+            faults_cell = per(faults) + " (" + per(reads) + " read) + " + per(wp_faults) + " wp"
         cpu = mix_delta(result, lambda c: c["cpu_seconds"])
         tlb = mix_delta(result, lambda c: c.get("tlb_shootdowns"))
         result["mix_per_op"] = {"ops": ops, "swap_ins": swap_ins, "faults": faults, "write_protect_faults": wp_faults,
-                                "cpu_seconds": cpu, "tlb_shootdowns": tlb}
+                                "every_fault": every_fault, "fault_reads": reads, "cpu_seconds": cpu,
+                                "tlb_shootdowns": tlb}
         mix_rows.append([str(row["round"]), side, str(ops), per(swap_ins), faults_cell, per(cpu, 1e3), per(tlb)])
 if len(mix_rows) > 1:
-    print("the timed mix alone, per operation (counters taken at its start and end; the kernel's swap-ins are pswpin;"
+    print("the timed mix alone, per operation (counters taken at its start and end; the kernel's swap-ins are pswpin,"
+          " its faults major of all; znswap's missing faults (those that read the device) + write-protect faults;"
           " TLB shootdowns are the whole machine's)")
     widths = [max(len(line[i]) for line in mix_rows) for i in range(len(mix_rows[0]))]
     for line in mix_rows:

@@ -85,6 +85,8 @@ pub struct SwapBench {
     /// The CLOCK's reference bits came from write-protect faults too (off with
     /// `--no-reference-sampling`).
     pub reference_sampling: bool,
+    /// Pages of the inactive list (`--park`; 0: none).
+    pub park_pages: u64,
     pub budget_bytes: u64,
     pub wss_bytes: u64,
     /// Working set over the device's capacity.
@@ -174,6 +176,12 @@ pub struct SwapBench {
     pub swap_cache_dirtied: u64,
     pub swap_cache_skipped: u64,
     pub swap_outs_zero: u64,
+    /// Victims parked, parked pages touched (brought back with no device read), and
+    /// moves refused (shared with a fork's child; the shadow page not yet free).
+    pub pages_parked: u64,
+    pub parked_touched: u64,
+    pub park_refused: u64,
+    pub park_occupied: u64,
     pub host_bytes_per_slot: f64,
     /// Raw append bandwidth of the same device (the ceiling for `anon-w-seq`): the mean
     /// of a measurement before the workload and one after it.
@@ -365,6 +373,7 @@ pub fn run(device: Arc<dyn ZonedDevice>, options: &SwapBenchOptions) -> Result<S
         io_threads: options.io_threads,
         evict_batch_pages: options.evict_batch_pages,
         reference_sampling: options.reference_sampling,
+        park_pages: options.park_pages,
         warmed_up: options.warm_up && warms_up(options.workload),
         warm_up_ops: options.warm_up_ops,
         handler_threads: match options.fault_mode {
@@ -427,6 +436,10 @@ pub fn run(device: Arc<dyn ZonedDevice>, options: &SwapBenchOptions) -> Result<S
         swap_cache_dirtied: stats.swap_cache_dirtied,
         swap_cache_skipped: stats.swap_cache_skipped,
         swap_outs_zero: stats.swap_outs_zero,
+        pages_parked: stats.pages_parked,
+        parked_touched: stats.parked_touched,
+        park_refused: stats.park_refused,
+        park_occupied: stats.park_occupied,
         host_bytes_per_slot: pager.host_bytes_per_slot(),
         device_append_mib_s: 0.0,
         device_append_before_after_mib_s: [0.0; 2],
@@ -880,6 +893,20 @@ pub fn print(bench: &SwapBench) {
             bench.readahead_pages
         ),
     ]);
+    if bench.park_pages > 0 {
+        table.row(vec![
+            "inactive list".into(),
+            format!("{} parked", bench.pages_parked),
+            format!(
+                "{} touched while parked ({:.3} per op), {} not movable (shared), {} kept (shadow busy); {} pages long",
+                bench.parked_touched,
+                bench.parked_touched as f64 / bench.ops.max(1) as f64,
+                bench.park_refused,
+                bench.park_occupied,
+                bench.park_pages
+            ),
+        ]);
+    }
     table.row(vec![
         "write-protect faults".into(),
         format!("{:.3} per op", bench.write_protect_faults as f64 / bench.ops.max(1) as f64),
