@@ -380,6 +380,28 @@ impl PagerCore {
         (round.victims.is_empty() && round.writes == 0).then_some(Pause::Micros(NOTHING_PICKED_PAUSE_US))
     }
 
+    /// Right after `evict_pick`, under the same hold of the lock: the parked pages the
+    /// round writes out go to the engine now rather than at the hand-over. They are out
+    /// of the program's reach already, so their appends need not wait for the round's
+    /// moves (about 2 µs each, a round's worth before the hand-over), and room comes as
+    /// promptly as without parking (waiting at the hand-over, faults waited for room
+    /// about 10 times as often: `bench --workload anon-r-rand`, 4 threads on one CPU).
+    pub fn evict_write_parked(&mut self, round: &mut EvictRound, now: u64) {
+        if round.writes == 0 {
+            return;
+        }
+        self.write_parked(round.writes, now);
+        round.writes = 0;
+        // Nothing else to do outside the lock: the round ends here.
+        self.round_in_flight = round.needs_hand_over();
+        self.after_engine();
+        if self.io_asleep {
+            self.io_asleep = false;
+            self.wakeups.io = true;
+        }
+        self.assert_counts();
+    }
+
     /// The round's moves are done (outside the lock): settles each victim to park, before
     /// anything reads or protects victims. Moved: parked (on the inactive list). Busy
     /// (shared with a fork's child): evicted in place as the CLOCK's victims are,

@@ -256,3 +256,42 @@ fn a_pager_threads_fault_on_a_mapped_page_panics() {
     let mut actions = Actions::with_capacity(Actions::FAULT_MAX);
     h.core.fault(&mut fault, h.now + 1, &mut actions);
 }
+
+/// The pages a round writes from the inactive list's old end go to the engine at the
+/// pick, oldest first, while the round's own victims are still to be moved: their
+/// appends do not wait for the moves.
+#[test]
+fn the_lists_writes_go_to_the_engine_at_the_pick_before_the_rounds_moves() {
+    let mut h = Harness::new();
+    let (mut round, parked) = h.pick();
+    for victim in 0..parked.len() {
+        round.park_done(victim, ParkOutcome::Moved);
+    }
+    h.settle(&mut round);
+    h.hand_over(&mut round);
+    assert!(parked.iter().all(|&page| h.state(page) == PageState::Parked), "the first round parks its victims");
+
+    let mut round = h.core.evict_round();
+    h.core.evict_pick(&mut round);
+    h.now += 1_000;
+    h.core.evict_write_parked(&mut round, h.now);
+    h.core.check_invariants();
+    let writing: Vec<u64> = parked.iter().copied().filter(|&page| h.state(page) == PageState::WritingParked).collect();
+    assert!(!writing.is_empty(), "nothing written at the pick");
+    assert_eq!(writing, parked[..writing.len()], "the oldest parked pages are written first");
+    let to_move: Vec<(u64, u64)> = (0..round.victims()).filter_map(|victim| round.victim_to_park(victim)).collect();
+    assert!(!to_move.is_empty(), "the round has victims of its own to move");
+    assert!(to_move
+        .iter()
+        .all(|&(address, _)| matches!(h.state((address - BASE) / PAGE_BYTES as u64), PageState::Parking { .. })));
+    // The hand-over writes nothing more: the round's writes were taken.
+    for victim in 0..round.victims() {
+        if round.victim_to_park(victim).is_some() {
+            round.park_done(victim, ParkOutcome::Moved);
+        }
+    }
+    h.settle(&mut round);
+    h.hand_over(&mut round);
+    let still_parked = parked.iter().filter(|&&page| h.state(page) == PageState::Parked).count();
+    assert_eq!(still_parked, parked.len() - writing.len(), "the hand-over wrote parked pages again");
+}
