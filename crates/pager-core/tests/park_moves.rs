@@ -264,10 +264,7 @@ fn a_pager_threads_fault_on_a_mapped_page_panics() {
 fn the_lists_writes_go_to_the_engine_at_the_pick_before_the_rounds_moves() {
     let mut h = Harness::new();
     let (mut round, parked) = h.pick();
-    for victim in 0..parked.len() {
-        round.park_done(victim, ParkOutcome::Moved);
-    }
-    h.settle(&mut round);
+    h.settle_first_as(&mut round, parked.len(), ParkOutcome::Moved);
     h.hand_over(&mut round);
     assert!(parked.iter().all(|&page| h.state(page) == PageState::Parked), "the first round parks its victims");
 
