@@ -94,9 +94,9 @@ pub struct FaultFlags {
     /// round of four +1 %) with a 1.13-1.33x higher p99 (16M and 8M, two rounds each),
     /// and `bench --workload hotspot` (4 threads on one CPU) 30 % fewer with 16M or 64M,
     /// swapping in 0.36 pages per access to 0.24 (swapped-in pages start unreferenced,
-    /// and a hot page waits longer between touches than it stays parked). docs/run-measurements.md has every round. A move
-    /// that finds no page is an error, never a page parked (counted as moved, that once
-    /// hung memcached).
+    /// and a hot page waits longer between touches than it stays parked).
+    /// docs/run-measurements.md has every round. A move that finds no page is an error,
+    /// never a page parked (counted as moved, that once hung memcached).
     #[arg(long, value_name = "SIZE", default_value = "0", value_parser = size)]
     pub park: u64,
     /// Reference bits from faults only. By default the CLOCK hand also write-protects

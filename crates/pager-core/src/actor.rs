@@ -267,9 +267,8 @@ impl Evictor {
                     }
                     EvictorWork::Evict => {
                         did.rounds += 1;
-                        let pause = shell.core().evict_pick(&mut self.round);
                         let now = shell.now();
-                        shell.core().evict_write_parked(&mut self.round, now);
+                        let pause = shell.core().evict_pick(&mut self.round, now);
                         shell.unlock();
                         if !self.round.needs_hand_over() {
                             shell.mappings_release();

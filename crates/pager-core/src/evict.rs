@@ -67,8 +67,6 @@ pub struct EvictRound {
     reads_seen: u64,
     victims: Vec<Victim>,
     ranges: Vec<ProtectRange>,
-    /// Parked pages the hand-over writes out, oldest first.
-    writes: usize,
 }
 
 impl EvictRound {
@@ -108,7 +106,7 @@ impl EvictRound {
 
     /// Whether the round has anything to do outside the lock, or to hand over.
     pub fn needs_hand_over(&self) -> bool {
-        !self.ranges.is_empty() || self.writes > 0 || self.victims.iter().any(|victim| victim.shadow.is_some())
+        !self.ranges.is_empty() || self.victims.iter().any(|victim| victim.shadow.is_some())
     }
 
     pub fn set_zero(&mut self, victim: usize, zero: bool) {
@@ -248,7 +246,6 @@ impl PagerCore {
             victims: Vec::with_capacity(ROUND_BATCHES_MAX * batch),
             // A range per victim at most, and per region swept (twice at most) for sampling.
             ranges: Vec::with_capacity(ROUND_BATCHES_MAX * batch + 2 * self.config.regions_max as usize + 2),
-            writes: 0,
         }
     }
 
@@ -259,12 +256,13 @@ impl PagerCore {
     /// covers it (write-protecting an empty PTE does nothing), so one TLB flush serves
     /// many victims even under random access. With reference sampling, the pages whose
     /// bit is cleared are write-protected too (a range then spans the whole sweep of a
-    /// region), so their next write faults and sets the bit again.
+    /// region), so their next write faults and sets the bit again. With an inactive
+    /// list, the round's writes from its old end go to the engine here.
     ///
     /// Then, outside the lock, the shell protects the ranges and looks for all-zero
     /// victims, and calls `evict_hand_over`. Returns a pause for after the hand-over when
     /// nothing was picked.
-    pub fn evict_pick(&mut self, round: &mut EvictRound) -> Option<Pause> {
+    pub fn evict_pick(&mut self, round: &mut EvictRound, now: u64) -> Option<Pause> {
         assert!(!self.round_in_flight, "an eviction round picked while another is in flight");
         round.victims.clear();
         round.ranges.clear();
@@ -274,17 +272,17 @@ impl PagerCore {
         // the list cannot supply them, and in regions not parked. A round takes a
         // quarter of the list at most: the time a page stays parked is what lets a touch
         // save it (rounds of a whole list's size wrote every parked page at once).
-        if self.config.park_pages > 0 {
+        let writes = if self.config.park_pages > 0 {
             wanted = wanted.min((self.config.park_pages as usize / 4).max(1));
-            round.writes = wanted.min(self.parked.len());
+            wanted.min(self.parked.len())
         } else {
-            round.writes = 0;
-        }
-        let mut direct_room = wanted - round.writes;
+            0
+        };
+        let mut direct_room = wanted - writes;
         let capacity = round.victims.capacity();
         let parks = (0..self.regions.len() as u32).any(|owner| self.parks_in(owner));
         let mut park_room = if parks {
-            ((self.config.park_pages + round.writes as u64).saturating_sub(self.parked.len() as u64) as usize)
+            ((self.config.park_pages + writes as u64).saturating_sub(self.parked.len() as u64) as usize)
                 .min(capacity - direct_room)
         } else {
             0
@@ -375,31 +373,22 @@ impl PagerCore {
             page += 1;
         }
         self.hand = (owner, page);
+        // The parked pages the round writes out go to the engine now, oldest first, after
+        // the victims took their handles: they are out of the program's reach already, so
+        // their appends need not wait for the round's moves (about 2 µs each; waiting
+        // for them at the hand-over, faults waited for room about 10 times as often:
+        // `bench --workload anon-r-rand`, 4 threads on one CPU).
+        if writes > 0 {
+            self.write_parked(writes, now);
+            self.after_engine();
+            if self.io_asleep {
+                self.io_asleep = false;
+                self.wakeups.io = true;
+            }
+        }
         // With nothing to do outside the lock there is no hand-over: the round ends here.
         self.round_in_flight = round.needs_hand_over();
-        (round.victims.is_empty() && round.writes == 0).then_some(Pause::Micros(NOTHING_PICKED_PAUSE_US))
-    }
-
-    /// Right after `evict_pick`, under the same hold of the lock: the parked pages the
-    /// round writes out go to the engine now rather than at the hand-over. They are out
-    /// of the program's reach already, so their appends need not wait for the round's
-    /// moves (about 2 µs each, a round's worth before the hand-over), and room comes as
-    /// promptly as without parking (waiting at the hand-over, faults waited for room
-    /// about 10 times as often: `bench --workload anon-r-rand`, 4 threads on one CPU).
-    pub fn evict_write_parked(&mut self, round: &mut EvictRound, now: u64) {
-        if round.writes == 0 {
-            return;
-        }
-        self.write_parked(round.writes, now);
-        round.writes = 0;
-        // Nothing else to do outside the lock: the round ends here.
-        self.round_in_flight = round.needs_hand_over();
-        self.after_engine();
-        if self.io_asleep {
-            self.io_asleep = false;
-            self.wakeups.io = true;
-        }
-        self.assert_counts();
+        (round.victims.is_empty() && writes == 0).then_some(Pause::Micros(NOTHING_PICKED_PAUSE_US))
     }
 
     /// The round's moves are done (outside the lock): settles each victim to park, before
@@ -537,7 +526,6 @@ impl PagerCore {
                 Err(error) => panic!("swap-out of resident page {owner}:{page}: {error}"),
             }
         }
-        self.write_parked(round.writes, now);
         self.after_engine();
         if self.io_asleep {
             self.io_asleep = false;

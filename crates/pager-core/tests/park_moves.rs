@@ -80,7 +80,7 @@ impl Harness {
     /// (the hand parks pages while the inactive list has room, then evicts in place).
     fn pick(&mut self) -> (EvictRound, Vec<u64>) {
         let mut round = self.core.evict_round();
-        self.core.evict_pick(&mut round);
+        self.core.evict_pick(&mut round, self.now);
         let pages: Vec<u64> = (0..round.victims())
             .map_while(|victim| {
                 let (address, shadow) = round.victim_to_park(victim)?;
@@ -269,9 +269,8 @@ fn the_lists_writes_go_to_the_engine_at_the_pick_before_the_rounds_moves() {
     assert!(parked.iter().all(|&page| h.state(page) == PageState::Parked), "the first round parks its victims");
 
     let mut round = h.core.evict_round();
-    h.core.evict_pick(&mut round);
     h.now += 1_000;
-    h.core.evict_write_parked(&mut round, h.now);
+    h.core.evict_pick(&mut round, h.now);
     h.core.check_invariants();
     let writing: Vec<u64> = parked.iter().copied().filter(|&page| h.state(page) == PageState::WritingParked).collect();
     assert!(!writing.is_empty(), "nothing written at the pick");

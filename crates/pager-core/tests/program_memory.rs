@@ -131,7 +131,7 @@ impl Harness {
     fn pick(&mut self) -> EvictRound {
         let mut round = self.core.evict_round();
         for _ in 0..4 {
-            self.core.evict_pick(&mut round);
+            self.core.evict_pick(&mut round, self.now);
             if round.victims() > 0 {
                 break;
             }
