@@ -65,7 +65,6 @@ struct PagerCoverage {
     parks_refused_occupied: u64,
     unparks: u64,
     unparks_copied: u64,
-    refault_activations: u64,
     parked_copied_back: u64,
     discarded_parked: u64,
     discarded_parking: u64,
@@ -155,7 +154,6 @@ pub fn dst(request: &PagerDstRequest) -> Result<bool> {
         coverage.parks_refused_occupied += c.parks_refused_occupied;
         coverage.unparks += c.unparks;
         coverage.unparks_copied += c.unparks_copied;
-        coverage.refault_activations += report.core.refault_activations;
         coverage.parked_copied_back += c.parked_copied_back;
         coverage.discarded_parked += c.discarded_parked;
         coverage.discarded_parking += c.discarded_parking;
@@ -246,7 +244,6 @@ pub fn dst(request: &PagerDstRequest) -> Result<bool> {
             ("  moves that found the page zapped (program discard)", coverage.parks_hole),
             ("parked pages touched, moved back", coverage.unparks),
             ("  copied back instead: shared with a child", coverage.unparks_copied),
-            ("swap-ins started referenced (short refault distance)", coverage.refault_activations),
             ("copied back (from the shadow, or in a write-out)", coverage.parked_copied_back),
             ("zones held at once, most in a seed", coverage.zones_held_max),
             ("zone resets deferred by a hold", coverage.resets_deferred),

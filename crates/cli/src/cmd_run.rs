@@ -497,10 +497,9 @@ impl Summary {
             line(
                 "inactive list",
                 format!(
-                    "{} victims parked, {} touched while parked (brought back with no device read), {} swapped \
-                     in referenced (a short refault distance), {} not movable (evicted in place), {} kept (their \
-                     shadow page awaited its discard)",
-                    r.pages_parked, r.parked_touched, r.refault_activations, r.park_refused, r.park_occupied
+                    "{} victims parked, {} touched while parked (brought back with no device read), {} not \
+                     movable (evicted in place), {} kept (their shadow page awaited its discard)",
+                    r.pages_parked, r.parked_touched, r.park_refused, r.park_occupied
                 ),
             );
         }

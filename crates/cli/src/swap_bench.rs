@@ -182,8 +182,6 @@ pub struct SwapBench {
     pub parked_touched: u64,
     pub park_refused: u64,
     pub park_occupied: u64,
-    /// Swapped-in pages started referenced for a short refault distance.
-    pub refault_activations: u64,
     pub host_bytes_per_slot: f64,
     /// Raw append bandwidth of the same device (the ceiling for `anon-w-seq`): the mean
     /// of a measurement before the workload and one after it.
@@ -440,7 +438,6 @@ pub fn run(device: Arc<dyn ZonedDevice>, options: &SwapBenchOptions) -> Result<S
         swap_outs_zero: stats.swap_outs_zero,
         pages_parked: stats.pages_parked,
         parked_touched: stats.parked_touched,
-        refault_activations: stats.refault_activations,
         park_refused: stats.park_refused,
         park_occupied: stats.park_occupied,
         host_bytes_per_slot: pager.host_bytes_per_slot(),
@@ -901,11 +898,9 @@ pub fn print(bench: &SwapBench) {
             "inactive list".into(),
             format!("{} parked", bench.pages_parked),
             format!(
-                "{} touched while parked ({:.3} per op), {} swapped in referenced (short refault distance), {} \
-                 not movable (shared), {} kept (shadow busy); {} pages long",
+                "{} touched while parked ({:.3} per op), {} not movable (shared), {} kept (shadow busy); {} pages long",
                 bench.parked_touched,
                 bench.parked_touched as f64 / bench.ops.max(1) as f64,
-                bench.refault_activations,
                 bench.park_refused,
                 bench.park_occupied,
                 bench.park_pages

@@ -725,7 +725,6 @@ impl PagerCore {
             pages += 1;
             if self.same_region(owner, generation) {
                 self.set_state(owner, page, PageState::Unmapped);
-                self.stamp_eviction(owner, page);
             }
         }
         // Every dropped page was still counted resident, a freed region's too

@@ -732,7 +732,7 @@ impl PagerCore {
             self.after_engine();
         }
         actions.push(Action::Copy { address: self.page_address(owner, page), pages: 1, from, write_protect });
-        self.mark_swapped_in(owner, page);
+        self.mark_resident(owner, page);
     }
 
     /// Asks the engine to swap in the never-written pages right after `page` (at most

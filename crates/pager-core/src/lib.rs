@@ -250,9 +250,6 @@ pub struct CoreStats {
     pub park_refused: u64,
     /// Victims not moved because their shadow page still awaited its discard: kept.
     pub park_occupied: u64,
-    /// Pages swapped back in a short refault distance after they left: started
-    /// referenced instead of on the inactive list (`PagerCore::mark_swapped_in`).
-    pub refault_activations: u64,
     /// Pages written to the device by swap-out appends that succeeded.
     pub swap_outs_written: u64,
     pub swap_outs_zero: u64,
@@ -364,8 +361,6 @@ pub struct PagerCore {
     generations: u64,
     /// The CLOCK hand: the next (owner, page) the eviction sweep looks at.
     hand: (u32, u64),
-    /// Pages of parking regions that left memory, wrapping past 0 (`Region::evicted_at`).
-    evictions: u32,
     /// Free handles of `out_pages`. A victim takes one when picked; it comes back with
     /// the page's `SwapOutDone`, or when the page stays resident. So it bounds the pages
     /// between pick and completion.
@@ -449,7 +444,6 @@ impl PagerCore {
             regions: Vec::with_capacity(config.regions_max as usize),
             generations: 0,
             hand: (0, 0),
-            evictions: 0,
             out_free: (0..out_count as u64).rev().collect(),
             out_pages: vec![OutPage { owner: 0, generation: 0, page: 0, address: 0, parked: false }; out_count],
             out_evicting: 0,
@@ -590,7 +584,6 @@ impl PagerCore {
         region.live = false;
         region.states = Vec::new();
         region.seals = Default::default();
-        region.evicted_at = Default::default();
         self.parked.retain(|parked| parked.owner != owner);
         self.engine.free(owner, 0..pages, now).expect("freeing a registered region");
         self.stats.resident_pages -= resident;
@@ -665,36 +658,6 @@ impl PagerCore {
         self.stats.resident_pages += 1;
         self.stats.resident_pages_max = self.stats.resident_pages_max.max(self.stats.resident_pages);
         self.wake_evictor();
-    }
-
-    /// Page `page` was swapped back in (read from its slot or from the read-ahead
-    /// cache). With an inactive list it starts there, unless it left memory fewer
-    /// evictions ago than the budget holds pages: memory of the budget's size, kept in
-    /// order of use, would still have held it, so it was evicted too soon (Linux's
-    /// refault distance, `mm/workingset.c`). It then starts referenced, as without the
-    /// list. Measured on `bench --workload hotspot`: a hot page swapped in waited about
-    /// 1.1 s for its next touch, longer than it stayed on a 16-64 MiB list, so hot pages
-    /// cycled through the device.
-    fn mark_swapped_in(&mut self, owner: u32, page: u64) {
-        self.mark_resident(owner, page);
-        if !self.parks_in(owner) {
-            return;
-        }
-        let evicted_at = self.regions[owner as usize].evicted_at.take(page);
-        let distance = self.evictions.wrapping_sub(evicted_at) as u64;
-        if evicted_at != 0 && distance < self.config.budget_pages {
-            self.set_state(owner, page, PageState::Referenced);
-            self.stats.refault_activations += 1;
-        }
-    }
-
-    /// Page `page` left memory: its eviction is stamped for its refault distance.
-    fn stamp_eviction(&mut self, owner: u32, page: u64) {
-        let region = &mut self.regions[owner as usize];
-        if region.shadow.is_some() {
-            self.evictions = self.evictions.wrapping_add(1).max(1);
-            region.evicted_at.set(page, self.evictions);
-        }
     }
 
     /// The core's counters of pages in flight, for a report of a hang.
@@ -816,83 +779,5 @@ mod notice_tests {
         let slow = Notice::RoomTooSlow { empty_zones: 70, zones: 80 }.to_string();
         assert!(!slow.contains("nearly full") && slow.contains("70 of 80 zones empty"), "{slow}");
         assert!(slow.contains("over 50 ms"), "{slow}");
-    }
-}
-
-#[cfg(test)]
-mod refault_tests {
-    use super::{CoreConfig, PageState, PagerCore};
-    use znswap_core::{Geometry, PolicyKind};
-
-    /// A core with a 32-page budget and an inactive list, and two regions of 1024 pages:
-    /// one parking (with a shadow), one not.
-    fn core() -> (PagerCore, u32, u32) {
-        let geometry = Geometry {
-            zone_count: 16,
-            zone_capacity_pages: 32,
-            metadata_bytes: 16,
-            write_granularity_pages: 1,
-            max_open_zones: 4,
-            max_active_zones: 4,
-            zone_append_pages_max: 8,
-        };
-        let config = CoreConfig {
-            budget_pages: 32,
-            slack_pages: 0,
-            evict_batch_pages: 4,
-            reference_sampling: false,
-            readahead_pages: 0,
-            gc_batch_pages: super::GC_BATCH_PAGES_DEFAULT,
-            park_pages: 8,
-            regions_max: 2,
-            tenants: 1,
-            policy: PolicyKind::PerCore,
-            seal_pages: false,
-        };
-        let mut core = PagerCore::new(geometry, false, config).expect("a valid core");
-        let parking = core.region_add(1 << 32, 1024, 0, Some(1 << 33)).expect("a region");
-        let plain = core.region_add(1 << 34, 1024, 0, None).expect("a region");
-        (core, parking, plain)
-    }
-
-    /// A page back within the budget's worth of evictions starts referenced; one back
-    /// later, or never evicted, starts on the inactive list's way (unreferenced); a page
-    /// of a region that does not park starts referenced, as always.
-    #[test]
-    fn a_swap_in_starts_referenced_only_after_a_short_refault_distance() {
-        let (mut core, parking, plain) = core();
-        core.stamp_eviction(parking, 3);
-        (100..100 + 30).for_each(|page| core.stamp_eviction(parking, page));
-        core.mark_swapped_in(parking, 3);
-        assert_eq!(core.state(parking, 3), PageState::Referenced, "30 evictions since, 32 pages of budget");
-        assert_eq!(core.stats.refault_activations, 1);
-
-        core.stamp_eviction(parking, 4);
-        (200..200 + 32).for_each(|page| core.stamp_eviction(parking, page));
-        core.mark_swapped_in(parking, 4);
-        assert_eq!(core.state(parking, 4), PageState::Resident, "32 evictions since: not within the budget");
-
-        core.mark_swapped_in(parking, 5);
-        assert_eq!(core.state(parking, 5), PageState::Resident, "never evicted");
-
-        // A swap-in takes its stamp: the next swap-in of the page is not activated by it.
-        assert_eq!(core.regions[parking as usize].evicted_at.get(3), 0, "a stamp left to serve twice");
-
-        core.stamp_eviction(plain, 7);
-        core.mark_swapped_in(plain, 7);
-        assert_eq!(core.state(plain, 7), PageState::Referenced, "a region that does not park");
-        assert_eq!(core.stats.refault_activations, 1);
-    }
-
-    /// The eviction clock wraps past 0 without a stamp of 0 (which means "none").
-    #[test]
-    fn the_eviction_clock_skips_zero_when_it_wraps() {
-        let (mut core, parking, _) = core();
-        core.evictions = u32::MAX - 1;
-        core.stamp_eviction(parking, 1);
-        core.stamp_eviction(parking, 2);
-        assert_eq!(core.evictions, 1, "0 is skipped");
-        core.mark_swapped_in(parking, 1);
-        assert_eq!(core.state(parking, 1), PageState::Referenced, "a distance across the wrap");
     }
 }

@@ -21,54 +21,37 @@ pub(crate) struct Region {
     pub shadow: Option<u64>,
     /// Each page's seal, when pages are sealed (`CoreConfig::seal_pages`). Set when an
     /// append that wrote the page completes, read by the read.
-    pub seals: ChunkTable<Seal>,
-    /// Where pages are parked: each page's stamp of the eviction clock when it last left
-    /// memory (`PagerCore::evictions`; 0: not since its last swap-in). Linux's shadow
-    /// entry: a swap-in learns its refault distance from it.
-    pub evicted_at: ChunkTable<u32>,
+    pub seals: SealTable,
 }
 
-/// A value per page, in chunks made when a page of theirs is first given one: a region
+/// Seals by page, in chunks made when a page of theirs is first written out: a region
 /// is mostly address space never swapped (`znswap run`'s arena is the device's size),
-/// and a table made whole, zeroed, was resident whole (48 MiB of seals for an 8 GiB
-/// arena, measured: the allocator zeroed it), all of it out of `--memory`.
-pub struct ChunkTable<T> {
-    chunks: Vec<Option<Box<[T]>>>,
+/// and a table made whole, zeroed, was resident whole (48 MiB for an 8 GiB arena,
+/// measured: the allocator zeroed it), all of it out of `--memory`.
+#[derive(Default)]
+pub struct SealTable {
+    chunks: Vec<Option<Box<[Seal]>>>,
 }
 
-impl<T> Default for ChunkTable<T> {
-    fn default() -> Self {
-        ChunkTable { chunks: Vec::new() }
-    }
-}
+const SEAL_CHUNK_PAGES: u64 = 512;
 
-const CHUNK_PAGES: u64 = 512;
-
-impl<T: Copy + Default> ChunkTable<T> {
-    fn new(pages: u64) -> ChunkTable<T> {
-        ChunkTable { chunks: (0..pages.div_ceil(CHUNK_PAGES)).map(|_| None).collect() }
+impl SealTable {
+    fn new(pages: u64) -> SealTable {
+        SealTable { chunks: (0..pages.div_ceil(SEAL_CHUNK_PAGES)).map(|_| None).collect() }
     }
 
-    /// `page`'s value; the default if it was never given one.
-    pub fn get(&self, page: u64) -> T {
-        match &self.chunks[(page / CHUNK_PAGES) as usize] {
-            Some(chunk) => chunk[(page % CHUNK_PAGES) as usize],
-            None => T::default(),
+    /// `page`'s seal; the seal of no page if it was never written out.
+    pub fn get(&self, page: u64) -> Seal {
+        match &self.chunks[(page / SEAL_CHUNK_PAGES) as usize] {
+            Some(chunk) => chunk[(page % SEAL_CHUNK_PAGES) as usize],
+            None => [0; crate::SEAL_BYTES],
         }
     }
 
-    pub fn set(&mut self, page: u64, value: T) {
-        let chunk = self.chunks[(page / CHUNK_PAGES) as usize]
-            .get_or_insert_with(|| vec![T::default(); CHUNK_PAGES as usize].into_boxed_slice());
-        chunk[(page % CHUNK_PAGES) as usize] = value;
-    }
-
-    /// `page`'s value, leaving the default in its place.
-    pub fn take(&mut self, page: u64) -> T {
-        match &mut self.chunks[(page / CHUNK_PAGES) as usize] {
-            Some(chunk) => std::mem::take(&mut chunk[(page % CHUNK_PAGES) as usize]),
-            None => T::default(),
-        }
+    pub fn set(&mut self, page: u64, seal: Seal) {
+        let chunk = self.chunks[(page / SEAL_CHUNK_PAGES) as usize]
+            .get_or_insert_with(|| vec![[0; crate::SEAL_BYTES]; SEAL_CHUNK_PAGES as usize].into_boxed_slice());
+        chunk[(page % SEAL_CHUNK_PAGES) as usize] = seal;
     }
 }
 
@@ -85,8 +68,7 @@ impl Region {
             sequential_faults: 0,
             program_discards: false,
             shadow,
-            seals: if sealed { ChunkTable::new(pages) } else { ChunkTable::default() },
-            evicted_at: if shadow.is_some() { ChunkTable::new(pages) } else { ChunkTable::default() },
+            seals: if sealed { SealTable::new(pages) } else { SealTable::default() },
         }
     }
 

@@ -180,10 +180,6 @@ pub struct RunReport {
     /// Victims kept because their shadow page still awaited its discard.
     #[serde(default)]
     pub park_occupied: u64,
-    /// Swapped-in pages started referenced, not on the inactive list: back a short
-    /// refault distance after they left.
-    #[serde(default)]
-    pub refault_activations: u64,
     #[serde(default)]
     pub unparks_copied: u64,
     /// Swapped-in pages evicted again clean (their slot kept: no write), written after

@@ -337,7 +337,6 @@ fn report(runtime: &Runtime, at_exit: bool) -> RunReport {
         readahead_hits: stats.readahead_hits,
         pages_parked: stats.pages_parked,
         parked_touched: stats.parked_touched,
-        refault_activations: stats.refault_activations,
         park_refused: stats.park_refused,
         park_occupied: stats.park_occupied,
         unparks_copied: stats.unparks_copied,

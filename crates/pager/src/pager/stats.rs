@@ -52,8 +52,6 @@ pager_stats! {
     count parked_touched,
     count park_refused,
     count park_occupied,
-    /// Swapped-in pages started referenced for a short refault distance.
-    count refault_activations,
     /// Parked pages brought back by a copy, not a move: shared with a fork's child since
     /// they were parked (the kernel refuses to move them).
     count unparks_copied,
@@ -186,7 +184,6 @@ impl Shared {
             parked_touched: core.parked_touched,
             park_refused: core.park_refused,
             park_occupied: core.park_occupied,
-            refault_activations: core.refault_activations,
             unparks_copied: c.unparks_copied.load(Relaxed),
             swap_outs_written: core.swap_outs_written,
             swap_outs_clean: engine.swap_cache_hits,
