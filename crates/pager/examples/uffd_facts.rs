@@ -18,46 +18,11 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use znswap_pager::uffd::{features, register_mode, Event, Userfaultfd};
-use znswap_pager::{map_anonymous, PAGE_BYTES};
+use znswap_pager::PAGE_BYTES;
 
-const PAGE: u64 = PAGE_BYTES as u64;
-
-/// An anonymous mapping, unmapped when dropped.
-struct Area {
-    base: u64,
-    pages: u64,
-}
-
-impl Area {
-    fn new(pages: u64) -> Area {
-        let base = map_anonymous((pages * PAGE) as usize).expect("mmap") as u64;
-        Area { base, pages }
-    }
-
-    fn at(&self, page: u64) -> u64 {
-        assert!(page < self.pages);
-        self.base + page * PAGE
-    }
-
-    /// Writes one byte to each page (each becomes a private, exclusive anonymous page).
-    fn touch(&self) {
-        for page in 0..self.pages {
-            self.touch_page(page);
-        }
-    }
-
-    fn touch_page(&self, page: u64) {
-        // SAFETY: a page of our own mapping.
-        unsafe { ((self.at(page)) as *mut u8).write_volatile(page as u8 | 1) };
-    }
-}
-
-impl Drop for Area {
-    fn drop(&mut self) {
-        // SAFETY: our own mapping.
-        unsafe { libc::munmap(self.base as *mut libc::c_void, (self.pages * PAGE) as usize) };
-    }
-}
+#[path = "common/area.rs"]
+mod area;
+use area::{Area, PAGE};
 
 #[derive(serde::Serialize)]
 struct Figure {

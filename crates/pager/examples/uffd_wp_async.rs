@@ -1,0 +1,335 @@
+//! The facts a pager that learns of writes without write-protect faults would rest on,
+//! measured on this kernel (issue 33: "consider `UFFD_FEATURE_WP_ASYNC` with
+//! `PAGEMAP_SCAN`"). Today reference sampling and the swap cache learn of a write by a
+//! write-protect fault, a round trip through a handler thread that the kernel's swap
+//! never makes (it reads the dirty bit). With asynchronous write protection the kernel
+//! lifts the protection itself on a write, and `PAGEMAP_SCAN` on `/proc/self/pagemap`
+//! reports which pages were written since they were protected (`PAGE_IS_WRITTEN`) and
+//! protects them again in the same call (`PM_SCAN_WP_MATCHING`).
+//!
+//! - Its rules: which features combine with it on one userfaultfd (missing faults,
+//!   `UFFDIO_MOVE`), and what scans as written (a page written, copied in protected or
+//!   not, moved back from parking, discarded, never touched).
+//! - Its costs: a write to a protected page resolved by the kernel, per page; a scan
+//!   that protects again, per page scanned, with none, a tenth or all of them written;
+//!   against `UFFDIO_WRITEPROTECT` of the same range.
+//!
+//! `cargo run --release -p znswap-pager --example uffd_wp_async [-- --pages N] [--json]`
+//! prints a table (and JSON with `--json`). Root, or `vm.unprivileged_userfaultfd=1`.
+
+use std::fs::File;
+use std::os::fd::AsRawFd;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use znswap_pager::uffd::{features, register_mode, Event, Userfaultfd};
+
+#[path = "common/area.rs"]
+mod area;
+use area::{Area, PAGE};
+
+/// `struct pm_scan_arg` of `<linux/fs.h>`.
+#[repr(C)]
+#[derive(Default)]
+struct PmScanArg {
+    size: u64,
+    flags: u64,
+    start: u64,
+    end: u64,
+    walk_end: u64,
+    vec: u64,
+    vec_len: u64,
+    max_pages: u64,
+    category_inverted: u64,
+    category_mask: u64,
+    category_anyof_mask: u64,
+    return_mask: u64,
+}
+
+/// `struct page_region`: `start..end` share `categories`.
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct PageRegion {
+    start: u64,
+    end: u64,
+    categories: u64,
+}
+
+/// `_IOWR('f', 16, struct pm_scan_arg)`.
+const PAGEMAP_SCAN: u64 = (3 << 30) | ((std::mem::size_of::<PmScanArg>() as u64) << 16) | ((b'f' as u64) << 8) | 16;
+const PM_SCAN_WP_MATCHING: u64 = 1 << 0;
+const PAGE_IS_WRITTEN: u64 = 1 << 1;
+const PAGE_IS_PRESENT: u64 = 1 << 3;
+
+/// `/proc/self/pagemap`, for `PAGEMAP_SCAN`.
+struct Pagemap {
+    file: File,
+    regions: Vec<PageRegion>,
+}
+
+impl Pagemap {
+    fn open() -> Pagemap {
+        let file = File::open("/proc/self/pagemap").expect("open /proc/self/pagemap");
+        Pagemap { file, regions: vec![PageRegion::default(); 4096] }
+    }
+
+    /// The pages of `start..end` written since they were protected (and, with
+    /// `protect`, protected again), as page ranges; the scan stops where the regions
+    /// buffer fills, and goes on from there.
+    fn written(&mut self, start: u64, end: u64, protect: bool) -> Vec<(u64, u64)> {
+        let mut found = Vec::new();
+        let mut from = start;
+        while from < end {
+            let mut arg = PmScanArg {
+                size: std::mem::size_of::<PmScanArg>() as u64,
+                flags: if protect { PM_SCAN_WP_MATCHING } else { 0 },
+                start: from,
+                end,
+                vec: self.regions.as_mut_ptr() as u64,
+                vec_len: self.regions.len() as u64,
+                category_mask: PAGE_IS_WRITTEN,
+                return_mask: PAGE_IS_WRITTEN | PAGE_IS_PRESENT,
+                ..PmScanArg::default()
+            };
+            // SAFETY: the argument and the regions buffer it names outlive the call.
+            let count = unsafe { libc::ioctl(self.file.as_raw_fd(), PAGEMAP_SCAN as _, &mut arg) };
+            assert!(count >= 0, "PAGEMAP_SCAN: {}", std::io::Error::last_os_error());
+            found.extend(
+                self.regions[..count as usize].iter().map(|r| ((r.start - start) / PAGE, (r.end - start) / PAGE)),
+            );
+            assert!(arg.walk_end > from, "the scan made no progress");
+            from = arg.walk_end;
+        }
+        found
+    }
+
+    /// Whether page `page` of `area` scans as written (without protecting it).
+    fn is_written(&mut self, area: &Area, page: u64) -> bool {
+        !self.written(area.at(page), area.at(page) + PAGE, false).is_empty()
+    }
+}
+
+#[derive(serde::Serialize)]
+struct Figure {
+    name: String,
+    us_per_page: f64,
+    samples: u64,
+    what: &'static str,
+}
+
+#[derive(serde::Serialize)]
+struct Rule {
+    name: &'static str,
+    outcome: String,
+}
+
+fn us_per(elapsed: Duration, count: u64) -> f64 {
+    elapsed.as_secs_f64() * 1e6 / count.max(1) as f64
+}
+
+/// Writes a byte to each of `pages` of `area` on another thread, which a fault with no
+/// handler would block: `None` if the writes did not finish within a second.
+fn write_elsewhere(area: &Area, pages: std::ops::Range<u64>) -> Option<Duration> {
+    let (base, sent) = (area.base, mpsc::channel());
+    let (tell, told) = sent;
+    std::thread::spawn(move || {
+        let started = Instant::now();
+        for page in pages {
+            // SAFETY: a page of the caller's mapping, which outlives the wait below
+            // unless the write blocks (then the process exits before unmapping it).
+            unsafe { ((base + page * PAGE) as *mut u8).write_volatile(0x5a) };
+        }
+        let _ = tell.send(started.elapsed());
+    });
+    told.recv_timeout(Duration::from_secs(1)).ok()
+}
+
+fn yes_no(value: bool, yes: &str, no: &str) -> String {
+    if value { yes } else { no }.to_string()
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let json = args.iter().any(|a| a == "--json");
+    let pages: u64 = args
+        .iter()
+        .position(|a| a == "--pages")
+        .and_then(|i| args.get(i + 1))
+        .map(|n| n.parse().expect("--pages N"))
+        .unwrap_or(65536);
+    let mut rules = Vec::new();
+    let mut figures = Vec::new();
+
+    // Which features combine with asynchronous write protection on one descriptor.
+    let combined = Userfaultfd::new(features::WP_ASYNC | features::PAGEFAULT_FLAG_WP | features::MOVE, 0);
+    rules.push(Rule {
+        name: "WP_ASYNC with UFFDIO_MOVE on one userfaultfd",
+        outcome: match &combined {
+            Ok(_) => "accepted".into(),
+            Err(error) => error.to_string(),
+        },
+    });
+    let uffd = combined
+        .or_else(|_| Userfaultfd::new(features::WP_ASYNC | features::PAGEFAULT_FLAG_WP, 0))
+        .expect("userfaultfd with WP_ASYNC (Linux 6.7)");
+    let moves = uffd.features() & features::MOVE != 0;
+    let mut pagemap = Pagemap::open();
+
+    // Pages 0-3 written before registration; 4-7 never touched.
+    let area = Area::new(8);
+    (0..4).for_each(|page| area.touch_page(page));
+    uffd.register(area.base, area.pages * PAGE, register_mode::MISSING | register_mode::WP).unwrap();
+    rules.push(Rule {
+        name: "a present page, registered, not yet protected",
+        outcome: yes_no(pagemap.is_written(&area, 0), "scans written", "scans clean"),
+    });
+    rules.push(Rule {
+        name: "a never-touched page (empty PTE)",
+        outcome: yes_no(pagemap.is_written(&area, 4), "scans written", "scans clean"),
+    });
+    uffd.write_protect(area.base, area.pages * PAGE, true, false).unwrap();
+    rules.push(Rule {
+        name: "a present page after UFFDIO_WRITEPROTECT",
+        outcome: yes_no(pagemap.is_written(&area, 0), "scans written", "scans clean"),
+    });
+    let wrote = write_elsewhere(&area, 1..2);
+    rules.push(Rule {
+        name: "a write to a protected page, no handler reading events",
+        outcome: match wrote {
+            Some(took) => format!(
+                "completed in {:.1} µs, {}",
+                took.as_secs_f64() * 1e6,
+                yes_no(uffd.poll(0).unwrap(), "an event was queued", "no event queued")
+            ),
+            None => {
+                println!("a write to a protected page blocked: asynchronous write protection does not work here");
+                std::process::exit(1);
+            }
+        },
+    });
+    rules.push(Rule {
+        name: "that page, then page 2 (not written)",
+        outcome: format!(
+            "{}, {}",
+            yes_no(pagemap.is_written(&area, 1), "scans written", "scans clean"),
+            yes_no(pagemap.is_written(&area, 2), "scans written", "scans clean")
+        ),
+    });
+    let matched = pagemap.written(area.base, area.at(4), true);
+    rules.push(Rule {
+        name: "a scan with PM_SCAN_WP_MATCHING, then a second scan",
+        outcome: format!("first found {matched:?}, second found {:?}", pagemap.written(area.base, area.at(4), false)),
+    });
+    let page = [0x33u8; PAGE as usize];
+    uffd.copy(area.at(4), &page, true, false).unwrap();
+    uffd.copy(area.at(5), &page, false, false).unwrap();
+    rules.push(Rule {
+        name: "UFFDIO_COPY with MODE_WP, and without",
+        outcome: format!(
+            "{}, {}",
+            yes_no(pagemap.is_written(&area, 4), "scans written", "scans clean"),
+            yes_no(pagemap.is_written(&area, 5), "scans written", "scans clean")
+        ),
+    });
+    // SAFETY: a page of our own mapping.
+    unsafe { libc::madvise(area.at(2) as *mut libc::c_void, PAGE as usize, libc::MADV_DONTNEED) };
+    rules.push(Rule {
+        name: "a protected clean page after MADV_DONTNEED",
+        outcome: yes_no(pagemap.is_written(&area, 2), "scans written", "scans clean"),
+    });
+    if moves {
+        let parking = Area::new(1);
+        uffd.register(parking.base, PAGE, register_mode::MISSING).unwrap();
+        uffd.move_pages(parking.base, area.at(3), PAGE, false).unwrap();
+        uffd.move_pages(area.at(3), parking.base, PAGE, false).unwrap();
+        rules.push(Rule {
+            name: "a protected clean page moved out and back (UFFDIO_MOVE)",
+            outcome: yes_no(pagemap.is_written(&area, 3), "scans written", "scans clean"),
+        });
+    }
+    // A missing fault still comes to the handler as an event on the same descriptor.
+    let reader = {
+        let at = area.at(6);
+        // SAFETY: a page of `area`, alive until the join below.
+        std::thread::spawn(move || unsafe { (at as *const u8).read_volatile() })
+    };
+    let deadline = Instant::now() + Duration::from_secs(1);
+    let mut missing = None;
+    while missing.is_none() && Instant::now() < deadline {
+        if uffd.poll(10).unwrap() {
+            while let Some(event) = uffd.read_event().unwrap() {
+                if let Event::PageFault { address, write_protect, .. } = event {
+                    missing = Some((address & !(PAGE - 1), write_protect));
+                }
+            }
+        }
+    }
+    let delivered = missing.is_some_and(|(address, wp)| address == area.at(6) && !wp);
+    uffd.copy(area.at(6), &page, false, true).unwrap();
+    assert_eq!(reader.join().unwrap(), 0x33, "the reader saw the page the handler copied in");
+    rules.push(Rule {
+        name: "a missing fault on the same userfaultfd",
+        outcome: yes_no(delivered, "delivered as an event (synchronous)", "not delivered"),
+    });
+
+    // Costs, over `pages` present pages.
+    let big = Area::new(pages);
+    big.touch();
+    uffd.register(big.base, big.pages * PAGE, register_mode::MISSING | register_mode::WP).unwrap();
+    let started = Instant::now();
+    uffd.write_protect(big.base, big.pages * PAGE, true, false).unwrap();
+    figures.push(Figure {
+        name: "UFFDIO_WRITEPROTECT of the whole range".into(),
+        us_per_page: us_per(started.elapsed(), pages),
+        samples: pages,
+        what: "one ioctl, every page present",
+    });
+    let took = write_elsewhere(&big, 0..pages).expect("writes to protected pages completed");
+    figures.push(Figure {
+        name: "a write to a protected page".into(),
+        us_per_page: us_per(took, pages),
+        samples: pages,
+        what: "resolved by the kernel (no handler), one write per page in order",
+    });
+    for (label, every) in [("all", 1u64), ("a tenth", 10), ("none", 0)] {
+        // Protect all, then write every `every`-th page, then time the scan that
+        // finds them and protects them again.
+        pagemap.written(big.base, big.base + pages * PAGE, true);
+        if every > 0 {
+            (0..pages).step_by(every as usize).for_each(|page| big.touch_page(page));
+        }
+        let started = Instant::now();
+        let found = pagemap.written(big.base, big.base + pages * PAGE, true);
+        let elapsed = started.elapsed();
+        let written: u64 = found.iter().map(|(start, end)| end - start).sum();
+        let expected = if every == 0 { 0 } else { pages.div_ceil(every) };
+        assert_eq!(written, expected, "the scan found the pages written");
+        figures.push(Figure {
+            name: format!("scan + protect again, {label} written"),
+            us_per_page: us_per(elapsed, pages),
+            samples: pages,
+            what: "PAGEMAP_SCAN with PM_SCAN_WP_MATCHING, per page scanned",
+        });
+    }
+
+    if json {
+        println!("{}", serde_json::json!({ "figures": figures, "rules": rules }));
+    } else {
+        let mut table = znswap_chart::Table::new(&["measure", "µs per page", "pages", "what"]);
+        for figure in &figures {
+            table.row(vec![
+                figure.name.clone(),
+                format!("{:.3}", figure.us_per_page),
+                figure.samples.to_string(),
+                figure.what.into(),
+            ]);
+        }
+        print!("{}", table.render());
+        println!();
+        let mut table = znswap_chart::Table::new(&["with WP_ASYNC", "outcome"]);
+        for rule in &rules {
+            table.row(vec![rule.name.into(), rule.outcome.clone()]);
+        }
+        print!("{}", table.render());
+    }
+}
