@@ -781,3 +781,51 @@ mod notice_tests {
         assert!(slow.contains("over 50 ms"), "{slow}");
     }
 }
+
+#[cfg(test)]
+mod swap_in_reference_tests {
+    use super::{CoreConfig, PageState, PagerCore};
+    use znswap_core::{Geometry, PolicyKind};
+
+    /// With an inactive list, a page swapped in for a write starts referenced and one
+    /// swapped in for a read unreferenced (the list's to judge); without a list every
+    /// installed page starts referenced.
+    #[test]
+    fn with_an_inactive_list_only_a_write_swap_in_starts_referenced() {
+        let geometry = Geometry {
+            zone_count: 16,
+            zone_capacity_pages: 32,
+            metadata_bytes: 16,
+            write_granularity_pages: 1,
+            max_open_zones: 4,
+            max_active_zones: 4,
+            zone_append_pages_max: 8,
+        };
+        let config = CoreConfig {
+            budget_pages: 32,
+            slack_pages: 0,
+            evict_batch_pages: 4,
+            reference_sampling: false,
+            readahead_pages: 0,
+            gc_batch_pages: super::GC_BATCH_PAGES_DEFAULT,
+            park_pages: 8,
+            regions_max: 2,
+            tenants: 1,
+            policy: PolicyKind::PerCore,
+            seal_pages: false,
+        };
+        let mut core = PagerCore::new(geometry, false, config).expect("a valid core");
+        let parking = core.region_add(1 << 32, 64, 0, Some(1 << 33)).expect("a region");
+        let plain = core.region_add(1 << 34, 64, 0, None).expect("a region");
+        for (page, write, expected) in [(1, true, PageState::Referenced), (2, false, PageState::Resident)] {
+            core.mark_resident(parking, page);
+            core.swapped_in_by(parking, page, write);
+            assert_eq!(core.state(parking, page), expected, "parking region, write {write}");
+        }
+        for write in [true, false] {
+            core.mark_resident(plain, write as u64);
+            core.swapped_in_by(plain, write as u64, write);
+            assert_eq!(core.state(plain, write as u64), PageState::Referenced, "no list, write {write}");
+        }
+    }
+}
