@@ -569,7 +569,6 @@ impl PagerCore {
                     }
                     // Read ahead by an earlier fault: no device read.
                     self.serve_from_cache(owner, page, io, entry, write, now, actions);
-                    self.swapped_in_by(owner, page, write);
                     self.serve_around(owner, page, address, write, now, actions);
                     return FaultStep::Done;
                 }
@@ -629,7 +628,6 @@ impl PagerCore {
         if opened & 1 == 1 {
             fault.progress = Progress::Started { owner, generation, sequential };
             self.serve_from_cache(owner, page, io, entry, write, now, actions);
-            self.swapped_in_by(owner, page, write);
             self.serve_planned(owner, &around[..around_count as usize], opened >> 1, true, write, now, actions);
             return FaultStep::Done;
         }
@@ -683,7 +681,6 @@ impl PagerCore {
         match outcome {
             ReadOutcome::SwappedIn { cached } => {
                 self.install_swapped_in(owner, page, write, cached, from, now, actions);
-                self.swapped_in_by(owner, page, write);
                 FaultStep::Done
             }
             ReadOutcome::Failed => {
@@ -736,18 +733,6 @@ impl PagerCore {
         }
         actions.push(Action::Copy { address: self.page_address(owner, page), pages: 1, from, write_protect });
         self.mark_resident(owner, page);
-    }
-
-    /// The faulting page was swapped in for a write: with an inactive list it starts
-    /// referenced, not unreferenced as one swapped in for a read (`mark_resident`). The
-    /// pager learns of writes to resident pages anyway (reference sampling), so the list
-    /// earns its keep on pages that are read; and a page read back for a read keeps its
-    /// slot (the swap cache), so evicting it again costs no write, where a written page
-    /// costs an append. Pages read ahead with it are not the fault's: they start as any.
-    pub(crate) fn swapped_in_by(&mut self, owner: u32, page: u64, write: bool) {
-        if write && self.parks_in(owner) && self.state(owner, page) == PageState::Resident {
-            self.set_state(owner, page, PageState::Referenced);
-        }
     }
 
     /// Asks the engine to swap in the never-written pages right after `page` (at most
