@@ -293,7 +293,12 @@ run_side() {
         swapoff "$swapfile"
         rmdir "$cgroup"; cgroup=""
     fi
-    [ "$status" = 0 ] || echo "== $side round $round: znswap kv failed (exit $status); see above" >&2
+    if [ "$status" != 0 ]; then
+        # The server's own output (under znswap, the pager's too: a panic names its
+        # cause there); the work directory goes at the end.
+        echo "== $side round $round: znswap kv failed (exit $status); the server's log ends:" >&2
+        tail -30 "$log" >&2
+    fi
     python3 - "$kv_out" "$status" "${peak:-}" "${cgroup_peak:-}" "${stats:-}" "${major:-}" "$swap_before" "$swap_after" "${cpu:-}" \
         "$work/$side-$round.mix-start.json" "$work/$side-$round.mix-end.json" >"$work/$side-$round.json" <<'PY'
 import json, os, sys
