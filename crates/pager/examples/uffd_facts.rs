@@ -22,26 +22,10 @@ use znswap_pager::PAGE_BYTES;
 
 #[path = "common/area.rs"]
 mod area;
+#[path = "common/report.rs"]
+mod report;
 use area::{Area, PAGE};
-
-#[derive(serde::Serialize)]
-struct Figure {
-    name: &'static str,
-    /// Microseconds per page (or per fault, for round trips).
-    us_per_page: f64,
-    samples: u64,
-    what: &'static str,
-}
-
-#[derive(serde::Serialize)]
-struct Rule {
-    name: &'static str,
-    outcome: String,
-}
-
-fn us_per(elapsed: std::time::Duration, count: u64) -> f64 {
-    elapsed.as_secs_f64() * 1e6 / count.max(1) as f64
-}
+use report::{us_per, Figure, Rule};
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -70,7 +54,7 @@ fn main() {
         assert_eq!(moved, PAGE);
     }
     figures.push(Figure {
-        name: "park, 1 page per ioctl",
+        name: "park, 1 page per ioctl".into(),
         us_per_page: us_per(started.elapsed(), scattered.len() as u64),
         samples: scattered.len() as u64,
         what: "UFFDIO_MOVE region -> parking, every other page",
@@ -80,7 +64,7 @@ fn main() {
         uffd.move_pages(region.at(page), parking.at(page), PAGE, false).unwrap();
     }
     figures.push(Figure {
-        name: "unpark, 1 page per ioctl",
+        name: "unpark, 1 page per ioctl".into(),
         us_per_page: us_per(started.elapsed(), scattered.len() as u64),
         samples: scattered.len() as u64,
         what: "UFFDIO_MOVE parking -> region",
@@ -102,21 +86,13 @@ fn main() {
         }
         let unpark = us_per(started.elapsed(), runs * batch);
         figures.push(Figure {
-            name: match batch {
-                16 => "park, 16 contiguous pages per ioctl",
-                64 => "park, 64 contiguous pages per ioctl",
-                _ => "park, 256 contiguous pages per ioctl",
-            },
+            name: format!("park, {batch} contiguous pages per ioctl"),
             us_per_page: park,
             samples: runs * batch,
             what: "UFFDIO_MOVE region -> parking",
         });
         figures.push(Figure {
-            name: match batch {
-                16 => "unpark, 16 contiguous pages per ioctl",
-                64 => "unpark, 64 contiguous pages per ioctl",
-                _ => "unpark, 256 contiguous pages per ioctl",
-            },
+            name: format!("unpark, {batch} contiguous pages per ioctl"),
             us_per_page: unpark,
             samples: runs * batch,
             what: "UFFDIO_MOVE parking -> region",
@@ -130,7 +106,7 @@ fn main() {
         unsafe { libc::madvise(region.at(page) as *mut libc::c_void, PAGE_BYTES, libc::MADV_DONTNEED) };
     }
     figures.push(Figure {
-        name: "MADV_DONTNEED, 1 page per call",
+        name: "MADV_DONTNEED, 1 page per call".into(),
         us_per_page: us_per(started.elapsed(), scattered.len() as u64),
         samples: scattered.len() as u64,
         what: "today's discard of a written-out page (a TLB flush each)",
@@ -141,7 +117,7 @@ fn main() {
         assert!(uffd.copy(region.at(page), &bytes, false, false).unwrap());
     }
     figures.push(Figure {
-        name: "UFFDIO_COPY, 1 page per ioctl",
+        name: "UFFDIO_COPY, 1 page per ioctl".into(),
         us_per_page: us_per(started.elapsed(), scattered.len() as u64),
         samples: scattered.len() as u64,
         what: "today's install of a page read from the device",
@@ -151,7 +127,7 @@ fn main() {
         uffd.write_protect(region.at(page), PAGE, true, false).unwrap();
     }
     figures.push(Figure {
-        name: "UFFDIO_WRITEPROTECT, 1 page per ioctl",
+        name: "UFFDIO_WRITEPROTECT, 1 page per ioctl".into(),
         us_per_page: us_per(started.elapsed(), scattered.len() as u64),
         samples: scattered.len() as u64,
         what: "today's victim protection (reference sampling, Appendix A)",
@@ -286,36 +262,17 @@ fn main() {
         samples[samples.len() / 2] as f64 / 1e3
     };
     figures.push(Figure {
-        name: "missing fault round trip (unpark)",
+        name: "missing fault round trip (unpark)".into(),
         us_per_page: median(&mut missing_ns),
         samples: trip.pages,
         what: "median, as the faulting thread sees it: event, handler's UFFDIO_MOVE, wake",
     });
     figures.push(Figure {
-        name: "write-protect fault round trip",
+        name: "write-protect fault round trip".into(),
         us_per_page: median(&mut wp_ns),
         samples: trip.pages,
         what: "median: event, handler's unprotect, wake",
     });
 
-    if json {
-        println!("{}", serde_json::json!({ "figures": figures, "rules": rules }));
-    } else {
-        let mut table = znswap_chart::Table::new(&["measure", "µs per page", "pages", "what"]);
-        for figure in &figures {
-            table.row(vec![
-                figure.name.into(),
-                format!("{:.2}", figure.us_per_page),
-                figure.samples.to_string(),
-                figure.what.into(),
-            ]);
-        }
-        print!("{}", table.render());
-        println!();
-        let mut table = znswap_chart::Table::new(&["UFFDIO_MOVE of", "outcome"]);
-        for rule in &rules {
-            table.row(vec![rule.name.into(), rule.outcome.clone()]);
-        }
-        print!("{}", table.render());
-    }
+    report::print(&figures, "UFFDIO_MOVE of", &rules, json);
 }

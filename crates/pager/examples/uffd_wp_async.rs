@@ -26,7 +26,10 @@ use znswap_pager::uffd::{features, register_mode, Event, Userfaultfd};
 
 #[path = "common/area.rs"]
 mod area;
+#[path = "common/report.rs"]
+mod report;
 use area::{Area, PAGE};
+use report::{us_per, Figure, Rule};
 
 /// `struct pm_scan_arg` of `<linux/fs.h>`.
 #[repr(C)]
@@ -107,24 +110,15 @@ impl Pagemap {
     fn is_written(&mut self, area: &Area, page: u64) -> bool {
         !self.written(area.at(page), area.at(page) + PAGE, false).is_empty()
     }
-}
 
-#[derive(serde::Serialize)]
-struct Figure {
-    name: String,
-    us_per_page: f64,
-    samples: u64,
-    what: &'static str,
-}
-
-#[derive(serde::Serialize)]
-struct Rule {
-    name: &'static str,
-    outcome: String,
-}
-
-fn us_per(elapsed: Duration, count: u64) -> f64 {
-    elapsed.as_secs_f64() * 1e6 / count.max(1) as f64
+    /// What pages `pages` of `area` scan as, in words.
+    fn scans(&mut self, area: &Area, pages: &[u64]) -> String {
+        let words: Vec<&str> = pages
+            .iter()
+            .map(|&page| if self.is_written(area, page) { "scans written" } else { "scans clean" })
+            .collect();
+        words.join(", ")
+    }
 }
 
 /// Writes a byte to each of `pages` of `area` on another thread, which a fault with no
@@ -179,19 +173,10 @@ fn main() {
     let area = Area::new(8);
     (0..4).for_each(|page| area.touch_page(page));
     uffd.register(area.base, area.pages * PAGE, register_mode::MISSING | register_mode::WP).unwrap();
-    rules.push(Rule {
-        name: "a present page, registered, not yet protected",
-        outcome: yes_no(pagemap.is_written(&area, 0), "scans written", "scans clean"),
-    });
-    rules.push(Rule {
-        name: "a never-touched page (empty PTE)",
-        outcome: yes_no(pagemap.is_written(&area, 4), "scans written", "scans clean"),
-    });
+    rules.push(Rule { name: "a present page, registered, not yet protected", outcome: pagemap.scans(&area, &[0]) });
+    rules.push(Rule { name: "a never-touched page (empty PTE)", outcome: pagemap.scans(&area, &[4]) });
     uffd.write_protect(area.base, area.pages * PAGE, true, false).unwrap();
-    rules.push(Rule {
-        name: "a present page after UFFDIO_WRITEPROTECT",
-        outcome: yes_no(pagemap.is_written(&area, 0), "scans written", "scans clean"),
-    });
+    rules.push(Rule { name: "a present page after UFFDIO_WRITEPROTECT", outcome: pagemap.scans(&area, &[0]) });
     let wrote = write_elsewhere(&area, 1..2);
     rules.push(Rule {
         name: "a write to a protected page, no handler reading events",
@@ -207,14 +192,7 @@ fn main() {
             }
         },
     });
-    rules.push(Rule {
-        name: "that page, then page 2 (not written)",
-        outcome: format!(
-            "{}, {}",
-            yes_no(pagemap.is_written(&area, 1), "scans written", "scans clean"),
-            yes_no(pagemap.is_written(&area, 2), "scans written", "scans clean")
-        ),
-    });
+    rules.push(Rule { name: "that page, then page 2 (not written)", outcome: pagemap.scans(&area, &[1, 2]) });
     let matched = pagemap.written(area.base, area.at(4), true);
     rules.push(Rule {
         name: "a scan with PM_SCAN_WP_MATCHING, then a second scan",
@@ -223,20 +201,10 @@ fn main() {
     let page = [0x33u8; PAGE as usize];
     uffd.copy(area.at(4), &page, true, false).unwrap();
     uffd.copy(area.at(5), &page, false, false).unwrap();
-    rules.push(Rule {
-        name: "UFFDIO_COPY with MODE_WP, and without",
-        outcome: format!(
-            "{}, {}",
-            yes_no(pagemap.is_written(&area, 4), "scans written", "scans clean"),
-            yes_no(pagemap.is_written(&area, 5), "scans written", "scans clean")
-        ),
-    });
+    rules.push(Rule { name: "UFFDIO_COPY with MODE_WP, and without", outcome: pagemap.scans(&area, &[4, 5]) });
     // SAFETY: a page of our own mapping.
     unsafe { libc::madvise(area.at(2) as *mut libc::c_void, PAGE as usize, libc::MADV_DONTNEED) };
-    rules.push(Rule {
-        name: "a protected clean page after MADV_DONTNEED",
-        outcome: yes_no(pagemap.is_written(&area, 2), "scans written", "scans clean"),
-    });
+    rules.push(Rule { name: "a protected clean page after MADV_DONTNEED", outcome: pagemap.scans(&area, &[2]) });
     if moves {
         let parking = Area::new(1);
         uffd.register(parking.base, PAGE, register_mode::MISSING).unwrap();
@@ -244,7 +212,7 @@ fn main() {
         uffd.move_pages(area.at(3), parking.base, PAGE, false).unwrap();
         rules.push(Rule {
             name: "a protected clean page moved out and back (UFFDIO_MOVE)",
-            outcome: yes_no(pagemap.is_written(&area, 3), "scans written", "scans clean"),
+            outcome: pagemap.scans(&area, &[3]),
         });
     }
     // A missing fault still comes to the handler as an event on the same descriptor.
@@ -312,24 +280,5 @@ fn main() {
         });
     }
 
-    if json {
-        println!("{}", serde_json::json!({ "figures": figures, "rules": rules }));
-    } else {
-        let mut table = znswap_chart::Table::new(&["measure", "µs per page", "pages", "what"]);
-        for figure in &figures {
-            table.row(vec![
-                figure.name.clone(),
-                format!("{:.3}", figure.us_per_page),
-                figure.samples.to_string(),
-                figure.what.into(),
-            ]);
-        }
-        print!("{}", table.render());
-        println!();
-        let mut table = znswap_chart::Table::new(&["with WP_ASYNC", "outcome"]);
-        for rule in &rules {
-            table.row(vec![rule.name.into(), rule.outcome.clone()]);
-        }
-        print!("{}", table.render());
-    }
+    report::print(&figures, "with WP_ASYNC", &rules, json);
 }
