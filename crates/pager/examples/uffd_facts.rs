@@ -28,14 +28,7 @@ use area::{Area, PAGE};
 use report::{us_per, Figure, Rule};
 
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    let json = args.iter().any(|a| a == "--json");
-    let pages: u64 = args
-        .iter()
-        .position(|a| a == "--pages")
-        .and_then(|i| args.get(i + 1))
-        .map(|n| n.parse().expect("--pages N"))
-        .unwrap_or(16384);
+    let (pages, json) = report::args(16384);
     let uffd = Userfaultfd::new(features::MOVE | features::PAGEFAULT_FLAG_WP, 0).expect("userfaultfd with MOVE and WP");
     let mut figures = Vec::new();
     let mut rules = Vec::new();

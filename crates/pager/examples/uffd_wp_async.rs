@@ -143,14 +143,7 @@ fn yes_no(value: bool, yes: &str, no: &str) -> String {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    let json = args.iter().any(|a| a == "--json");
-    let pages: u64 = args
-        .iter()
-        .position(|a| a == "--pages")
-        .and_then(|i| args.get(i + 1))
-        .map(|n| n.parse().expect("--pages N"))
-        .unwrap_or(65536);
+    let (pages, json) = report::args(65536);
     let mut rules = Vec::new();
     let mut figures = Vec::new();
 

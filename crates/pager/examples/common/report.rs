@@ -18,6 +18,19 @@ pub struct Rule {
     pub outcome: String,
 }
 
+/// The probes' arguments: `--pages N` (else `default_pages`) and `--json`.
+pub fn args(default_pages: u64) -> (u64, bool) {
+    let args: Vec<String> = std::env::args().collect();
+    let json = args.iter().any(|a| a == "--json");
+    let pages = args
+        .iter()
+        .position(|a| a == "--pages")
+        .and_then(|i| args.get(i + 1))
+        .map(|n| n.parse().expect("--pages N"))
+        .unwrap_or(default_pages);
+    (pages, json)
+}
+
 pub fn us_per(elapsed: Duration, count: u64) -> f64 {
     elapsed.as_secs_f64() * 1e6 / count.max(1) as f64
 }
