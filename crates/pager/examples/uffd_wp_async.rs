@@ -124,8 +124,8 @@ impl Pagemap {
 /// Writes a byte to each of `pages` of `area` on another thread, which a fault with no
 /// handler would block: `None` if the writes did not finish within a second.
 fn write_elsewhere(area: &Area, pages: std::ops::Range<u64>) -> Option<Duration> {
-    let (base, sent) = (area.base, mpsc::channel());
-    let (tell, told) = sent;
+    let base = area.base;
+    let (tell, told) = mpsc::channel();
     std::thread::spawn(move || {
         let started = Instant::now();
         for page in pages {
