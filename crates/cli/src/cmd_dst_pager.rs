@@ -59,6 +59,10 @@ struct PagerCoverage {
     child_reads_zero: u64,
     child_reads_shadow: u64,
     seeds_with_parking: u64,
+    seeds_wp_async: u64,
+    scans: u64,
+    scanned_written: u64,
+    digests: u64,
     parks: u64,
     parks_hole: u64,
     parks_refused_shared: u64,
@@ -148,6 +152,10 @@ pub fn dst(request: &PagerDstRequest) -> Result<bool> {
         coverage.child_reads_zero += c.child_reads_zero;
         coverage.child_reads_shadow += c.child_reads_shadow;
         coverage.seeds_with_parking += (c.parks > 0) as u64;
+        coverage.seeds_wp_async += report.scenario.wp_async as u64;
+        coverage.scans += c.scans;
+        coverage.scanned_written += c.scanned_written;
+        coverage.digests += c.digests;
         coverage.parks += c.parks;
         coverage.parks_hole += c.parks_hole;
         coverage.parks_refused_shared += c.parks_refused_shared;
@@ -239,6 +247,10 @@ pub fn dst(request: &PagerDstRequest) -> Result<bool> {
             ("child reads of parked pages (its shadow)", coverage.child_reads_shadow),
             ("seeds that parked pages (inactive list)", coverage.seeds_with_parking),
             ("victims parked (moved to the shadow)", coverage.parks),
+            ("seeds with asynchronous write protection", coverage.seeds_wp_async),
+            ("  victims' spans scanned for written pages", coverage.scans),
+            ("  pages those scans found written", coverage.scanned_written),
+            ("  digests of parked swap-cached pages", coverage.digests),
             ("  moves refused: shared with a fork's child", coverage.parks_refused_shared),
             ("  moves refused: shadow page not yet discarded", coverage.parks_refused_occupied),
             ("  moves that found the page zapped (program discard)", coverage.parks_hole),

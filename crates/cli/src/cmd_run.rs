@@ -173,6 +173,7 @@ fn prepare(args: &RunArgs, stats_path: PathBuf, alive_fd: i32) -> Result<Launch>
         fault_poll_us: args.faults.fault_poll,
         park_pages: args.faults.park / PAGE_BYTES as u64,
         reference_sampling: !args.faults.no_reference_sampling,
+        wp_async: args.faults.wp_async,
         colocate: !args.no_colocate,
         encrypt: args.encrypt.encrypt,
         stats: stats_path,

@@ -107,6 +107,16 @@ pub struct FaultFlags {
     /// per operation without sampling to 0.60 with it (0.02 write-protect faults to 0.07).
     #[arg(long)]
     pub no_reference_sampling: bool,
+    /// See writes without write-protect faults (UFFD_FEATURE_WP_ASYNC and PAGEMAP_SCAN,
+    /// Linux 6.7): a write to a protected page goes ahead and the page reads as written
+    /// to a scan. The CLOCK hand's victims are scanned before they are parked (a
+    /// written one stays), and a page read back keeps its slot as swap cache until its
+    /// parked bytes' digest says it was written (XXH3-128, keyed per run). Needs --park
+    /// (a victim is only ever written out once parked, out of the program's reach) and
+    /// fault handler threads. A page shared with a forked child cannot be parked: it
+    /// stays resident until the program writes it. docs/wp-async-facts.md.
+    #[arg(long, requires = "park")]
+    pub wp_async: bool,
 }
 
 /// `--encrypt`.

@@ -310,6 +310,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 evict_batch_pages: args.evict_batch as usize,
                 slack_pages: args.slack.unwrap_or(znswap_pager::PagerConfig::new(memory).slack_pages),
                 reference_sampling: !args.faults.no_reference_sampling,
+                wp_async: args.faults.wp_async,
                 fault_mode: match args.faults.handler_threads {
                     None => znswap_pager::FaultMode::SelfPaging,
                     Some(count) => znswap_pager::FaultMode::HandlerThreads(count as usize),

@@ -51,6 +51,8 @@ pub struct SwapBenchOptions {
     pub evict_batch_pages: usize,
     pub slack_pages: u64,
     pub reference_sampling: bool,
+    /// Writes seen without faults (`--wp-async`).
+    pub wp_async: bool,
     pub seconds: f64,
     pub ops_max: u64,
     /// Accesses run after the first writes, before the clock starts (all threads).
@@ -85,6 +87,8 @@ pub struct SwapBench {
     /// The CLOCK's reference bits came from write-protect faults too (off with
     /// `--no-reference-sampling`).
     pub reference_sampling: bool,
+    /// Writes were seen without faults (`--wp-async`).
+    pub wp_async: bool,
     /// Pages of the inactive list (`--park`; 0: none).
     pub park_pages: u64,
     pub budget_bytes: u64,
@@ -308,6 +312,7 @@ pub fn run(device: Arc<dyn ZonedDevice>, options: &SwapBenchOptions) -> Result<S
         evict_batch_pages: options.evict_batch_pages,
         slack_pages: options.slack_pages,
         reference_sampling: options.reference_sampling,
+        wp_async: options.wp_async,
         policy: options.policy,
         ..PagerConfig::new(options.budget_bytes)
     };
@@ -373,6 +378,7 @@ pub fn run(device: Arc<dyn ZonedDevice>, options: &SwapBenchOptions) -> Result<S
         io_threads: options.io_threads,
         evict_batch_pages: options.evict_batch_pages,
         reference_sampling: options.reference_sampling,
+        wp_async: options.wp_async,
         park_pages: options.park_pages,
         warmed_up: options.warm_up && warms_up(options.workload),
         warm_up_ops: options.warm_up_ops,
@@ -913,7 +919,11 @@ pub fn print(bench: &SwapBench) {
         format!(
             "{:.3} swap-ins per op; reference bits from {}",
             bench.swap_in_pages as f64 / bench.ops.max(1) as f64,
-            if bench.reference_sampling { "faults and writes" } else { "faults" }
+            match (bench.reference_sampling, bench.wp_async) {
+                (_, true) => "faults and scans for writes",
+                (true, false) => "faults and writes",
+                (false, false) => "faults",
+            }
         ),
     ]);
     print!("{}", table.render());

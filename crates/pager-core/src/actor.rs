@@ -27,7 +27,7 @@ use znswap_core::{IoError, IoRequest};
 use crate::evict::{AddressRange, DiscardBatch, EvictRound, EvictorWork, ParkOutcome};
 use crate::fault::{Fault, FaultKind, FaultStep, Pause, ReadInto};
 use crate::io::{IoCompletion, IoPlan};
-use crate::{Actions, PagerCore, Sealed};
+use crate::{Actions, Digest, PagerCore, Sealed};
 
 /// What the shell does before the actor's next step.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -98,6 +98,14 @@ pub trait EvictorShell: Shell {
     fn park(&mut self, address: u64, shadow: u64) -> ParkOutcome;
     /// Whether the write-protected victim at `address` reads all zeroes.
     fn page_is_zero(&mut self, address: u64) -> bool;
+    /// With asynchronous write protection (`CoreConfig::wp_async`): the pages of
+    /// `start..end` written since they were last protected (`PAGEMAP_SCAN` with
+    /// `PM_SCAN_WP_MATCHING`, which protects them again), each run given to `found` as
+    /// `start..end`. Pages with nothing mapped scan as written too.
+    fn scan_written(&mut self, start: u64, end: u64, found: &mut dyn FnMut(u64, u64));
+    /// With asynchronous write protection: the digest of the page at `address` (a
+    /// parked victim's shadow page), as the I/O shell takes an append's.
+    fn digest(&mut self, address: u64) -> Digest;
 }
 
 /// A fault's work outside the state lock, and its shared scratch.
@@ -133,7 +141,9 @@ pub trait IoShell: Shell {
     /// read leaves the records it read in `records`.
     /// With sealed pages (`CoreConfig::seal_pages`), an append seals each page it
     /// writes from the program's memory as `plan.identity(index)` and leaves the seals
-    /// in `plan.seals_mut()`, one per page.
+    /// in `plan.seals_mut()`, one per page. With asynchronous write protection
+    /// (`CoreConfig::wp_async`) it leaves each page's digest, of the bytes it read, in
+    /// `plan.digests_mut()`.
     fn run_request(&mut self, plan: &mut IoPlan, records: &mut Vec<u8>) -> IoCompletion;
 }
 
@@ -185,6 +195,12 @@ fn discard_step(shell: &mut impl Shell, phase: DiscardPhase, batch: &mut Discard
 enum EvictorPhase {
     Check,
     Discard(DiscardPhase),
+    /// Scan span `span` of the round for written victims, before any is moved
+    /// (asynchronous write protection).
+    Scan {
+        span: usize,
+        pause: Option<Pause>,
+    },
     /// Park the round's victims to be parked, from victim `next` on (`mappings` held
     /// since the pick).
     Park {
@@ -274,7 +290,7 @@ impl Evictor {
                             shell.mappings_release();
                             return pause.map_or(Next::Continue, Next::Pause);
                         }
-                        self.phase = EvictorPhase::Park { pause, next: 0 };
+                        self.phase = EvictorPhase::Scan { span: 0, pause };
                         Next::Continue
                     }
                 }
@@ -297,6 +313,22 @@ impl Evictor {
             // the page's data or the old data of a discarded page, never a page the program
             // mapped after the zap. One move a step: the pager DST runs the other actors'
             // steps between them.
+            // Without the state lock, before the moves: a write after the scan lands in the
+            // page that is moved (a reference missed, no data lost: a parked page is
+            // written out from the shadow, out of the program's reach).
+            EvictorPhase::Scan { span, pause } => {
+                self.phase = match self.round.scans().get(span).copied() {
+                    Some(scan) => {
+                        let round = &mut self.round;
+                        shell.scan_written(scan.start, scan.end, &mut |start, end| {
+                            round.found_written(span, start, end)
+                        });
+                        EvictorPhase::Scan { span: span + 1, pause }
+                    }
+                    None => EvictorPhase::Park { pause, next: 0 },
+                };
+                Next::Continue
+            }
             EvictorPhase::Park { pause, next } => {
                 let victim = (next..self.round.victims()).find(|&v| self.round.victim_to_park(v).is_some());
                 self.phase = match victim {
@@ -304,6 +336,11 @@ impl Evictor {
                         let (address, shadow) = self.round.victim_to_park(victim).expect("a victim to park");
                         let outcome = shell.park(address, shadow);
                         self.round.park_done(victim, outcome);
+                        if self.round.wants_digest(victim) {
+                            // Out of the program's reach now: the bytes cannot change.
+                            let digest = shell.digest(shadow);
+                            self.round.set_digest(victim, digest);
+                        }
                         EvictorPhase::Park { pause, next: victim + 1 }
                     }
                     None => {
@@ -311,7 +348,8 @@ impl Evictor {
                         // protects the victims: faults on them wait until then.
                         if self.round.parks() {
                             shell.lock();
-                            shell.core().park_settle(&mut self.round);
+                            let now = shell.now();
+                            shell.core().park_settle(&mut self.round, now);
                             shell.unlock();
                         }
                         if self.round.ranges().is_empty() {

@@ -5,7 +5,7 @@ use znswap_core::{Event, PageState as EnginePage, SwapOutError, SwapOutOutcome};
 
 use crate::action::{Action, Actions};
 use crate::fault::Pause;
-use crate::{DropKind, Dropping, OutPage, PageState, PagerCore, PAGE_BYTES};
+use crate::{Digest, DropKind, Dropping, OutPage, PageState, PagerCore, PAGE_BYTES};
 
 /// Largest eviction round, in batches (see `evict_hand_over`).
 pub const ROUND_BATCHES_MAX: usize = 4;
@@ -53,6 +53,27 @@ struct Victim {
     /// Its move was settled (`PagerCore::park_settle`): parked, or gone with the
     /// program's discard; the hand-over passes it by.
     settled: bool,
+    /// Written since it was last protected, as the scan before its move found
+    /// (`CoreConfig::wp_async`): not moved, referenced.
+    written: bool,
+    /// Its slot was its swap cache when picked (`CoreConfig::wp_async`): its digest is
+    /// taken once it is parked.
+    cached: bool,
+    /// Its parked bytes' digest (`EvictRound::set_digest`), 0 if not taken.
+    digest: Digest,
+}
+
+/// A stretch of a region to scan for written pages before the round's moves
+/// (`CoreConfig::wp_async`): it starts and ends at victims to park, and holds no page
+/// but theirs that is mapped (the scan protects what it finds written again, and a page
+/// the round does not evict would lose its written bit to it).
+#[derive(Clone, Copy, Debug)]
+pub struct ScanSpan {
+    pub start: u64,
+    pub end: u64,
+    /// The round's victims `first..victims_end` lie in it.
+    first: u32,
+    victims_end: u32,
 }
 
 /// One evictor's round: the victims picked and the ranges to write-protect outside the
@@ -67,6 +88,8 @@ pub struct EvictRound {
     reads_seen: u64,
     victims: Vec<Victim>,
     ranges: Vec<ProtectRange>,
+    /// With asynchronous write protection: where the victims to park are, to scan.
+    scans: Vec<ScanSpan>,
 }
 
 impl EvictRound {
@@ -88,10 +111,11 @@ impl EvictRound {
         self.ranges[range as usize].protected.then_some(victim.address)
     }
 
-    /// Victim `index`'s address and its shadow page's, if it is to be parked.
+    /// Victim `index`'s address and its shadow page's, if it is to be parked (and the
+    /// scan did not find it written).
     pub fn victim_to_park(&self, index: usize) -> Option<(u64, u64)> {
         let victim = &self.victims[index];
-        victim.shadow.map(|shadow| (victim.address, shadow))
+        victim.shadow.filter(|_| !victim.written).map(|shadow| (victim.address, shadow))
     }
 
     /// What became of victim `index`'s move (settled by `PagerCore::park_settle`).
@@ -99,9 +123,37 @@ impl EvictRound {
         self.victims[index].moved = Some(outcome);
     }
 
+    /// Whether victim `index`, just moved, needs the digest of its parked bytes: its slot
+    /// is its swap cache, which stays only if the bytes are still the slot's.
+    pub fn wants_digest(&self, index: usize) -> bool {
+        let victim = &self.victims[index];
+        victim.cached && victim.moved == Some(ParkOutcome::Moved)
+    }
+
+    pub fn set_digest(&mut self, index: usize, digest: Digest) {
+        self.victims[index].digest = digest;
+    }
+
     /// Whether the round has victims to park.
     pub fn parks(&self) -> bool {
         self.victims.iter().any(|victim| victim.shadow.is_some())
+    }
+
+    /// The stretches to scan for written pages before the moves (`CoreConfig::wp_async`;
+    /// none otherwise).
+    pub fn scans(&self) -> &[ScanSpan] {
+        &self.scans
+    }
+
+    /// The scan of span `span` found `start..end` written: its victims there are not
+    /// moved. (Pages of the span that are not victims hold nothing mapped that matters.)
+    pub fn found_written(&mut self, span: usize, start: u64, end: u64) {
+        let ScanSpan { first, victims_end, .. } = self.scans[span];
+        for victim in &mut self.victims[first as usize..victims_end as usize] {
+            if (start..end).contains(&victim.address) {
+                victim.written = true;
+            }
+        }
     }
 
     /// Whether the round has anything to do outside the lock, or to hand over.
@@ -246,6 +298,7 @@ impl PagerCore {
             victims: Vec::with_capacity(ROUND_BATCHES_MAX * batch),
             // A range per victim at most, and per region swept (twice at most) for sampling.
             ranges: Vec::with_capacity(ROUND_BATCHES_MAX * batch + 2 * self.config.regions_max as usize + 2),
+            scans: Vec::with_capacity(if self.config.wp_async { ROUND_BATCHES_MAX * batch } else { 0 }),
         }
     }
 
@@ -266,6 +319,8 @@ impl PagerCore {
         assert!(!self.round_in_flight, "an eviction round picked while another is in flight");
         round.victims.clear();
         round.ranges.clear();
+        round.scans.clear();
+        let wp_async = self.config.wp_async;
         let mut wanted = round.wanted.min(self.out_free.len());
         // With an inactive list, what the round evicts comes from its old end, and the
         // hand refills it; victims are evicted in place (the CLOCK of before) only while
@@ -278,7 +333,9 @@ impl PagerCore {
         } else {
             0
         };
-        let mut direct_room = wanted - writes;
+        // Asynchronously protected, a victim could be written during its write-out with
+        // nothing to stop or tell it: victims are only ever parked then.
+        let mut direct_room = if wp_async { 0 } else { wanted - writes };
         let capacity = round.victims.capacity();
         let parks = (0..self.regions.len() as u32).any(|owner| self.parks_in(owner));
         let mut park_room = if parks {
@@ -291,8 +348,9 @@ impl PagerCore {
         let limit: u64 = 2 * self.regions.iter().filter(|r| r.live).map(|r| r.pages).sum::<u64>();
         let (mut owner, mut page) = self.hand;
         let mut scanned = 0;
-        // Whether the last range may grow.
+        // Whether the last range may grow; the last scan span.
         let mut open = false;
+        let mut scan_open = false;
         let sampling = self.config.reference_sampling;
         while (direct_room > 0 || park_room > 0) && scanned < limit {
             if owner as usize >= self.regions.len() {
@@ -303,13 +361,27 @@ impl PagerCore {
                 owner += 1;
                 page = 0;
                 open = false;
+                scan_open = false;
                 continue;
             }
             scanned += 1;
             let address = region.base + page * PAGE_BYTES as u64;
             let generation = region.generation;
             let parkable = self.parks_in(owner);
-            match self.state(owner, page) {
+            let state = self.state(owner, page);
+            // A scan span runs on over pages with nothing mapped at their address, or on
+            // their way to be discarded: the scan's protection changes nothing for them.
+            // Any other page ends it, unless it is a victim to park.
+            let scan_continues = scan_open;
+            scan_open &= matches!(
+                state,
+                PageState::Unmapped
+                    | PageState::Parked
+                    | PageState::WritingParked
+                    | PageState::Dropping
+                    | PageState::Removed
+            );
+            match state {
                 // Already write-protected: a sampling range may run over it.
                 PageState::Evicting { .. } | PageState::Writing => open &= sampling,
                 PageState::Referenced => {
@@ -323,6 +395,22 @@ impl PagerCore {
                 PageState::Resident if parkable && park_room > 0 => {
                     park_room -= 1;
                     open = false;
+                    if wp_async {
+                        let index = round.victims.len() as u32;
+                        let end = address + PAGE_BYTES as u64;
+                        match round.scans.last_mut() {
+                            Some(span) if scan_continues => {
+                                span.end = end;
+                                span.victims_end = index + 1;
+                            }
+                            _ => {
+                                round.scans.push(ScanSpan { start: address, end, first: index, victims_end: index + 1 })
+                            }
+                        }
+                        scan_open = true;
+                    }
+                    let cached =
+                        wp_async && matches!(self.engine.page_state(owner, page), Ok(EnginePage::SwapCached { .. }));
                     self.set_state(owner, page, PageState::Parking { by: round.id });
                     round.victims.push(Victim {
                         owner,
@@ -335,6 +423,9 @@ impl PagerCore {
                         zero: false,
                         moved: None,
                         settled: false,
+                        written: false,
+                        cached,
+                        digest: 0,
                     });
                 }
                 PageState::Resident if direct_room > 0 => {
@@ -354,6 +445,9 @@ impl PagerCore {
                         zero: false,
                         moved: None,
                         settled: false,
+                        written: false,
+                        cached: false,
+                        digest: 0,
                     });
                 }
                 // Passed over: the round wants none of its kind.
@@ -404,12 +498,29 @@ impl PagerCore {
     /// the move (the pager believed it mapped): that is a broken invariant, and it
     /// panics naming the page rather than park nothing or read an empty page (which
     /// hung the evictor on its own fault, session 47).
-    pub fn park_settle(&mut self, round: &mut EvictRound) {
+    ///
+    /// With asynchronous write protection, a victim the scan found written was not moved:
+    /// it is referenced (as a write fault would have made it), and one refused as shared
+    /// with a fork's child is kept (nothing may write out a page the program can write);
+    /// a moved swap-cached one keeps its slot only if its digest is still the slot's.
+    pub fn park_settle(&mut self, round: &mut EvictRound, now: u64) {
         for victim in round.victims.iter_mut() {
             if victim.shadow.is_none() || !self.same_region(victim.owner, victim.generation) {
                 continue;
             }
             let (owner, page) = (victim.owner, victim.page);
+            if victim.written {
+                match self.state(owner, page) {
+                    PageState::ParkingRemoved => self.set_state(owner, page, PageState::Removed),
+                    PageState::Parking { by } if by == round.id => {
+                        self.stats.victims_written += 1;
+                        self.set_state(owner, page, PageState::Referenced);
+                    }
+                    other => unreachable!("{owner}:{page}: a victim found written became {other:?} before settling"),
+                }
+                victim.settled = true;
+                continue;
+            }
             let moved =
                 victim.moved.unwrap_or_else(|| panic!("{owner}:{page}: a victim to park settled before its move"));
             match (self.state(owner, page), moved) {
@@ -421,9 +532,19 @@ impl PagerCore {
                     victim.settled = true;
                 }
                 (PageState::Parking { by }, ParkOutcome::Moved) if by == round.id => {
+                    if self.config.wp_async {
+                        self.verify_swap_cache(owner, page, victim.digest, now);
+                    }
                     self.set_state(owner, page, PageState::Parked);
                     self.parked.push_back(crate::park::ParkedPage { owner, page });
                     self.stats.pages_parked += 1;
+                    victim.settled = true;
+                }
+                (PageState::Parking { by }, ParkOutcome::Busy) if by == round.id && self.config.wp_async => {
+                    // Until the program writes it again (its copy-on-write makes it the
+                    // parent's alone) or the hand comes back.
+                    self.stats.park_refused += 1;
+                    self.set_state(owner, page, PageState::Resident);
                     victim.settled = true;
                 }
                 (PageState::Parking { by }, ParkOutcome::Busy) if by == round.id => {
@@ -448,6 +569,23 @@ impl PagerCore {
                     unreachable!("{owner}:{page}: a victim to park became {other:?} before its move was settled")
                 }
             }
+        }
+    }
+
+    /// A parked page whose slot is its swap cache (asynchronous write protection): the
+    /// program may have written it since it was read back, with no fault to say so, so
+    /// the slot stays its copy only if the parked bytes' digest is the one the slot was
+    /// written with. Otherwise the engine learns it is dirty, as from a write fault.
+    fn verify_swap_cache(&mut self, owner: u32, page: u64, digest: Digest, now: u64) {
+        if !matches!(self.engine.page_state(owner, page), Ok(EnginePage::SwapCached { .. })) {
+            return;
+        }
+        let slot_digest = self.regions[owner as usize].digests.get(page);
+        // (0 is no digest: a victim not cached when picked, or a slot never digested.)
+        if digest == 0 || digest != slot_digest {
+            self.stats.swap_cache_digest_dirtied += 1;
+            self.engine.dirtied(owner, page, now).expect("dirtied on a registered page");
+            self.after_engine();
         }
     }
 

@@ -723,10 +723,15 @@ impl PagerCore {
     ) {
         // Kept only while cached pages tend to be evicted clean: else the slot is dropped
         // now, as a write would drop it, and the first write costs no fault.
-        let skip_cache = cached && !write && !self.swap_cache.keep(page, self.engine.stats().swap_cache_hits);
+        // Asynchronously protected, a cached page's first write costs no fault (its digest
+        // tells at its parking), so it always keeps the slot; and every page is mapped
+        // protected, so that a scan sees the writes since it came back.
+        let wp_async = self.config.wp_async;
+        let skip_cache =
+            cached && !write && !wp_async && !self.swap_cache.keep(page, self.engine.stats().swap_cache_hits);
         self.stats.swap_cache_skipped += skip_cache as u64;
         let write = write || skip_cache;
-        let write_protect = cached && !write;
+        let write_protect = wp_async || cached && !write;
         if cached && write {
             self.engine.dirtied(owner, page, now).expect("dirtied on a registered page");
             self.after_engine();

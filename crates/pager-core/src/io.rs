@@ -3,7 +3,7 @@
 
 use znswap_core::{Buf, IoError, IoRequest, PageState as EnginePage, SlotAddress};
 
-use crate::{PagerCore, Seal};
+use crate::{Digest, PagerCore, Seal};
 
 /// Where an append takes one page from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -32,6 +32,9 @@ pub struct IoPlan {
     /// For an append of sealed pages: each page's seal, as the shell sealed it (one per
     /// page; only `Region` sources' are kept).
     seals: Vec<Seal>,
+    /// With asynchronous write protection: each page's digest, as the shell took it from
+    /// the bytes it wrote (one per page; only `Region` sources' are kept).
+    digests: Vec<Digest>,
     gc: bool,
 }
 
@@ -61,6 +64,13 @@ impl IoPlan {
     pub fn seals_mut(&mut self) -> &mut Vec<Seal> {
         &mut self.seals
     }
+
+    /// Where the shell leaves each page's digest, when asked (`CoreConfig::wp_async`):
+    /// of the bytes the append writes, before any sealing; one per page of the append,
+    /// in slot order, anything for sources other than `Region`.
+    pub fn digests_mut(&mut self) -> &mut Vec<Digest> {
+        &mut self.digests
+    }
 }
 
 /// How a request ended, by kind.
@@ -80,6 +90,7 @@ impl PagerCore {
             sources: Vec::with_capacity(self.append_pages_max),
             identities: Vec::with_capacity(self.append_pages_max),
             seals: Vec::with_capacity(self.append_pages_max),
+            digests: Vec::with_capacity(self.append_pages_max),
             gc: false,
         }
     }
@@ -93,6 +104,7 @@ impl PagerCore {
         plan.sources.clear();
         plan.identities.clear();
         plan.seals.clear();
+        plan.digests.clear();
         plan.gc = false;
         let Some(request) = self.engine.poll_io() else {
             self.after_engine();
@@ -144,12 +156,18 @@ impl PagerCore {
         true
     }
 
-    /// After an append of sealed pages: each page the engine now keeps at the slot this
-    /// append wrote it to gets the seal it was written with. Checked against the
-    /// engine rather than assumed: a page dirtied during its write-out, freed, or
-    /// written again since keeps the seal of the copy the engine points at.
+    /// After an append of sealed or digested pages: each page the engine now keeps at the
+    /// slot this append wrote it to gets the seal and the digest it was written with.
+    /// Checked against the engine rather than assumed: a page dirtied during its
+    /// write-out, freed, or written again since keeps those of the copy the engine points
+    /// at.
     fn keep_seals(&mut self, plan: &IoPlan, zone: u32, first: u32) {
-        assert_eq!(plan.seals.len(), plan.sources.len(), "the shell sealed every page of the append");
+        let (sealed, digested) = (self.config.seal_pages, self.config.wp_async);
+        assert!(!sealed || plan.seals.len() == plan.sources.len(), "the shell sealed every page of the append");
+        assert!(
+            !digested || plan.digests.len() == plan.sources.len(),
+            "the shell took every page's digest of the append"
+        );
         let capacity = self.engine.config().geometry.zone_capacity_pages;
         for (index, source) in plan.sources.iter().enumerate() {
             let PageSource::Region { .. } = source else { continue };
@@ -160,7 +178,13 @@ impl PagerCore {
             let written = SlotAddress::new(zone, first + index as u32, capacity);
             match self.engine.page_state(owner, page) {
                 Ok(EnginePage::Swapped { address } | EnginePage::SwapCached { address }) if address == written => {
-                    self.regions[owner as usize].seals.set(page, plan.seals[index]);
+                    let region = &mut self.regions[owner as usize];
+                    if sealed {
+                        region.seals.set(page, plan.seals[index]);
+                    }
+                    if digested {
+                        region.digests.set(page, plan.digests[index]);
+                    }
                 }
                 _ => {}
             }
@@ -190,7 +214,7 @@ impl PagerCore {
                 let dirtied = &self.no_dirtied[..pages as usize];
                 self.engine.append_done(io, result, dirtied, now).expect("append completion");
                 if let (true, Ok(first), IoRequest::Append { zone, .. }) =
-                    (self.config.seal_pages, result, plan.request())
+                    (self.config.seal_pages || self.config.wp_async, result, plan.request())
                 {
                     self.keep_seals(plan, zone, first);
                 }

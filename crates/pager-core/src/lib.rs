@@ -87,7 +87,7 @@ mod swap_cache;
 
 pub use action::{Action, Actions, CopyFrom, Wakeups};
 pub use actor::{Evictor, EvictorDid, EvictorShell, FaultShell, FaultTask, IoShell, IoThread, Next, Shell, WaitOn};
-pub use evict::{AddressRange, DiscardBatch, EvictRound, EvictorWork, ParkOutcome, ProtectRange};
+pub use evict::{AddressRange, DiscardBatch, EvictRound, EvictorWork, ParkOutcome, ProtectRange, ScanSpan};
 pub use fault::{Fault, FaultKind, FaultStep, Pause, ReadInto, ROOM_WAIT_MAX_NS, ZERO_FILL_AROUND_PAGES};
 pub use io::{IoCompletion, IoPlan, PageSource};
 pub use page::PageState;
@@ -114,6 +114,11 @@ pub const GC_BATCH_PAGES_DEFAULT: u32 = 1024;
 /// swapped page's seal beside its state and hands it to the read.
 pub type Seal = [u8; SEAL_BYTES];
 pub const SEAL_BYTES: usize = 24;
+
+/// A 128-bit digest of a page's bytes, opaque here (the shell's keyed hash; 0 for none):
+/// with asynchronous write protection it tells whether a swap-cached page still holds
+/// what its slot holds (`CoreConfig::wp_async`).
+pub type Digest = u128;
 
 /// What opening a page read from the device needs: whose page it is and its seal.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -158,6 +163,15 @@ pub struct CoreConfig {
     /// were swapped). A page read ahead is opened when a fault wants it, under the lock
     /// (`FaultStep::OpenCached`) with the pages next to it that are mapped along.
     pub seal_pages: bool,
+    /// Writes are seen without faults (`UFFD_FEATURE_WP_ASYNC`): a write to a protected
+    /// page goes ahead, and the page reads as written to a scan (`PAGEMAP_SCAN`) until it
+    /// is protected again. Needs the inactive list, and a shadow for every region: with
+    /// no fault to stop a write, a victim is never written out where the program can
+    /// write it, only once parked. The hand's victims are scanned before they are moved
+    /// (a written one is referenced: reference sampling's write faults, without the
+    /// faults), and a swap-cached page is told clean by its digest once parked
+    /// (`EvictorShell::digest`, `IoPlan::digests_mut`): `docs/wp-async-facts.md`.
+    pub wp_async: bool,
 }
 
 /// Why the core cannot start, or cannot take a region. Typed: the shell wraps it.
@@ -179,6 +193,13 @@ pub enum CoreError {
     TooFewZones { zones: u32, zones_min: u32 },
     #[error("read-ahead of {pages} pages asked for: at most {max}")]
     ReadaheadTooLarge { pages: u32, max: u32 },
+    #[error(
+        "asynchronous write protection needs the inactive list (a victim may only be written out once parked): \
+         give it some pages"
+    )]
+    WpAsyncNeedsPark,
+    #[error("with asynchronous write protection every region needs a shadow to park its pages in")]
+    WpAsyncNeedsShadow,
 }
 
 /// Something the user should hear about, once.
@@ -250,6 +271,12 @@ pub struct CoreStats {
     pub park_refused: u64,
     /// Victims not moved because their shadow page still awaited its discard: kept.
     pub park_occupied: u64,
+    /// Victims found written by the scan before their move (`CoreConfig::wp_async`):
+    /// referenced, kept.
+    pub victims_written: u64,
+    /// Parked swap-cached pages whose digest no longer matched their slot's
+    /// (`CoreConfig::wp_async`): written since they were read back, so the slot went.
+    pub swap_cache_digest_dirtied: u64,
     /// Pages written to the device by swap-out appends that succeeded.
     pub swap_outs_written: u64,
     pub swap_outs_zero: u64,
@@ -416,6 +443,9 @@ impl PagerCore {
         if config.readahead_pages > READAHEAD_PAGES_MAX {
             return Err(CoreError::ReadaheadTooLarge { pages: config.readahead_pages, max: READAHEAD_PAGES_MAX });
         }
+        if config.wp_async && config.park_pages == 0 {
+            return Err(CoreError::WpAsyncNeedsPark);
+        }
         match engine_config(geometry, chunk_footer, config) {
             Ok(_) => Ok(()),
             Err(error) => {
@@ -555,6 +585,9 @@ impl PagerCore {
     pub fn region_add(&mut self, base: u64, pages: u64, tenant: u32, shadow: Option<u64>) -> Result<u32, CoreError> {
         assert!(base % PAGE_BYTES as u64 == 0 && pages > 0);
         assert!(shadow.is_none_or(|shadow| shadow % PAGE_BYTES as u64 == 0 && shadow != base));
+        if self.config.wp_async && shadow.is_none() {
+            return Err(CoreError::WpAsyncNeedsShadow);
+        }
         let reusable = (0..self.regions.len())
             .find(|&index| !self.regions[index].live && self.engine.unregister_owner(index as u32).unwrap_or(false));
         let owner = match reusable {
@@ -564,7 +597,7 @@ impl PagerCore {
         };
         self.engine.register_owner(owner, pages, tenant)?;
         self.generations += 1;
-        let region = Region::new(self.generations, base, pages, shadow, self.config.seal_pages);
+        let region = Region::new(self.generations, base, pages, shadow, self.config.seal_pages, self.config.wp_async);
         if owner as usize == self.regions.len() {
             self.regions.push(region);
         } else {
@@ -584,6 +617,7 @@ impl PagerCore {
         region.live = false;
         region.states = Vec::new();
         region.seals = Default::default();
+        region.digests = Default::default();
         self.parked.retain(|parked| parked.owner != owner);
         self.engine.free(owner, 0..pages, now).expect("freeing a registered region");
         self.stats.resident_pages -= resident;

@@ -191,8 +191,12 @@ impl PageState {
             | (Resident, Parking { .. })
             // Moved to its shadow page.
             | (Parking { .. }, Parked)
-            // Not moved, its shadow page's stale copy not yet discarded: kept.
+            // Not moved, its shadow page's stale copy not yet discarded (or, with
+            // asynchronous write protection, shared with a fork's child): kept.
             | (Parking { .. }, Resident)
+            // Not moved: the scan before the move found it written (asynchronous write
+            // protection).
+            | (Parking { .. }, Referenced)
             // (Refused by the move: evicted in place, as its round's evicting victim; below.)
             // A touch moved it back.
             | (Parked, Referenced)

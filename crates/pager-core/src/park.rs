@@ -87,7 +87,9 @@ impl PagerCore {
                     self.after_engine();
                 }
                 self.set_state(owner, page, PageState::Referenced);
-                if cached && !write {
+                // (Asynchronously protected, protection says nothing a write must wait
+                // for: the digest decides the slot's fate when it is parked again.)
+                if cached && !write && !self.config.wp_async {
                     // Its slot stays its swap cache, so it must come back write-protected;
                     // a move drops the bit, and another thread could write the page before
                     // it is set again. Copied in protected, then; the shadow page goes with

@@ -51,7 +51,13 @@ impl PagerCore {
     /// is mapped, and the regions keep being parked. Otherwise (a REMOVE event, the zap
     /// to come at a time the pager never learns) a missing fault on a page the pager
     /// mapped may mean the zap took it, and the regions are not parked from now on.
+    /// With asynchronous write protection the zap must come under the lock: a region no
+    /// longer parked could not be evicted at all.
     pub fn discard_range(&mut self, start: u64, end: u64, now: u64, zap_under_lock: bool) {
+        assert!(
+            zap_under_lock || !self.config.wp_async,
+            "a discard zapped outside the state lock with asynchronous write protection"
+        );
         let page_bytes = PAGE_BYTES as u64;
         let start = start.div_ceil(page_bytes) * page_bytes;
         let end = end / page_bytes * page_bytes;

@@ -1,6 +1,6 @@
 //! The region table: the pager's page table of each region it manages.
 
-use crate::{PageState, Seal, PAGE_BYTES};
+use crate::{Digest, PageState, Seal, PAGE_BYTES};
 
 pub(crate) struct Region {
     /// Distinguishes this region from a later one reusing its owner id (and perhaps its
@@ -21,42 +21,52 @@ pub(crate) struct Region {
     pub shadow: Option<u64>,
     /// Each page's seal, when pages are sealed (`CoreConfig::seal_pages`). Set when an
     /// append that wrote the page completes, read by the read.
-    pub seals: SealTable,
+    pub seals: PageTable<Seal>,
+    /// Each swapped page's digest, with asynchronous write protection
+    /// (`CoreConfig::wp_async`): the content of its slot, to tell a clean swap-cached
+    /// page from a written one when it is parked. Set as seals are.
+    pub digests: PageTable<Digest>,
 }
 
-/// Seals by page, in chunks made when a page of theirs is first written out: a region
-/// is mostly address space never swapped (`znswap run`'s arena is the device's size),
-/// and a table made whole, zeroed, was resident whole (48 MiB for an 8 GiB arena,
-/// measured: the allocator zeroed it), all of it out of `--memory`.
-#[derive(Default)]
-pub struct SealTable {
-    chunks: Vec<Option<Box<[Seal]>>>,
+/// A value per page (a seal, a digest), in chunks made when a page of theirs is first
+/// written out: a region is mostly address space never swapped (`znswap run`'s arena is
+/// the device's size), and a table made whole, zeroed, was resident whole (48 MiB of
+/// seals for an 8 GiB arena, measured: the allocator zeroed it), all of it out of
+/// `--memory`. A table made with no pages (the feature off) holds nothing.
+pub struct PageTable<T> {
+    chunks: Vec<Option<Box<[T]>>>,
 }
 
-const SEAL_CHUNK_PAGES: u64 = 512;
+impl<T> Default for PageTable<T> {
+    fn default() -> PageTable<T> {
+        PageTable { chunks: Vec::new() }
+    }
+}
 
-impl SealTable {
-    fn new(pages: u64) -> SealTable {
-        SealTable { chunks: (0..pages.div_ceil(SEAL_CHUNK_PAGES)).map(|_| None).collect() }
+const TABLE_CHUNK_PAGES: u64 = 512;
+
+impl<T: Copy + Default> PageTable<T> {
+    fn new(pages: u64) -> PageTable<T> {
+        PageTable { chunks: (0..pages.div_ceil(TABLE_CHUNK_PAGES)).map(|_| None).collect() }
     }
 
-    /// `page`'s seal; the seal of no page if it was never written out.
-    pub fn get(&self, page: u64) -> Seal {
-        match &self.chunks[(page / SEAL_CHUNK_PAGES) as usize] {
-            Some(chunk) => chunk[(page % SEAL_CHUNK_PAGES) as usize],
-            None => [0; crate::SEAL_BYTES],
+    /// `page`'s value; the default if it was never written out.
+    pub fn get(&self, page: u64) -> T {
+        match &self.chunks[(page / TABLE_CHUNK_PAGES) as usize] {
+            Some(chunk) => chunk[(page % TABLE_CHUNK_PAGES) as usize],
+            None => T::default(),
         }
     }
 
-    pub fn set(&mut self, page: u64, seal: Seal) {
-        let chunk = self.chunks[(page / SEAL_CHUNK_PAGES) as usize]
-            .get_or_insert_with(|| vec![[0; crate::SEAL_BYTES]; SEAL_CHUNK_PAGES as usize].into_boxed_slice());
-        chunk[(page % SEAL_CHUNK_PAGES) as usize] = seal;
+    pub fn set(&mut self, page: u64, value: T) {
+        let chunk = self.chunks[(page / TABLE_CHUNK_PAGES) as usize]
+            .get_or_insert_with(|| vec![T::default(); TABLE_CHUNK_PAGES as usize].into_boxed_slice());
+        chunk[(page % TABLE_CHUNK_PAGES) as usize] = value;
     }
 }
 
 impl Region {
-    pub fn new(generation: u64, base: u64, pages: u64, shadow: Option<u64>, sealed: bool) -> Region {
+    pub fn new(generation: u64, base: u64, pages: u64, shadow: Option<u64>, sealed: bool, digests: bool) -> Region {
         Region {
             generation,
             base,
@@ -68,7 +78,8 @@ impl Region {
             sequential_faults: 0,
             program_discards: false,
             shadow,
-            seals: if sealed { SealTable::new(pages) } else { SealTable::default() },
+            seals: if sealed { PageTable::new(pages) } else { PageTable::default() },
+            digests: if digests { PageTable::new(pages) } else { PageTable::default() },
         }
     }
 

@@ -25,6 +25,7 @@ fn config() -> CoreConfig {
         tenants: 1,
         policy: PolicyKind::PerCore,
         seal_pages: false,
+        wp_async: false,
     }
 }
 
@@ -107,7 +108,7 @@ impl Harness {
     }
 
     fn settle(&mut self, round: &mut EvictRound) {
-        self.core.park_settle(round);
+        self.core.park_settle(round, self.now);
         self.core.check_invariants();
     }
 
@@ -197,7 +198,7 @@ fn a_hole_where_the_pager_mapped_a_page_panics() {
     for victim in 0..pages.len() {
         round.park_done(victim, ParkOutcome::Hole);
     }
-    h.core.park_settle(&mut round);
+    h.core.park_settle(&mut round, h.now);
 }
 
 /// The program discarded the victim while its move was under way: a move that took

@@ -52,6 +52,7 @@ fn core_config(policy: PolicyKind) -> CoreConfig {
         tenants: 1,
         policy,
         seal_pages: false,
+        wp_async: false,
     }
 }
 

@@ -3,10 +3,12 @@
 //!
 //! - [`uffd`]: the userfaultfd system call and ioctls, defined over `libc` (no bindgen).
 //! - [`Pager`]: regions, the fault handler and the evictor, driving `znswap-core`.
+//! - [`pagemap`]: `PAGEMAP_SCAN`, the written pages of a range without a fault.
 
 mod latency;
 pub mod lost_pages;
 mod page_buffers;
+pub mod pagemap;
 mod pager;
 pub mod pager_thread;
 pub mod run_env;

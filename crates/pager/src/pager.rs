@@ -139,6 +139,15 @@ pub struct PagerConfig {
     /// there, with no write-protect fault on the program's path. Needs `UFFDIO_MOVE`
     /// (Linux 6.8). See `znswap_pager_core`'s `park.rs`.
     pub park_pages: u64,
+    /// Writes are seen without faults (`UFFD_FEATURE_WP_ASYNC`, Linux 6.7): a write to a
+    /// protected page goes ahead and leaves the page "written" for `PAGEMAP_SCAN`, where
+    /// today it is a write-protect fault through a handler (76 µs here, against 0.7 µs).
+    /// Reference sampling becomes a scan of the victims before they are parked, and a
+    /// swap-cached page is told clean by a digest of its bytes once parked. Needs
+    /// `park_pages` (a victim is only ever written out once parked) and handler threads;
+    /// a page shared with a fork's child is kept until the program writes it. See
+    /// `docs/wp-async-facts.md`.
+    pub wp_async: bool,
     /// Pins the program thread that takes nine in ten faults, and the fault handlers,
     /// to one CPU (the one it ran on), and the evictor and I/O threads to the others
     /// (`src/pager/colocate.rs`): a fault's round trip then costs context switches, not
@@ -184,6 +193,7 @@ impl PagerConfig {
             io_threads: 1,
             reference_sampling: true,
             park_pages: 0,
+            wp_async: false,
             colocate: false,
             encrypt: false,
             readahead_pages: READAHEAD_PAGES_DEFAULT,
@@ -210,6 +220,10 @@ pub enum PagerError {
     SelfPaging(#[from] SelfPagingError),
     #[error("encryption: {0}")]
     Seal(#[from] znswap_seal::SealError),
+    #[error("asynchronous write protection needs handler threads (no write fault reaches a SIGBUS handler)")]
+    WpAsyncSelfPaging,
+    #[error("asynchronous write protection needs PAGEMAP_SCAN on /proc/self/pagemap (Linux 6.7): {0}")]
+    PagemapScan(std::io::Error),
 }
 
 pub(crate) struct Shared {
@@ -224,6 +238,10 @@ pub(crate) struct Shared {
     /// The GC move buffer (`Buf::Gc`), owned by the engine's GC batch (see
     /// `page_buffers`).
     gc_buffers: PageBuffers,
+    /// With asynchronous write protection (`PagerConfig::wp_async`): the key of the
+    /// pages' digests, made at start (a program cannot aim at a collision it cannot
+    /// compute).
+    digest_key: Option<u64>,
     uffd: Userfaultfd,
     state: Mutex<PagerCore>,
     evict_wanted: Condvar,
@@ -315,6 +333,23 @@ fn io_error(error: &ZoneError) -> IoError {
     }
 }
 
+/// A key for the pages' digests, from the OS's random source.
+fn digest_key() -> u64 {
+    let mut key = [0u8; 8];
+    // SAFETY: an 8-byte buffer, written by the call.
+    let got = unsafe { libc::getrandom(key.as_mut_ptr().cast(), key.len(), 0) };
+    assert_eq!(got, 8, "getrandom: {}", std::io::Error::last_os_error());
+    u64::from_ne_bytes(key)
+}
+
+/// A page's digest (`CoreConfig::wp_async`): XXH3's 128 bits, seeded with the run's key
+/// (about 0.1 µs a page, where a write-protect fault costs tens), never 0 (no digest).
+/// Two different pages agree with a chance of about 2^-128: the swap cache would then
+/// keep a stale slot, so a non-cryptographic hash of 64 bits would not do.
+pub(crate) fn page_digest(key: u64, page: &[u8]) -> znswap_pager_core::Digest {
+    xxhash_rust::xxh3::xxh3_128_with_seed(page, key).max(1)
+}
+
 /// Whether records go in a footer page per chunk: the device cannot carry a 16-byte
 /// record beside each 4 KiB page.
 fn footer_mode(geometry: &znswap_zoned::Geometry) -> bool {
@@ -335,6 +370,7 @@ impl PagerConfig {
             tenants: self.tenants,
             policy: self.policy,
             seal_pages: self.encrypt,
+            wp_async: self.wp_async,
         }
     }
 }
@@ -358,12 +394,20 @@ impl Pager {
         if config.park_pages > 0 {
             required |= features::MOVE;
         }
+        if config.wp_async {
+            if config.fault_mode == FaultMode::SelfPaging {
+                return Err(PagerError::WpAsyncSelfPaging);
+            }
+            required |= features::WP_ASYNC;
+            crate::pagemap::WrittenScan::open().map_err(PagerError::PagemapScan)?;
+        }
         // Thread ids name the faulting thread for co-location (`colocate.rs`).
         let uffd = Userfaultfd::new(required, features::POISON | features::THREAD_ID)?;
         let readahead_cache_pages = core.readahead_cache_pages() as usize;
         let sealer = if config.encrypt { Some(znswap_seal::Sealer::new()?) } else { None };
         let shared = Arc::new(Shared {
             sealer,
+            digest_key: config.wp_async.then(digest_key),
             gc_buffers: PageBuffers::new(core.engine().gc_buffer_pages() as usize),
             lbas_per_page: (PAGE_BYTES / geometry.lba_bytes as usize) as u64,
             metadata_bytes: geometry.metadata_bytes as usize,

@@ -36,6 +36,9 @@ pub struct RunConfig {
     /// The CLOCK hand write-protects the pages whose bit it clears
     /// (`PagerConfig::reference_sampling`).
     pub reference_sampling: bool,
+    /// Writes are seen without faults (`PagerConfig::wp_async`).
+    #[serde(default)]
+    pub wp_async: bool,
     /// Pins the thread that takes nearly all the faults with the fault handlers
     /// (`PagerConfig::colocate`).
     #[serde(default)]
@@ -90,6 +93,7 @@ impl RunConfig {
             fault_poll_us: self.fault_poll_us,
             park_pages: self.park_pages,
             reference_sampling: self.reference_sampling,
+            wp_async: self.wp_async,
             colocate: self.colocate,
             encrypt: self.encrypt,
             // Whatever the pager holds comes out of --memory, so it holds what it uses.
@@ -279,7 +283,7 @@ mod tests {
     /// unchanged (the run's flags mean the same in the program as on the command line).
     #[test]
     fn the_pager_gets_the_launchers_choices_through_the_environment() {
-        for (park_pages, reference_sampling) in [(0, true), (4096, false)] {
+        for (park_pages, reference_sampling, wp_async) in [(0, true, false), (4096, false, true)] {
             let config = RunConfig {
                 device: "/dev/null".into(),
                 memory_bytes: 256 << 20,
@@ -290,6 +294,7 @@ mod tests {
                 fault_poll_us: 0,
                 park_pages,
                 reference_sampling,
+                wp_async,
                 colocate: true,
                 encrypt: false,
                 stats: "/tmp/stats.json".into(),
@@ -299,7 +304,10 @@ mod tests {
             config.check().unwrap();
             let back: RunConfig = serde_json::from_str(&config.to_env()).unwrap();
             let pager = back.pager_config();
-            assert_eq!((pager.park_pages, pager.reference_sampling), (park_pages, reference_sampling));
+            assert_eq!(
+                (pager.park_pages, pager.reference_sampling, pager.wp_async),
+                (park_pages, reference_sampling, wp_async)
+            );
             assert_eq!(pager.readahead_pages, 8);
         }
     }

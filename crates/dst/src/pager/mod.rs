@@ -81,6 +81,11 @@ pub fn run(options: &PagerDstOptions) -> PagerDstReport {
         let budget = scenario.budget_pages;
         scenario.park_pages =
             [0, 0, 0, (budget / 8).max(1), budget / 2, 2 * budget][crate::scenario::below(&mut own, 6) as usize];
+        // Half the seeds that park with handler threads see writes asynchronously.
+        let mut wp = crate::scenario::rng(options.seed ^ 0x3a5c_0a5c);
+        scenario.wp_async = scenario.park_pages > 0
+            && matches!(scenario.fault_mode, PagerFaultMode::HandlerThreads(_))
+            && crate::scenario::below(&mut wp, 2) == 0;
         // A quarter of the seeds seal their pages, and most of those have some altered
         // on the device.
         let mut sealing = crate::scenario::rng(options.seed ^ 0x5ea1_5ea1);
@@ -102,6 +107,7 @@ pub fn run(options: &PagerDstOptions) -> PagerDstReport {
         tenants: scenario.tenants,
         policy: scenario.policy,
         seal_pages: scenario.seal_pages,
+        wp_async: scenario.wp_async,
     };
     let core = match PagerCore::new(scenario.geometry, scenario.chunk_footer, config) {
         Ok(core) => core,

@@ -56,6 +56,9 @@ pub struct PagerScenario {
     /// Pages are sealed (encrypted and authenticated, `znswap-seal`) on their way to
     /// the device, as `znswap run --encrypt` does; read-ahead is off then.
     pub seal_pages: bool,
+    /// Writes are seen without faults (`UFFD_FEATURE_WP_ASYNC`, as `--wp-async`): only
+    /// with parking and handler threads.
+    pub wp_async: bool,
     pub policy: PolicyKind,
     pub tenants: u32,
     pub geometry: Geometry,
@@ -142,6 +145,8 @@ impl PagerScenario {
             // Drawn by the caller from a stream of its own, as the budget's changes.
             park_pages: 0,
             seal_pages: false,
+            // Drawn by the caller from a stream of its own, with parking.
+            wp_async: false,
             policy: [PolicyKind::PerCore, PolicyKind::HotCold, PolicyKind::Tenant][below(rng, 3) as usize],
             tenants: 1 + below(rng, 2) as u32,
             geometry,

@@ -15,7 +15,7 @@ use std::collections::VecDeque;
 use znswap_core::driver::{Captured, Completion, ContractBreach, DeviceHooks, Driver, Stage};
 use znswap_core::{AppendPage, Buf, IoError, IoRequest, PageState as EnginePage};
 use znswap_pager_core::{
-    Action, Actions, AddressRange, ChildPage, CopyFrom, DiscardBatch, Evictor, EvictorDid, EvictorShell, Fault,
+    Action, Actions, AddressRange, ChildPage, CopyFrom, Digest, DiscardBatch, Evictor, EvictorDid, EvictorShell, Fault,
     FaultKind, FaultShell, FaultTask, ForkHold, IoCompletion, IoPlan, IoShell, IoThread, Next, PageSource, PageState,
     PagerCore, ParkOutcome, Pause, ReadInto, Sealed, Shell, WaitOn, PAGE_BYTES,
 };
@@ -169,6 +169,11 @@ pub struct Coverage {
     pub parks: u64,
     pub parks_hole: u64,
     pub parks_refused_shared: u64,
+    /// Asynchronous write protection: scans of victims' spans, and pages they found
+    /// written; digests of parked pages taken.
+    pub scans: u64,
+    pub scanned_written: u64,
+    pub digests: u64,
     pub parks_refused_occupied: u64,
     /// Parked pages moved back by a touch (of them, copied: shared with a child), and
     /// copied back during their swap-out.
@@ -800,10 +805,10 @@ impl World {
             self.coverage.appends += 1;
             pages.reserve(plan.sources().len());
             for index in 0..plan.sources().len() {
-                let source = &plan.sources()[index];
+                let source = plan.sources()[index];
                 // The device reads each page's content: a region page's is its PTE's
                 // version, which the captured copy carries as its buffer handle.
-                let (owner, page, buf) = match *source {
+                let (owner, page, buf) = match source {
                     PageSource::Region { address } if self.locate_shadow(address).is_some() => {
                         let (place, page) = self.locate_shadow(address).expect("just found");
                         let region = self.regions[place].as_ref().expect("live");
@@ -842,7 +847,14 @@ impl World {
                     PageSource::Footer => (0, 0, Buf::Footer),
                     PageSource::Zero => (0, 0, Buf::Zero),
                 };
-                let buf = match (&self.sealer, *source, buf) {
+                if self.scenario.wp_async {
+                    let digest = match (plan.sources()[index], buf) {
+                        (PageSource::Region { .. }, Buf::Page(version)) => digest_of(version),
+                        _ => 0,
+                    };
+                    plan.digests_mut().push(digest);
+                }
+                let buf = match (&self.sealer, source, buf) {
                     (Some(sealer), PageSource::Region { .. }, Buf::Page(version)) => {
                         let (owner, page) = plan.identity(index);
                         let mut bytes = version.to_le_bytes();
@@ -1164,7 +1176,7 @@ impl World {
             None
         } else if !pte.mapped {
             Some(FaultKind::Missing { write })
-        } else if write && pte.write_protected {
+        } else if write && pte.write_protected && !self.scenario.wp_async {
             Some(FaultKind::WriteProtect)
         } else {
             None
@@ -1202,8 +1214,11 @@ impl World {
             let region = self.regions[place].as_mut().expect("live");
             region.ptes[page as usize].version = version;
             region.ptes[page as usize].from_device = false;
-            // A write breaks the sharing with a fork's child (copy-on-write).
+            // A write breaks the sharing with a fork's child (copy-on-write), and lifts
+            // the protection (a protected page faults first, unless protection is
+            // asynchronous: then the kernel lifts it, and the page scans as written).
             region.ptes[page as usize].shared = false;
+            region.ptes[page as usize].write_protected = false;
             region.oracle[page as usize] = version;
             region.alt[page as usize] = None;
             if in_window {
@@ -1338,6 +1353,56 @@ impl World {
         true
     }
 
+    /// `PAGEMAP_SCAN` with `PM_SCAN_WP_MATCHING` over `start..end`: reports the runs of
+    /// pages not protected (written, or with nothing mapped: the kernel cannot vouch for
+    /// those) and protects the mapped ones again. Poison markers are left alone.
+    fn scan_written(&mut self, start: u64, end: u64, found: &mut dyn FnMut(u64, u64)) {
+        self.trace(start, (end - start) / PAGE_BYTES as u64, &|| format!("evictor scans {start:#x}..{end:#x}"));
+        let Some((place, first)) = self.locate(start) else {
+            self.violation(format!("a scan of {start:#x}..{end:#x}, outside any region"));
+            return;
+        };
+        let region = self.regions[place].as_mut().expect("live");
+        let (base, last) = (region.base, (end - region.base) / PAGE_BYTES as u64);
+        if last > region.ptes.len() as u64 || end <= start {
+            self.violation(format!("a scan of {start:#x}..{end:#x}, past its region"));
+            return;
+        }
+        self.coverage.scans += 1;
+        let mut run: Option<u64> = None;
+        for page in first..=last {
+            let written = page < last && {
+                let pte = &mut region.ptes[page as usize];
+                let written = !pte.poisoned && (!pte.mapped || !pte.write_protected);
+                if pte.mapped {
+                    pte.write_protected = true;
+                }
+                written
+            };
+            match (written, run) {
+                (true, None) => run = Some(page),
+                (false, Some(from)) => {
+                    self.coverage.scanned_written += page - from;
+                    found(base + from * PAGE_BYTES as u64, base + page * PAGE_BYTES as u64);
+                    run = None;
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// The digest of a parked page's bytes, as the evictor takes it.
+    fn shadow_digest(&mut self, shadow: u64) -> Digest {
+        self.coverage.digests += 1;
+        match self.shadow_pte(shadow, "a digest of a shadow page") {
+            Some((_, _, pte)) if pte.mapped => digest_of(pte.version),
+            _ => {
+                self.violation(format!("a digest of the empty shadow page {shadow:#x}"));
+                0
+            }
+        }
+    }
+
     /// Whether the victim at `address` reads all zeroes, as the evictor would read it.
     fn victim_is_zero(&mut self, address: u64) -> bool {
         self.trace(address, 1, &|| "evictor zero check".to_string());
@@ -1460,7 +1525,8 @@ impl World {
                     let first = below(&mut self.rng, pages);
                     (first, (first + 1 + below(&mut self.rng, 32)).min(pages))
                 };
-                if chance(&mut self.rng, 0.5) {
+                // (Always, with asynchronous write protection: the core requires it.)
+                if chance(&mut self.rng, 0.5) || self.scenario.wp_async {
                     // Through the pager (`znswap run`'s madvise wrapper): the core told
                     // and the range zapped in one hold of the state lock.
                     self.coverage.program_discards_under_lock += 1;
@@ -1784,8 +1850,11 @@ impl World {
                         // here (its faults wait for the settling).
                         PageState::ParkingRemoved => !pte.mapped && !pte.poisoned,
                     };
-                // A clean page whose slot is its swap cache must fault on its first write.
-                let cache_guarded = !(writable && matches!(engine, EnginePage::SwapCached { .. }));
+                // A clean page whose slot is its swap cache must fault on its first write
+                // (with asynchronous write protection no write faults: its digest decides
+                // when it is parked, and the oracle sees any page read back wrong).
+                let cache_guarded =
+                    self.scenario.wp_async || !(writable && matches!(engine, EnginePage::SwapCached { .. }));
                 if !agrees || !cache_guarded {
                     problems.push(format!("page {place}:{page} is {state:?} / {engine:?} with {pte:?}"));
                 }
@@ -1951,6 +2020,21 @@ impl EvictorShell for Sim<'_> {
         assert!(!self.world.locked, "region memory read under the state lock");
         self.world.victim_is_zero(address)
     }
+
+    fn scan_written(&mut self, start: u64, end: u64, found: &mut dyn FnMut(u64, u64)) {
+        assert!(!self.world.locked, "a scan under the state lock");
+        self.world.scan_written(start, end, found)
+    }
+
+    fn digest(&mut self, address: u64) -> Digest {
+        assert!(!self.world.locked, "region memory read under the state lock");
+        self.world.shadow_digest(address)
+    }
+}
+
+/// A page's digest in the model: its content is its version (never 0: 0 is no digest).
+fn digest_of(version: u64) -> Digest {
+    version as Digest | 1 << 127
 }
 
 impl FaultShell for Sim<'_> {

@@ -1,7 +1,7 @@
 //! The evictor thread: discards, and eviction rounds whose write-protection and zero
 //! checks run outside the lock.
 
-use znswap_pager_core::{AddressRange, Evictor, EvictorDid, EvictorShell, ParkOutcome};
+use znswap_pager_core::{AddressRange, Digest, Evictor, EvictorDid, EvictorShell, ParkOutcome};
 
 use super::shell::{CpuTime, Live, Role};
 use super::*;
@@ -69,8 +69,11 @@ pub(super) fn self_pidfd_for_discard() -> Option<i32> {
     }
 }
 
-/// The evictor's part of its [`Live`] shell.
-pub(super) struct EvictorRole;
+/// The evictor's part of its [`Live`] shell: its page-map scanner, with asynchronous
+/// write protection.
+pub(super) struct EvictorRole {
+    scan: Option<crate::pagemap::WrittenScan>,
+}
 
 impl Role for EvictorRole {}
 
@@ -107,6 +110,24 @@ impl EvictorShell for Live<'_, EvictorRole> {
         // `mappings` is held, from the pick to the hand-over) and readable.
         unsafe { page_is_zero(address) }
     }
+
+    fn scan_written(&mut self, start: u64, end: u64, found: &mut dyn FnMut(u64, u64)) {
+        let scan = self.role.scan.as_mut().expect("a scanner with asynchronous write protection");
+        // It worked at start (`Pager::new`), on a range of regions kept mapped: a failure
+        // now is not one the pager can go on from without losing track of writes.
+        if let Err(error) = scan.scan(start, end, true, found) {
+            panic!("PAGEMAP_SCAN of {start:#x}..{end:#x}: {error}");
+        }
+    }
+
+    fn digest(&mut self, address: u64) -> Digest {
+        debug_assert!(!holds_state_lock(), "region memory read under the state lock");
+        let key = self.shared.digest_key.expect("a digest key with asynchronous write protection");
+        // SAFETY: a parked victim's shadow page, mapped until the settling (`mappings`
+        // held), and out of the program's reach: nobody writes it.
+        let page = unsafe { std::slice::from_raw_parts(address as *const u8, PAGE_BYTES) };
+        crate::pager::page_digest(key, page)
+    }
 }
 
 impl Shared {
@@ -117,7 +138,8 @@ impl Shared {
     /// (`znswap_pager_core::Evictor`).
     pub(super) fn evict_loop(&self) {
         let mut evictor = Evictor::new(&mut self.lock());
-        let mut shell = Live::new(self, EvictorRole);
+        let scan = self.digest_key.map(|_| crate::pagemap::WrittenScan::open().expect("PAGEMAP_SCAN worked at start"));
+        let mut shell = Live::new(self, EvictorRole { scan });
         let mut did = EvictorDid::default();
         let mut cpu = CpuTime::new(&self.counters.evictor_cpu_ns);
         // A round in flight is finished before the thread stops.

@@ -123,6 +123,9 @@ impl Shared {
         scratch: &mut IoScratch,
     ) -> IoCompletion {
         scratch.prepare(pages);
+        if let Some(key) = self.digest_key {
+            self.digest_victims(key, plan);
+        }
         if let Some(sealer) = &self.sealer {
             self.seal_victims(sealer, plan, scratch);
         }
@@ -174,6 +177,24 @@ impl Shared {
             self.counters.evictor_append_ns.fetch_add(appending.elapsed().as_nanos() as u64, Relaxed);
         }
         IoCompletion::Append(result)
+    }
+
+    /// Each page's digest into the plan (asynchronous write protection), of its bytes
+    /// before any sealing: the core keeps it beside the slot.
+    fn digest_victims(&self, key: u64, plan: &mut IoPlan) {
+        debug_assert!(!holds_state_lock(), "region memory read under the state lock");
+        for index in 0..plan.sources().len() {
+            let digest = match plan.sources()[index] {
+                // SAFETY: as for the append below; with asynchronous write protection a
+                // victim is written out only from its shadow page, which the program
+                // cannot reach, so the bytes digested are the bytes written.
+                PageSource::Region { address } => crate::pager::page_digest(key, unsafe {
+                    std::slice::from_raw_parts(address as *const u8, PAGE_BYTES)
+                }),
+                _ => 0,
+            };
+            plan.digests_mut().push(digest);
+        }
     }
 
     /// Copies each victim of the append into its scratch page and seals it there: the

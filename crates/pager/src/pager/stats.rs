@@ -62,6 +62,11 @@ pager_stats! {
     /// pager core: cached pages were mostly written).
     count swap_cache_dirtied,
     count swap_cache_skipped,
+    /// With asynchronous write protection (`PagerConfig::wp_async`): victims the scan
+    /// before their move found written (kept, referenced), and parked swap-cached pages
+    /// whose digest showed them written since they were read back (their slot dropped).
+    count victims_written,
+    count swap_cache_digest_dirtied,
     count swap_outs_zero,
     count swap_outs_aborted_dirty,
     count backpressure,
@@ -189,6 +194,8 @@ impl Shared {
             swap_outs_clean: engine.swap_cache_hits,
             swap_cache_dirtied: core.swap_cache_dirtied,
             swap_cache_skipped: core.swap_cache_skipped,
+            victims_written: core.victims_written,
+            swap_cache_digest_dirtied: core.swap_cache_digest_dirtied,
             swap_outs_zero: core.swap_outs_zero,
             swap_outs_aborted_dirty: core.swap_outs_aborted_dirty,
             backpressure: core.backpressure,
