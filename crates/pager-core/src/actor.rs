@@ -325,7 +325,10 @@ impl Evictor {
                         });
                         EvictorPhase::Scan { span: span + 1, pause }
                     }
-                    None => EvictorPhase::Park { pause, next: 0 },
+                    None => {
+                        self.round.spread_written();
+                        EvictorPhase::Park { pause, next: 0 }
+                    }
                 };
                 Next::Continue
             }

@@ -19,7 +19,7 @@ pub const ZERO_FILL_AROUND_PAGES: u64 = 63;
 /// on a sampled page marks its whole granule referenced and unprotects it, so a run of
 /// hot pages costs one sampling fault per sweep instead of one per page (a write-protect
 /// fault costs 6-10 µs here: the signal, and a TLB flush on the other CPU).
-const SAMPLING_GRANULE_PAGES: u64 = 16;
+pub(crate) const SAMPLING_GRANULE_PAGES: u64 = 16;
 
 /// Failed reads of one page before it is given up as lost: an injected or transient
 /// error is retried, a slot that never reads back must not hang the faulting thread.
