@@ -69,6 +69,7 @@ struct PagerCoverage {
     parks_refused_occupied: u64,
     unparks: u64,
     unparks_copied: u64,
+    unshares: u64,
     parked_copied_back: u64,
     discarded_parked: u64,
     discarded_parking: u64,
@@ -162,6 +163,7 @@ pub fn dst(request: &PagerDstRequest) -> Result<bool> {
         coverage.parks_refused_occupied += c.parks_refused_occupied;
         coverage.unparks += c.unparks;
         coverage.unparks_copied += c.unparks_copied;
+        coverage.unshares += c.unshares;
         coverage.parked_copied_back += c.parked_copied_back;
         coverage.discarded_parked += c.discarded_parked;
         coverage.discarded_parking += c.discarded_parking;
@@ -256,6 +258,7 @@ pub fn dst(request: &PagerDstRequest) -> Result<bool> {
             ("  moves that found the page zapped (program discard)", coverage.parks_hole),
             ("parked pages touched, moved back", coverage.unparks),
             ("  copied back instead: shared with a child", coverage.unparks_copied),
+            ("pages shared with a child made the parent's (unshare)", coverage.unshares),
             ("copied back (from the shadow, or in a write-out)", coverage.parked_copied_back),
             ("zones held at once, most in a seed", coverage.zones_held_max),
             ("zone resets deferred by a hold", coverage.resets_deferred),

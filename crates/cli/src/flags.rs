@@ -114,8 +114,10 @@ pub struct FaultFlags {
     /// parked bytes' digest says it was written (XXH3-128, keyed per run). Needs --park
     /// (a victim is only ever written out once parked, out of the program's reach) and
     /// fault handler threads. A page shared with a forked child cannot be parked: it
-    /// stays resident until the program writes it. docs/wp-async-facts.md.
-    #[arg(long, requires = "park")]
+    /// is made the parent's alone (a write fault taken for the program) and parked at
+    /// the hand's next pass. Reference sampling is part of it: writes cost no fault
+    /// here. docs/wp-async-facts.md.
+    #[arg(long, requires = "park", conflicts_with = "no_reference_sampling")]
     pub wp_async: bool,
 }
 

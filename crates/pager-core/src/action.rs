@@ -26,6 +26,13 @@ pub enum Action {
     /// the move (the shadow page is shared with a fork's child since), `UFFDIO_COPY` of
     /// it instead, and the shadow page discarded.
     Unpark { address: u64, shadow: u64 },
+    /// `MADV_POPULATE_WRITE` of the page at `address`, mapped: a write fault taken for
+    /// the program, with no byte changed, so that a page shared with a fork's child since
+    /// the fork becomes the parent's alone (copied while the child lives, reused once it
+    /// is gone) and a later round can move it. Under the state lock: the program's
+    /// discards take it too, so the page is still mapped and no userfault can come of it
+    /// (asynchronous write protection lets the write through).
+    Unshare { address: u64 },
 }
 
 /// Where the bytes of a `Copy` come from.

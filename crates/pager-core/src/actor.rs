@@ -99,9 +99,13 @@ pub trait EvictorShell: Shell {
     /// Whether the write-protected victim at `address` reads all zeroes.
     fn page_is_zero(&mut self, address: u64) -> bool;
     /// With asynchronous write protection (`CoreConfig::wp_async`): the pages of
-    /// `start..end` written since they were last protected (`PAGEMAP_SCAN` with
-    /// `PM_SCAN_WP_MATCHING`, which protects them again), each run given to `found` as
-    /// `start..end`. Pages with nothing mapped scan as written too.
+    /// `start..end` written since they were last protected (`PAGEMAP_SCAN`), each run
+    /// given to `found` as `start..end`; pages with nothing mapped scan as written too.
+    /// It changes nothing: not `PM_SCAN_WP_MATCHING`, which puts a write-protect marker
+    /// in every empty entry of the range (`make_uffd_wp_pte`), where `UFFDIO_ZEROPAGE`
+    /// and `UFFDIO_MOVE` then fail with `EEXIST` (seen: redis stopped on the first
+    /// zero fill after a scan). A written page the round keeps is protected again by the
+    /// hand when it clears its bit, as in the synchronous mode.
     fn scan_written(&mut self, start: u64, end: u64, found: &mut dyn FnMut(u64, u64));
     /// With asynchronous write protection: the digest of the page at `address` (a
     /// parked victim's shadow page), as the I/O shell takes an append's.
@@ -352,7 +356,8 @@ impl Evictor {
                         if self.round.parks() {
                             shell.lock();
                             let now = shell.now();
-                            shell.core().park_settle(&mut self.round, now);
+                            shell.core().park_settle(&mut self.round, now, &mut self.actions);
+                            shell.apply(&mut self.actions);
                             shell.unlock();
                         }
                         if self.round.ranges().is_empty() {

@@ -64,9 +64,8 @@ struct Victim {
 }
 
 /// A stretch of a region to scan for written pages before the round's moves
-/// (`CoreConfig::wp_async`): it starts and ends at victims to park, and holds no page
-/// but theirs that is mapped (the scan protects what it finds written again, and a page
-/// the round does not evict would lose its written bit to it).
+/// (`CoreConfig::wp_async`): from a victim to park to the last of the hand's sweep of
+/// the region (the scan changes nothing, so it may run over any page).
 #[derive(Clone, Copy, Debug)]
 pub struct ScanSpan {
     pub start: u64,
@@ -372,7 +371,10 @@ impl PagerCore {
         // Whether the last range may grow; the last scan span.
         let mut open = false;
         let mut scan_open = false;
-        let sampling = self.config.reference_sampling;
+        // Asynchronously, writes are seen by a scan that only reports: a page the hand
+        // clears must be protected again, or it would read as written ever after (and,
+        // kept for it, never be evicted: the pager DST's seeds without sampling hung so).
+        let sampling = self.config.reference_sampling || wp_async;
         while (direct_room > 0 || park_room > 0) && scanned < limit {
             if owner as usize >= self.regions.len() {
                 owner = 0;
@@ -390,18 +392,6 @@ impl PagerCore {
             let generation = region.generation;
             let parkable = self.parks_in(owner);
             let state = self.state(owner, page);
-            // A scan span runs on over pages with nothing mapped at their address, or on
-            // their way to be discarded: the scan's protection changes nothing for them.
-            // Any other page ends it, unless it is a victim to park.
-            let scan_continues = scan_open;
-            scan_open &= matches!(
-                state,
-                PageState::Unmapped
-                    | PageState::Parked
-                    | PageState::WritingParked
-                    | PageState::Dropping
-                    | PageState::Removed
-            );
             match state {
                 // Already write-protected: a sampling range may run over it.
                 PageState::Evicting { .. } | PageState::Writing => open &= sampling,
@@ -420,7 +410,7 @@ impl PagerCore {
                         let index = round.victims.len() as u32;
                         let end = address + PAGE_BYTES as u64;
                         match round.scans.last_mut() {
-                            Some(span) if scan_continues => {
+                            Some(span) if scan_open => {
                                 span.end = end;
                                 span.victims_end = index + 1;
                             }
@@ -483,7 +473,11 @@ impl PagerCore {
                 | PageState::ParkingRemoved
                 | PageState::Parked
                 | PageState::WritingParked => open = false,
-                PageState::Unmapped | PageState::Dropping => {}
+                // A range may run over them (protecting an empty entry does nothing), but
+                // for asynchronous write protection: the kernel then turns on
+                // `WP_UNPOPULATED`, and protecting an empty entry leaves a marker there,
+                // which a zero page or a move back cannot land on.
+                PageState::Unmapped | PageState::Dropping => open &= !wp_async,
             }
             page += 1;
         }
@@ -524,7 +518,7 @@ impl PagerCore {
     /// it is referenced (as a write fault would have made it), and one refused as shared
     /// with a fork's child is kept (nothing may write out a page the program can write);
     /// a moved swap-cached one keeps its slot only if its digest is still the slot's.
-    pub fn park_settle(&mut self, round: &mut EvictRound, now: u64) {
+    pub fn park_settle(&mut self, round: &mut EvictRound, now: u64, actions: &mut Actions) {
         for victim in round.victims.iter_mut() {
             if victim.shadow.is_none() || !self.same_region(victim.owner, victim.generation) {
                 continue;
@@ -563,10 +557,13 @@ impl PagerCore {
                     victim.settled = true;
                 }
                 (PageState::Parking { by }, ParkOutcome::Busy) if by == round.id && self.config.wp_async => {
-                    // Until the program writes it again (its copy-on-write makes it the
-                    // parent's alone) or the hand comes back.
+                    // Nothing may write it out where the program can write it: kept, and
+                    // made the parent's alone, so the hand's next pass can park it. (Left
+                    // shared, a page the program only reads stayed unmovable after the
+                    // child was gone: the budget could fill with them.)
                     self.stats.park_refused += 1;
                     self.set_state(owner, page, PageState::Resident);
+                    actions.push(Action::Unshare { address: victim.address });
                     victim.settled = true;
                 }
                 (PageState::Parking { by }, ParkOutcome::Busy) if by == round.id => {

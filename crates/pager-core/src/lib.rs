@@ -171,6 +171,9 @@ pub struct CoreConfig {
     /// (a written one is referenced: reference sampling's write faults, without the
     /// faults), and a swap-cached page is told clean by its digest once parked
     /// (`EvictorShell::digest`, `IoPlan::digests_mut`): `docs/wp-async-facts.md`.
+    /// Reference sampling is implied (the hand protects every page whose bit it
+    /// clears): the scan only reports, and a page never protected again would read as
+    /// written for ever.
     pub wp_async: bool,
 }
 

@@ -108,7 +108,9 @@ impl Harness {
     }
 
     fn settle(&mut self, round: &mut EvictRound) {
-        self.core.park_settle(round, self.now);
+        let mut actions = Actions::with_capacity(64);
+        self.core.park_settle(round, self.now, &mut actions);
+        assert!(actions.is_empty(), "a synchronous settling asks for nothing: {:?}", actions.as_slice());
         self.core.check_invariants();
     }
 
@@ -198,7 +200,7 @@ fn a_hole_where_the_pager_mapped_a_page_panics() {
     for victim in 0..pages.len() {
         round.park_done(victim, ParkOutcome::Hole);
     }
-    h.core.park_settle(&mut round, h.now);
+    h.core.park_settle(&mut round, h.now, &mut Actions::with_capacity(64));
 }
 
 /// The program discarded the victim while its move was under way: a move that took

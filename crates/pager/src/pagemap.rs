@@ -6,7 +6,9 @@
 //! (`examples/uffd_wp_async.rs`, `docs/wp-async-facts.md`): 0.004-0.024 µs a page.
 //!
 //! The kernel cannot vouch for a page with nothing mapped (never touched, discarded,
-//! moved away): those scan as written.
+//! moved away): those scan as written, and `PM_SCAN_WP_MATCHING` puts a write-protect
+//! marker in each such entry (`make_uffd_wp_pte`), which `UFFDIO_ZEROPAGE` and
+//! `UFFDIO_MOVE` then refuse (`EEXIST`): the pager never protects with a scan.
 
 use std::fs::File;
 use std::io;

@@ -892,8 +892,21 @@ impl Shared {
                     assert_eq!(mapped, bytes as u64, "pages at {address:#x} were mapped behind the pager's back");
                     wakes.add(self, address, bytes as u64);
                 }
+                Action::Unshare { address } => {
+                    // SAFETY: a page of a live region, mapped (the core says so under this
+                    // lock, which the program's discards take too): the kernel takes a
+                    // write fault for us without changing a byte.
+                    let rc =
+                        unsafe { libc::madvise(address as *mut libc::c_void, PAGE_BYTES, libc::MADV_POPULATE_WRITE) };
+                    // (Kernels before 5.14 refuse it: the page then stays until written.)
+                    if rc == 0 {
+                        self.counters.pages_unshared.fetch_add(1, Relaxed);
+                    }
+                }
                 Action::ZeroPage { address } => {
-                    let mapped = self.uffd.zeropage(address, PAGE_BYTES as u64, false).expect("zero-filling a page");
+                    let mapped = self.uffd.zeropage(address, PAGE_BYTES as u64, false).expect("zero-filling a page")
+                        || self.clear_wp_marker(address)
+                            && self.uffd.zeropage(address, PAGE_BYTES as u64, false).expect("zero-filling a page");
                     assert!(mapped, "the page at {address:#x} was mapped behind the pager's back");
                     wakes.add(self, address, PAGE_BYTES as u64);
                 }
@@ -907,7 +920,13 @@ impl Shared {
                         eprintln!("znswap: the device lost the only copy of the page at {address:#x}; this kernel cannot poison it, so the process stops");
                         std::process::abort();
                     }
-                    self.uffd.poison(address, PAGE_BYTES as u64).expect("poisoning a lost page");
+                    if let Err(error) = self.uffd.poison(address, PAGE_BYTES as u64) {
+                        assert!(
+                            error.errno() == Some(libc::EEXIST) && self.clear_wp_marker(address),
+                            "poisoning the lost page at {address:#x}: {error}"
+                        );
+                        self.uffd.poison(address, PAGE_BYTES as u64).expect("poisoning a lost page");
+                    }
                 }
                 Action::Wake { address } => wakes.add(self, address, PAGE_BYTES as u64),
                 Action::Unpark { address, shadow } => {
@@ -925,12 +944,17 @@ impl Shared {
     /// empty page (its toucher would fault again forever).
     fn unpark(&self, address: u64, shadow: u64) {
         let page = PAGE_BYTES as u64;
-        match self.uffd.move_pages(address, shadow, page, false) {
-            Ok(moved) if moved == page => return,
-            Err(error) if error.errno() == Some(libc::ENOENT) => {
-                panic!("the parked page at {address:#x} is gone: its shadow page {shadow:#x} is empty (a pager bug)")
+        for attempt in 0..2 {
+            match self.uffd.move_pages(address, shadow, page, false) {
+                Ok(moved) if moved == page => return,
+                Err(error) if error.errno() == Some(libc::ENOENT) => {
+                    panic!(
+                        "the parked page at {address:#x} is gone: its shadow page {shadow:#x} is empty (a pager bug)"
+                    )
+                }
+                Err(error) if error.errno() == Some(libc::EEXIST) && attempt == 0 && self.clear_wp_marker(address) => {}
+                _ => break,
             }
-            _ => {}
         }
         // SAFETY: the shadow page is the parked page's, mapped (the core said so) and
         // ours; only the pager reads or discards it, under this lock.
@@ -941,6 +965,22 @@ impl Shared {
         // SAFETY: as above; its content is the page's, now mapped at `address`.
         let rc = unsafe { libc::madvise(shadow as *mut libc::c_void, PAGE_BYTES, libc::MADV_DONTNEED) };
         assert_eq!(rc, 0, "MADV_DONTNEED of a shadow page: {}", std::io::Error::last_os_error());
+    }
+
+    /// With asynchronous write protection, protecting an entry with nothing mapped leaves
+    /// a write-protect marker there (`WP_ASYNC` turns on `WP_UNPOPULATED`), and
+    /// `UFFDIO_ZEROPAGE`, `UFFDIO_MOVE` and `UFFDIO_POISON` refuse to land on one
+    /// (`EEXIST`; `UFFDIO_COPY` overwrites it). The evictor protects only mapped pages, but
+    /// the program's discard may empty one between the pick and the protection. Lifting
+    /// the protection of the entry drops the marker (and changes nothing for a mapped
+    /// page, which an action landing here does not expect anyway). True if it could
+    /// have been one.
+    fn clear_wp_marker(&self, address: u64) -> bool {
+        if self.digest_key.is_none() {
+            return false;
+        }
+        self.counters.wp_markers_cleared.fetch_add(1, Relaxed);
+        self.uffd.write_protect(address, PAGE_BYTES as u64, false, false).is_ok()
     }
 
     /// Waits as the core asked, without the lock.

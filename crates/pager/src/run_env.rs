@@ -195,6 +195,17 @@ pub struct RunReport {
     pub swap_cache_dirtied: u64,
     #[serde(default)]
     pub swap_cache_skipped: u64,
+    /// Asynchronous write protection (`--wp-async`): victims found written by the scan,
+    /// cached pages whose digest showed them written, pages shared with a fork's child
+    /// made the parent's, write-protect markers cleared.
+    #[serde(default)]
+    pub victims_written: u64,
+    #[serde(default)]
+    pub swap_cache_digest_dirtied: u64,
+    #[serde(default)]
+    pub pages_unshared: u64,
+    #[serde(default)]
+    pub wp_markers_cleared: u64,
     pub missing_faults: u64,
     pub write_protect_faults: u64,
     pub fault_p50_ns: u64,

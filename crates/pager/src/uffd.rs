@@ -647,4 +647,36 @@ mod tests {
         let occupied = uffd.move_pages(mapping.address(2), mapping.address(0), PAGE_BYTES as u64, true).unwrap_err();
         assert_eq!(occupied.errno(), Some(libc::EEXIST), "{occupied}");
     }
+
+    /// With `WP_ASYNC` (which turns on `WP_UNPOPULATED`), protecting an empty entry leaves
+    /// a write-protect marker: a zero page, a move or a poison marker cannot land there
+    /// (`EEXIST`) until the protection is lifted, which drops the marker; a copy lands
+    /// over it. The pager's fallbacks rest on this (`Shared::clear_wp_marker`).
+    #[test]
+    fn protecting_an_empty_page_asynchronously_leaves_a_marker() {
+        let uffd = match Userfaultfd::new(features::WP_ASYNC | features::PAGEFAULT_FLAG_WP | features::MOVE, 0) {
+            Ok(uffd) => uffd,
+            Err(UffdError::MissingFeatures { .. }) => return, // kernels before 6.8
+            Err(error) => panic!("{error}"),
+        };
+        let mapping = Mapping::new(4);
+        let page = PAGE_BYTES as u64;
+        uffd.register(mapping.address(0), mapping.len as u64, register_mode::MISSING | register_mode::WP).unwrap();
+        uffd.write_protect(mapping.address(0), 4 * page, true, false).unwrap();
+        assert!(!uffd.zeropage(mapping.address(0), page, true).unwrap(), "a zero page landed on a marker");
+        assert!(uffd.copy(mapping.address(3), &[5; PAGE_BYTES], false, true).unwrap());
+        let moved = uffd.move_pages(mapping.address(1), mapping.address(3), page, true).unwrap_err();
+        assert_eq!(moved.errno(), Some(libc::EEXIST), "{moved}");
+        // Lifted: the markers go, and the zero page and the move land.
+        uffd.write_protect(mapping.address(0), 2 * page, false, false).unwrap();
+        assert!(uffd.zeropage(mapping.address(0), page, true).unwrap());
+        assert_eq!(uffd.move_pages(mapping.address(1), mapping.address(3), page, true).unwrap(), page);
+        // A copy lands over a marker.
+        assert!(uffd.copy(mapping.address(2), &[6; PAGE_BYTES], false, true).unwrap());
+        // SAFETY: pages 1 and 2 are mapped now.
+        unsafe {
+            assert_eq!(std::ptr::read_volatile(mapping.base.add(PAGE_BYTES)), 5);
+            assert_eq!(std::ptr::read_volatile(mapping.base.add(2 * PAGE_BYTES)), 6);
+        }
+    }
 }

@@ -839,23 +839,41 @@ fn writes_seen_without_faults_lose_nothing() {
     let pages = 4096u64;
     let mut region = pager.alloc(pages * PAGE_BYTES as u64, 0).unwrap();
     let memory = region.as_mut_slice();
+    // Every fourth page is never written: it reads zero (a zero page mapped where the
+    // hand's protection ran nearby, which must not leave a marker in its way).
+    let untouched = |page: u64| page % 4 == 3;
     let mut version = vec![1u64; pages as usize];
-    for page in 0..pages {
+    for page in (0..pages).filter(|&page| !untouched(page)) {
         fill(&mut memory[page as usize * PAGE_BYTES..][..PAGE_BYTES], page, 1);
     }
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(34);
     for pass in 0..4u64 {
-        // Every page read (swapped back in, keeping its slot), a third then written.
-        for page in 0..pages {
+        // Every page read (swapped back in, keeping its slot), a third then written; and
+        // between them, pages of a hot set, which the hand finds referenced (parked and
+        // touched) and protects again with the never-written pages between them in reach.
+        for page in (0..pages).filter(|&page| !untouched(page)) {
             let bytes = &mut memory[page as usize * PAGE_BYTES..][..PAGE_BYTES];
             check(bytes, page, version[page as usize]);
             if rng.next_u64() % 3 == pass % 3 {
                 version[page as usize] += 1;
                 fill(bytes, page, version[page as usize]);
             }
+            let hot = rng.next_u64() % 256;
+            if !untouched(hot) {
+                check(&memory[hot as usize * PAGE_BYTES..][..PAGE_BYTES], hot, version[hot as usize]);
+            }
         }
     }
-    for page in 0..pages {
+    // The never-written pages first, out of order (a read fault out of sequence maps the
+    // zero page, `UFFDIO_ZEROPAGE`, which a marker would refuse).
+    for step in 0..pages {
+        let page = (step * 1237) % pages;
+        let bytes = &memory[page as usize * PAGE_BYTES..][..PAGE_BYTES];
+        if untouched(page) {
+            assert!(bytes.iter().all(|&byte| byte == 0), "page {page}, never written, is not zero");
+        }
+    }
+    for page in (0..pages).filter(|&page| !untouched(page)) {
         check(&memory[page as usize * PAGE_BYTES..][..PAGE_BYTES], page, version[page as usize]);
     }
     let stats = pager.stats();
@@ -865,6 +883,59 @@ fn writes_seen_without_faults_lose_nothing() {
     // Cached pages written with no fault were caught by their digests, and the others
     // were evicted clean.
     assert!(stats.swap_cache_digest_dirtied > 100 && stats.swap_outs_clean > 100, "{stats:?}");
+}
+
+/// With asynchronous write protection a page shared with a fork's child cannot be
+/// parked, and nothing may write it out where the program can write it: it is made the
+/// parent's alone (a write fault with no byte changed), parked at the hand's next pass,
+/// and the pages the program only reads after the fork do not pile up over the budget.
+#[test]
+fn pages_shared_with_a_fork_are_unshared_and_evicted_without_faults() {
+    let device: Arc<dyn ZonedDevice> = Arc::new(MemDevice::new(geometry(48, 1, 16)).unwrap());
+    let budget = 1024u64;
+    let config = PagerConfig {
+        park_pages: 128,
+        wp_async: true,
+        readahead_pages: 0,
+        ..config(FaultMode::HandlerThreads(2), budget)
+    };
+    let slack = config.slack_pages;
+    let pager = Pager::new(device, config).unwrap();
+    let pages = 4096u64;
+    let mut region = pager.alloc(pages * PAGE_BYTES as u64, 0).unwrap();
+    let memory = region.as_mut_slice();
+    for page in 0..pages {
+        fill(&mut memory[page as usize * PAGE_BYTES..][..PAGE_BYTES], page, 1);
+    }
+    // SAFETY: the child only sleeps until the parent kills it.
+    let child = unsafe { pager.fork(|| libc::fork()) };
+    assert!(child >= 0, "fork: {}", std::io::Error::last_os_error());
+    if child == 0 {
+        loop {
+            // SAFETY: waiting for the parent's signal.
+            unsafe { libc::pause() };
+        }
+    }
+    let before = pager.stats();
+    // Read only, twice over: the pages resident at the fork must leave to make room.
+    for _ in 0..2 {
+        for page in 0..pages {
+            check(&memory[page as usize * PAGE_BYTES..][..PAGE_BYTES], page, 1);
+        }
+    }
+    let read = pager.stats().since(&before);
+    // SAFETY: our child.
+    unsafe {
+        libc::kill(child, libc::SIGKILL);
+        libc::waitpid(child, std::ptr::null_mut(), 0);
+    }
+    for page in 0..pages {
+        check(&memory[page as usize * PAGE_BYTES..][..PAGE_BYTES], page, 1);
+    }
+    let stats = pager.stats();
+    assert!(read.park_refused > 0 && read.pages_unshared > 0, "{read:?}");
+    assert_eq!((read.write_protect_faults, read.budget_overruns, stats.lost_pages), (0, 0, 0), "{read:?}");
+    assert!(stats.resident_pages_max <= budget + slack, "{stats:?}");
 }
 
 /// Pages parked when the program forks are shared with the child: the kernel will not

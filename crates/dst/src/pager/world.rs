@@ -172,6 +172,8 @@ pub struct Coverage {
     /// Asynchronous write protection: scans of victims' spans, and pages they found
     /// written; digests of parked pages taken.
     pub scans: u64,
+    /// Pages shared with a fork's child made the parent's (`Action::Unshare`).
+    pub unshares: u64,
     pub scanned_written: u64,
     pub digests: u64,
     pub parks_refused_occupied: u64,
@@ -599,7 +601,7 @@ impl World {
                 Action::Copy { address, pages, .. } => (address, pages as u64),
                 Action::Unprotect { address, pages } => (address, pages),
                 Action::ZeroPage { address } | Action::Poison { address } | Action::Wake { address } => (address, 1),
-                Action::Unpark { address, .. } => (address, 1),
+                Action::Unpark { address, .. } | Action::Unshare { address } => (address, 1),
             };
             self.trace(address, pages, &|| format!("before {action:?}"));
             match action {
@@ -656,6 +658,23 @@ impl World {
                     self.wake(address, 1);
                 }
                 Action::Wake { address } => self.wake(address, 1),
+                Action::Unshare { address } => {
+                    let Some((place, page)) = self.locate(address) else {
+                        self.violation(format!("an unshare of {address:#x}, outside any region"));
+                        continue;
+                    };
+                    let pte = &mut self.regions[place].as_mut().expect("live").ptes[page as usize];
+                    if !pte.mapped {
+                        // The kernel would raise a userfault in the evictor, under the lock.
+                        self.violation(format!("an unshare of {address:#x}, where nothing is mapped"));
+                        continue;
+                    }
+                    // A write fault with no byte changed: the copy-on-write is taken, and
+                    // the (asynchronous) protection lifted.
+                    self.coverage.unshares += 1;
+                    pte.shared = false;
+                    pte.write_protected = false;
+                }
                 Action::Unpark { address, shadow } => {
                     let Some((place, page, pte)) = self.shadow_pte(shadow, "an unpark") else { continue };
                     if !pte.mapped {
@@ -1353,9 +1372,9 @@ impl World {
         true
     }
 
-    /// `PAGEMAP_SCAN` with `PM_SCAN_WP_MATCHING` over `start..end`: reports the runs of
-    /// pages not protected (written, or with nothing mapped: the kernel cannot vouch for
-    /// those) and protects the mapped ones again. Poison markers are left alone.
+    /// `PAGEMAP_SCAN` over `start..end`: reports the runs of pages not protected
+    /// (written, or with nothing mapped: the kernel cannot vouch for those), changing
+    /// nothing. Poison markers are not reported.
     fn scan_written(&mut self, start: u64, end: u64, found: &mut dyn FnMut(u64, u64)) {
         self.trace(start, (end - start) / PAGE_BYTES as u64, &|| format!("evictor scans {start:#x}..{end:#x}"));
         let Some((place, first)) = self.locate(start) else {
@@ -1372,12 +1391,8 @@ impl World {
         let mut run: Option<u64> = None;
         for page in first..=last {
             let written = page < last && {
-                let pte = &mut region.ptes[page as usize];
-                let written = !pte.poisoned && (!pte.mapped || !pte.write_protected);
-                if pte.mapped {
-                    pte.write_protected = true;
-                }
-                written
+                let pte = &region.ptes[page as usize];
+                !pte.poisoned && (!pte.mapped || !pte.write_protected)
             };
             match (written, run) {
                 (true, None) => run = Some(page),

@@ -115,7 +115,8 @@ impl EvictorShell for Live<'_, EvictorRole> {
         let scan = self.role.scan.as_mut().expect("a scanner with asynchronous write protection");
         // It worked at start (`Pager::new`), on a range of regions kept mapped: a failure
         // now is not one the pager can go on from without losing track of writes.
-        if let Err(error) = scan.scan(start, end, true, found) {
+        // (Never protecting: see the trait.)
+        if let Err(error) = scan.scan(start, end, false, found) {
             panic!("PAGEMAP_SCAN of {start:#x}..{end:#x}: {error}");
         }
     }

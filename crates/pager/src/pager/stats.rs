@@ -55,6 +55,12 @@ pager_stats! {
     /// Parked pages brought back by a copy, not a move: shared with a fork's child since
     /// they were parked (the kernel refuses to move them).
     count unparks_copied,
+    /// Pages shared with a fork's child made the parent's alone so that they can be
+    /// parked (`MADV_POPULATE_WRITE`; asynchronous write protection).
+    count pages_unshared,
+    /// Write-protect markers in empty entries cleared so that a zero page, a move back
+    /// or a poison marker could land (asynchronous write protection; `Shared::unpark`).
+    count wp_markers_cleared,
     count swap_outs_written,
     count swap_outs_clean,
     /// Pages read back that kept their slot and were written since (a write-protect
@@ -152,6 +158,8 @@ pub(super) struct Counters {
     pub(super) budget_wait_ns: AtomicU64,
     pub(super) fault_discarded_pages: AtomicU64,
     pub(super) unparks_copied: AtomicU64,
+    pub(super) pages_unshared: AtomicU64,
+    pub(super) wp_markers_cleared: AtomicU64,
     pub(super) pages_sealed: AtomicU64,
     pub(super) pages_failed_open: AtomicU64,
     pub(super) gc_cpu_ns: AtomicU64,
@@ -190,6 +198,8 @@ impl Shared {
             park_refused: core.park_refused,
             park_occupied: core.park_occupied,
             unparks_copied: c.unparks_copied.load(Relaxed),
+            pages_unshared: c.pages_unshared.load(Relaxed),
+            wp_markers_cleared: c.wp_markers_cleared.load(Relaxed),
             swap_outs_written: core.swap_outs_written,
             swap_outs_clean: engine.swap_cache_hits,
             swap_cache_dirtied: core.swap_cache_dirtied,
