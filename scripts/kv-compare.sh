@@ -298,6 +298,16 @@ run_side() {
         # cause there); the work directory goes at the end.
         echo "== $side round $round: znswap kv failed (exit $status); the server's log ends:" >&2
         tail -30 "$log" >&2
+        # A panic of the pager's names its cause before the server's crash report.
+        if grep -q "panicked at" "$log"; then
+            echo "== the pager's panic:" >&2
+            grep -B2 -A8 "panicked at" "$log" | head -40 >&2
+        fi
+        # A crash report's start names what failed (redis's ends with how to report it).
+        if grep -q "BUG REPORT START" "$log"; then
+            echo "== the crash report begins:" >&2
+            grep -A60 "BUG REPORT START" "$log" | head -60 >&2
+        fi
     fi
     python3 - "$kv_out" "$status" "${peak:-}" "${cgroup_peak:-}" "${stats:-}" "${major:-}" "$swap_before" "$swap_after" "${cpu:-}" \
         "$work/$side-$round.mix-start.json" "$work/$side-$round.mix-end.json" >"$work/$side-$round.json" <<'PY'

@@ -8,9 +8,10 @@
 # at the fork. Exits non-zero on any difference or wrong value.
 #
 # Usage: scripts/redis-fork-check.sh [--data 256M] [--memory 64M] [--znswap PATH] [--device PATH] [--encrypt]
+#        [--znswap-args "--park 16M --wp-async"]   (more flags for `znswap run`)
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
-data=256M memory=64M znswap="" device="" encrypt=()
+data=256M memory=64M znswap="" device="" encrypt=() extra=()
 while [ $# -gt 0 ]; do
     case "$1" in
         --data) data=$2; shift ;;
@@ -18,7 +19,8 @@ while [ $# -gt 0 ]; do
         --znswap) znswap=$2; shift ;;
         --device) device=$2; shift ;;
         --encrypt) encrypt=(--encrypt) ;;
-        -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
+        --znswap-args) read -ra extra <<< "$2"; shift ;;
+        -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
         *) echo "unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
     shift
@@ -43,7 +45,7 @@ wait_port() {
     die "redis on port $1 did not start"
 }
 port=$(free_port)
-"$znswap" run "${encrypt[@]}" --memory "$memory" --device "$device" --stats "$work/stats.json" -- \
+"$znswap" run "${encrypt[@]}" "${extra[@]}" --memory "$memory" --device "$device" --stats "$work/stats.json" -- \
     redis-server --port "$port" --save "" --appendonly no --dir "$work" --dbfilename fork.rdb \
     --enable-debug-command local >"$work/paged.log" 2>&1 &
 pids+=($!)
@@ -88,8 +90,9 @@ echo "digest of the RDB:    $loaded ($keys keys)"
 python3 - "$work/stats.json" "${#encrypt[@]}" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))["report"]
-print("paged: %d pages swapped out, %d in, %d sealed, %d lost" % (
-    r["swapped_out_pages"], r["swapped_in_pages"], r.get("pages_sealed", 0), r["lost_pages"]))
+print("paged: %d pages swapped out, %d in, %d sealed, %d lost; %d parked, %d not movable (shared with the child), %d unshared" % (
+    r["swapped_out_pages"], r["swapped_in_pages"], r.get("pages_sealed", 0), r["lost_pages"],
+    r.get("pages_parked", 0), r.get("park_refused", 0), r.get("pages_unshared", 0)))
 if sys.argv[2] != "0" and r.get("pages_sealed", 0) < r["swapped_out_pages"]:
     sys.exit("error: --encrypt, but not every page swapped out was sealed")
 PY

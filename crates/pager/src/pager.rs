@@ -145,8 +145,9 @@ pub struct PagerConfig {
     /// Reference sampling becomes a scan of the victims before they are parked, and a
     /// swap-cached page is told clean by a digest of its bytes once parked. Needs
     /// `park_pages` (a victim is only ever written out once parked) and handler threads;
-    /// a page shared with a fork's child is kept until the program writes it. See
-    /// `docs/wp-async-facts.md`.
+    /// a page the move refuses because it is shared with a fork's child is made the
+    /// parent's (`MADV_POPULATE_WRITE`) and parked at the hand's next pass. Experimental:
+    /// see `docs/wp-async-facts.md` for what it measured and the one crash seen.
     pub wp_async: bool,
     /// Pins the program thread that takes nine in ten faults, and the fault handlers,
     /// to one CPU (the one it ran on), and the evictor and I/O threads to the others
@@ -238,9 +239,8 @@ pub(crate) struct Shared {
     /// The GC move buffer (`Buf::Gc`), owned by the engine's GC batch (see
     /// `page_buffers`).
     gc_buffers: PageBuffers,
-    /// With asynchronous write protection (`PagerConfig::wp_async`): the key of the
-    /// pages' digests, made at start (a program cannot aim at a collision it cannot
-    /// compute).
+    /// With asynchronous write protection (`PagerConfig::wp_async`, whose mark it is
+    /// here): the seed of the pages' digests, made at start from the OS's random source.
     digest_key: Option<u64>,
     uffd: Userfaultfd,
     state: Mutex<PagerCore>,

@@ -15,8 +15,10 @@
 //! program's `malloc` put in paged memory (seen: redis's BGSAVE child stuck in
 //! `pthread_create`).
 
+use std::cell::Cell;
 use std::io;
-use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::panic::{catch_unwind, AssertUnwindSafe, PanicHookInfo};
+use std::sync::Once;
 
 const STACK_BYTES: usize = 2 << 20;
 const GUARD_BYTES: usize = 4096;
@@ -47,6 +49,7 @@ impl PagerThread {
         thread_start: Option<fn()>,
         body: impl FnOnce() + Send + 'static,
     ) -> io::Result<PagerThread> {
+        install_panic_hook();
         // System calls, not libc's names: under `znswap run` those are the preload's
         // wrappers, and a stack must never be paged memory.
         // SAFETY: a fresh private mapping; the guard page at its low end (stacks grow
@@ -116,6 +119,31 @@ unsafe fn unmap_stack(stack: usize) {
     libc::syscall(libc::SYS_munmap, stack, STACK_BYTES);
 }
 
+thread_local! {
+    /// This thread's role, if it is a pager thread (`run`).
+    static PAGER_ROLE: Cell<Option<&'static str>> = const { Cell::new(None) };
+}
+
+/// A panic hook that reports a pager thread's panic without reading the environment,
+/// and hands every other thread's to the hook it replaced. std's default hook reads
+/// `RUST_BACKTRACE` with `getenv`, and a program may have moved its environment into
+/// paged memory (redis does, for its process title): a pager thread that panics while
+/// it holds the state lock then faults on a page only that lock's holder can bring back,
+/// and hangs with its message unsaid (seen: redis stuck, no panic in its log).
+fn install_panic_hook() {
+    static INSTALL: Once = Once::new();
+    INSTALL.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info: &PanicHookInfo<'_>| {
+            if let Some(role) = PAGER_ROLE.with(Cell::get) {
+                eprintln!("znswap: the pager's {role} panicked: {info}");
+            } else {
+                previous(info);
+            }
+        }));
+    });
+}
+
 extern "C" fn run(start: *mut libc::c_void) -> *mut libc::c_void {
     // SAFETY: the box `spawn` leaked for this thread, taken once.
     let start = unsafe { Box::from_raw(start.cast::<Start>()) };
@@ -124,6 +152,7 @@ extern "C" fn run(start: *mut libc::c_void) -> *mut libc::c_void {
         mark();
     }
     let Start { role, body, .. } = *start;
+    PAGER_ROLE.with(|pager| pager.set(Some(role)));
     if catch_unwind(AssertUnwindSafe(body)).is_err() {
         eprintln!("znswap: the pager's {role} failed; aborting rather than hanging or losing pages");
         std::process::abort();
