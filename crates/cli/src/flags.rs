@@ -119,7 +119,8 @@ pub struct FaultFlags {
     /// here. Experimental: bench hotspot swaps in 30 % fewer pages than --park alone,
     /// redis YCSB-A about as many as with no parking, and one redis run of thirteen
     /// aborted (docs/wp-async-facts.md).
-    #[arg(long, requires = "park", conflicts_with = "no_reference_sampling")]
+    // Hidden from --help until the abort it met is explained (docs/wp-async-facts.md).
+    #[arg(long, requires = "park", conflicts_with = "no_reference_sampling", hide = true)]
     pub wp_async: bool,
 }
 

@@ -17,11 +17,10 @@
 //! `cargo run --release -p znswap-pager --example uffd_wp_async [-- --pages N] [--json]`
 //! prints a table (and JSON with `--json`). Root, or `vm.unprivileged_userfaultfd=1`.
 
-use std::fs::File;
-use std::os::fd::AsRawFd;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use znswap_pager::pagemap::WrittenScan;
 use znswap_pager::uffd::{features, register_mode, Event, Userfaultfd};
 
 #[path = "common/area.rs"]
@@ -31,78 +30,23 @@ mod report;
 use area::{Area, PAGE};
 use report::{us_per, Figure, Rule};
 
-/// `struct pm_scan_arg` of `<linux/fs.h>`.
-#[repr(C)]
-#[derive(Default)]
-struct PmScanArg {
-    size: u64,
-    flags: u64,
-    start: u64,
-    end: u64,
-    walk_end: u64,
-    vec: u64,
-    vec_len: u64,
-    max_pages: u64,
-    category_inverted: u64,
-    category_mask: u64,
-    category_anyof_mask: u64,
-    return_mask: u64,
-}
-
-/// `struct page_region`: `start..end` share `categories`.
-#[repr(C)]
-#[derive(Clone, Copy, Default)]
-struct PageRegion {
-    start: u64,
-    end: u64,
-    categories: u64,
-}
-
-/// `_IOWR('f', 16, struct pm_scan_arg)`.
-const PAGEMAP_SCAN: u64 = (3 << 30) | ((std::mem::size_of::<PmScanArg>() as u64) << 16) | ((b'f' as u64) << 8) | 16;
-const PM_SCAN_WP_MATCHING: u64 = 1 << 0;
-const PAGE_IS_WRITTEN: u64 = 1 << 1;
-const PAGE_IS_PRESENT: u64 = 1 << 3;
-
-/// `/proc/self/pagemap`, for `PAGEMAP_SCAN`.
+/// The library's scanner (`znswap_pager::pagemap`), answering in page ranges.
 struct Pagemap {
-    file: File,
-    regions: Vec<PageRegion>,
+    scan: WrittenScan,
 }
 
 impl Pagemap {
     fn open() -> Pagemap {
-        let file = File::open("/proc/self/pagemap").expect("open /proc/self/pagemap");
-        Pagemap { file, regions: vec![PageRegion::default(); 4096] }
+        Pagemap { scan: WrittenScan::open().expect("PAGEMAP_SCAN on /proc/self/pagemap (Linux 6.7)") }
     }
 
     /// The pages of `start..end` written since they were protected (and, with
-    /// `protect`, protected again), as page ranges; the scan stops where the regions
-    /// buffer fills, and goes on from there.
+    /// `protect`, protected again), as page ranges counted from `start`.
     fn written(&mut self, start: u64, end: u64, protect: bool) -> Vec<(u64, u64)> {
         let mut found = Vec::new();
-        let mut from = start;
-        while from < end {
-            let mut arg = PmScanArg {
-                size: std::mem::size_of::<PmScanArg>() as u64,
-                flags: if protect { PM_SCAN_WP_MATCHING } else { 0 },
-                start: from,
-                end,
-                vec: self.regions.as_mut_ptr() as u64,
-                vec_len: self.regions.len() as u64,
-                category_mask: PAGE_IS_WRITTEN,
-                return_mask: PAGE_IS_WRITTEN | PAGE_IS_PRESENT,
-                ..PmScanArg::default()
-            };
-            // SAFETY: the argument and the regions buffer it names outlive the call.
-            let count = unsafe { libc::ioctl(self.file.as_raw_fd(), PAGEMAP_SCAN as _, &mut arg) };
-            assert!(count >= 0, "PAGEMAP_SCAN: {}", std::io::Error::last_os_error());
-            found.extend(
-                self.regions[..count as usize].iter().map(|r| ((r.start - start) / PAGE, (r.end - start) / PAGE)),
-            );
-            assert!(arg.walk_end > from, "the scan made no progress");
-            from = arg.walk_end;
-        }
+        self.scan
+            .scan(start, end, protect, &mut |from, to| found.push(((from - start) / PAGE, (to - start) / PAGE)))
+            .expect("PAGEMAP_SCAN");
         found
     }
 

@@ -885,6 +885,28 @@ fn writes_seen_without_faults_lose_nothing() {
     assert!(stats.swap_cache_digest_dirtied > 100 && stats.swap_outs_clean > 100, "{stats:?}");
 }
 
+/// Forks through the pager a child that only sleeps until `kill_child`.
+fn fork_sleeping_child(pager: &Pager) -> libc::pid_t {
+    // SAFETY: the child only sleeps until the parent kills it.
+    let child = unsafe { pager.fork(|| libc::fork()) };
+    assert!(child >= 0, "fork: {}", std::io::Error::last_os_error());
+    if child == 0 {
+        loop {
+            // SAFETY: waiting for the parent's signal.
+            unsafe { libc::pause() };
+        }
+    }
+    child
+}
+
+fn kill_child(child: libc::pid_t) {
+    // SAFETY: our child.
+    unsafe {
+        libc::kill(child, libc::SIGKILL);
+        libc::waitpid(child, std::ptr::null_mut(), 0);
+    }
+}
+
 /// With asynchronous write protection a page shared with a fork's child cannot be
 /// parked, and nothing may write it out where the program can write it: it is made the
 /// parent's alone (a write fault with no byte changed), parked at the hand's next pass,
@@ -907,15 +929,7 @@ fn pages_shared_with_a_fork_are_unshared_and_evicted_without_faults() {
     for page in 0..pages {
         fill(&mut memory[page as usize * PAGE_BYTES..][..PAGE_BYTES], page, 1);
     }
-    // SAFETY: the child only sleeps until the parent kills it.
-    let child = unsafe { pager.fork(|| libc::fork()) };
-    assert!(child >= 0, "fork: {}", std::io::Error::last_os_error());
-    if child == 0 {
-        loop {
-            // SAFETY: waiting for the parent's signal.
-            unsafe { libc::pause() };
-        }
-    }
+    let child = fork_sleeping_child(&pager);
     let before = pager.stats();
     // Read only, twice over: the pages resident at the fork must leave to make room.
     for _ in 0..2 {
@@ -924,11 +938,7 @@ fn pages_shared_with_a_fork_are_unshared_and_evicted_without_faults() {
         }
     }
     let read = pager.stats().since(&before);
-    // SAFETY: our child.
-    unsafe {
-        libc::kill(child, libc::SIGKILL);
-        libc::waitpid(child, std::ptr::null_mut(), 0);
-    }
+    kill_child(child);
     for page in 0..pages {
         check(&memory[page as usize * PAGE_BYTES..][..PAGE_BYTES], page, 1);
     }
@@ -953,15 +963,7 @@ fn parked_pages_shared_with_a_fork_come_back_by_copy() {
         fill(&mut memory[page as usize * PAGE_BYTES..][..PAGE_BYTES], page, 1);
     }
     assert!(pager.stats().pages_parked > 0, "{:?}", pager.stats());
-    // SAFETY: the child only sleeps until the parent kills it.
-    let child = unsafe { pager.fork(|| libc::fork()) };
-    assert!(child >= 0, "fork: {}", std::io::Error::last_os_error());
-    if child == 0 {
-        loop {
-            // SAFETY: waiting for the parent's signal.
-            unsafe { libc::pause() };
-        }
-    }
+    let child = fork_sleeping_child(&pager);
     // Newest first: the pages parked at the fork are among the last written.
     for page in (0..pages).rev() {
         let bytes = &mut memory[page as usize * PAGE_BYTES..][..PAGE_BYTES];
@@ -970,11 +972,7 @@ fn parked_pages_shared_with_a_fork_come_back_by_copy() {
             fill(bytes, page, 2);
         }
     }
-    // SAFETY: our child.
-    unsafe {
-        libc::kill(child, libc::SIGKILL);
-        libc::waitpid(child, std::ptr::null_mut(), 0);
-    }
+    kill_child(child);
     for page in 0..pages {
         check(&memory[page as usize * PAGE_BYTES..][..PAGE_BYTES], page, 1 + (page % 2 == 0) as u64);
     }
