@@ -294,7 +294,11 @@ impl Evictor {
                             shell.mappings_release();
                             return pause.map_or(Next::Continue, Next::Pause);
                         }
-                        self.phase = EvictorPhase::Scan { span: 0, pause };
+                        self.phase = if self.round.protects_first() && !self.round.ranges().is_empty() {
+                            EvictorPhase::Protect { range: 0, pause }
+                        } else {
+                            EvictorPhase::Scan { span: 0, pause }
+                        };
                         Next::Continue
                     }
                 }
@@ -360,7 +364,7 @@ impl Evictor {
                             shell.apply(&mut self.actions);
                             shell.unlock();
                         }
-                        if self.round.ranges().is_empty() {
+                        if self.round.ranges().is_empty() || self.round.protects_first() {
                             EvictorPhase::HandOver { pause }
                         } else {
                             EvictorPhase::Protect { range: 0, pause }
@@ -379,6 +383,8 @@ impl Evictor {
                 self.round.ranges_mut()[range].protected = protected;
                 self.phase = if range + 1 < self.round.ranges().len() {
                     EvictorPhase::Protect { range: range + 1, pause }
+                } else if self.round.protects_first() {
+                    EvictorPhase::Scan { span: 0, pause }
                 } else {
                     EvictorPhase::ZeroCheck { pause }
                 };

@@ -89,6 +89,11 @@ pub struct EvictRound {
     ranges: Vec<ProtectRange>,
     /// With asynchronous write protection: where the victims to park are, to scan.
     scans: Vec<ScanSpan>,
+    /// With asynchronous write protection the ranges are protected before the moves:
+    /// the hand may clear a page's bit in its first sweep of a round and pick it in the
+    /// second, and protecting its address once it is parked would leave a write-protect
+    /// marker there (`WP_UNPOPULATED`).
+    protect_first: bool,
 }
 
 impl EvictRound {
@@ -131,6 +136,12 @@ impl EvictRound {
 
     pub fn set_digest(&mut self, index: usize, digest: Digest) {
         self.victims[index].digest = digest;
+    }
+
+    /// Whether the ranges are protected before the scans and moves (asynchronous write
+    /// protection) rather than after the settling.
+    pub fn protects_first(&self) -> bool {
+        self.protect_first
     }
 
     /// Whether the round has victims to park.
@@ -319,6 +330,7 @@ impl PagerCore {
             // A range per victim at most, and per region swept (twice at most) for sampling.
             ranges: Vec::with_capacity(ROUND_BATCHES_MAX * batch + 2 * self.config.regions_max as usize + 2),
             scans: Vec::with_capacity(if self.config.wp_async { ROUND_BATCHES_MAX * batch } else { 0 }),
+            protect_first: self.config.wp_async,
         }
     }
 
