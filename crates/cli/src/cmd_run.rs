@@ -630,7 +630,7 @@ impl Summary {
             );
         }
         if r.budget_overruns > 0 {
-            line("past the budget", format!("{} faults (swap was full)", r.budget_overruns));
+            line("past the budget", format!("{} faults (swap was full, or room came too slowly)", r.budget_overruns));
         }
         if r.device_errors > 0 {
             line("device errors", r.device_errors.to_string());

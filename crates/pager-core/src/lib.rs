@@ -286,7 +286,8 @@ pub struct CoreStats {
     pub swap_outs_aborted_dirty: u64,
     pub swap_out_appends: u64,
     pub backpressure: u64,
-    /// Faults served beyond the budget because swap was full and no room could come.
+    /// Faults served beyond the budget because swap was full and no room could come, or
+    /// because room did not come within `ROOM_WAIT_MAX_NS`.
     pub budget_overruns: u64,
     /// Victims written (or unprotected) between their pick and their hand-over: kept.
     pub evictions_raced: u64,

@@ -76,7 +76,8 @@ pager_stats! {
     count swap_outs_zero,
     count swap_outs_aborted_dirty,
     count backpressure,
-    /// Faults served beyond the budget because swap was full and no room could come.
+    /// Faults served beyond the budget because swap was full and no room could come, or
+    /// because room did not come within `ROOM_WAIT_MAX_NS`.
     count budget_overruns,
     /// Victims written between their pick and their hand-over (kept resident).
     count evictions_raced,
