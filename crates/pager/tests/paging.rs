@@ -813,9 +813,12 @@ fn parked_pages_the_program_reads_come_back_without_a_device_read() {
     assert!(parked.pages_parked > 5_000 && parked.parked_touched > 50, "{parked:?}");
     assert_eq!(clock.pages_parked, 0, "{clock:?}");
     // Hot pages stay: far fewer reads than the CLOCK that cannot see them read (measured:
-    // 446 against 10571; with a 512-page list, crowding the hot set, 6199).
+    // 446 against 10571 on an idle machine; with a 512-page list, crowding the hot set,
+    // 6199). Under load the evictor falls behind and the list does less (2919-4639
+    // against 10283-10808 with other tests or a server busy on the CPUs; the 4x this
+    // asked once failed CI so): a list blind to reads would read about as many.
     assert!(
-        parked.swap_in_reads * 4 < clock.swap_in_reads,
+        parked.swap_in_reads * 3 < clock.swap_in_reads * 2,
         "parked {} reads against {} without: {parked:?}",
         parked.swap_in_reads,
         clock.swap_in_reads
