@@ -171,6 +171,10 @@ impl EvictRound {
     /// in the synchronous mode (measured on `bench --workload hotspot`, which swapped in
     /// 10 % more pages per access with written pages judged one by one).
     pub fn spread_written(&mut self) {
+        // (A synchronous round scans nothing and finds nothing written.)
+        if self.scans.is_empty() {
+            return;
+        }
         let granule = |victim: &Victim| (victim.owner, victim.page / crate::fault::SAMPLING_GRANULE_PAGES);
         // Victims come in the hand's order, so a granule's are next to each other
         // (a wrap-around of the hand splits at most one granule).

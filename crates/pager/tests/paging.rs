@@ -888,6 +888,16 @@ fn writes_seen_without_faults_lose_nothing() {
     assert!(stats.swap_cache_digest_dirtied > 100 && stats.swap_outs_clean > 100, "{stats:?}");
 }
 
+/// A region of `pages` pages, each written once (version 1).
+fn filled_region(pager: &Pager, pages: u64) -> Region {
+    let mut region = pager.alloc(pages * PAGE_BYTES as u64, 0).unwrap();
+    let memory = region.as_mut_slice();
+    for page in 0..pages {
+        fill(&mut memory[page as usize * PAGE_BYTES..][..PAGE_BYTES], page, 1);
+    }
+    region
+}
+
 /// Forks through the pager a child that only sleeps until `kill_child`.
 fn fork_sleeping_child(pager: &Pager) -> libc::pid_t {
     // SAFETY: the child only sleeps until the parent kills it.
@@ -927,11 +937,8 @@ fn pages_shared_with_a_fork_are_unshared_and_evicted_without_faults() {
     let slack = config.slack_pages;
     let pager = Pager::new(device, config).unwrap();
     let pages = 4096u64;
-    let mut region = pager.alloc(pages * PAGE_BYTES as u64, 0).unwrap();
+    let mut region = filled_region(&pager, pages);
     let memory = region.as_mut_slice();
-    for page in 0..pages {
-        fill(&mut memory[page as usize * PAGE_BYTES..][..PAGE_BYTES], page, 1);
-    }
     let child = fork_sleeping_child(&pager);
     let before = pager.stats();
     // Read only, twice over: the pages resident at the fork must leave to make room.
@@ -960,11 +967,8 @@ fn parked_pages_shared_with_a_fork_come_back_by_copy() {
     let config = PagerConfig { park_pages: 256, readahead_pages: 0, ..config(FaultMode::HandlerThreads(2), 1024) };
     let pager = Pager::new(device, config).unwrap();
     let pages = 4096u64;
-    let mut region = pager.alloc(pages * PAGE_BYTES as u64, 0).unwrap();
+    let mut region = filled_region(&pager, pages);
     let memory = region.as_mut_slice();
-    for page in 0..pages {
-        fill(&mut memory[page as usize * PAGE_BYTES..][..PAGE_BYTES], page, 1);
-    }
     assert!(pager.stats().pages_parked > 0, "{:?}", pager.stats());
     let child = fork_sleeping_child(&pager);
     // Newest first: the pages parked at the fork are among the last written.
