@@ -67,6 +67,7 @@ struct PagerCoverage {
     parks_hole: u64,
     parks_refused_shared: u64,
     parks_refused_occupied: u64,
+    moves_misreported: u64,
     unparks: u64,
     unparks_copied: u64,
     unshares: u64,
@@ -161,6 +162,7 @@ pub fn dst(request: &PagerDstRequest) -> Result<bool> {
         coverage.parks_hole += c.parks_hole;
         coverage.parks_refused_shared += c.parks_refused_shared;
         coverage.parks_refused_occupied += c.parks_refused_occupied;
+        coverage.moves_misreported += c.moves_misreported;
         coverage.unparks += c.unparks;
         coverage.unparks_copied += c.unparks_copied;
         coverage.unshares += c.unshares;
@@ -255,6 +257,7 @@ pub fn dst(request: &PagerDstRequest) -> Result<bool> {
             ("  digests of parked swap-cached pages", coverage.digests),
             ("  moves refused: shared with a fork's child", coverage.parks_refused_shared),
             ("  moves refused: shadow page not yet discarded", coverage.parks_refused_occupied),
+            ("moves done but failed (Linux 6.18), taken as done", coverage.moves_misreported),
             ("  moves that found the page zapped (program discard)", coverage.parks_hole),
             ("parked pages touched, moved back", coverage.unparks),
             ("  copied back instead: shared with a child", coverage.unparks_copied),

@@ -214,11 +214,73 @@ pub enum ParkOutcome {
     /// Not moved, still mapped here: shared with a fork's child (`EBUSY`, until the
     /// parent writes it), or any other refusal that leaves the source as it was.
     Busy,
-    /// Not moved: the shadow page still holds a stale copy whose discard is to come
-    /// (`EEXIST`). The page is mapped here.
+    /// Not moved: something is at the shadow page (`EEXIST`), and the page is mapped
+    /// here. (Pages whose shadow page may hold a stale copy are not parked, so this is
+    /// not expected.)
     Occupied,
     /// Nothing was mapped here (`ENOENT`): the program's discard zapped it meanwhile.
     Hole,
+}
+
+/// How a `UFFDIO_MOVE` failed, as the shell saw it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MoveFailure {
+    /// `ENOENT`: nothing at the source.
+    NoEntry,
+    /// `EEXIST`: something at the destination.
+    Exists,
+    /// Anything else (`EBUSY` for a page shared with a fork's child, `EFAULT` for a
+    /// write-protect marker at the source, ...).
+    Other,
+}
+
+/// What a failed move of a victim to its shadow page did, from where its page is now
+/// (`here`: a page is present at its address; `at_shadow`: at its shadow page), which
+/// the shell reads from the page map after any failure.
+///
+/// The error alone does not say: Linux 6.18's `move_pages()` (the batched moves of
+/// present pages) keeps a pass's `EAGAIN` (the entry changed under it: a write to a
+/// write-protected page, say) after the next pass moved the page, retries the same
+/// address and fails it with `EEXIST`, nothing counted as moved
+/// (`examples/uffd_move_race`: 113 in 100000 moves against a writer). Since no page is
+/// parked while its shadow page may hold anything (`Region::stale_shadow`), a page
+/// found at its shadow page, and none here, was moved by this call. Found nowhere, it
+/// was zapped before (`Hole`: the program's discard, or a pager bug the settling names).
+pub fn park_outcome(failure: MoveFailure, here: bool, at_shadow: bool) -> ParkOutcome {
+    match (here, at_shadow) {
+        (false, true) => ParkOutcome::Moved,
+        (false, false) => ParkOutcome::Hole,
+        (true, _) if failure == MoveFailure::Exists => ParkOutcome::Occupied,
+        (true, _) => ParkOutcome::Busy,
+    }
+}
+
+/// What to do after a failed move of a parked page back to its address, under the state
+/// lock (so nothing else maps either page meanwhile), from where its page is now (as
+/// `park_outcome`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UnparkNext {
+    /// Moved, though the call failed (`park_outcome`'s kernel bug, the other way).
+    Done,
+    /// Something is at the address and the page still at the shadow: with asynchronous
+    /// write protection, a write-protect marker the move refuses to land on (`EEXIST`);
+    /// lift it and move again, once.
+    ClearMarker,
+    /// Still at the shadow page, refused otherwise (shared with a fork's child): copy it
+    /// back, and discard the shadow page.
+    Copy,
+    /// At neither: its bytes are gone (a pager bug; the shell panics naming the page).
+    Gone,
+}
+
+/// See [`UnparkNext`]. `retried`: the marker was cleared already.
+pub fn unpark_next(failure: MoveFailure, here: bool, at_shadow: bool, retried: bool) -> UnparkNext {
+    match (here, at_shadow) {
+        (true, false) => UnparkNext::Done,
+        (_, false) => UnparkNext::Gone,
+        (_, true) if failure == MoveFailure::Exists && !retried => UnparkNext::ClearMarker,
+        (_, true) => UnparkNext::Copy,
+    }
 }
 
 /// An address range laid out as `struct iovec`, so the shell can hand a batch of them to
@@ -406,7 +468,7 @@ impl PagerCore {
             scanned += 1;
             let address = region.base + page * PAGE_BYTES as u64;
             let generation = region.generation;
-            let parkable = self.parks_in(owner);
+            let parkable = self.parks_in(owner) && !region.stale_shadow.get(page);
             let state = self.state(owner, page);
             match state {
                 // Already write-protected: a sampling range may run over it.
@@ -519,8 +581,8 @@ impl PagerCore {
     /// The round's moves are done (outside the lock): settles each victim to park, before
     /// anything reads or protects victims. Moved: parked (on the inactive list). Busy
     /// (shared with a fork's child): evicted in place as the CLOCK's victims are,
-    /// write-protected by a range of its own. Occupied (its shadow page's stale copy not
-    /// yet discarded): kept, resident; a later round parks it. Discarded by the program
+    /// write-protected by a range of its own. Occupied (something at its shadow page,
+    /// which `Region::stale_shadow` rules out): kept, resident. Discarded by the program
     /// meanwhile (`ParkingRemoved`): what the move took, if anything, is the old data
     /// and goes; the page is the program's zero page. Until now faults on these pages
     /// waited: where their bytes are is known from here on.
@@ -762,6 +824,7 @@ impl PagerCore {
     /// page itself is elsewhere (copied back, or discarded by the program). Until that
     /// discard a move there is refused (`EEXIST`): the page is then evicted in place.
     pub(crate) fn drop_shadow_copy(&mut self, owner: u32, page: u64) {
+        self.regions[owner as usize].stale_shadow.set(page, true);
         let generation = self.regions[owner as usize].generation;
         self.to_drop.push(Dropping { owner, page, generation, kind: DropKind::ShadowCopy });
         self.to_drop_copies += 1;
@@ -905,6 +968,9 @@ impl PagerCore {
         for index in 0..batch.dropping.len() {
             let Dropping { owner, page, generation, kind } = batch.dropping[index];
             if kind == DropKind::ShadowCopy {
+                if self.same_region(owner, generation) {
+                    self.regions[owner as usize].stale_shadow.set(page, false);
+                }
                 continue;
             }
             pages += 1;

@@ -87,7 +87,10 @@ mod swap_cache;
 
 pub use action::{Action, Actions, CopyFrom, Wakeups};
 pub use actor::{Evictor, EvictorDid, EvictorShell, FaultShell, FaultTask, IoShell, IoThread, Next, Shell, WaitOn};
-pub use evict::{AddressRange, DiscardBatch, EvictRound, EvictorWork, ParkOutcome, ProtectRange, ScanSpan};
+pub use evict::{
+    park_outcome, unpark_next, AddressRange, DiscardBatch, EvictRound, EvictorWork, MoveFailure, ParkOutcome,
+    ProtectRange, ScanSpan, UnparkNext,
+};
 pub use fault::{Fault, FaultKind, FaultStep, Pause, ReadInto, ROOM_WAIT_MAX_NS, ZERO_FILL_AROUND_PAGES};
 pub use io::{IoCompletion, IoPlan, PageSource};
 pub use page::PageState;

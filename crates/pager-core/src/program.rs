@@ -100,6 +100,9 @@ impl PagerCore {
                         self.stats.resident_pages -= 1;
                     }
                     PageState::WritingParked => {
+                        // Its append still reads the shadow page: no park there until
+                        // the copy goes (at the append's completion, `swap_out_done`).
+                        self.regions[owner as usize].stale_shadow.set(page, true);
                         self.set_state(owner, page, PageState::Removed);
                         self.stats.resident_pages -= 1;
                     }

@@ -26,6 +26,13 @@ pub(crate) struct Region {
     /// (`CoreConfig::wp_async`): the content of its slot, to tell a clean swap-cached
     /// page from a written one when it is parked. Set as seals are.
     pub digests: PageTable<Digest>,
+    /// Pages whose shadow page may still hold bytes the pager no longer counts as the
+    /// page (a stale copy awaiting its discard, an append still reading a page the
+    /// program discarded): set when that starts, cleared once its discard is done. Such
+    /// a page is not parked, so every move to a shadow page meets an empty one, and a
+    /// move that failed with the page found at its shadow page was done
+    /// (`park_outcome`).
+    pub stale_shadow: PageTable<bool>,
 }
 
 /// A value per page (a seal, a digest), in chunks made when a page of theirs is first
@@ -80,6 +87,7 @@ impl Region {
             shadow,
             seals: if sealed { PageTable::new(pages) } else { PageTable::default() },
             digests: if digests { PageTable::new(pages) } else { PageTable::default() },
+            stale_shadow: if shadow.is_some() { PageTable::new(pages) } else { PageTable::default() },
         }
     }
 

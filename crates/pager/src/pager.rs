@@ -32,7 +32,10 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock, TryLockError};
 use std::time::{Duration, Instant};
 
 use znswap_core::{Geometry as EngineGeometry, IoError, PolicyKind};
-use znswap_pager_core::{Action, Actions, CopyFrom, CoreConfig, CoreError, DiscardBatch, PagerCore, Pause};
+use znswap_pager_core::{
+    unpark_next, Action, Actions, CopyFrom, CoreConfig, CoreError, DiscardBatch, MoveFailure, PagerCore, Pause,
+    UnparkNext,
+};
 use znswap_zoned::{ZoneError, ZonedDevice};
 
 use crate::page_buffers::PageBuffers;
@@ -944,20 +947,32 @@ impl Shared {
     /// empty page (its toucher would fault again forever).
     fn unpark(&self, address: u64, shadow: u64) {
         let page = PAGE_BYTES as u64;
-        for attempt in 0..2 {
-            match self.uffd.move_pages(address, shadow, page, false) {
+        let mut retried = false;
+        loop {
+            let error = match self.uffd.move_pages(address, shadow, page, false) {
                 Ok(moved) if moved == page => return,
-                Err(error) if error.errno() == Some(libc::ENOENT) => {
-                    panic!(
-                        "the parked page at {address:#x} is gone: its shadow page {shadow:#x} is empty (a pager bug)"
-                    )
+                Ok(_) => None,
+                Err(error) => Some(error),
+            };
+            let failure = error.as_ref().map_or(MoveFailure::Other, evict::move_failure);
+            // Under the state lock nothing else maps either page: where the page is now
+            // says what the move did (this kernel can move a page and fail the call).
+            match unpark_next(failure, evict::page_at(address), evict::page_at(shadow), retried) {
+                UnparkNext::Done => {
+                    self.counters.moves_misreported.fetch_add(1, Relaxed);
+                    return;
                 }
-                Err(error) if error.errno() == Some(libc::EEXIST) && attempt == 0 && self.clear_wp_marker(address) => {}
-                _ => break,
+                UnparkNext::ClearMarker if self.clear_wp_marker(address) => retried = true,
+                UnparkNext::ClearMarker | UnparkNext::Copy => break,
+                UnparkNext::Gone => panic!(
+                    "the parked page at {address:#x} is gone: neither it nor its shadow page {shadow:#x} holds a \
+                     page after a failed move back ({error:?}; a pager bug)"
+                ),
             }
         }
-        // SAFETY: the shadow page is the parked page's, mapped (the core said so) and
-        // ours; only the pager reads or discards it, under this lock.
+        // SAFETY: the shadow page is the parked page's, mapped (the core said so, and the
+        // page map agreed just now) and ours; only the pager reads or discards it, under
+        // this lock.
         let source = unsafe { std::slice::from_raw_parts(shadow as *const u8, PAGE_BYTES) };
         let mapped = self.uffd.copy_pages(address, source, false, false).expect("copying a parked page back");
         assert_eq!(mapped, page, "the page at {address:#x} was mapped behind the pager's back");

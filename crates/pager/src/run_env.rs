@@ -206,6 +206,10 @@ pub struct RunReport {
     pub pages_unshared: u64,
     #[serde(default)]
     pub wp_markers_cleared: u64,
+    /// Moves to or from a shadow page the kernel did though the call failed
+    /// (`PagerStats::moves_misreported`).
+    #[serde(default)]
+    pub moves_misreported: u64,
     pub missing_faults: u64,
     pub write_protect_faults: u64,
     pub fault_p50_ns: u64,

@@ -347,6 +347,7 @@ fn report(runtime: &Runtime, at_exit: bool) -> RunReport {
         swap_cache_digest_dirtied: stats.swap_cache_digest_dirtied,
         pages_unshared: stats.pages_unshared,
         wp_markers_cleared: stats.wp_markers_cleared,
+        moves_misreported: stats.moves_misreported,
         missing_faults: stats.missing_faults,
         write_protect_faults: stats.write_protect_faults,
         fault_p50_ns,

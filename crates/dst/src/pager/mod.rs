@@ -86,6 +86,11 @@ pub fn run(options: &PagerDstOptions) -> PagerDstReport {
         scenario.wp_async = scenario.park_pages > 0
             && matches!(scenario.fault_mode, PagerFaultMode::HandlerThreads(_))
             && crate::scenario::below(&mut wp, 2) == 0;
+        // Half the seeds that park meet a kernel that fails some moves it did.
+        let mut moves = crate::scenario::rng(options.seed ^ 0x0e0e_57a1);
+        if scenario.park_pages > 0 && crate::scenario::below(&mut moves, 2) == 0 {
+            scenario.faults.misreported_moves = [0.01, 0.1][crate::scenario::below(&mut moves, 2) as usize];
+        }
         // A quarter of the seeds seal their pages, and most of those have some altered
         // on the device.
         let mut sealing = crate::scenario::rng(options.seed ^ 0x5ea1_5ea1);
@@ -115,7 +120,8 @@ pub fn run(options: &PagerDstOptions) -> PagerDstReport {
             return report(options, scenario, None, vec![format!("the core refused the scenario: {error}")]);
         }
     };
-    let mut world = World::new(scenario.clone(), core, rng, options.steps);
+    let moves_rng = crate::scenario::rng(options.seed ^ 0x3073_e5ed);
+    let mut world = World::new(scenario.clone(), core, rng, moves_rng, options.steps);
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         for &pages in &scenario.region_pages {
             if !world.add_region(pages, None) {

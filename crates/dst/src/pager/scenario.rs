@@ -35,6 +35,11 @@ pub struct PagerFaults {
     /// their slot flipped): with sealed pages each must be reported lost when read,
     /// never delivered; without, the oracle sees the wrong bytes (a corruption).
     pub altered_pages: u32,
+    /// The chance that a move to or from a shadow page that the kernel did fails all the
+    /// same (`EEXIST`), as Linux 6.18's `move_pages()` can
+    /// (`znswap_pager_core::park_outcome`): the shells then learn from the page map
+    /// where the page is.
+    pub misreported_moves: f64,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -130,6 +135,8 @@ impl PagerScenario {
             offline_zones: [0, 0, 0, 1, 2][below(rng, 5) as usize],
             // Drawn by the caller from a stream of its own, with `seal_pages`.
             altered_pages: 0,
+            // Drawn by the caller from a stream of its own, with parking.
+            misreported_moves: 0.0,
         };
         let mut scenario = PagerScenario {
             fault_mode,

@@ -14,10 +14,11 @@ use std::collections::VecDeque;
 
 use znswap_core::driver::{Captured, Completion, ContractBreach, DeviceHooks, Driver, Stage};
 use znswap_core::{AppendPage, Buf, IoError, IoRequest, PageState as EnginePage};
+use znswap_pager_core::{park_outcome, unpark_next};
 use znswap_pager_core::{
     Action, Actions, AddressRange, ChildPage, CopyFrom, Digest, DiscardBatch, Evictor, EvictorDid, EvictorShell, Fault,
-    FaultKind, FaultShell, FaultTask, ForkHold, IoCompletion, IoPlan, IoShell, IoThread, Next, PageSource, PageState,
-    PagerCore, ParkOutcome, Pause, ReadInto, Sealed, Shell, WaitOn, PAGE_BYTES,
+    FaultKind, FaultShell, FaultTask, ForkHold, IoCompletion, IoPlan, IoShell, IoThread, MoveFailure, Next, PageSource,
+    PageState, PagerCore, ParkOutcome, Pause, ReadInto, Sealed, Shell, UnparkNext, WaitOn, PAGE_BYTES,
 };
 
 use super::scenario::{Access, PagerFaultMode, PagerFaults, PagerScenario};
@@ -177,6 +178,9 @@ pub struct Coverage {
     pub scanned_written: u64,
     pub digests: u64,
     pub parks_refused_occupied: u64,
+    /// Moves to or from a shadow page done but failed all the same (Linux 6.18), which
+    /// the shells' rules took as done.
+    pub moves_misreported: u64,
     /// Parked pages moved back by a touch (of them, copied: shared with a child), and
     /// copied back during their swap-out.
     pub unparks: u64,
@@ -332,6 +336,10 @@ pub struct World {
     pub driver: Driver,
     pub scenario: PagerScenario,
     rng: Rng,
+    /// Draws whether a move the kernel did fails all the same
+    /// (`PagerFaults::misreported_moves`): a stream of its own, so that seeds without
+    /// it run as before.
+    moves_rng: Rng,
     pub step: u64,
     now_ns: u64,
     pub regions: Vec<Option<ModelRegion>>,
@@ -383,7 +391,7 @@ pub struct World {
 const VIOLATIONS_MAX: usize = 32;
 
 impl World {
-    pub fn new(scenario: PagerScenario, mut core: PagerCore, rng: Rng, steps: u64) -> World {
+    pub fn new(scenario: PagerScenario, mut core: PagerCore, rng: Rng, moves_rng: Rng, steps: u64) -> World {
         let mut driver = Driver::new(core.engine());
         let core_cache_pages = core.readahead_cache_pages() as usize;
         // The device's own limit (the engine may keep fewer zones open).
@@ -425,6 +433,7 @@ impl World {
             core,
             driver,
             rng,
+            moves_rng,
             step: 0,
             now_ns: 0,
             regions: (0..REGION_PLACES).map(|_| None).collect(),
@@ -555,7 +564,9 @@ impl World {
 
     /// `UFFDIO_MOVE` of the page at `address` to its shadow page, as the kernel checks
     /// it (no source holes allowed): `EEXIST` if the shadow page is mapped, then `ENOENT`
-    /// if nothing is mapped at `address`, then `EBUSY` if shared with a fork's child.
+    /// if nothing is mapped at `address`, then `EBUSY` if shared with a fork's child; and
+    /// for some seeds a move done that fails all the same (`EEXIST`: Linux 6.18). A
+    /// failure's outcome is the live shell's: `park_outcome`, from where the page is.
     fn park(&mut self, address: u64, shadow: u64) -> ParkOutcome {
         self.trace(address, 1, &|| "park".to_string());
         let Some((place, page)) = self.locate(address) else {
@@ -566,25 +577,33 @@ impl World {
             self.violation(format!("{address:#x} parked at {shadow:#x}, not its shadow page"));
             return ParkOutcome::Busy;
         }
+        let misreport = chance(&mut self.moves_rng, self.scenario.faults.misreported_moves);
         let region = self.regions[place].as_mut().expect("live");
         let pte = region.ptes[page as usize];
-        if region.shadow[page as usize].mapped {
-            self.coverage.parks_refused_occupied += 1;
-            return ParkOutcome::Occupied;
+        let failure = if region.shadow[page as usize].mapped {
+            let message = format!("a park of {place}:{page} into its shadow page, which holds a page");
+            self.violation(message);
+            Some(MoveFailure::Exists)
+        } else if !pte.mapped {
+            Some(MoveFailure::NoEntry)
+        } else if pte.shared {
+            Some(MoveFailure::Other)
+        } else {
+            region.shadow[page as usize] = Pte { write_protected: false, ..pte };
+            region.ptes[page as usize] = Pte::default();
+            self.coverage.parks += 1;
+            misreport.then_some(MoveFailure::Exists)
+        };
+        let Some(failure) = failure else { return ParkOutcome::Moved };
+        let region = self.regions[place].as_ref().expect("live");
+        let outcome = park_outcome(failure, region.ptes[page as usize].mapped, region.shadow[page as usize].mapped);
+        match outcome {
+            ParkOutcome::Moved => self.coverage.moves_misreported += 1,
+            ParkOutcome::Hole => self.coverage.parks_hole += 1,
+            ParkOutcome::Busy => self.coverage.parks_refused_shared += 1,
+            ParkOutcome::Occupied => self.coverage.parks_refused_occupied += 1,
         }
-        if !pte.mapped {
-            // (The core panics on it unless the program's discard zapped the page.)
-            self.coverage.parks_hole += 1;
-            return ParkOutcome::Hole;
-        }
-        if pte.shared {
-            self.coverage.parks_refused_shared += 1;
-            return ParkOutcome::Busy;
-        }
-        region.shadow[page as usize] = Pte { write_protected: false, ..pte };
-        region.ptes[page as usize] = Pte::default();
-        self.coverage.parks += 1;
-        ParkOutcome::Moved
+        outcome
     }
 
     fn address(&self, place: usize, page: u64) -> u64 {
@@ -681,8 +700,30 @@ impl World {
                         self.violation(format!("an unpark of {address:#x} from its empty shadow page"));
                         continue;
                     }
-                    // Moved, or (shared with a fork's child) copied and the shadow page
-                    // discarded: the same to the program.
+                    // Shared with a fork's child, the kernel refuses the move (`EBUSY`);
+                    // and for some seeds a move it did fails all the same (`EEXIST`). The
+                    // shell's next step is `unpark_next`'s, from where the page is.
+                    let misreport = chance(&mut self.moves_rng, self.scenario.faults.misreported_moves);
+                    let region = self.regions[place].as_ref().expect("live");
+                    let here = region.ptes[page as usize].mapped;
+                    let (expected, next) = if pte.shared {
+                        (UnparkNext::Copy, unpark_next(MoveFailure::Other, here, true, false))
+                    } else if misreport {
+                        self.coverage.moves_misreported += 1;
+                        // Moved: the page here, none at the shadow page.
+                        (UnparkNext::Done, unpark_next(MoveFailure::Exists, true, false, false))
+                    } else {
+                        (UnparkNext::Done, UnparkNext::Done)
+                    };
+                    if next != expected {
+                        self.violation(format!(
+                            "the shell's next step after the move back of {address:#x} would be {next:?}, not \
+                             {expected:?}"
+                        ));
+                        continue;
+                    }
+                    // Moved, or copied and the shadow page discarded: the same to the
+                    // program.
                     self.coverage.unparks += 1;
                     self.coverage.unparks_copied += pte.shared as u64;
                     self.regions[place].as_mut().expect("live").shadow[page as usize] = Pte::default();

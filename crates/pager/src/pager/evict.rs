@@ -1,7 +1,9 @@
 //! The evictor thread: discards, and eviction rounds whose write-protection and zero
 //! checks run outside the lock.
 
-use znswap_pager_core::{AddressRange, Digest, Evictor, EvictorDid, EvictorShell, ParkOutcome};
+use znswap_pager_core::{
+    park_outcome, AddressRange, Digest, Evictor, EvictorDid, EvictorShell, MoveFailure, ParkOutcome,
+};
 
 use super::shell::{CpuTime, Live, Role};
 use super::*;
@@ -21,12 +23,16 @@ unsafe fn page_is_zero(address: u64) -> bool {
     (0..PAGE_BYTES / 8).all(|index| unsafe { words.add(index).read_volatile() } == 0)
 }
 
-/// Whether anything is mapped at `address`: a page, or a swap entry the kernel's own
-/// swap left there (a program in a memory cgroup with swap), read from
-/// `/proc/self/pagemap` (bits 63 and 62) without touching the page. For a rare path.
-fn page_mapped(address: u64) -> bool {
+/// Whether a page is at `address`: present, or a swap entry the kernel's own swap left
+/// there (a program in a memory cgroup with swap), read from `/proc/self/pagemap`
+/// without touching the page. A userfaultfd write-protect marker (a swap-type entry
+/// with the write-protect bit, bit 57) is no page. (A page the kernel swapped out while
+/// write-protected reads the same: not a page here, a case a failed move does not meet
+/// in practice.) For rare paths: a failed move or copy.
+pub(super) fn page_at(address: u64) -> bool {
     const PRESENT: u64 = 1 << 63;
     const SWAPPED: u64 = 1 << 62;
+    const UFFD_WP: u64 = 1 << 57;
     let mut entry = 0u64;
     // SAFETY: a NUL-terminated path; an 8-byte read into `entry`; the descriptor is
     // closed before returning.
@@ -39,7 +45,16 @@ fn page_mapped(address: u64) -> bool {
         read
     };
     assert_eq!(read, 8, "reading /proc/self/pagemap at {address:#x}: {}", std::io::Error::last_os_error());
-    entry & (PRESENT | SWAPPED) != 0
+    entry & PRESENT != 0 || entry & SWAPPED != 0 && entry & UFFD_WP == 0
+}
+
+/// A failed `UFFDIO_MOVE`'s kind, for the core's rules (`park_outcome`, `unpark_next`).
+pub(super) fn move_failure(error: &crate::uffd::UffdError) -> MoveFailure {
+    match error.errno() {
+        Some(libc::ENOENT) => MoveFailure::NoEntry,
+        Some(libc::EEXIST) => MoveFailure::Exists,
+        _ => MoveFailure::Other,
+    }
 }
 
 const _: () = assert!(std::mem::size_of::<AddressRange>() == std::mem::size_of::<libc::iovec>());
@@ -83,21 +98,20 @@ impl EvictorShell for Live<'_, EvictorRole> {
         // Nobody waits on the shadow page: no wake-up.
         match self.shared.uffd.move_pages(shadow, address, page, false) {
             Ok(moved) if moved == page => ParkOutcome::Moved,
-            Err(error) if error.errno() == Some(libc::ENOENT) => ParkOutcome::Hole,
-            Err(error) if error.errno() == Some(libc::EEXIST) => {
-                // The page should be here (the pager mapped it): nothing here would mean
-                // its data went where the pager does not know (the shadow?), and keeping
-                // it "resident" would hang its next toucher. Rare (a discard still to
-                // come at the shadow), so one read of the page map is cheap enough.
-                assert!(
-                    page_mapped(address),
-                    "the victim at {address:#x} is not mapped, and its shadow page {shadow:#x} is (a pager bug: \
-                     the pager believed it resident here)"
-                );
-                ParkOutcome::Occupied
+            // Where the page is decides, not the error (`park_outcome`: this kernel can
+            // move a page and fail the call). Rare, so two reads of the page map are
+            // cheap enough.
+            result => {
+                let failure = match &result {
+                    Err(error) => move_failure(error),
+                    Ok(_) => MoveFailure::Other,
+                };
+                let outcome = park_outcome(failure, page_at(address), page_at(shadow));
+                if outcome == ParkOutcome::Moved {
+                    self.shared.counters.moves_misreported.fetch_add(1, Relaxed);
+                }
+                outcome
             }
-            // Shared with a fork's child (EBUSY), or anything else that leaves it here.
-            _ => ParkOutcome::Busy,
         }
     }
 
@@ -205,10 +219,10 @@ mod tests {
             let first = base as u64;
             let second = first + PAGE_BYTES as u64;
             (second as *mut u8).write_volatile(1);
-            assert!(!page_mapped(first), "never touched");
-            assert!(page_mapped(second), "written");
+            assert!(!page_at(first), "never touched");
+            assert!(page_at(second), "written");
             assert_eq!(libc::madvise(second as *mut libc::c_void, PAGE_BYTES, libc::MADV_DONTNEED), 0);
-            assert!(!page_mapped(second), "discarded");
+            assert!(!page_at(second), "discarded");
             libc::munmap(base, 2 * PAGE_BYTES);
         }
     }

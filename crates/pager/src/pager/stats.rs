@@ -61,6 +61,10 @@ pager_stats! {
     /// Write-protect markers in empty entries cleared so that a zero page, a move back
     /// or a poison marker could land (asynchronous write protection; `Shared::unpark`).
     count wp_markers_cleared,
+    /// Moves to or from a shadow page that the kernel did though the call failed
+    /// (Linux 6.18's `move_pages()` can fail the retry of a page it moved:
+    /// `park_outcome` in the pager core), found by the page map.
+    count moves_misreported,
     count swap_outs_written,
     count swap_outs_clean,
     /// Pages read back that kept their slot and were written since (a write-protect
@@ -161,6 +165,7 @@ pub(super) struct Counters {
     pub(super) unparks_copied: AtomicU64,
     pub(super) pages_unshared: AtomicU64,
     pub(super) wp_markers_cleared: AtomicU64,
+    pub(super) moves_misreported: AtomicU64,
     pub(super) pages_sealed: AtomicU64,
     pub(super) pages_failed_open: AtomicU64,
     pub(super) gc_cpu_ns: AtomicU64,
@@ -201,6 +206,7 @@ impl Shared {
             unparks_copied: c.unparks_copied.load(Relaxed),
             pages_unshared: c.pages_unshared.load(Relaxed),
             wp_markers_cleared: c.wp_markers_cleared.load(Relaxed),
+            moves_misreported: c.moves_misreported.load(Relaxed),
             swap_outs_written: core.swap_outs_written,
             swap_outs_clean: engine.swap_cache_hits,
             swap_cache_dirtied: core.swap_cache_dirtied,
