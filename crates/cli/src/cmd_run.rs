@@ -499,8 +499,16 @@ impl Summary {
                 "inactive list",
                 format!(
                     "{} victims parked, {} touched while parked (brought back with no device read), {} not \
-                     movable (evicted in place), {} kept (their shadow page awaited its discard)",
-                    r.pages_parked, r.parked_touched, r.park_refused, r.park_occupied
+                     movable (evicted in place), {} kept (their shadow page held a page){}",
+                    r.pages_parked,
+                    r.parked_touched,
+                    r.park_refused,
+                    r.park_occupied,
+                    if r.moves_misreported > 0 {
+                        format!("; {} moves the kernel did but failed, found done by the page map", r.moves_misreported)
+                    } else {
+                        String::new()
+                    }
                 ),
             );
         }

@@ -117,9 +117,9 @@ pub struct FaultFlags {
     /// is made the parent's alone (a write fault taken for the program) and parked at
     /// the hand's next pass. Reference sampling is part of it: writes cost no fault
     /// here. Experimental: bench hotspot swaps in 30 % fewer pages than --park alone,
-    /// redis YCSB-A about as many as with no parking, and one redis run of thirteen
-    /// aborted (docs/wp-async-facts.md).
-    // Hidden from --help until the abort it met is explained (docs/wp-async-facts.md).
+    /// redis YCSB-A about as many as with no parking (docs/wp-async-facts.md).
+    // Hidden from --help while it measures no better than --park alone on redis (its
+    // aborts were the kernel's misreported moves, handled since: docs/wp-async-facts.md).
     #[arg(long, requires = "park", conflicts_with = "no_reference_sampling", hide = true)]
     pub wp_async: bool,
 }
