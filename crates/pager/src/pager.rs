@@ -27,7 +27,7 @@
 //! completion (swap-out aborted) or after the discard, on the page read back: never lost.
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock, TryLockError};
 use std::time::{Duration, Instant};
 
@@ -150,8 +150,13 @@ pub struct PagerConfig {
     /// `park_pages` (a victim is only ever written out once parked) and handler threads;
     /// a page the move refuses because it is shared with a fork's child is made the
     /// parent's (`MADV_POPULATE_WRITE`) and parked at the hand's next pass. Experimental:
-    /// see `docs/wp-async-facts.md` for what it measured and the one crash seen.
+    /// see `docs/wp-async-facts.md` for what it measured.
     pub wp_async: bool,
+    /// For tests: every this many moves to or from a shadow page that succeed are
+    /// reported failed (`EEXIST`), as Linux 6.18 now and then does (`park_outcome` in the
+    /// pager core); the shells must find them done by the page map. 0 (the default):
+    /// never.
+    pub misreport_moves_every: u32,
     /// Pins the program thread that takes nine in ten faults, and the fault handlers,
     /// to one CPU (the one it ran on), and the evictor and I/O threads to the others
     /// (`src/pager/colocate.rs`): a fault's round trip then costs context switches, not
@@ -198,6 +203,7 @@ impl PagerConfig {
             reference_sampling: true,
             park_pages: 0,
             wp_async: false,
+            misreport_moves_every: 0,
             colocate: false,
             encrypt: false,
             readahead_pages: READAHEAD_PAGES_DEFAULT,
@@ -245,6 +251,9 @@ pub(crate) struct Shared {
     /// With asynchronous write protection (`PagerConfig::wp_async`, whose mark it is
     /// here): the seed of the pages' digests, made at start from the OS's random source.
     digest_key: Option<u64>,
+    /// `PagerConfig::misreport_moves_every`, and the moves done so far while it is set.
+    misreport_moves_every: u64,
+    moves_done: AtomicU64,
     uffd: Userfaultfd,
     state: Mutex<PagerCore>,
     evict_wanted: Condvar,
@@ -411,6 +420,8 @@ impl Pager {
         let shared = Arc::new(Shared {
             sealer,
             digest_key: config.wp_async.then(digest_key),
+            misreport_moves_every: config.misreport_moves_every as u64,
+            moves_done: AtomicU64::new(0),
             gc_buffers: PageBuffers::new(core.engine().gc_buffer_pages() as usize),
             lbas_per_page: (PAGE_BYTES / geometry.lba_bytes as usize) as u64,
             metadata_bytes: geometry.metadata_bytes as usize,
@@ -949,12 +960,7 @@ impl Shared {
         let page = PAGE_BYTES as u64;
         let mut retried = false;
         loop {
-            let error = match self.uffd.move_pages(address, shadow, page, false) {
-                Ok(moved) if moved == page => return,
-                Ok(_) => None,
-                Err(error) => Some(error),
-            };
-            let failure = error.as_ref().map_or(MoveFailure::Other, evict::move_failure);
+            let Err(failure) = self.move_page(address, shadow) else { return };
             // Under the state lock nothing else maps either page: where the page is now
             // says what the move did (this kernel can move a page and fail the call).
             match unpark_next(failure, evict::page_at(address), evict::page_at(shadow), retried) {
@@ -966,7 +972,7 @@ impl Shared {
                 UnparkNext::ClearMarker | UnparkNext::Copy => break,
                 UnparkNext::Gone => panic!(
                     "the parked page at {address:#x} is gone: neither it nor its shadow page {shadow:#x} holds a \
-                     page after a failed move back ({error:?}; a pager bug)"
+                     page after a failed move back ({failure:?}; a pager bug)"
                 ),
             }
         }
@@ -980,6 +986,24 @@ impl Shared {
         // SAFETY: as above; its content is the page's, now mapped at `address`.
         let rc = unsafe { libc::madvise(shadow as *mut libc::c_void, PAGE_BYTES, libc::MADV_DONTNEED) };
         assert_eq!(rc, 0, "MADV_DONTNEED of a shadow page: {}", std::io::Error::last_os_error());
+    }
+
+    /// `UFFDIO_MOVE` of one page, waking nobody; how it failed, if it did. With
+    /// `PagerConfig::misreport_moves_every`, some moves done are reported failed, as
+    /// Linux 6.18 now and then does (the rules that follow are tested so).
+    pub(super) fn move_page(&self, destination: u64, source: u64) -> Result<(), MoveFailure> {
+        let page = PAGE_BYTES as u64;
+        match self.uffd.move_pages(destination, source, page, false) {
+            Ok(moved) if moved == page => {
+                let every = self.misreport_moves_every;
+                if every > 0 && self.moves_done.fetch_add(1, Relaxed) % every == every - 1 {
+                    return Err(MoveFailure::Exists);
+                }
+                Ok(())
+            }
+            Ok(_) => Err(MoveFailure::Other),
+            Err(error) => Err(evict::move_failure(&error)),
+        }
     }
 
     /// With asynchronous write protection, protecting an entry with nothing mapped leaves

@@ -94,18 +94,13 @@ impl Role for EvictorRole {}
 
 impl EvictorShell for Live<'_, EvictorRole> {
     fn park(&mut self, address: u64, shadow: u64) -> ParkOutcome {
-        let page = PAGE_BYTES as u64;
         // Nobody waits on the shadow page: no wake-up.
-        match self.shared.uffd.move_pages(shadow, address, page, false) {
-            Ok(moved) if moved == page => ParkOutcome::Moved,
+        match self.shared.move_page(shadow, address) {
+            Ok(()) => ParkOutcome::Moved,
             // Where the page is decides, not the error (`park_outcome`: this kernel can
             // move a page and fail the call). Rare, so two reads of the page map are
             // cheap enough.
-            result => {
-                let failure = match &result {
-                    Err(error) => move_failure(error),
-                    Ok(_) => MoveFailure::Other,
-                };
+            Err(failure) => {
                 let outcome = park_outcome(failure, page_at(address), page_at(shadow));
                 if outcome == ParkOutcome::Moved {
                     self.shared.counters.moves_misreported.fetch_add(1, Relaxed);
