@@ -50,6 +50,11 @@ pub struct RunArgs {
     /// the program pinned itself is left alone, and forked children get the CPUs back.
     #[arg(long)]
     no_colocate: bool,
+    /// For tests with real programs: every N-th move to or from a shadow page that
+    /// succeeds is reported failed, as Linux 6.18 now and then does
+    /// (`PagerConfig::misreport_moves_every`). Needs --park.
+    #[arg(long, value_name = "N", requires = "park", hide = true)]
+    misreport_moves_every: Option<u32>,
     /// Also write the summary as JSON to FILE (checked before the program starts).
     #[arg(long, value_name = "FILE")]
     stats: Option<PathBuf>,
@@ -174,6 +179,7 @@ fn prepare(args: &RunArgs, stats_path: PathBuf, alive_fd: i32) -> Result<Launch>
         park_pages: args.faults.park / PAGE_BYTES as u64,
         reference_sampling: !args.faults.no_reference_sampling,
         wp_async: args.faults.wp_async,
+        misreport_moves_every: args.misreport_moves_every.unwrap_or(0),
         colocate: !args.no_colocate,
         encrypt: args.encrypt.encrypt,
         stats: stats_path,

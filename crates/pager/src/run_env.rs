@@ -39,6 +39,10 @@ pub struct RunConfig {
     /// Writes are seen without faults (`PagerConfig::wp_async`).
     #[serde(default)]
     pub wp_async: bool,
+    /// Tests only: some moves done are reported failed
+    /// (`PagerConfig::misreport_moves_every`; 0: none).
+    #[serde(default)]
+    pub misreport_moves_every: u32,
     /// Pins the thread that takes nearly all the faults with the fault handlers
     /// (`PagerConfig::colocate`).
     #[serde(default)]
@@ -94,6 +98,7 @@ impl RunConfig {
             park_pages: self.park_pages,
             reference_sampling: self.reference_sampling,
             wp_async: self.wp_async,
+            misreport_moves_every: self.misreport_moves_every,
             colocate: self.colocate,
             encrypt: self.encrypt,
             // Whatever the pager holds comes out of --memory, so it holds what it uses.
@@ -310,6 +315,7 @@ mod tests {
                 park_pages,
                 reference_sampling,
                 wp_async,
+                misreport_moves_every: 0,
                 colocate: true,
                 encrypt: false,
                 stats: "/tmp/stats.json".into(),
