@@ -21,6 +21,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Instant;
 
+use znswap_pager::pagemap::page_at;
 use znswap_pager::uffd::{features, register_mode, Event, Userfaultfd};
 
 // Shared with the other probes, which use more of them.
@@ -31,29 +32,6 @@ mod area;
 #[path = "common/report.rs"]
 mod report;
 use area::{Area, PAGE};
-
-/// What a page-map entry says of `address`: a page present, or anything else there (a
-/// swap entry or a write-protect marker), or nothing.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Entry {
-    Present,
-    NotPresent,
-    None,
-}
-
-fn entry(pagemap: &std::fs::File, address: u64) -> Entry {
-    use std::os::unix::fs::FileExt;
-    let mut bytes = [0u8; 8];
-    pagemap.read_exact_at(&mut bytes, address / PAGE * 8).expect("reading /proc/self/pagemap");
-    let bits = u64::from_ne_bytes(bytes);
-    if bits & 1 << 63 != 0 {
-        Entry::Present
-    } else if bits & 1 << 62 != 0 {
-        Entry::NotPresent
-    } else {
-        Entry::None
-    }
-}
 
 #[derive(Default, serde::Serialize)]
 struct Tally {
@@ -83,7 +61,6 @@ fn main() {
     let destination = Area::new(1);
     uffd.register(source.base, PAGE, register_mode::MISSING | register_mode::WP).expect("registering the source");
     uffd.register(destination.base, PAGE, register_mode::MISSING).expect("registering the destination");
-    let pagemap = std::fs::File::open("/proc/self/pagemap").expect("opening /proc/self/pagemap");
     let stop = Arc::new(AtomicBool::new(false));
     let writes = Arc::new(AtomicU64::new(0));
     let (at, dst) = (source.at(0), destination.at(0));
@@ -135,12 +112,12 @@ fn main() {
     for _ in 0..moves {
         tally.moves += 1;
         let result = uffd.move_pages(dst, at, PAGE, false);
-        let (at_source, at_destination) = (entry(&pagemap, at), entry(&pagemap, dst));
+        let (at_source, at_destination) = (page_at(at), page_at(dst));
         match result {
             Ok(moved) if moved == PAGE => tally.moved += 1,
             Ok(_) => tally.other_errors += 1,
             Err(error) if error.errno() == Some(libc::EEXIST) => {
-                if at_destination == Entry::Present && at_source != Entry::Present {
+                if at_destination && !at_source {
                     tally.eexist_but_moved += 1;
                 } else {
                     tally.eexist_not_moved += 1;
@@ -148,7 +125,7 @@ fn main() {
             }
             Err(_) => {
                 tally.other_errors += 1;
-                tally.other_but_moved += (at_destination == Entry::Present) as u64;
+                tally.other_but_moved += at_destination as u64;
             }
         }
         // Empty the destination for the next move. (The writer may have refaulted the
@@ -157,7 +134,7 @@ fn main() {
         let rc = unsafe { libc::madvise(dst as *mut libc::c_void, PAGE as usize, libc::MADV_DONTNEED) };
         assert_eq!(rc, 0, "MADV_DONTNEED: {}", std::io::Error::last_os_error());
         // Let the writer bring the source back before the next move.
-        while entry(&pagemap, at) != Entry::Present {
+        while !page_at(at) {
             std::hint::spin_loop();
             if started.elapsed().as_secs() > 600 {
                 panic!("the source page never came back");

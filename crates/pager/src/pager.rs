@@ -963,7 +963,7 @@ impl Shared {
             let Err(failure) = self.move_page(address, shadow) else { return };
             // Under the state lock nothing else maps either page: where the page is now
             // says what the move did (this kernel can move a page and fail the call).
-            match unpark_next(failure, evict::page_at(address), evict::page_at(shadow), retried) {
+            match unpark_next(failure, crate::pagemap::page_at(address), crate::pagemap::page_at(shadow), retried) {
                 UnparkNext::Done => {
                     self.counters.moves_misreported.fetch_add(1, Relaxed);
                     return;
@@ -1002,7 +1002,7 @@ impl Shared {
                 Ok(())
             }
             Ok(_) => Err(MoveFailure::Other),
-            Err(error) => Err(evict::move_failure(&error)),
+            Err(error) => Err(move_failure(&error)),
         }
     }
 
@@ -1029,6 +1029,15 @@ impl Shared {
             Pause::Yield => std::thread::yield_now(),
             Pause::Micros(micros) => std::thread::sleep(Duration::from_micros(micros as u64)),
         }
+    }
+}
+
+/// A failed `UFFDIO_MOVE`'s kind, for the core's rules (`park_outcome`, `unpark_next`).
+fn move_failure(error: &crate::uffd::UffdError) -> MoveFailure {
+    match error.errno() {
+        Some(libc::ENOENT) => MoveFailure::NoEntry,
+        Some(libc::EEXIST) => MoveFailure::Exists,
+        _ => MoveFailure::Other,
     }
 }
 

@@ -1,12 +1,11 @@
 //! The evictor thread: discards, and eviction rounds whose write-protection and zero
 //! checks run outside the lock.
 
-use znswap_pager_core::{
-    park_outcome, AddressRange, Digest, Evictor, EvictorDid, EvictorShell, MoveFailure, ParkOutcome,
-};
+use znswap_pager_core::{park_outcome, AddressRange, Digest, Evictor, EvictorDid, EvictorShell, ParkOutcome};
 
 use super::shell::{CpuTime, Live, Role};
 use super::*;
+use crate::pagemap::page_at;
 
 /// Whether the page at `address` reads all zeroes. Volatile word reads: a writer may
 /// change the page meanwhile (the caller then throws the answer away), so the compiler
@@ -21,40 +20,6 @@ unsafe fn page_is_zero(address: u64) -> bool {
     let words = address as *const u64;
     // SAFETY: within the page, per the contract.
     (0..PAGE_BYTES / 8).all(|index| unsafe { words.add(index).read_volatile() } == 0)
-}
-
-/// Whether a page is at `address`: present, or a swap entry the kernel's own swap left
-/// there (a program in a memory cgroup with swap), read from `/proc/self/pagemap`
-/// without touching the page. A userfaultfd write-protect marker (a swap-type entry
-/// with the write-protect bit, bit 57) is no page. (A page the kernel swapped out while
-/// write-protected reads the same: not a page here, a case a failed move does not meet
-/// in practice.) For rare paths: a failed move or copy.
-pub(super) fn page_at(address: u64) -> bool {
-    const PRESENT: u64 = 1 << 63;
-    const SWAPPED: u64 = 1 << 62;
-    const UFFD_WP: u64 = 1 << 57;
-    let mut entry = 0u64;
-    // SAFETY: a NUL-terminated path; an 8-byte read into `entry`; the descriptor is
-    // closed before returning.
-    let read = unsafe {
-        let fd = libc::open(c"/proc/self/pagemap".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
-        assert!(fd >= 0, "opening /proc/self/pagemap: {}", std::io::Error::last_os_error());
-        let offset = (address / PAGE_BYTES as u64 * 8) as libc::off_t;
-        let read = libc::pread(fd, (&mut entry as *mut u64).cast(), 8, offset);
-        libc::close(fd);
-        read
-    };
-    assert_eq!(read, 8, "reading /proc/self/pagemap at {address:#x}: {}", std::io::Error::last_os_error());
-    entry & PRESENT != 0 || entry & SWAPPED != 0 && entry & UFFD_WP == 0
-}
-
-/// A failed `UFFDIO_MOVE`'s kind, for the core's rules (`park_outcome`, `unpark_next`).
-pub(super) fn move_failure(error: &crate::uffd::UffdError) -> MoveFailure {
-    match error.errno() {
-        Some(libc::ENOENT) => MoveFailure::NoEntry,
-        Some(libc::EEXIST) => MoveFailure::Exists,
-        _ => MoveFailure::Other,
-    }
 }
 
 const _: () = assert!(std::mem::size_of::<AddressRange>() == std::mem::size_of::<libc::iovec>());
@@ -189,36 +154,6 @@ impl Shared {
             // SAFETY: as above; MADV_DONTNEED of an already dropped range is harmless.
             let rc = unsafe { libc::madvise(range.start as *mut libc::c_void, range.len, libc::MADV_DONTNEED) };
             assert_eq!(rc, 0, "MADV_DONTNEED: {}", std::io::Error::last_os_error());
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The page map tells a mapped page from an empty one, and a discarded one is empty.
-    #[test]
-    fn the_page_map_says_what_is_mapped() {
-        // SAFETY: a fresh private mapping of two pages, ours, unmapped at the end.
-        unsafe {
-            let base = libc::mmap(
-                std::ptr::null_mut(),
-                2 * PAGE_BYTES,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            );
-            assert_ne!(base, libc::MAP_FAILED);
-            let first = base as u64;
-            let second = first + PAGE_BYTES as u64;
-            (second as *mut u8).write_volatile(1);
-            assert!(!page_at(first), "never touched");
-            assert!(page_at(second), "written");
-            assert_eq!(libc::madvise(second as *mut libc::c_void, PAGE_BYTES, libc::MADV_DONTNEED), 0);
-            assert!(!page_at(second), "discarded");
-            libc::munmap(base, 2 * PAGE_BYTES);
         }
     }
 }
