@@ -34,6 +34,9 @@ const UFFDIO_POISON: u64 = uffd_ioctl(IOC_READ_WRITE, 0x08, std::mem::size_of::<
 /// `UFFD_FEATURE_*` bits.
 pub mod features {
     pub const PAGEFAULT_FLAG_WP: u64 = 1 << 0;
+    /// A fork's child keeps its registrations, on a new userfaultfd handed to the
+    /// reader in [`Event::Fork`](super::Event::Fork); the fork waits until it is read.
+    pub const EVENT_FORK: u64 = 1 << 1;
     pub const EVENT_REMOVE: u64 = 1 << 3;
     pub const EVENT_UNMAP: u64 = 1 << 6;
     /// Faults raise SIGBUS in the faulting thread instead of queueing an event.
@@ -61,6 +64,7 @@ const WRITEPROTECT_MODE_DONTWAKE: u64 = 1 << 1;
 const MOVE_MODE_DONTWAKE: u64 = 1 << 0;
 
 const EVENT_PAGEFAULT: u8 = 0x12;
+const EVENT_FORK: u8 = 0x13;
 const EVENT_REMOVE: u8 = 0x15;
 const EVENT_UNMAP: u8 = 0x16;
 const PAGEFAULT_FLAG_WRITE: u64 = 1 << 0;
@@ -154,6 +158,11 @@ pub enum Event {
         start: u64,
         end: u64,
     },
+    /// The program forked (`features::EVENT_FORK`): `uffd` is the child's userfaultfd,
+    /// a descriptor the reader now owns.
+    Fork {
+        uffd: RawFd,
+    },
     Other {
         event: u8,
     },
@@ -213,6 +222,12 @@ impl Userfaultfd {
         let mut api = UffdioApi { api: UFFD_API, features: required | (optional & available), ioctls: 0 };
         ioctl(fd.as_raw_fd(), UFFDIO_API, &mut api).map_err(|source| UffdError::Ioctl { op: "UFFDIO_API", source })?;
         Ok(Userfaultfd { fd, features: api.features })
+    }
+
+    /// A userfaultfd received from another process (`SCM_RIGHTS`), whose handshake
+    /// that process made with `features`: its ioctls act on the sender's address space.
+    pub fn from_received(fd: OwnedFd, features: u64) -> Userfaultfd {
+        Userfaultfd { fd, features }
     }
 
     pub fn features(&self) -> u64 {
@@ -366,6 +381,7 @@ impl Userfaultfd {
             },
             EVENT_REMOVE => Event::Remove { start: message.arg[0], end: message.arg[1] },
             EVENT_UNMAP => Event::Unmap { start: message.arg[0], end: message.arg[1] },
+            EVENT_FORK => Event::Fork { uffd: message.arg[0] as u32 as RawFd },
             event => Event::Other { event },
         }))
     }

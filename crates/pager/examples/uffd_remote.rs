@@ -1,0 +1,644 @@
+//! The facts issue 34's daemon would rest on, measured on this kernel: can one process
+//! serve another's page faults, and what does it cost against serving them in-process?
+//!
+//! A tenant process (a fork of this one) makes a userfaultfd, registers a region and a
+//! parking area, opens its own `/proc/self/mem`, and passes both descriptors to the
+//! daemon process (this one) over a unix socket (`SCM_RIGHTS`). Then, alternating:
+//!
+//! - **in-process**: a thread of the tenant serves the tenant's faults (today's pager);
+//! - **remote**: the daemon serves them through the received userfaultfd;
+//!
+//! each as a missing fault on a parked page (`UFFDIO_MOVE` back, no copy) and as a
+//! missing fault filled with `UFFDIO_COPY` from the server's own memory. Besides: the
+//! daemon parking the tenant's pages (`UFFDIO_MOVE` inside the tenant's address space,
+//! driven from outside it), reading them through the tenant's `/proc/self/mem`, one
+//! request-and-reply between the two processes over the socket (what a design that keeps
+//! the fault in the tenant and asks the daemon for each read adds per fault), and the
+//! rules: `process_madvise(MADV_DONTNEED)` on the tenant, an ioctl once the tenant is
+//! gone.
+//!
+//! `cargo run --release -p znswap-pager --example uffd_remote [-- --pages N] [--json]`
+//! prints a table (JSON with `--json`). Root, or `vm.unprivileged_userfaultfd=1`.
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use znswap_pager::uffd::{features, register_mode, Event, Userfaultfd};
+use znswap_pager::PAGE_BYTES;
+
+#[path = "common/area.rs"]
+mod area;
+#[path = "common/report.rs"]
+mod report;
+use area::{Area, PAGE};
+use report::{us_per, Figure, Rule};
+
+/// Rounds of each fault phase, alternating in-process and remote.
+const ROUNDS: usize = 3;
+
+/// What the tenant tells the daemon with its descriptors.
+#[derive(Clone, Copy)]
+#[repr(C)]
+struct Hello {
+    region: u64,
+    parking: u64,
+    pages: u64,
+    features: u64,
+    pid: u64,
+}
+
+/// Steps of the conversation, one byte each.
+mod step {
+    /// Daemon -> tenant: the region's pages are parked (or dropped), touch them.
+    pub const GO: u8 = 1;
+    /// Tenant -> daemon: every page touched; the timings follow.
+    pub const DONE: u8 = 2;
+    pub const PING: u8 = 3;
+}
+
+/// How a phase's faults are served.
+#[derive(Clone, Copy, PartialEq)]
+enum Serve {
+    /// Parked pages moved back (no copy).
+    Unpark,
+    /// Dropped pages filled from the server's memory.
+    Copy,
+}
+
+fn main() {
+    let (pages, json) = report::args(4096);
+    let (daemon_end, tenant_end) = socketpair();
+    // SAFETY: the child runs `tenant` and exits; it starts threads of its own only after
+    // the fork, and this process has no other thread yet.
+    let child = unsafe { libc::fork() };
+    assert!(child >= 0, "fork: {}", io::Error::last_os_error());
+    if child == 0 {
+        drop(daemon_end);
+        tenant(tenant_end, pages);
+        // SAFETY: leaving the child without running the parent's exit handlers.
+        unsafe { libc::_exit(0) };
+    }
+    drop(tenant_end);
+    let (figures, rules) = daemon(&daemon_end, child);
+    let mut status = 0;
+    // SAFETY: our own child.
+    unsafe { libc::waitpid(child, &mut status, 0) };
+    assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "the tenant failed (status {status:#x})");
+    report::print(&figures, "rule", &rules, json);
+}
+
+// ---- the tenant ----
+
+fn tenant(socket: OwnedFd, pages: u64) {
+    let uffd = Userfaultfd::new(features::MOVE | features::PAGEFAULT_FLAG_WP | features::EVENT_FORK, 0)
+        .expect("userfaultfd with MOVE, WP and EVENT_FORK");
+    let region = Area::new(pages);
+    let parking = Area::new(pages);
+    region.touch();
+    uffd.register(region.base, region.pages * PAGE, register_mode::MISSING | register_mode::WP).unwrap();
+    uffd.register(parking.base, parking.pages * PAGE, register_mode::MISSING).unwrap();
+    let mem = open_own_mem();
+    let hello = Hello {
+        region: region.base,
+        parking: parking.base,
+        pages,
+        features: uffd.features(),
+        // SAFETY: a plain system call.
+        pid: unsafe { libc::getpid() } as u64,
+    };
+    // SAFETY: `Hello` is plain old data.
+    let bytes =
+        unsafe { std::slice::from_raw_parts((&hello as *const Hello).cast::<u8>(), std::mem::size_of::<Hello>()) };
+    send(&socket, bytes, &[uffd.as_raw_fd(), mem.as_raw_fd()]);
+    drop(mem);
+    let uffd = Arc::new(uffd);
+    let region = Arc::new(region);
+    let parking = Arc::new(parking);
+    let mut answer = [0u8; 1];
+    assert_eq!(recv(&socket, &mut answer, false).0, 1);
+    for (serve, remote) in phases(answer[0] == 1) {
+        let server = (!remote).then(|| {
+            // In-process: park (or drop) here, and serve from a thread of ours.
+            prepare(&uffd, &region, &parking, serve);
+            ServerThread::start(uffd.clone(), region.clone(), parking.clone(), serve)
+        });
+        if remote {
+            // The daemon parks the pages and says go; only this process can
+            // drop its own pages (the daemon's rule below).
+            expect(&socket, step::GO);
+            if serve == Serve::Copy {
+                prepare(&uffd, &region, &parking, serve);
+            }
+        }
+        let faults = touch_all(&region, serve);
+        drop(server);
+        send(&socket, &[step::DONE], &[]);
+        send(&socket, &encode(&faults), &[]);
+        expect(&socket, step::GO);
+    }
+    // A fork: the child keeps its registrations on a new userfaultfd the daemon reads,
+    // and this fork returns only once the daemon has read the event; the child's pid
+    // follows on the socket.
+    expect(&socket, step::GO);
+    // SAFETY: the child only sleeps and exits (async-signal-safe calls).
+    let grandchild = unsafe { libc::fork() };
+    if grandchild == 0 {
+        // SAFETY: as above.
+        unsafe {
+            libc::usleep(200_000);
+            libc::_exit(0);
+        }
+    }
+    send(&socket, &(grandchild as u64).to_le_bytes(), &[]);
+    expect(&socket, step::GO);
+    // SAFETY: our own child.
+    unsafe { libc::waitpid(grandchild, std::ptr::null_mut(), 0) };
+    // Request and reply: what asking the daemon for each fault's read would add.
+    loop {
+        let mut byte = [0u8; 1];
+        let got = recv(&socket, &mut byte, false).0;
+        if got == 0 {
+            return; // the daemon is done with us
+        }
+        assert_eq!(byte[0], step::PING);
+        send(&socket, &[step::PING], &[]);
+    }
+}
+
+/// Parks every page of the region (`Serve::Unpark`), or drops it (`Serve::Copy`), in
+/// this process or the daemon's through the received userfaultfd (the same calls).
+fn prepare(uffd: &Userfaultfd, region: &Area, parking: &Area, serve: Serve) {
+    match serve {
+        Serve::Unpark => {
+            let moved = uffd.move_pages(parking.base, region.base, region.pages * PAGE, false).unwrap();
+            assert_eq!(moved, region.pages * PAGE);
+        }
+        Serve::Copy => {
+            // SAFETY: our own mapping.
+            let done = unsafe {
+                libc::madvise(region.base as *mut libc::c_void, (region.pages * PAGE) as usize, libc::MADV_DONTNEED)
+            };
+            assert_eq!(done, 0);
+        }
+    }
+}
+
+/// Touches every page once, timing each access (a fault served by someone).
+fn touch_all(region: &Area, serve: Serve) -> Vec<u64> {
+    let mut faults = Vec::with_capacity(region.pages as usize);
+    for page in 0..region.pages {
+        let started = Instant::now();
+        // SAFETY: a page of our own registered mapping; a server maps it.
+        let byte = unsafe { (region.at(page) as *const u8).read_volatile() };
+        faults.push(started.elapsed().as_nanos() as u64);
+        assert_eq!(byte, expected_byte(page, serve), "page {page} came back with its bytes");
+    }
+    // Written again, so the next park finds private pages with the touch's bytes.
+    region.touch();
+    faults
+}
+
+fn expected_byte(page: u64, serve: Serve) -> u8 {
+    match serve {
+        Serve::Unpark => page as u8 | 1,
+        Serve::Copy => page as u8 ^ 0x5a,
+    }
+}
+
+struct ServerThread {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<u64>>,
+}
+
+impl ServerThread {
+    fn start(uffd: Arc<Userfaultfd>, region: Arc<Area>, parking: Arc<Area>, serve: Serve) -> ServerThread {
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                serve_faults(&uffd, region.base, parking.base, serve, || stop.load(Ordering::Acquire))
+            })
+        };
+        ServerThread { stop, thread: Some(thread) }
+    }
+}
+
+impl Drop for ServerThread {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        let served = self.thread.take().unwrap().join().unwrap();
+        assert!(served > 0, "the tenant's thread served its faults");
+    }
+}
+
+/// Serves missing faults on `region` until `done()`: waits on the descriptor (no
+/// polling, as a handler that sleeps between faults), then moves the page back from
+/// parking or copies its bytes in.
+fn serve_faults(uffd: &Userfaultfd, region: u64, parking: u64, serve: Serve, done: impl Fn() -> bool) -> u64 {
+    let mut served = 0;
+    let mut bytes = vec![0u8; PAGE_BYTES];
+    while !done() {
+        if !uffd.poll(5).unwrap() {
+            continue;
+        }
+        while let Some(event) = uffd.read_event().unwrap() {
+            let Event::PageFault { address, .. } = event else { continue };
+            let page_address = address & !(PAGE - 1);
+            let page = (page_address - region) / PAGE;
+            match serve {
+                Serve::Unpark => {
+                    uffd.move_pages(page_address, parking + page * PAGE, PAGE, true).unwrap();
+                }
+                Serve::Copy => {
+                    bytes.fill(expected_byte(page, serve));
+                    assert!(uffd.copy(page_address, &bytes, false, true).unwrap());
+                }
+            }
+            served += 1;
+        }
+    }
+    served
+}
+
+/// The phases both processes run, in order: each way of serving, in-process and
+/// remote alternating which goes first. The daemon serves parked pages only if it can
+/// move pages inside the tenant (`remote_move`).
+fn phases(remote_move: bool) -> Vec<(Serve, bool)> {
+    let mut phases = Vec::new();
+    for round in 0..ROUNDS {
+        for serve in [Serve::Unpark, Serve::Copy] {
+            for remote in [round % 2 == 0, round % 2 == 1] {
+                if remote && serve == Serve::Unpark && !remote_move {
+                    continue;
+                }
+                phases.push((serve, remote));
+            }
+        }
+    }
+    phases
+}
+
+// ---- the daemon ----
+
+fn daemon(socket: &OwnedFd, child: libc::pid_t) -> (Vec<Figure>, Vec<Rule>) {
+    let mut buf = [0u8; std::mem::size_of::<Hello>()];
+    let (got, mut fds) = recv(socket, &mut buf, true);
+    assert_eq!(got, buf.len());
+    assert_eq!(fds.len(), 2, "the tenant sends its userfaultfd and its /proc/self/mem");
+    // SAFETY: the tenant sent a `Hello`'s bytes.
+    let hello: Hello = unsafe { std::ptr::read_unaligned(buf.as_ptr().cast()) };
+    assert_eq!(hello.pid, child as u64);
+    let mem = fds.pop().unwrap();
+    let uffd = Userfaultfd::from_received(fds.pop().unwrap(), hello.features);
+    let region = Area { base: hello.region, pages: hello.pages };
+    let parking = Area { base: hello.parking, pages: hello.pages };
+    let mut figures = Vec::new();
+    let mut rules = Vec::new();
+
+    // Reading the tenant's pages through its own /proc/self/mem (how a daemon would
+    // take a victim's bytes to append them): one page per call, and 64 at a time.
+    let mut into = vec![0u8; 64 * PAGE_BYTES];
+    let started = Instant::now();
+    for page in 0..hello.pages {
+        let read = pread(&mem, &mut into[..PAGE_BYTES], region.at(page));
+        assert_eq!(read, PAGE_BYTES);
+        assert_eq!(into[0], page as u8 | 1, "page {page} read through /proc/PID/mem");
+    }
+    figures.push(Figure {
+        name: "read a tenant page, /proc/PID/mem, 1 per call".into(),
+        us_per_page: us_per(started.elapsed(), hello.pages),
+        samples: hello.pages,
+        what: "pread of the tenant's own /proc/self/mem, passed by SCM_RIGHTS",
+    });
+    let started = Instant::now();
+    for first in (0..hello.pages).step_by(64) {
+        let count = 64.min(hello.pages - first) as usize;
+        let read = pread(&mem, &mut into[..count * PAGE_BYTES], region.at(first));
+        assert_eq!(read, count * PAGE_BYTES);
+    }
+    figures.push(Figure {
+        name: "read tenant pages, /proc/PID/mem, 64 per call".into(),
+        us_per_page: us_per(started.elapsed(), hello.pages),
+        samples: hello.pages,
+        what: "the same, contiguous",
+    });
+
+    // Can the daemon move pages inside the tenant's address space?
+    let remote_move = uffd.move_pages(parking.at(0), region.at(0), PAGE, false);
+    rules.push(Rule {
+        name: "UFFDIO_MOVE inside the tenant, from the daemon",
+        outcome: match &remote_move {
+            Ok(bytes) => format!("moved {bytes} B"),
+            Err(error) => error.to_string(),
+        },
+    });
+    if remote_move.is_ok() {
+        uffd.move_pages(region.at(0), parking.at(0), PAGE, false).unwrap();
+    }
+    send(socket, &[remote_move.is_ok() as u8], &[]);
+
+    let mut faults: [[Vec<u64>; 2]; 2] = Default::default(); // [serve][remote]
+    let mut park_ns = Vec::new();
+    for (serve, remote) in phases(remote_move.is_ok()) {
+        let served = if remote {
+            if serve == Serve::Unpark {
+                let started = Instant::now();
+                for page in 0..hello.pages {
+                    let moved = uffd.move_pages(parking.at(page), region.at(page), PAGE, false).unwrap();
+                    assert_eq!(moved, PAGE);
+                }
+                park_ns.push(started.elapsed());
+            }
+            let done = AtomicBool::new(false);
+            let served = std::thread::scope(|scope| {
+                let server = scope
+                    .spawn(|| serve_faults(&uffd, region.base, parking.base, serve, || done.load(Ordering::Acquire)));
+                send(socket, &[step::GO], &[]);
+                expect(socket, step::DONE);
+                done.store(true, Ordering::Release);
+                server.join().unwrap()
+            });
+            assert_eq!(served, hello.pages, "the daemon served every fault");
+            served
+        } else {
+            expect(socket, step::DONE);
+            hello.pages
+        };
+        let mut timings = vec![0u8; hello.pages as usize * 8];
+        let (got, _) = recv(socket, &mut timings, false);
+        assert_eq!(got, timings.len());
+        faults[serve as usize][remote as usize].extend(decode(&timings));
+        assert_eq!(served, hello.pages);
+        send(socket, &[step::GO], &[]);
+    }
+    if !park_ns.is_empty() {
+        let total_park: f64 = park_ns.iter().map(|d| d.as_secs_f64()).sum();
+        figures.push(Figure {
+            name: "park a tenant page from the daemon, 1 per ioctl".into(),
+            us_per_page: total_park * 1e6 / (park_ns.len() as u64 * hello.pages) as f64,
+            samples: park_ns.len() as u64 * hello.pages,
+            what: "UFFDIO_MOVE inside the tenant's address space, through its userfaultfd",
+        });
+    }
+    for (serve, name) in [(Serve::Unpark, "unpark"), (Serve::Copy, "copy in")] {
+        for (remote, by) in [(false, "a tenant thread"), (true, "the daemon")] {
+            let samples = &mut faults[serve as usize][remote as usize];
+            if samples.is_empty() {
+                continue;
+            }
+            samples.sort_unstable();
+            for (quantile, label) in [(0.5, "p50"), (0.99, "p99")] {
+                figures.push(Figure {
+                    name: format!("missing fault ({name}) served by {by}, {label}"),
+                    us_per_page: samples[((samples.len() - 1) as f64 * quantile) as usize] as f64 / 1e3,
+                    samples: samples.len() as u64,
+                    what: "as the faulting thread sees it; the server sleeps between faults",
+                });
+            }
+        }
+    }
+
+    // Write protection of the tenant's pages, from the daemon.
+    rules.push(Rule {
+        name: "UFFDIO_WRITEPROTECT of a tenant page, from the daemon",
+        outcome: match uffd.write_protect(region.at(1), PAGE, true, false) {
+            Ok(()) => {
+                uffd.write_protect(region.at(1), PAGE, false, false).unwrap();
+                "done".into()
+            }
+            Err(error) => error.to_string(),
+        },
+    });
+
+    // The tenant forks; the event (with the child's userfaultfd) must be read here
+    // before its fork returns.
+    send(socket, &[step::GO], &[]);
+    // Whether the fork returned (its pid sent) while its event was still unread.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let mut peek = [0u8; 8];
+    // SAFETY: a buffer of our own, valid for the call.
+    let pid_before_read =
+        unsafe { libc::recv(socket.as_raw_fd(), peek.as_mut_ptr().cast(), 8, libc::MSG_PEEK | libc::MSG_DONTWAIT) } > 0;
+    let mut fork_events = Vec::new();
+    let deadline = Instant::now() + std::time::Duration::from_secs(5);
+    while fork_events.is_empty() && Instant::now() < deadline {
+        if uffd.poll(100).unwrap() {
+            while let Some(event) = uffd.read_event().unwrap() {
+                if let Event::Fork { uffd } = event {
+                    // SAFETY: the event handed us this descriptor.
+                    fork_events.push(unsafe { OwnedFd::from_raw_fd(uffd) });
+                }
+            }
+        }
+    }
+    let mut pid = [0u8; 8];
+    assert_eq!(recv(socket, &mut pid, false).0, 8);
+    let grandchild = u64::from_le_bytes(pid);
+    rules.push(Rule {
+        name: "a tenant's fork (EVENT_FORK)",
+        outcome: match fork_events.pop() {
+            Some(child_uffd) => {
+                let child_uffd = Userfaultfd::from_received(child_uffd, hello.features);
+                let protect = match child_uffd.write_protect(region.at(1), PAGE, true, false) {
+                    Ok(()) => "write-protecting the child's copy through it: done".to_string(),
+                    Err(error) => format!("write-protecting the child's copy through it: {error}"),
+                };
+                let order = if pid_before_read {
+                    "the fork returned before the daemon read its event"
+                } else {
+                    "the fork waited 300 ms for the daemon to read its event"
+                };
+                format!("the daemon received the child's ({grandchild}) userfaultfd; {order}; {protect}")
+            }
+            None => "no fork event reached the daemon in 5 s".into(),
+        },
+    });
+    send(socket, &[step::GO], &[]);
+
+    // One request and its reply between the two processes.
+    let mut trips = Vec::with_capacity(hello.pages as usize);
+    for _ in 0..hello.pages {
+        let started = Instant::now();
+        send(socket, &[step::PING], &[]);
+        expect(socket, step::PING);
+        trips.push(started.elapsed().as_nanos() as u64);
+    }
+    trips.sort_unstable();
+    for (quantile, label) in [(0.5, "p50"), (0.99, "p99")] {
+        figures.push(Figure {
+            name: format!("request and reply between the processes, {label}"),
+            us_per_page: trips[((trips.len() - 1) as f64 * quantile) as usize] as f64 / 1e3,
+            samples: trips.len() as u64,
+            what: "unix SOCK_SEQPACKET, both ends blocking",
+        });
+    }
+
+    // Rules.
+    let pidfd = pidfd_open(child);
+    let advice = |advice: libc::c_int| {
+        let iov = libc::iovec { iov_base: region.base as *mut libc::c_void, iov_len: PAGE_BYTES };
+        // SAFETY: one iovec naming the tenant's range; the kernel reads it only.
+        let done = unsafe { libc::syscall(libc::SYS_process_madvise, pidfd.as_raw_fd(), &iov, 1, advice, 0) };
+        if done < 0 {
+            io::Error::last_os_error().to_string()
+        } else {
+            format!("done ({done} B)")
+        }
+    };
+    rules.push(Rule { name: "process_madvise(MADV_DONTNEED) on the tenant", outcome: advice(libc::MADV_DONTNEED) });
+    rules.push(Rule { name: "process_madvise(MADV_PAGEOUT) on the tenant", outcome: advice(libc::MADV_PAGEOUT) });
+    // The tenant leaves once the socket closes; then the descriptor outlives its mm.
+    shutdown(socket);
+    let mut status = 0;
+    // SAFETY: our own child.
+    unsafe { libc::waitpid(child, &mut status, 0) };
+    assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "the tenant failed (status {status:#x})");
+    let bytes = vec![0u8; PAGE_BYTES];
+    rules.push(Rule {
+        name: "UFFDIO_COPY once the tenant has exited",
+        outcome: match uffd.copy(region.base, &bytes, false, false) {
+            Ok(done) => format!("answered {done}"),
+            Err(error) => error.to_string(),
+        },
+    });
+    rules.push(Rule {
+        name: "pread of its /proc/PID/mem once it has exited",
+        outcome: {
+            let mut page = vec![0u8; PAGE_BYTES];
+            // SAFETY: a buffer of our own, valid for the call.
+            let read = unsafe {
+                libc::pread(mem.as_raw_fd(), page.as_mut_ptr().cast(), PAGE_BYTES, region.base as libc::off_t)
+            };
+            if read < 0 {
+                io::Error::last_os_error().to_string()
+            } else {
+                format!("read {read} B")
+            }
+        },
+    });
+    (figures, rules)
+}
+
+// ---- plumbing ----
+
+fn socketpair() -> (OwnedFd, OwnedFd) {
+    let mut fds = [0; 2];
+    // SAFETY: room for two descriptors.
+    let done =
+        unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC, 0, fds.as_mut_ptr()) };
+    assert_eq!(done, 0, "socketpair: {}", io::Error::last_os_error());
+    // SAFETY: two descriptors we own from here on.
+    unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) }
+}
+
+fn send(socket: &OwnedFd, data: &[u8], fds: &[RawFd]) {
+    let mut iov = libc::iovec { iov_base: data.as_ptr() as *mut libc::c_void, iov_len: data.len() };
+    let mut control = vec![0u8; cmsg_space(fds.len())];
+    // SAFETY: a zeroed msghdr is a valid empty one.
+    let mut message: libc::msghdr = unsafe { std::mem::zeroed() };
+    message.msg_iov = &mut iov;
+    message.msg_iovlen = 1;
+    if !fds.is_empty() {
+        message.msg_control = control.as_mut_ptr().cast();
+        message.msg_controllen = control.len() as _;
+        // SAFETY: the control buffer has room for one header and `fds`.
+        unsafe {
+            let header = libc::CMSG_FIRSTHDR(&message);
+            (*header).cmsg_level = libc::SOL_SOCKET;
+            (*header).cmsg_type = libc::SCM_RIGHTS;
+            (*header).cmsg_len = libc::CMSG_LEN(std::mem::size_of_val(fds) as u32) as _;
+            std::ptr::copy_nonoverlapping(fds.as_ptr(), libc::CMSG_DATA(header).cast::<RawFd>(), fds.len());
+        }
+    }
+    // SAFETY: every buffer the header names lives across the call.
+    let sent = unsafe { libc::sendmsg(socket.as_raw_fd(), &message, libc::MSG_NOSIGNAL) };
+    assert_eq!(sent, data.len() as isize, "sendmsg: {}", io::Error::last_os_error());
+}
+
+/// Receives one message into `data` (its length returned; 0 when the peer is gone),
+/// with the descriptors it carries when `with_fds`.
+fn recv(socket: &OwnedFd, data: &mut [u8], with_fds: bool) -> (usize, Vec<OwnedFd>) {
+    let mut iov = libc::iovec { iov_base: data.as_mut_ptr().cast(), iov_len: data.len() };
+    let mut control = vec![0u8; cmsg_space(4)];
+    // SAFETY: a zeroed msghdr is a valid empty one.
+    let mut message: libc::msghdr = unsafe { std::mem::zeroed() };
+    message.msg_iov = &mut iov;
+    message.msg_iovlen = 1;
+    if with_fds {
+        message.msg_control = control.as_mut_ptr().cast();
+        message.msg_controllen = control.len() as _;
+    }
+    // SAFETY: every buffer the header names lives across the call.
+    let got = unsafe { libc::recvmsg(socket.as_raw_fd(), &mut message, libc::MSG_CMSG_CLOEXEC) };
+    assert!(got >= 0, "recvmsg: {}", io::Error::last_os_error());
+    assert_eq!(message.msg_flags & libc::MSG_TRUNC, 0, "a message larger than its buffer");
+    let mut fds = Vec::new();
+    if with_fds {
+        // SAFETY: walking the control messages the kernel wrote into `control`.
+        unsafe {
+            let mut header = libc::CMSG_FIRSTHDR(&message);
+            while !header.is_null() {
+                if (*header).cmsg_level == libc::SOL_SOCKET && (*header).cmsg_type == libc::SCM_RIGHTS {
+                    let count =
+                        ((*header).cmsg_len as usize - libc::CMSG_LEN(0) as usize) / std::mem::size_of::<RawFd>();
+                    for index in 0..count {
+                        let fd = std::ptr::read_unaligned(libc::CMSG_DATA(header).cast::<RawFd>().add(index));
+                        fds.push(OwnedFd::from_raw_fd(fd));
+                    }
+                }
+                header = libc::CMSG_NXTHDR(&message, header);
+            }
+        }
+    }
+    (got as usize, fds)
+}
+
+fn cmsg_space(fds: usize) -> usize {
+    // SAFETY: a pure computation.
+    unsafe { libc::CMSG_SPACE((fds.max(1) * std::mem::size_of::<RawFd>()) as u32) as usize }
+}
+
+fn expect(socket: &OwnedFd, want: u8) {
+    let mut byte = [0u8; 1];
+    let (got, _) = recv(socket, &mut byte, false);
+    assert_eq!((got, byte[0]), (1, want), "the other process's step");
+}
+
+fn shutdown(socket: &OwnedFd) {
+    // SAFETY: our own socket.
+    unsafe { libc::shutdown(socket.as_raw_fd(), libc::SHUT_RDWR) };
+}
+
+fn open_own_mem() -> OwnedFd {
+    // SAFETY: a NUL-terminated path; a new descriptor or -1.
+    let fd = unsafe { libc::open(c"/proc/self/mem".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
+    assert!(fd >= 0, "open /proc/self/mem: {}", io::Error::last_os_error());
+    // SAFETY: a descriptor we own from here on.
+    unsafe { OwnedFd::from_raw_fd(fd) }
+}
+
+fn pread(fd: &OwnedFd, into: &mut [u8], at: u64) -> usize {
+    // SAFETY: a buffer of our own, valid for the call.
+    let read = unsafe { libc::pread(fd.as_raw_fd(), into.as_mut_ptr().cast(), into.len(), at as libc::off_t) };
+    assert!(read >= 0, "pread /proc/PID/mem: {}", io::Error::last_os_error());
+    read as usize
+}
+
+fn pidfd_open(pid: libc::pid_t) -> OwnedFd {
+    // SAFETY: a plain system call returning a new descriptor or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    assert!(fd >= 0, "pidfd_open: {}", io::Error::last_os_error());
+    // SAFETY: a descriptor we own from here on.
+    unsafe { OwnedFd::from_raw_fd(fd as RawFd) }
+}
+
+fn encode(samples: &[u64]) -> Vec<u8> {
+    samples.iter().flat_map(|s| s.to_le_bytes()).collect()
+}
+
+fn decode(bytes: &[u8]) -> Vec<u64> {
+    bytes.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())).collect()
+}
