@@ -21,15 +21,17 @@
 //! prints a table (JSON with `--json`). Root, or `vm.unprivileged_userfaultfd=1`.
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
 use znswap_pager::uffd::{features, register_mode, Event, Userfaultfd};
 use znswap_pager::PAGE_BYTES;
+use znswap_wire::{Channel, Hello, Join, Name, Range, ToDaemon, MESSAGE_BYTES_MAX};
 
 #[path = "common/area.rs"]
+#[allow(dead_code)] // only `Area::new`: the tenant's halves are `Span`s
 mod area;
 #[path = "common/report.rs"]
 mod report;
@@ -39,15 +41,32 @@ use report::{us_per, Figure, Rule};
 /// Rounds of each fault phase, alternating in-process and remote.
 const ROUNDS: usize = 3;
 
-/// What the tenant tells the daemon with its descriptors.
+/// Pages of the tenant's mapping by address (the tenant's arena is one mapping: the
+/// region, then its parking area). The daemon's view owns no mapping.
 #[derive(Clone, Copy)]
-#[repr(C)]
-struct Hello {
-    region: u64,
-    parking: u64,
+struct Span {
+    base: u64,
     pages: u64,
-    features: u64,
-    pid: u64,
+}
+
+impl Span {
+    fn halves(arena: Range) -> (Span, Span) {
+        let pages = arena.len() / PAGE / 2;
+        (Span { base: arena.start(), pages }, Span { base: arena.start() + pages * PAGE, pages })
+    }
+
+    fn at(&self, page: u64) -> u64 {
+        assert!(page < self.pages);
+        self.base + page * PAGE
+    }
+
+    /// Writes one byte to each page (each becomes a private, exclusive page).
+    fn touch(&self) {
+        for page in 0..self.pages {
+            // SAFETY: a page of the tenant's own mapping (only the tenant calls this).
+            unsafe { (self.at(page) as *mut u8).write_volatile(page as u8 | 1) };
+        }
+    }
 }
 
 /// Steps of the conversation, one byte each.
@@ -70,7 +89,7 @@ enum Serve {
 
 fn main() {
     let (pages, json) = report::args(4096);
-    let (daemon_end, tenant_end) = socketpair();
+    let (daemon_end, tenant_end) = Channel::pair().expect("socketpair");
     // SAFETY: the child runs `tenant` and exits; it starts threads of its own only after
     // the fork, and this process has no other thread yet.
     let child = unsafe { libc::fork() };
@@ -92,38 +111,34 @@ fn main() {
 
 // ---- the tenant ----
 
-fn tenant(socket: OwnedFd, pages: u64) {
+fn tenant(socket: Channel, pages: u64) {
     let uffd = Userfaultfd::new(features::MOVE | features::PAGEFAULT_FLAG_WP | features::EVENT_FORK, 0)
         .expect("userfaultfd with MOVE, WP and EVENT_FORK");
-    let region = Area::new(pages);
-    let parking = Area::new(pages);
+    let arena = Area::new(2 * pages);
+    let (region, parking) = Span::halves(Range::new(arena.base, 2 * pages * PAGE).unwrap());
     region.touch();
     uffd.register(region.base, region.pages * PAGE, register_mode::MISSING | register_mode::WP).unwrap();
     uffd.register(parking.base, parking.pages * PAGE, register_mode::MISSING).unwrap();
     let mem = open_own_mem();
-    let hello = Hello {
-        region: region.base,
-        parking: parking.base,
-        pages,
-        features: uffd.features(),
+    // The daemon's own Hello, as a tenant's process will send it.
+    let hello = ToDaemon::Hello(Hello {
         // SAFETY: a plain system call.
-        pid: unsafe { libc::getpid() } as u64,
-    };
-    // SAFETY: `Hello` is plain old data.
-    let bytes =
-        unsafe { std::slice::from_raw_parts((&hello as *const Hello).cast::<u8>(), std::mem::size_of::<Hello>()) };
-    send(&socket, bytes, &[uffd.as_raw_fd(), mem.as_raw_fd()]);
+        pid: unsafe { libc::getpid() } as u32,
+        forked: false,
+        uffd_features: uffd.features(),
+        arena: Range::new(arena.base, 2 * pages * PAGE).unwrap(),
+        join: Join::New(Name::new("uffd_remote").unwrap()),
+    });
+    socket.send_to_daemon(&hello, &[uffd.as_fd(), mem.as_fd()]).expect("send Hello");
     drop(mem);
     let uffd = Arc::new(uffd);
-    let region = Arc::new(region);
-    let parking = Arc::new(parking);
     let mut answer = [0u8; 1];
-    assert_eq!(recv(&socket, &mut answer, false).0, 1);
+    assert_eq!(recv(&socket, &mut answer), 1);
     for (serve, remote) in phases(answer[0] == 1) {
         let server = (!remote).then(|| {
             // In-process: park (or drop) here, and serve from a thread of ours.
             prepare(&uffd, &region, &parking, serve);
-            ServerThread::start(uffd.clone(), region.clone(), parking.clone(), serve)
+            ServerThread::start(uffd.clone(), region, parking, serve)
         });
         if remote {
             // The daemon parks the pages and says go; only this process can
@@ -135,8 +150,8 @@ fn tenant(socket: OwnedFd, pages: u64) {
         }
         let faults = touch_all(&region, serve);
         drop(server);
-        send(&socket, &[step::DONE], &[]);
-        send(&socket, &encode(&faults), &[]);
+        send(&socket, &[step::DONE]);
+        send_samples(&socket, &faults);
         expect(&socket, step::GO);
     }
     // A fork: the child keeps its registrations on a new userfaultfd the daemon reads,
@@ -152,25 +167,25 @@ fn tenant(socket: OwnedFd, pages: u64) {
             libc::_exit(0);
         }
     }
-    send(&socket, &(grandchild as u64).to_le_bytes(), &[]);
+    send(&socket, &(grandchild as u64).to_le_bytes());
     expect(&socket, step::GO);
     // SAFETY: our own child.
     unsafe { libc::waitpid(grandchild, std::ptr::null_mut(), 0) };
     // Request and reply: what asking the daemon for each fault's read would add.
     loop {
         let mut byte = [0u8; 1];
-        let got = recv(&socket, &mut byte, false).0;
+        let got = recv(&socket, &mut byte);
         if got == 0 {
             return; // the daemon is done with us
         }
         assert_eq!(byte[0], step::PING);
-        send(&socket, &[step::PING], &[]);
+        send(&socket, &[step::PING]);
     }
 }
 
 /// Parks every page of the region (`Serve::Unpark`), or drops it (`Serve::Copy`), in
 /// this process or the daemon's through the received userfaultfd (the same calls).
-fn prepare(uffd: &Userfaultfd, region: &Area, parking: &Area, serve: Serve) {
+fn prepare(uffd: &Userfaultfd, region: &Span, parking: &Span, serve: Serve) {
     match serve {
         Serve::Unpark => {
             let moved = uffd.move_pages(parking.base, region.base, region.pages * PAGE, false).unwrap();
@@ -187,7 +202,7 @@ fn prepare(uffd: &Userfaultfd, region: &Area, parking: &Area, serve: Serve) {
 }
 
 /// Touches every page once, timing each access (a fault served by someone).
-fn touch_all(region: &Area, serve: Serve) -> Vec<u64> {
+fn touch_all(region: &Span, serve: Serve) -> Vec<u64> {
     let mut faults = Vec::with_capacity(region.pages as usize);
     for page in 0..region.pages {
         let started = Instant::now();
@@ -214,7 +229,7 @@ struct ServerThread {
 }
 
 impl ServerThread {
-    fn start(uffd: Arc<Userfaultfd>, region: Arc<Area>, parking: Arc<Area>, serve: Serve) -> ServerThread {
+    fn start(uffd: Arc<Userfaultfd>, region: Span, parking: Span, serve: Serve) -> ServerThread {
         let stop = Arc::new(AtomicBool::new(false));
         let thread = {
             let stop = stop.clone();
@@ -283,18 +298,16 @@ fn phases(remote_move: bool) -> Vec<(Serve, bool)> {
 
 // ---- the daemon ----
 
-fn daemon(socket: &OwnedFd, child: libc::pid_t) -> (Vec<Figure>, Vec<Rule>) {
-    let mut buf = [0u8; std::mem::size_of::<Hello>()];
-    let (got, mut fds) = recv(socket, &mut buf, true);
-    assert_eq!(got, buf.len());
-    assert_eq!(fds.len(), 2, "the tenant sends its userfaultfd and its /proc/self/mem");
-    // SAFETY: the tenant sent a `Hello`'s bytes.
-    let hello: Hello = unsafe { std::ptr::read_unaligned(buf.as_ptr().cast()) };
-    assert_eq!(hello.pid, child as u64);
+fn daemon(socket: &Channel, child: libc::pid_t) -> (Vec<Figure>, Vec<Rule>) {
+    let (message, mut fds) = socket.recv_to_daemon().expect("a Hello").expect("the tenant is there");
+    let ToDaemon::Hello(hello) = message else { panic!("{message:?} before a Hello") };
+    assert_eq!(hello.pid, child as u32);
+    // (A socket pair's SO_PEERCRED names its maker, this process: a daemon's tenants
+    // connect, and there the kernel names them.)
     let mem = fds.pop().unwrap();
-    let uffd = Userfaultfd::from_received(fds.pop().unwrap(), hello.features);
-    let region = Area { base: hello.region, pages: hello.pages };
-    let parking = Area { base: hello.parking, pages: hello.pages };
+    let uffd = Userfaultfd::from_received(fds.pop().unwrap(), hello.uffd_features);
+    let (region, parking) = Span::halves(hello.arena);
+    let pages = region.pages;
     let mut figures = Vec::new();
     let mut rules = Vec::new();
 
@@ -302,27 +315,27 @@ fn daemon(socket: &OwnedFd, child: libc::pid_t) -> (Vec<Figure>, Vec<Rule>) {
     // take a victim's bytes to append them): one page per call, and 64 at a time.
     let mut into = vec![0u8; 64 * PAGE_BYTES];
     let started = Instant::now();
-    for page in 0..hello.pages {
+    for page in 0..pages {
         let read = pread(&mem, &mut into[..PAGE_BYTES], region.at(page));
         assert_eq!(read, PAGE_BYTES);
         assert_eq!(into[0], page as u8 | 1, "page {page} read through /proc/PID/mem");
     }
     figures.push(Figure {
         name: "read a tenant page, /proc/PID/mem, 1 per call".into(),
-        us_per_page: us_per(started.elapsed(), hello.pages),
-        samples: hello.pages,
+        us_per_page: us_per(started.elapsed(), pages),
+        samples: pages,
         what: "pread of the tenant's own /proc/self/mem, passed by SCM_RIGHTS",
     });
     let started = Instant::now();
-    for first in (0..hello.pages).step_by(64) {
-        let count = 64.min(hello.pages - first) as usize;
+    for first in (0..pages).step_by(64) {
+        let count = 64.min(pages - first) as usize;
         let read = pread(&mem, &mut into[..count * PAGE_BYTES], region.at(first));
         assert_eq!(read, count * PAGE_BYTES);
     }
     figures.push(Figure {
         name: "read tenant pages, /proc/PID/mem, 64 per call".into(),
-        us_per_page: us_per(started.elapsed(), hello.pages),
-        samples: hello.pages,
+        us_per_page: us_per(started.elapsed(), pages),
+        samples: pages,
         what: "the same, contiguous",
     });
 
@@ -338,7 +351,7 @@ fn daemon(socket: &OwnedFd, child: libc::pid_t) -> (Vec<Figure>, Vec<Rule>) {
     if remote_move.is_ok() {
         uffd.move_pages(region.at(0), parking.at(0), PAGE, false).unwrap();
     }
-    send(socket, &[remote_move.is_ok() as u8], &[]);
+    send(socket, &[remote_move.is_ok() as u8]);
 
     let mut faults: [[Vec<u64>; 2]; 2] = Default::default(); // [serve][remote]
     let mut park_ns = Vec::new();
@@ -346,7 +359,7 @@ fn daemon(socket: &OwnedFd, child: libc::pid_t) -> (Vec<Figure>, Vec<Rule>) {
         let served = if remote {
             if serve == Serve::Unpark {
                 let started = Instant::now();
-                for page in 0..hello.pages {
+                for page in 0..pages {
                     let moved = uffd.move_pages(parking.at(page), region.at(page), PAGE, false).unwrap();
                     assert_eq!(moved, PAGE);
                 }
@@ -356,30 +369,27 @@ fn daemon(socket: &OwnedFd, child: libc::pid_t) -> (Vec<Figure>, Vec<Rule>) {
             let served = std::thread::scope(|scope| {
                 let server = scope
                     .spawn(|| serve_faults(&uffd, region.base, parking.base, serve, || done.load(Ordering::Acquire)));
-                send(socket, &[step::GO], &[]);
+                send(socket, &[step::GO]);
                 expect(socket, step::DONE);
                 done.store(true, Ordering::Release);
                 server.join().unwrap()
             });
-            assert_eq!(served, hello.pages, "the daemon served every fault");
+            assert_eq!(served, pages, "the daemon served every fault");
             served
         } else {
             expect(socket, step::DONE);
-            hello.pages
+            pages
         };
-        let mut timings = vec![0u8; hello.pages as usize * 8];
-        let (got, _) = recv(socket, &mut timings, false);
-        assert_eq!(got, timings.len());
-        faults[serve as usize][remote as usize].extend(decode(&timings));
-        assert_eq!(served, hello.pages);
-        send(socket, &[step::GO], &[]);
+        faults[serve as usize][remote as usize].extend(recv_samples(socket, pages as usize));
+        assert_eq!(served, pages);
+        send(socket, &[step::GO]);
     }
     if !park_ns.is_empty() {
         let total_park: f64 = park_ns.iter().map(|d| d.as_secs_f64()).sum();
         figures.push(Figure {
             name: "park a tenant page from the daemon, 1 per ioctl".into(),
-            us_per_page: total_park * 1e6 / (park_ns.len() as u64 * hello.pages) as f64,
-            samples: park_ns.len() as u64 * hello.pages,
+            us_per_page: total_park * 1e6 / (park_ns.len() as u64 * pages) as f64,
+            samples: park_ns.len() as u64 * pages,
             what: "UFFDIO_MOVE inside the tenant's address space, through its userfaultfd",
         });
     }
@@ -415,13 +425,14 @@ fn daemon(socket: &OwnedFd, child: libc::pid_t) -> (Vec<Figure>, Vec<Rule>) {
 
     // The tenant forks; the event (with the child's userfaultfd) must be read here
     // before its fork returns.
-    send(socket, &[step::GO], &[]);
+    send(socket, &[step::GO]);
     // Whether the fork returned (its pid sent) while its event was still unread.
     std::thread::sleep(std::time::Duration::from_millis(300));
     let mut peek = [0u8; 8];
     // SAFETY: a buffer of our own, valid for the call.
-    let pid_before_read =
-        unsafe { libc::recv(socket.as_raw_fd(), peek.as_mut_ptr().cast(), 8, libc::MSG_PEEK | libc::MSG_DONTWAIT) } > 0;
+    let pid_before_read = unsafe {
+        libc::recv(socket.as_fd().as_raw_fd(), peek.as_mut_ptr().cast(), 8, libc::MSG_PEEK | libc::MSG_DONTWAIT)
+    } > 0;
     let mut fork_events = Vec::new();
     let deadline = Instant::now() + std::time::Duration::from_secs(5);
     while fork_events.is_empty() && Instant::now() < deadline {
@@ -435,13 +446,13 @@ fn daemon(socket: &OwnedFd, child: libc::pid_t) -> (Vec<Figure>, Vec<Rule>) {
         }
     }
     let mut pid = [0u8; 8];
-    assert_eq!(recv(socket, &mut pid, false).0, 8);
+    assert_eq!(recv(socket, &mut pid), 8);
     let grandchild = u64::from_le_bytes(pid);
     rules.push(Rule {
         name: "a tenant's fork (EVENT_FORK)",
         outcome: match fork_events.pop() {
             Some(child_uffd) => {
-                let child_uffd = Userfaultfd::from_received(child_uffd, hello.features);
+                let child_uffd = Userfaultfd::from_received(child_uffd, hello.uffd_features);
                 let protect = match child_uffd.write_protect(region.at(1), PAGE, true, false) {
                     Ok(()) => "write-protecting the child's copy through it: done".to_string(),
                     Err(error) => format!("write-protecting the child's copy through it: {error}"),
@@ -456,13 +467,13 @@ fn daemon(socket: &OwnedFd, child: libc::pid_t) -> (Vec<Figure>, Vec<Rule>) {
             None => "no fork event reached the daemon in 5 s".into(),
         },
     });
-    send(socket, &[step::GO], &[]);
+    send(socket, &[step::GO]);
 
     // One request and its reply between the two processes.
-    let mut trips = Vec::with_capacity(hello.pages as usize);
-    for _ in 0..hello.pages {
+    let mut trips = Vec::with_capacity(pages as usize);
+    for _ in 0..pages {
         let started = Instant::now();
-        send(socket, &[step::PING], &[]);
+        send(socket, &[step::PING]);
         expect(socket, step::PING);
         trips.push(started.elapsed().as_nanos() as u64);
     }
@@ -524,92 +535,47 @@ fn daemon(socket: &OwnedFd, child: libc::pid_t) -> (Vec<Figure>, Vec<Rule>) {
 
 // ---- plumbing ----
 
-fn socketpair() -> (OwnedFd, OwnedFd) {
-    let mut fds = [0; 2];
-    // SAFETY: room for two descriptors.
-    let done =
-        unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC, 0, fds.as_mut_ptr()) };
-    assert_eq!(done, 0, "socketpair: {}", io::Error::last_os_error());
-    // SAFETY: two descriptors we own from here on.
-    unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) }
+fn send(socket: &Channel, bytes: &[u8]) {
+    socket.send(bytes, &[]).expect("send");
 }
 
-fn send(socket: &OwnedFd, data: &[u8], fds: &[RawFd]) {
-    let mut iov = libc::iovec { iov_base: data.as_ptr() as *mut libc::c_void, iov_len: data.len() };
-    let mut control = vec![0u8; cmsg_space(fds.len())];
-    // SAFETY: a zeroed msghdr is a valid empty one.
-    let mut message: libc::msghdr = unsafe { std::mem::zeroed() };
-    message.msg_iov = &mut iov;
-    message.msg_iovlen = 1;
-    if !fds.is_empty() {
-        message.msg_control = control.as_mut_ptr().cast();
-        message.msg_controllen = control.len() as _;
-        // SAFETY: the control buffer has room for one header and `fds`.
-        unsafe {
-            let header = libc::CMSG_FIRSTHDR(&message);
-            (*header).cmsg_level = libc::SOL_SOCKET;
-            (*header).cmsg_type = libc::SCM_RIGHTS;
-            (*header).cmsg_len = libc::CMSG_LEN(std::mem::size_of_val(fds) as u32) as _;
-            std::ptr::copy_nonoverlapping(fds.as_ptr(), libc::CMSG_DATA(header).cast::<RawFd>(), fds.len());
-        }
-    }
-    // SAFETY: every buffer the header names lives across the call.
-    let sent = unsafe { libc::sendmsg(socket.as_raw_fd(), &message, libc::MSG_NOSIGNAL) };
-    assert_eq!(sent, data.len() as isize, "sendmsg: {}", io::Error::last_os_error());
+/// One message's bytes into `into` (its length returned; 0 when the peer is gone).
+fn recv(socket: &Channel, into: &mut [u8]) -> usize {
+    let mut buf = [0u8; MESSAGE_BYTES_MAX];
+    let Some(received) = socket.recv(&mut buf).expect("recv") else { return 0 };
+    assert!(received.fds.is_empty() && received.bytes <= into.len());
+    into[..received.bytes].copy_from_slice(&buf[..received.bytes]);
+    received.bytes
 }
 
-/// Receives one message into `data` (its length returned; 0 when the peer is gone),
-/// with the descriptors it carries when `with_fds`.
-fn recv(socket: &OwnedFd, data: &mut [u8], with_fds: bool) -> (usize, Vec<OwnedFd>) {
-    let mut iov = libc::iovec { iov_base: data.as_mut_ptr().cast(), iov_len: data.len() };
-    let mut control = vec![0u8; cmsg_space(4)];
-    // SAFETY: a zeroed msghdr is a valid empty one.
-    let mut message: libc::msghdr = unsafe { std::mem::zeroed() };
-    message.msg_iov = &mut iov;
-    message.msg_iovlen = 1;
-    if with_fds {
-        message.msg_control = control.as_mut_ptr().cast();
-        message.msg_controllen = control.len() as _;
-    }
-    // SAFETY: every buffer the header names lives across the call.
-    let got = unsafe { libc::recvmsg(socket.as_raw_fd(), &mut message, libc::MSG_CMSG_CLOEXEC) };
-    assert!(got >= 0, "recvmsg: {}", io::Error::last_os_error());
-    assert_eq!(message.msg_flags & libc::MSG_TRUNC, 0, "a message larger than its buffer");
-    let mut fds = Vec::new();
-    if with_fds {
-        // SAFETY: walking the control messages the kernel wrote into `control`.
-        unsafe {
-            let mut header = libc::CMSG_FIRSTHDR(&message);
-            while !header.is_null() {
-                if (*header).cmsg_level == libc::SOL_SOCKET && (*header).cmsg_type == libc::SCM_RIGHTS {
-                    let count =
-                        ((*header).cmsg_len as usize - libc::CMSG_LEN(0) as usize) / std::mem::size_of::<RawFd>();
-                    for index in 0..count {
-                        let fd = std::ptr::read_unaligned(libc::CMSG_DATA(header).cast::<RawFd>().add(index));
-                        fds.push(OwnedFd::from_raw_fd(fd));
-                    }
-                }
-                header = libc::CMSG_NXTHDR(&message, header);
-            }
-        }
-    }
-    (got as usize, fds)
-}
-
-fn cmsg_space(fds: usize) -> usize {
-    // SAFETY: a pure computation.
-    unsafe { libc::CMSG_SPACE((fds.max(1) * std::mem::size_of::<RawFd>()) as u32) as usize }
-}
-
-fn expect(socket: &OwnedFd, want: u8) {
+fn expect(socket: &Channel, want: u8) {
     let mut byte = [0u8; 1];
-    let (got, _) = recv(socket, &mut byte, false);
-    assert_eq!((got, byte[0]), (1, want), "the other process's step");
+    assert_eq!((recv(socket, &mut byte), byte[0]), (1, want), "the other process's step");
 }
 
-fn shutdown(socket: &OwnedFd) {
+fn shutdown(socket: &Channel) {
     // SAFETY: our own socket.
-    unsafe { libc::shutdown(socket.as_raw_fd(), libc::SHUT_RDWR) };
+    unsafe { libc::shutdown(socket.as_fd().as_raw_fd(), libc::SHUT_RDWR) };
+}
+
+/// Timings, in messages of at most `MESSAGE_BYTES_MAX` bytes.
+fn send_samples(socket: &Channel, samples: &[u64]) {
+    for chunk in samples.chunks(MESSAGE_BYTES_MAX / 8) {
+        let bytes: Vec<u8> = chunk.iter().flat_map(|s| s.to_le_bytes()).collect();
+        send(socket, &bytes);
+    }
+}
+
+fn recv_samples(socket: &Channel, count: usize) -> Vec<u64> {
+    let mut samples = Vec::with_capacity(count);
+    let mut buf = [0u8; MESSAGE_BYTES_MAX];
+    while samples.len() < count {
+        let got = recv(socket, &mut buf);
+        assert!(got > 0 && got & 7 == 0, "timings come in whole samples");
+        samples.extend(buf[..got].chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())));
+    }
+    assert_eq!(samples.len(), count);
+    samples
 }
 
 fn open_own_mem() -> OwnedFd {
@@ -633,12 +599,4 @@ fn pidfd_open(pid: libc::pid_t) -> OwnedFd {
     assert!(fd >= 0, "pidfd_open: {}", io::Error::last_os_error());
     // SAFETY: a descriptor we own from here on.
     unsafe { OwnedFd::from_raw_fd(fd as RawFd) }
-}
-
-fn encode(samples: &[u64]) -> Vec<u8> {
-    samples.iter().flat_map(|s| s.to_le_bytes()).collect()
-}
-
-fn decode(bytes: &[u8]) -> Vec<u64> {
-    bytes.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())).collect()
 }

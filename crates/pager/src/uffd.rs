@@ -444,6 +444,12 @@ impl AsRawFd for Userfaultfd {
     }
 }
 
+impl std::os::fd::AsFd for Userfaultfd {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
 fn ioctl<T>(fd: RawFd, request: u64, argument: &mut T) -> io::Result<()> {
     // SAFETY: every request above is paired with the structure its number encodes.
     if unsafe { libc::ioctl(fd, request as _, argument as *mut T) } != 0 {

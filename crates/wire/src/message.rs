@@ -1,0 +1,569 @@
+//! The messages and their bytes. Every message is a header and a body of a size fixed by
+//! its kind (a discard's ranges are counted), all little-endian; the two directions use
+//! disjoint kinds, so a message sent the wrong way is an unknown kind. Decoding never
+//! panics and takes nothing on trust: lengths, reserved bytes, flags, ranges and names are
+//! checked, and the first problem is named.
+
+use crate::WireError;
+
+/// The protocol's version; a peer speaking another is refused (`Reason::Version`).
+pub const VERSION: u16 = 1;
+pub const PAGE_BYTES: u64 = 4096;
+/// One past the highest user-space address a range may reach (57-bit address spaces).
+pub const USER_END: u64 = 1 << 56;
+/// Ranges in one `Discard` at most.
+pub const RANGES_MAX: usize = 64;
+/// A tenant's name, in bytes of UTF-8.
+pub const NAME_BYTES: usize = 32;
+pub const TOKEN_BYTES: usize = 16;
+const HEADER_BYTES: usize = 8;
+/// The largest message either side sends (a full `Discard`): a receive buffer this
+/// size never truncates a valid message.
+pub const MESSAGE_BYTES_MAX: usize = HEADER_BYTES + 16 + RANGES_MAX * 16;
+
+/// A page-aligned range of a tenant's address space, not empty, within user space.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Range {
+    start: u64,
+    len: u64,
+}
+
+impl Range {
+    pub fn new(start: u64, len: u64) -> Result<Range, WireError> {
+        let why = if len == 0 {
+            "it is empty"
+        } else if start % PAGE_BYTES != 0 || len % PAGE_BYTES != 0 {
+            "it is not page aligned"
+        } else if start.checked_add(len).is_none_or(|end| end > USER_END) {
+            "it reaches past user space"
+        } else {
+            return Ok(Range { start, len });
+        };
+        Err(WireError::Range { start, len, why })
+    }
+
+    pub fn start(&self) -> u64 {
+        self.start
+    }
+
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    pub fn end(&self) -> u64 {
+        self.start + self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+}
+
+/// What a tenant's later processes show to join it (an exec'd descendant has it from
+/// its environment, a forked child from its parent's memory).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct Token(pub [u8; TOKEN_BYTES]);
+
+impl std::fmt::Debug for Token {
+    // A token is a credential: never printed whole.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Token({:02x}{:02x}..)", self.0[0], self.0[1])
+    }
+}
+
+/// A tenant's name as people see it (`--tenant`, or its command): 1 to `NAME_BYTES`
+/// bytes of UTF-8 without control characters.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Name(String);
+
+impl Name {
+    pub fn new(name: &str) -> Result<Name, WireError> {
+        let why = if name.is_empty() {
+            "it is empty"
+        } else if name.len() > NAME_BYTES {
+            "it is longer than 32 bytes"
+        } else if name.chars().any(char::is_control) {
+            "it has control characters"
+        } else {
+            return Ok(Name(name.to_owned()));
+        };
+        Err(WireError::Name { why })
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    fn to_bytes(&self) -> [u8; NAME_BYTES] {
+        let mut bytes = [0; NAME_BYTES];
+        bytes[..self.0.len()].copy_from_slice(self.0.as_bytes());
+        bytes
+    }
+
+    fn from_bytes(bytes: [u8; NAME_BYTES]) -> Result<Name, WireError> {
+        let len = bytes.iter().position(|&b| b == 0).unwrap_or(NAME_BYTES);
+        if bytes[len..].iter().any(|&b| b != 0) {
+            return Err(WireError::Name { why: "it has bytes after its end" });
+        }
+        let name = std::str::from_utf8(&bytes[..len]).map_err(|_| WireError::Name { why: "it is not UTF-8" })?;
+        Name::new(name)
+    }
+}
+
+/// Which tenant a process belongs to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Join {
+    /// The first process of a new tenant.
+    New(Name),
+    /// A later process of the tenant the token names.
+    Tenant(Token),
+}
+
+/// The first message on a connection.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Hello {
+    /// The process's pid as it sees it (the daemon checks it against `SO_PEERCRED`).
+    pub pid: u32,
+    /// A fork's child: its userfaultfd reached the daemon with the fork's event, so it
+    /// sends only its `/proc/self/mem`.
+    pub forked: bool,
+    /// The features its userfaultfd was opened with.
+    pub uffd_features: u64,
+    /// The paged arena, registered on that userfaultfd.
+    pub arena: Range,
+    pub join: Join,
+}
+
+impl Hello {
+    /// Descriptors that come with it: the userfaultfd (unless `forked`), then the
+    /// process's `/proc/self/mem`.
+    pub fn fds(&self) -> usize {
+        if self.forked {
+            1
+        } else {
+            2
+        }
+    }
+}
+
+/// From a tenant's process to the daemon.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ToDaemon {
+    Hello(Hello),
+    /// A range of the arena the program mapped and the process registered.
+    RegionAdd(Range),
+    /// A range the process is about to unregister and unmap.
+    RegionRemove(Range),
+    /// The process forked (sent once `fork` returned, so the daemon has read the fork's
+    /// event): the child's pid.
+    Forked {
+        child: u32,
+    },
+    /// A `Discard` batch is done: its ranges are dropped.
+    Discarded {
+        batch: u64,
+    },
+    Bye,
+}
+
+/// Why the daemon refuses a process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reason {
+    /// It speaks another version of this protocol.
+    Version,
+    /// Its user may not use this daemon.
+    NotAllowed,
+    /// It sent something the daemon could not decode (it is disconnected).
+    BadMessage,
+    /// Its token names no tenant the daemon serves.
+    UnknownTenant,
+    /// The daemon serves as many processes as it may.
+    Full,
+}
+
+impl Reason {
+    const ALL: [Reason; 5] =
+        [Reason::Version, Reason::NotAllowed, Reason::BadMessage, Reason::UnknownTenant, Reason::Full];
+
+    fn code(self) -> u32 {
+        self as u32 + 1
+    }
+
+    fn from_code(code: u32) -> Result<Reason, WireError> {
+        Reason::ALL.into_iter().find(|r| r.code() == code).ok_or(WireError::Reason { code })
+    }
+
+    /// What a user reads, with what to do.
+    pub fn explain(self) -> &'static str {
+        match self {
+            Reason::Version => "the daemon speaks another version of znswap's protocol: run the znswap that started it",
+            Reason::NotAllowed => {
+                "this user may not use the daemon: start it with --allow-uid for this user, or run as one it allows"
+            }
+            Reason::BadMessage => "the daemon could not decode a message from this process (a bug: please report it)",
+            Reason::UnknownTenant => "the tenant this process was started in is gone from the daemon",
+            Reason::Full => "the daemon serves as many processes as it may (--processes-max)",
+        }
+    }
+}
+
+/// From the daemon to a tenant's process.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ToTenant {
+    /// The process is served, as a process of tenant `tenant`.
+    Welcome {
+        tenant: u32,
+        token: Token,
+        budget_pages: u64,
+    },
+    Refused(Reason),
+    /// Drop these ranges (`MADV_DONTNEED`), then say `Discarded { batch }`.
+    Discard {
+        batch: u64,
+        ranges: Vec<Range>,
+    },
+    /// A `RegionAdd`, `RegionRemove` or `Forked` is taken into account.
+    Ack(Kind),
+}
+
+/// Every message's kind, as on the wire: tenant to daemon below 0x80, daemon to
+/// tenant from 0x80.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u16)]
+pub enum Kind {
+    Hello = 0x01,
+    RegionAdd = 0x02,
+    RegionRemove = 0x03,
+    Forked = 0x04,
+    Discarded = 0x05,
+    Bye = 0x06,
+    Welcome = 0x81,
+    Refused = 0x82,
+    Discard = 0x83,
+    Ack = 0x84,
+}
+
+impl Kind {
+    const ALL: [Kind; 10] = [
+        Kind::Hello,
+        Kind::RegionAdd,
+        Kind::RegionRemove,
+        Kind::Forked,
+        Kind::Discarded,
+        Kind::Bye,
+        Kind::Welcome,
+        Kind::Refused,
+        Kind::Discard,
+        Kind::Ack,
+    ];
+
+    fn from_code(code: u16) -> Option<Kind> {
+        Kind::ALL.into_iter().find(|k| *k as u16 == code)
+    }
+
+    fn to_daemon(self) -> bool {
+        (self as u16) < 0x80
+    }
+
+    /// The body's size, or for a discard the size before its ranges.
+    fn body_bytes(self) -> usize {
+        match self {
+            Kind::Hello => 80,
+            Kind::RegionAdd | Kind::RegionRemove => 16,
+            Kind::Forked | Kind::Discarded | Kind::Refused | Kind::Ack => 8,
+            Kind::Bye => 0,
+            Kind::Welcome => 32,
+            Kind::Discard => 16,
+        }
+    }
+}
+
+const HELLO_FORKED: u32 = 1 << 0;
+const HELLO_BY_TOKEN: u32 = 1 << 1;
+
+impl ToDaemon {
+    pub fn kind(&self) -> Kind {
+        match self {
+            ToDaemon::Hello(_) => Kind::Hello,
+            ToDaemon::RegionAdd(_) => Kind::RegionAdd,
+            ToDaemon::RegionRemove(_) => Kind::RegionRemove,
+            ToDaemon::Forked { .. } => Kind::Forked,
+            ToDaemon::Discarded { .. } => Kind::Discarded,
+            ToDaemon::Bye => Kind::Bye,
+        }
+    }
+
+    /// Descriptors that must come with this message.
+    pub fn fds(&self) -> usize {
+        match self {
+            ToDaemon::Hello(hello) => hello.fds(),
+            _ => 0,
+        }
+    }
+
+    /// Appends the message's bytes to `out`.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        let mut w = Writer::start(out, self.kind());
+        match self {
+            ToDaemon::Hello(hello) => {
+                let (by_token, token, name) = match &hello.join {
+                    Join::New(name) => (0, [0; TOKEN_BYTES], name.to_bytes()),
+                    Join::Tenant(token) => (HELLO_BY_TOKEN, token.0, [0; NAME_BYTES]),
+                };
+                w.u32(hello.pid);
+                w.u32(if hello.forked { HELLO_FORKED } else { 0 } | by_token);
+                w.u64(hello.uffd_features);
+                w.range(hello.arena);
+                w.bytes(&token);
+                w.bytes(&name);
+            }
+            ToDaemon::RegionAdd(range) | ToDaemon::RegionRemove(range) => w.range(*range),
+            ToDaemon::Forked { child } => {
+                w.u32(*child);
+                w.u32(0);
+            }
+            ToDaemon::Discarded { batch } => w.u64(*batch),
+            ToDaemon::Bye => {}
+        }
+        w.finish();
+    }
+
+    pub fn decode(bytes: &[u8]) -> Result<ToDaemon, WireError> {
+        let (kind, mut r) = Reader::start(bytes, true)?;
+        let message = match kind {
+            Kind::Hello => {
+                let pid = r.u32();
+                let flags = r.u32();
+                if flags & !(HELLO_FORKED | HELLO_BY_TOKEN) != 0 {
+                    return Err(WireError::Flags { kind, flags });
+                }
+                let uffd_features = r.u64();
+                let arena = r.range()?;
+                let token = Token(r.bytes());
+                let name = r.bytes::<NAME_BYTES>();
+                let join = if flags & HELLO_BY_TOKEN != 0 {
+                    if name != [0; NAME_BYTES] {
+                        return Err(WireError::Name { why: "a process joining by token sends no name" });
+                    }
+                    Join::Tenant(token)
+                } else {
+                    if token.0 != [0; TOKEN_BYTES] {
+                        return Err(WireError::Reserved { kind });
+                    }
+                    Join::New(Name::from_bytes(name)?)
+                };
+                ToDaemon::Hello(Hello { pid, forked: flags & HELLO_FORKED != 0, uffd_features, arena, join })
+            }
+            Kind::RegionAdd => ToDaemon::RegionAdd(r.range()?),
+            Kind::RegionRemove => ToDaemon::RegionRemove(r.range()?),
+            Kind::Forked => {
+                let child = r.u32();
+                r.zero_u32(kind)?;
+                ToDaemon::Forked { child }
+            }
+            Kind::Discarded => ToDaemon::Discarded { batch: r.u64() },
+            Kind::Bye => ToDaemon::Bye,
+            _ => unreachable!("Reader::start checked the direction"),
+        };
+        r.finish();
+        Ok(message)
+    }
+}
+
+impl ToTenant {
+    pub fn kind(&self) -> Kind {
+        match self {
+            ToTenant::Welcome { .. } => Kind::Welcome,
+            ToTenant::Refused(_) => Kind::Refused,
+            ToTenant::Discard { .. } => Kind::Discard,
+            ToTenant::Ack(_) => Kind::Ack,
+        }
+    }
+
+    /// Appends the message's bytes to `out`. A discard holds 1 to `RANGES_MAX` ranges
+    /// (the daemon's batches are built that size; a caller's bug otherwise).
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        let mut w = Writer::start(out, self.kind());
+        match self {
+            ToTenant::Welcome { tenant, token, budget_pages } => {
+                w.u32(*tenant);
+                w.u32(0);
+                w.bytes(&token.0);
+                w.u64(*budget_pages);
+            }
+            ToTenant::Refused(reason) => {
+                w.u32(reason.code());
+                w.u32(0);
+            }
+            ToTenant::Discard { batch, ranges } => {
+                assert!((1..=RANGES_MAX).contains(&ranges.len()), "a discard of {} ranges", ranges.len());
+                w.u64(*batch);
+                w.u32(ranges.len() as u32);
+                w.u32(0);
+                for range in ranges {
+                    w.range(*range);
+                }
+            }
+            ToTenant::Ack(of) => {
+                w.u16(*of as u16);
+                w.u16(0);
+                w.u32(0);
+            }
+        }
+        w.finish();
+    }
+
+    pub fn decode(bytes: &[u8]) -> Result<ToTenant, WireError> {
+        let (kind, mut r) = Reader::start(bytes, false)?;
+        let message = match kind {
+            Kind::Welcome => {
+                let tenant = r.u32();
+                r.zero_u32(kind)?;
+                ToTenant::Welcome { tenant, token: Token(r.bytes()), budget_pages: r.u64() }
+            }
+            Kind::Refused => {
+                let reason = Reason::from_code(r.u32())?;
+                r.zero_u32(kind)?;
+                ToTenant::Refused(reason)
+            }
+            Kind::Discard => {
+                let batch = r.u64();
+                let count = r.u32() as usize;
+                r.zero_u32(kind)?;
+                if !(1..=RANGES_MAX).contains(&count) || r.left() != count * 16 {
+                    return Err(WireError::Count { count, bytes: r.left() });
+                }
+                let ranges = (0..count).map(|_| r.range()).collect::<Result<Vec<_>, _>>()?;
+                ToTenant::Discard { batch, ranges }
+            }
+            Kind::Ack => {
+                let code = r.u16();
+                let of = Kind::from_code(code)
+                    .filter(|k| matches!(k, Kind::RegionAdd | Kind::RegionRemove | Kind::Forked))
+                    .ok_or(WireError::Ack { code })?;
+                if r.u16() != 0 || r.u32() != 0 {
+                    return Err(WireError::Reserved { kind });
+                }
+                ToTenant::Ack(of)
+            }
+            _ => unreachable!("Reader::start checked the direction"),
+        };
+        r.finish();
+        Ok(message)
+    }
+}
+
+/// Writes one message: the header (its body's length filled in at `finish`), then the
+/// body's fields in order.
+struct Writer<'a> {
+    out: &'a mut Vec<u8>,
+    start: usize,
+}
+
+impl<'a> Writer<'a> {
+    fn start(out: &'a mut Vec<u8>, kind: Kind) -> Writer<'a> {
+        let start = out.len();
+        out.extend_from_slice(&(kind as u16).to_le_bytes());
+        out.extend_from_slice(&[0, 0]); // the body's length, at `finish`
+        out.extend_from_slice(&VERSION.to_le_bytes());
+        out.extend_from_slice(&[0, 0]);
+        Writer { out, start }
+    }
+
+    fn u16(&mut self, v: u16) {
+        self.out.extend_from_slice(&v.to_le_bytes());
+    }
+
+    fn u32(&mut self, v: u32) {
+        self.out.extend_from_slice(&v.to_le_bytes());
+    }
+
+    fn u64(&mut self, v: u64) {
+        self.out.extend_from_slice(&v.to_le_bytes());
+    }
+
+    fn bytes(&mut self, v: &[u8]) {
+        self.out.extend_from_slice(v);
+    }
+
+    fn range(&mut self, range: Range) {
+        self.u64(range.start);
+        self.u64(range.len);
+    }
+
+    fn finish(self) {
+        let body = self.out.len() - self.start - HEADER_BYTES;
+        assert!(body + HEADER_BYTES <= MESSAGE_BYTES_MAX);
+        self.out[self.start + 2..self.start + 4].copy_from_slice(&(body as u16).to_le_bytes());
+    }
+}
+
+/// Reads one message's body, whose length `start` checked against its kind: the field
+/// reads below cannot run past it.
+struct Reader<'a> {
+    body: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn start(bytes: &'a [u8], to_daemon: bool) -> Result<(Kind, Reader<'a>), WireError> {
+        if bytes.len() < HEADER_BYTES {
+            return Err(WireError::Short { bytes: bytes.len() });
+        }
+        let field = |at: usize| u16::from_le_bytes([bytes[at], bytes[at + 1]]);
+        let (code, body_len, version, reserved) = (field(0), field(2) as usize, field(4), field(6));
+        let kind = Kind::from_code(code).filter(|k| k.to_daemon() == to_daemon).ok_or(WireError::Kind { code })?;
+        if version != VERSION {
+            return Err(WireError::Version { version });
+        }
+        if reserved != 0 {
+            return Err(WireError::Reserved { kind });
+        }
+        let body = &bytes[HEADER_BYTES..];
+        let fixed = kind.body_bytes();
+        let fits = if kind == Kind::Discard { body.len() >= fixed } else { body.len() == fixed };
+        if body.len() != body_len || !fits {
+            return Err(WireError::Length { kind, bytes: body.len(), said: body_len, want: fixed });
+        }
+        Ok((kind, Reader { body, at: 0 }))
+    }
+
+    fn left(&self) -> usize {
+        self.body.len() - self.at
+    }
+
+    fn bytes<const N: usize>(&mut self) -> [u8; N] {
+        let v = self.body[self.at..self.at + N].try_into().expect("N bytes");
+        self.at += N;
+        v
+    }
+
+    fn u16(&mut self) -> u16 {
+        u16::from_le_bytes(self.bytes())
+    }
+
+    fn u32(&mut self) -> u32 {
+        u32::from_le_bytes(self.bytes())
+    }
+
+    fn u64(&mut self) -> u64 {
+        u64::from_le_bytes(self.bytes())
+    }
+
+    fn zero_u32(&mut self, kind: Kind) -> Result<(), WireError> {
+        if self.u32() != 0 {
+            return Err(WireError::Reserved { kind });
+        }
+        Ok(())
+    }
+
+    fn range(&mut self) -> Result<Range, WireError> {
+        let start = self.u64();
+        let len = self.u64();
+        Range::new(start, len)
+    }
+
+    fn finish(self) {
+        debug_assert_eq!(self.at, self.body.len(), "every byte of the body read");
+    }
+}
