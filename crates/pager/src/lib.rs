@@ -4,6 +4,7 @@
 //! - [`uffd`]: the userfaultfd system call and ioctls, defined over `libc` (no bindgen).
 //! - [`Pager`]: regions, the fault handler and the evictor, driving `znswap-core`.
 //! - [`pagemap`]: `PAGEMAP_SCAN`, the written pages of a range without a fault.
+//! - [`TenantLink`]: serving another process's memory ([`Pager::serve_tenant`]).
 
 mod latency;
 pub mod lost_pages;
@@ -14,6 +15,8 @@ pub mod pager_thread;
 pub mod run_env;
 mod self_paging;
 mod signals;
+mod tenant;
+pub use tenant::TenantLink;
 pub use self_paging::SelfPagingError;
 pub mod uffd;
 

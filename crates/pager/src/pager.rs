@@ -41,6 +41,7 @@ use znswap_zoned::{ZoneError, ZonedDevice};
 use crate::page_buffers::PageBuffers;
 use crate::pager_thread::PagerThread;
 use crate::self_paging::{self, Registration, SelfPagingError};
+use crate::tenant::TenantLink;
 use crate::uffd::{features, register_mode, UffdError, Userfaultfd};
 
 mod colocate;
@@ -234,10 +235,16 @@ pub enum PagerError {
     WpAsyncSelfPaging,
     #[error("asynchronous write protection needs PAGEMAP_SCAN on /proc/self/pagemap (Linux 6.7): {0}")]
     PagemapScan(std::io::Error),
+    /// A pager serving another process cannot do this yet (`Pager::serve_tenant`).
+    #[error("serving another process's memory: {0}")]
+    Tenant(&'static str),
 }
 
 pub(crate) struct Shared {
     device: Arc<dyn ZonedDevice>,
+    /// The process whose memory is served, when it is not this one
+    /// (`Pager::serve_tenant`): victims are read and dropped through it.
+    tenant: Option<crate::tenant::TenantSpace>,
     /// Seals pages as appends write them and opens them after reads
     /// (`PagerConfig::encrypt`).
     sealer: Option<znswap_seal::Sealer>,
@@ -300,6 +307,8 @@ type ThreadRole = (&'static str, &'static str, fn(&Shared), usize);
 /// The pager; dropping it stops its threads (regions must be dropped first).
 pub struct Pager {
     shared: Arc<Shared>,
+    /// The served process's regions (`serve_tenant`): (owner, base, bytes).
+    tenant_regions: Vec<(u32, u64, u64)>,
     threads: Vec<PagerThread>,
     registration: Option<Registration>,
     thread_start: Option<fn()>,
@@ -396,9 +405,6 @@ impl Pager {
     }
 
     pub fn new(device: Arc<dyn ZonedDevice>, config: PagerConfig) -> Result<Pager, PagerError> {
-        let geometry = *device.geometry();
-        let footer_mode = footer_mode(&geometry);
-        let core = PagerCore::new(engine_geometry(&geometry), footer_mode, config.core_config())?;
         let mut required = match config.fault_mode {
             FaultMode::HandlerThreads(_) => features::PAGEFAULT_FLAG_WP,
             FaultMode::SelfPaging => features::PAGEFAULT_FLAG_WP | features::SIGBUS,
@@ -415,9 +421,52 @@ impl Pager {
         }
         // Thread ids name the faulting thread for co-location (`colocate.rs`).
         let uffd = Userfaultfd::new(required, features::POISON | features::THREAD_ID)?;
+        Pager::start(device, config, uffd, None)
+    }
+
+    /// A pager for another process's arena (the daemon's, `docs/daemon.md`): its faults
+    /// come through the process's userfaultfd, its victims are read through its
+    /// `/proc/self/mem`, and its agent drops what was written out (`tenant.rs`). Not
+    /// yet: parking, asynchronous write protection, co-location, self-paging.
+    pub fn serve_tenant(device: Arc<dyn ZonedDevice>, config: PagerConfig, link: TenantLink) -> Result<Pager, PagerError> {
+        let refused = if config.fault_mode == FaultMode::SelfPaging {
+            Some("its faults are served by handler threads here, not by its own SIGBUS handler")
+        } else if config.park_pages > 0 || config.misreport_moves_every > 0 {
+            Some("parking moves pages inside the process (UFFDIO_MOVE), which another process may not")
+        } else if config.wp_async {
+            Some("asynchronous write protection is not served across processes yet")
+        } else if config.colocate {
+            Some("co-location pins the served process's threads, which is not done across processes yet")
+        } else if link.uffd.features() & features::PAGEFAULT_FLAG_WP == 0 {
+            Some("its userfaultfd was opened without write-protect faults (UFFD_FEATURE_PAGEFAULT_FLAG_WP)")
+        } else {
+            None
+        };
+        if let Some(why) = refused {
+            return Err(PagerError::Tenant(why));
+        }
+        let TenantLink { uffd, mem, channel, arena, tenant } = link;
+        let mut pager = Pager::start(device, config, uffd, Some(crate::tenant::TenantSpace::new(mem, channel)))?;
+        let pages = arena.len() / PAGE_BYTES as u64;
+        let owner = pager.shared.lock().region_add(arena.start(), pages, tenant, None)?;
+        pager.tenant_regions.push((owner, arena.start(), arena.len()));
+        Ok(pager)
+    }
+
+    fn start(
+        device: Arc<dyn ZonedDevice>,
+        config: PagerConfig,
+        uffd: Userfaultfd,
+        tenant: Option<crate::tenant::TenantSpace>,
+    ) -> Result<Pager, PagerError> {
+        let geometry = *device.geometry();
+        let footer_mode = footer_mode(&geometry);
+        let core = PagerCore::new(engine_geometry(&geometry), footer_mode, config.core_config())?;
         let readahead_cache_pages = core.readahead_cache_pages() as usize;
         let sealer = if config.encrypt { Some(znswap_seal::Sealer::new()?) } else { None };
+        let in_process = tenant.is_none();
         let shared = Arc::new(Shared {
+            tenant,
             sealer,
             digest_key: config.wp_async.then(digest_key),
             misreport_moves_every: config.misreport_moves_every as u64,
@@ -427,7 +476,7 @@ impl Pager {
             metadata_bytes: geometry.metadata_bytes as usize,
             footer_mode,
             self_paging: matches!(config.fault_mode, FaultMode::SelfPaging),
-            self_pidfd: self_pidfd_for_discard(),
+            self_pidfd: if in_process { self_pidfd_for_discard() } else { None },
             mappings: RwLock::new(()),
             fault_discard: Mutex::new(Some(core.discard_batch())),
             readahead_cache: PageBuffers::new(readahead_cache_pages),
@@ -466,6 +515,7 @@ impl Pager {
         }
         Ok(Pager {
             shared,
+            tenant_regions: Vec::new(),
             threads,
             registration,
             thread_start,
@@ -671,7 +721,9 @@ impl Shared {
 
     /// Whether thread `tid` (0: the kernel did not say) is one of the pager's.
     fn is_pager_thread(&self, tid: u32) -> bool {
-        tid != 0 && self.pager_tids.iter().any(|entry| entry.load(Relaxed) == tid)
+        // Another process's faults never come from the pager's threads (and its thread
+        // ids may be from another pid namespace).
+        self.tenant.is_none() && tid != 0 && self.pager_tids.iter().any(|entry| entry.load(Relaxed) == tid)
     }
 
     /// A forked child runs none of the parent's threads (and its own ids may come back).
@@ -701,6 +753,15 @@ fn spawn_thread(
 
 impl Drop for Pager {
     fn drop(&mut self) {
+        for (owner, base, len) in self.tenant_regions.drain(..) {
+            let _mappings = self.shared.mappings.write().unwrap_or_else(|p| p.into_inner());
+            let mut state = self.shared.lock();
+            let now = self.shared.now();
+            state.region_remove(owner, now);
+            drop(state);
+            // (Fails with ESRCH once the process is gone: nothing left to unregister.)
+            let _ = self.shared.uffd.unregister(base, len);
+        }
         self.registration.take();
         self.shared.lock().shut_down();
         self.shared.stop.store(true, Relaxed);

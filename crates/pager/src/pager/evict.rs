@@ -80,6 +80,9 @@ impl EvictorShell for Live<'_, EvictorRole> {
     }
 
     fn page_is_zero(&mut self, address: u64) -> bool {
+        if let Some(tenant) = &self.shared.tenant {
+            return tenant.page_is_zero(address);
+        }
         // SAFETY: the page is a victim, mapped (its region cannot be unmapped while
         // `mappings` is held, from the pick to the hand-over) and readable.
         unsafe { page_is_zero(address) }
@@ -130,6 +133,9 @@ impl Shared {
     /// allows it on the calling process (6.13+; a TLB flush per batch instead of per page,
     /// about 0.35 instead of 1.2-2.5 µs per scattered page here), else one `madvise` each.
     pub(super) fn madvise_dontneed(&self, ranges: &[AddressRange]) {
+        if let Some(tenant) = &self.tenant {
+            return tenant.discard(ranges);
+        }
         // Kernels cap a vector at IOV_MAX entries.
         const BATCH: usize = 512;
         let mut rest = ranges;

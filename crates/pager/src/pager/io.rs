@@ -126,6 +126,14 @@ impl Shared {
         if let Some(key) = self.digest_key {
             self.digest_victims(key, plan);
         }
+        if let Some(tenant) = &self.tenant {
+            // Another process's victims: their bytes into the scratch pages first.
+            for (index, source) in plan.sources().iter().enumerate() {
+                if let PageSource::Region { address } = *source {
+                    tenant.read_page(address, &mut scratch.pages[index].0);
+                }
+            }
+        }
         if let Some(sealer) = &self.sealer {
             self.seal_victims(sealer, plan, scratch);
         }
@@ -148,8 +156,11 @@ impl Shared {
             .enumerate()
             .map(|(index, source)| {
                 IoSlice::new(match *source {
-                    // Sealed into the scratch page by `seal_victims`.
-                    PageSource::Region { .. } if self.sealer.is_some() => &scratch.pages[index].0,
+                    // Sealed into the scratch page by `seal_victims`, or read there from
+                    // the served process.
+                    PageSource::Region { .. } if self.sealer.is_some() || self.tenant.is_some() => {
+                        &scratch.pages[index].0
+                    }
                     // SAFETY: the page's region was live under the lock and stays mapped
                     // while `mappings` is held (the I/O thread holds it from the request
                     // to here). A write to the page meanwhile races with the device
@@ -209,7 +220,9 @@ impl Shared {
                 PageSource::Region { address } => {
                     let page = &mut scratch.pages[index].0;
                     let words = address as *const u64;
-                    for (word, chunk) in page.chunks_exact_mut(8).enumerate() {
+                    // Another process's victim is in the scratch page already.
+                    let copied = if self.tenant.is_some() { 0 } else { PAGE_BYTES / 8 };
+                    for (word, chunk) in page.chunks_exact_mut(8).enumerate().take(copied) {
                         // SAFETY: the victim's region stays mapped while `mappings` is
                         // held (as for the unsealed append, which hands the kernel the
                         // same address). Volatile: a write to the page meanwhile (after

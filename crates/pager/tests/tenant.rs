@@ -1,0 +1,232 @@
+//! A pager serving another process's memory (`Pager::serve_tenant`, the daemon's
+//! design in `docs/daemon.md`): a tenant process hands over its userfaultfd and its
+//! `/proc/self/mem` over the wire, works a data set four times its budget, and checks
+//! every page it reads against its own oracle; its agent thread drops what the pager
+//! wrote out.
+//!
+//! The tenant is this test binary run again (`tenant_process`, ignored unless started
+//! by the tests here with the socket's descriptor in `ZNSWAP_TEST_TENANT_FD`).
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use rand_core::{RngCore, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
+use znswap_pager::uffd::{features, register_mode, Userfaultfd};
+use znswap_pager::{map_anonymous, FaultMode, Pager, PagerConfig, TenantLink, PAGE_BYTES};
+use znswap_wire::{Channel, Hello, Join, Name, Range, ToDaemon, ToTenant, Token};
+use znswap_zoned::{Geometry, MemDevice, ZonedDevice};
+
+use common::{check, fill};
+
+const FD_VARIABLE: &str = "ZNSWAP_TEST_TENANT_FD";
+const ARENA_PAGES: u64 = 4096;
+const BUDGET_PAGES: u64 = 1024;
+const OPS: u64 = 40_000;
+
+fn geometry() -> Geometry {
+    Geometry::from_bytes(4096, 16, 48, 1 << 20, 1 << 20, 8, 8, 4096).unwrap()
+}
+
+/// Starts the tenant process, serves it until it has checked its data, and returns the
+/// pager's figures.
+fn serve_a_tenant(encrypt: bool, seed: u64) -> znswap_pager::PagerStats {
+    let (daemon, tenant) = Channel::pair().unwrap();
+    let tenant_fd = tenant.as_fd().as_raw_fd();
+    let mut command = Command::new(std::env::current_exe().unwrap());
+    command
+        .args(["tenant_process", "--exact", "--ignored", "--nocapture", "--test-threads", "1"])
+        .env(FD_VARIABLE, tenant_fd.to_string())
+        .env("ZNSWAP_TEST_TENANT_SEED", seed.to_string())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped());
+    // SAFETY: only fcntl between fork and exec (async-signal-safe): the tenant's end of
+    // the socket stays open across its exec.
+    unsafe {
+        command.pre_exec(move || {
+            if libc::fcntl(tenant_fd, libc::F_SETFD, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = command.spawn().unwrap();
+    drop(tenant);
+    let watchdog = watchdog(child.id());
+
+    let (message, mut fds) = daemon.recv_to_daemon().unwrap().expect("the tenant's Hello");
+    let ToDaemon::Hello(hello) = message else { panic!("{message:?} before a Hello") };
+    assert_eq!(hello.pid, child.id());
+    assert_eq!(hello.arena.len(), ARENA_PAGES * PAGE_BYTES as u64);
+    let mem = fds.pop().unwrap();
+    let uffd = Userfaultfd::from_received(fds.pop().unwrap(), hello.uffd_features);
+    daemon
+        .send_to_tenant(&ToTenant::Welcome { tenant: 0, token: Token([1; 16]), budget_pages: BUDGET_PAGES })
+        .unwrap();
+    let device: Arc<dyn ZonedDevice> = Arc::new(MemDevice::new(geometry()).unwrap());
+    let config = PagerConfig {
+        fault_mode: FaultMode::HandlerThreads(1),
+        encrypt,
+        ..PagerConfig::new(BUDGET_PAGES * PAGE_BYTES as u64)
+    };
+    let slack = config.slack_pages;
+    let link = TenantLink { uffd, mem, channel: daemon, arena: hello.arena, tenant: 0 };
+    let pager = Pager::serve_tenant(device, config, link).unwrap();
+
+    // The tenant says when every page it read was right (or fails, and exits).
+    // (Past the test harness's own lines.)
+    let mut line = String::new();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    while !line.contains("checked") {
+        line.clear();
+        if out.read_line(&mut line).unwrap() == 0 {
+            break;
+        }
+    }
+    let stats = pager.stats();
+    drop(pager);
+    // Only now may it go (a tenant that dies under its pager is a later step).
+    drop(child.stdin.take());
+    let status = child.wait().unwrap();
+    drop(watchdog);
+    assert!(status.success(), "the tenant failed ({status}); it said {line:?}");
+    assert!(line.contains("checked"), "the tenant said {line:?}");
+    assert!(
+        stats.resident_pages_max <= BUDGET_PAGES + slack + 64,
+        "resident max {} over budget {BUDGET_PAGES} + slack {slack}",
+        stats.resident_pages_max
+    );
+    assert_eq!((stats.lost_pages, stats.device_errors), (0, 0), "{stats:?}");
+    assert!(stats.swap_outs_written > 3000, "the tenant's pages went to the device: {stats:?}");
+    assert!(stats.swap_in_reads > 1000, "and came back: {stats:?}");
+    assert!(stats.swap_outs_zero > 0, "all-zero pages are seen through its memory: {stats:?}");
+    stats
+}
+
+/// Stops the whole test binary if the tenant is not done in two minutes (a pager that
+/// livelocks, as one whose agent never drops pages does, would otherwise hang the run):
+/// dropping the returned sender disarms it.
+fn watchdog(child: u32) -> std::sync::mpsc::Sender<()> {
+    let (disarm, disarmed) = std::sync::mpsc::channel::<()>();
+    std::thread::spawn(move || {
+        if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = disarmed.recv_timeout(Duration::from_secs(120)) {
+            // Straight to the descriptor: the harness's capture would go with the abort.
+            let message = format!("the tenant ({child}) and its pager were not done in 120 s: stopping\n");
+            let _ = std::io::stderr().write_all(message.as_bytes());
+            // SAFETY: a plain system call on our child.
+            unsafe { libc::kill(child as i32, libc::SIGKILL) };
+            std::process::abort();
+        }
+    });
+    disarm
+}
+
+#[test]
+fn another_process_is_paged_through_its_userfaultfd_and_reads_back_exactly() {
+    serve_a_tenant(false, 1);
+}
+
+#[test]
+fn another_process_is_paged_sealed() {
+    let stats = serve_a_tenant(true, 2);
+    assert!(stats.pages_sealed > 3000, "its pages were sealed as they went out: {stats:?}");
+}
+
+/// The tenant: an arena registered with its own userfaultfd, handed to the test's pager
+/// with its `/proc/self/mem`; an agent thread drops what the pager asks; the main thread
+/// writes every page, then reads and writes at random, checking every read.
+#[test]
+#[ignore = "the tenant process of the tests above, started by them"]
+fn tenant_process() {
+    let fd: i32 = std::env::var(FD_VARIABLE)
+        .expect("started by serve_a_tenant, which passes the socket")
+        .parse()
+        .expect("a descriptor number");
+    let seed: u64 = std::env::var("ZNSWAP_TEST_TENANT_SEED").unwrap().parse().unwrap();
+    // SAFETY: the descriptor the test passed us, ours from here on.
+    let channel = Arc::new(Channel::from_fd(unsafe { OwnedFd::from_raw_fd(fd) }));
+    let len = ARENA_PAGES * PAGE_BYTES as u64;
+    let base = map_anonymous(len as usize).unwrap() as u64;
+    let uffd = Userfaultfd::new(features::PAGEFAULT_FLAG_WP, features::POISON | features::THREAD_ID).unwrap();
+    uffd.register(base, len, register_mode::MISSING | register_mode::WP).unwrap();
+    // SAFETY: a NUL-terminated path; a new descriptor or -1.
+    let mem = unsafe { libc::open(c"/proc/self/mem".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
+    assert!(mem >= 0);
+    // SAFETY: ours from here on.
+    let mem = unsafe { OwnedFd::from_raw_fd(mem) };
+    let hello = ToDaemon::Hello(Hello {
+        pid: std::process::id(),
+        forked: false,
+        uffd_features: uffd.features(),
+        arena: Range::new(base, len).unwrap(),
+        join: Join::New(Name::new("tenant test").unwrap()),
+    });
+    channel.send_to_daemon(&hello, &[uffd.as_fd(), mem.as_fd()]).unwrap();
+    drop(mem);
+    match channel.recv_to_tenant().unwrap() {
+        Some(ToTenant::Welcome { budget_pages, .. }) => assert_eq!(budget_pages, BUDGET_PAGES),
+        other => panic!("no welcome: {other:?}"),
+    }
+    let agent = {
+        let channel = channel.clone();
+        std::thread::spawn(move || {
+            let mut dropped = 0u64;
+            while let Some(message) = channel.recv_to_tenant().unwrap() {
+                let ToTenant::Discard { batch, ranges } = message else { panic!("the agent got {message:?}") };
+                for range in ranges {
+                    assert!(range.start() >= base && range.end() <= base + len, "a discard outside the arena");
+                    // SAFETY: pages of our own arena the pager wrote out.
+                    let done = unsafe {
+                        libc::madvise(range.start() as *mut libc::c_void, range.len() as usize, libc::MADV_DONTNEED)
+                    };
+                    assert_eq!(done, 0);
+                    dropped += range.len() / PAGE_BYTES as u64;
+                }
+                channel.send_to_daemon(&ToDaemon::Discarded { batch }, &[]).unwrap();
+            }
+            dropped
+        })
+    };
+
+    // SAFETY: the arena is ours, mapped for the process's life; one thread touches it.
+    let memory = unsafe { std::slice::from_raw_parts_mut(base as *mut u8, len as usize) };
+    let mut versions = vec![0u64; ARENA_PAGES as usize];
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+    for page in 0..ARENA_PAGES {
+        let version = if page % 8 == 7 { 0 } else { 1 };
+        fill(&mut memory[page as usize * PAGE_BYTES..][..PAGE_BYTES], page, version);
+        versions[page as usize] = version;
+    }
+    for _ in 0..OPS {
+        let page = rng.next_u64() % ARENA_PAGES;
+        let bytes = &mut memory[page as usize * PAGE_BYTES..][..PAGE_BYTES];
+        if rng.next_u64() % 3 == 0 {
+            versions[page as usize] += 1;
+            fill(bytes, page, versions[page as usize]);
+        } else {
+            check(bytes, page, versions[page as usize]);
+        }
+    }
+    for page in 0..ARENA_PAGES {
+        check(&memory[page as usize * PAGE_BYTES..][..PAGE_BYTES], page, versions[page as usize]);
+    }
+    // The pager's drops happened here: most of the arena is not resident.
+    let mut residency = vec![0u8; ARENA_PAGES as usize];
+    // SAFETY: one byte per page of our own mapping.
+    assert_eq!(unsafe { libc::mincore(base as *mut libc::c_void, len as usize, residency.as_mut_ptr()) }, 0);
+    let resident = residency.iter().filter(|&&byte| byte & 1 != 0).count() as u64;
+    assert!(resident < ARENA_PAGES / 2, "{resident} of {ARENA_PAGES} pages resident: the agent's drops did not happen");
+    println!("checked {ARENA_PAGES} pages and {OPS} accesses, {resident} pages resident");
+    std::io::stdout().flush().unwrap();
+    // Wait for the test to stop the pager (stdin closes), then leave.
+    let mut rest = String::new();
+    let _ = std::io::stdin().read_line(&mut rest);
+    let dropped = agent.join().unwrap();
+    assert!(dropped > 0, "the pager asked for drops");
+}
