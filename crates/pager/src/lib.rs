@@ -16,8 +16,8 @@ pub mod run_env;
 mod self_paging;
 mod signals;
 mod tenant;
-pub use tenant::TenantLink;
 pub use self_paging::SelfPagingError;
+pub use tenant::TenantLink;
 pub mod uffd;
 
 pub use znswap_pager_core::CoreError;

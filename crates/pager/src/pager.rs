@@ -245,6 +245,12 @@ pub(crate) struct Shared {
     /// The process whose memory is served, when it is not this one
     /// (`Pager::serve_tenant`): victims are read and dropped through it.
     tenant: Option<crate::tenant::TenantSpace>,
+    /// The served process's regions (`serve_tenant`): (owner, base, bytes).
+    tenant_regions: Mutex<Vec<(u32, u64, u64)>>,
+    /// An ioctl found the served process gone: the evictor lets its regions go at its
+    /// next rest (else it would pick, fail to protect and pick again the dead process's
+    /// pages, as fast as it can).
+    tenant_gone: AtomicBool,
     /// Seals pages as appends write them and opens them after reads
     /// (`PagerConfig::encrypt`).
     sealer: Option<znswap_seal::Sealer>,
@@ -307,8 +313,6 @@ type ThreadRole = (&'static str, &'static str, fn(&Shared), usize);
 /// The pager; dropping it stops its threads (regions must be dropped first).
 pub struct Pager {
     shared: Arc<Shared>,
-    /// The served process's regions (`serve_tenant`): (owner, base, bytes).
-    tenant_regions: Vec<(u32, u64, u64)>,
     threads: Vec<PagerThread>,
     registration: Option<Registration>,
     thread_start: Option<fn()>,
@@ -428,7 +432,11 @@ impl Pager {
     /// come through the process's userfaultfd, its victims are read through its
     /// `/proc/self/mem`, and its agent drops what was written out (`tenant.rs`). Not
     /// yet: parking, asynchronous write protection, co-location, self-paging.
-    pub fn serve_tenant(device: Arc<dyn ZonedDevice>, config: PagerConfig, link: TenantLink) -> Result<Pager, PagerError> {
+    pub fn serve_tenant(
+        device: Arc<dyn ZonedDevice>,
+        config: PagerConfig,
+        link: TenantLink,
+    ) -> Result<Pager, PagerError> {
         let refused = if config.fault_mode == FaultMode::SelfPaging {
             Some("its faults are served by handler threads here, not by its own SIGBUS handler")
         } else if config.park_pages > 0 || config.misreport_moves_every > 0 {
@@ -446,10 +454,10 @@ impl Pager {
             return Err(PagerError::Tenant(why));
         }
         let TenantLink { uffd, mem, channel, arena, tenant } = link;
-        let mut pager = Pager::start(device, config, uffd, Some(crate::tenant::TenantSpace::new(mem, channel)))?;
+        let pager = Pager::start(device, config, uffd, Some(crate::tenant::TenantSpace::new(mem, channel)))?;
         let pages = arena.len() / PAGE_BYTES as u64;
         let owner = pager.shared.lock().region_add(arena.start(), pages, tenant, None)?;
-        pager.tenant_regions.push((owner, arena.start(), arena.len()));
+        pager.shared.tenant_regions.lock().unwrap().push((owner, arena.start(), arena.len()));
         Ok(pager)
     }
 
@@ -467,6 +475,8 @@ impl Pager {
         let in_process = tenant.is_none();
         let shared = Arc::new(Shared {
             tenant,
+            tenant_regions: Mutex::new(Vec::new()),
+            tenant_gone: AtomicBool::new(false),
             sealer,
             digest_key: config.wp_async.then(digest_key),
             misreport_moves_every: config.misreport_moves_every as u64,
@@ -515,7 +525,6 @@ impl Pager {
         }
         Ok(Pager {
             shared,
-            tenant_regions: Vec::new(),
             threads,
             registration,
             thread_start,
@@ -580,6 +589,14 @@ impl Pager {
                 Err(error.into())
             }
         }
+    }
+
+    /// The served process's regions are let go (`serve_tenant`): their slots freed,
+    /// their pages no longer counted. For a process that has gone (the daemon learns it
+    /// from its connection or its pidfd), or before the pager stops; the second call does
+    /// nothing.
+    pub fn release_tenant(&self) {
+        self.shared.release_tenant();
     }
 
     /// Pins the program thread that takes nearly all the faults with the fault
@@ -753,15 +770,7 @@ fn spawn_thread(
 
 impl Drop for Pager {
     fn drop(&mut self) {
-        for (owner, base, len) in self.tenant_regions.drain(..) {
-            let _mappings = self.shared.mappings.write().unwrap_or_else(|p| p.into_inner());
-            let mut state = self.shared.lock();
-            let now = self.shared.now();
-            state.region_remove(owner, now);
-            drop(state);
-            // (Fails with ESRCH once the process is gone: nothing left to unregister.)
-            let _ = self.shared.uffd.unregister(base, len);
-        }
+        self.release_tenant();
         self.registration.take();
         self.shared.lock().shut_down();
         self.shared.stop.store(true, Relaxed);
@@ -962,7 +971,10 @@ impl Shared {
                             std::slice::from_raw_parts(address as *const u8, bytes)
                         },
                     };
-                    let mapped = self.uffd.copy_pages(address, source, write_protect, false).expect("installing pages");
+                    let mapped = match self.uffd.copy_pages(address, source, write_protect, false) {
+                        Err(error) if self.served_process_gone(&error) => continue,
+                        result => result.expect("installing pages"),
+                    };
                     // Only the pager maps region pages, and only under this lock.
                     assert_eq!(mapped, bytes as u64, "pages at {address:#x} were mapped behind the pager's back");
                     wakes.add(self, address, bytes as u64);
@@ -979,15 +991,20 @@ impl Shared {
                     }
                 }
                 Action::ZeroPage { address } => {
-                    let mapped = self.uffd.zeropage(address, PAGE_BYTES as u64, false).expect("zero-filling a page")
-                        || self.clear_wp_marker(address)
-                            && self.uffd.zeropage(address, PAGE_BYTES as u64, false).expect("zero-filling a page");
+                    let mapped = match self.uffd.zeropage(address, PAGE_BYTES as u64, false) {
+                        Err(error) if self.served_process_gone(&error) => continue,
+                        result => result.expect("zero-filling a page"),
+                    } || self.clear_wp_marker(address)
+                        && self.uffd.zeropage(address, PAGE_BYTES as u64, false).expect("zero-filling a page");
                     assert!(mapped, "the page at {address:#x} was mapped behind the pager's back");
                     wakes.add(self, address, PAGE_BYTES as u64);
                 }
                 Action::Unprotect { address, pages } => {
                     let bytes = pages * PAGE_BYTES as u64;
-                    self.uffd.write_protect(address, bytes, false, false).expect("lifting write protection");
+                    match self.uffd.write_protect(address, bytes, false, false) {
+                        Err(error) if self.served_process_gone(&error) => continue,
+                        result => result.expect("lifting write protection"),
+                    }
                     wakes.add(self, address, bytes);
                 }
                 Action::Poison { address } => {
@@ -996,6 +1013,9 @@ impl Shared {
                         std::process::abort();
                     }
                     if let Err(error) = self.uffd.poison(address, PAGE_BYTES as u64) {
+                        if self.served_process_gone(&error) {
+                            continue;
+                        }
                         assert!(
                             error.errno() == Some(libc::EEXIST) && self.clear_wp_marker(address),
                             "poisoning the lost page at {address:#x}: {error}"
@@ -1064,6 +1084,33 @@ impl Shared {
             }
             Ok(_) => Err(MoveFailure::Other),
             Err(error) => Err(move_failure(&error)),
+        }
+    }
+
+    /// An ioctl failed because the served process is gone (`ESRCH`: its address space
+    /// has no users): the faults it raised went with it, and nothing is left to install.
+    /// Never so for the pager's own process.
+    pub(super) fn served_process_gone(&self, error: &UffdError) -> bool {
+        let gone = self.tenant.is_some() && error.errno() == Some(libc::ESRCH);
+        if gone {
+            self.counters.served_process_gone.fetch_add(1, Relaxed);
+            self.tenant_gone.store(true, Relaxed);
+        }
+        gone
+    }
+
+    /// `Pager::release_tenant`; called by the evictor at rest too, once the served
+    /// process is found gone.
+    pub(super) fn release_tenant(&self) {
+        let regions = std::mem::take(&mut *self.tenant_regions.lock().unwrap_or_else(|p| p.into_inner()));
+        for (owner, base, len) in regions {
+            let _mappings = self.mappings.write().unwrap_or_else(|p| p.into_inner());
+            let mut state = self.lock();
+            let now = self.now();
+            state.region_remove(owner, now);
+            drop(state);
+            // (Fails with ESRCH once the process is gone: nothing left to unregister.)
+            let _ = self.uffd.unregister(base, len);
         }
     }
 

@@ -10,16 +10,20 @@
 //! does on request: a `Discard` of up to `RANGES_MAX` ranges, answered `Discarded` once
 //! done, so a page is counted gone only when it is.
 //!
+//! A tenant that dies while it is served: its ioctls fail `ESRCH`, its memory reads
+//! nothing, its agent hangs up; none of it is fatal (`Shared::served_process_gone`), and
+//! the evictor lets its regions go at its next rest (`Pager::release_tenant`).
+//!
 //! Not yet here (the design's later steps): parking (`UFFDIO_MOVE` is refused across
 //! processes), asynchronous write protection, co-location, the program's own discards
-//! and forks, and a tenant that dies while the pager runs (its ioctls then fail `ESRCH`).
+//! and forks.
 
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Mutex;
 
 use znswap_pager_core::AddressRange;
-use znswap_wire::{Channel, Range, ToDaemon, ToTenant, RANGES_MAX};
+use znswap_wire::{Channel, ChannelError, Range, ToDaemon, ToTenant, RANGES_MAX};
 
 use crate::uffd::Userfaultfd;
 use crate::PAGE_BYTES;
@@ -71,9 +75,8 @@ impl TenantSpace {
     pub(crate) fn read_page(&self, address: u64, into: &mut [u8]) {
         debug_assert_eq!(into.len(), PAGE_BYTES);
         // SAFETY: a buffer of our own, valid for the call.
-        let read = unsafe {
-            libc::pread(self.mem.as_raw_fd(), into.as_mut_ptr().cast(), PAGE_BYTES, address as libc::off_t)
-        };
+        let read =
+            unsafe { libc::pread(self.mem.as_raw_fd(), into.as_mut_ptr().cast(), PAGE_BYTES, address as libc::off_t) };
         if read != PAGE_BYTES as isize {
             into.fill(0);
             self.reads_failed.fetch_add(1, Relaxed);
@@ -99,7 +102,9 @@ impl TenantSpace {
             agent.next_batch += 1;
             let ranges = chunk
                 .iter()
-                .map(|range| Range::new(range.start as u64, range.len as u64).expect("the core's discard ranges are pages"))
+                .map(|range| {
+                    Range::new(range.start as u64, range.len as u64).expect("the core's discard ranges are pages")
+                })
                 .collect();
             if agent.channel.send_to_tenant(&ToTenant::Discard { batch, ranges }).is_err() {
                 agent.gone = true;
@@ -113,6 +118,10 @@ impl TenantSpace {
                 // hostile tenant is the design's step 5: it will be disconnected.)
                 Ok(Some((message, _))) => {
                     eprintln!("znswap: tenant agent answered a discard with {message:?}: no more discards asked");
+                    agent.gone = true;
+                }
+                // A process that died mid-conversation resets it: gone, as above.
+                Err(ChannelError::Io(error)) if error.kind() == std::io::ErrorKind::ConnectionReset => {
                     agent.gone = true;
                 }
                 Err(error) => {

@@ -11,7 +11,7 @@ mod common;
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
-use std::os::unix::process::CommandExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
@@ -34,9 +34,8 @@ fn geometry() -> Geometry {
     Geometry::from_bytes(4096, 16, 48, 1 << 20, 1 << 20, 8, 8, 4096).unwrap()
 }
 
-/// Starts the tenant process, serves it until it has checked its data, and returns the
-/// pager's figures.
-fn serve_a_tenant(encrypt: bool, seed: u64) -> znswap_pager::PagerStats {
+/// Starts the tenant process (making `ops` accesses) and its pager.
+fn start_a_tenant(encrypt: bool, seed: u64, ops: u64) -> (std::process::Child, Pager, u64) {
     let (daemon, tenant) = Channel::pair().unwrap();
     let tenant_fd = tenant.as_fd().as_raw_fd();
     let mut command = Command::new(std::env::current_exe().unwrap());
@@ -44,6 +43,7 @@ fn serve_a_tenant(encrypt: bool, seed: u64) -> znswap_pager::PagerStats {
         .args(["tenant_process", "--exact", "--ignored", "--nocapture", "--test-threads", "1"])
         .env(FD_VARIABLE, tenant_fd.to_string())
         .env("ZNSWAP_TEST_TENANT_SEED", seed.to_string())
+        .env("ZNSWAP_TEST_TENANT_OPS", ops.to_string())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped());
     // SAFETY: only fcntl between fork and exec (async-signal-safe): the tenant's end of
@@ -56,9 +56,8 @@ fn serve_a_tenant(encrypt: bool, seed: u64) -> znswap_pager::PagerStats {
             Ok(())
         });
     }
-    let mut child = command.spawn().unwrap();
+    let child = command.spawn().unwrap();
     drop(tenant);
-    let watchdog = watchdog(child.id());
 
     let (message, mut fds) = daemon.recv_to_daemon().unwrap().expect("the tenant's Hello");
     let ToDaemon::Hello(hello) = message else { panic!("{message:?} before a Hello") };
@@ -66,9 +65,7 @@ fn serve_a_tenant(encrypt: bool, seed: u64) -> znswap_pager::PagerStats {
     assert_eq!(hello.arena.len(), ARENA_PAGES * PAGE_BYTES as u64);
     let mem = fds.pop().unwrap();
     let uffd = Userfaultfd::from_received(fds.pop().unwrap(), hello.uffd_features);
-    daemon
-        .send_to_tenant(&ToTenant::Welcome { tenant: 0, token: Token([1; 16]), budget_pages: BUDGET_PAGES })
-        .unwrap();
+    daemon.send_to_tenant(&ToTenant::Welcome { tenant: 0, token: Token([1; 16]), budget_pages: BUDGET_PAGES }).unwrap();
     let device: Arc<dyn ZonedDevice> = Arc::new(MemDevice::new(geometry()).unwrap());
     let config = PagerConfig {
         fault_mode: FaultMode::HandlerThreads(1),
@@ -78,7 +75,14 @@ fn serve_a_tenant(encrypt: bool, seed: u64) -> znswap_pager::PagerStats {
     let slack = config.slack_pages;
     let link = TenantLink { uffd, mem, channel: daemon, arena: hello.arena, tenant: 0 };
     let pager = Pager::serve_tenant(device, config, link).unwrap();
+    (child, pager, slack)
+}
 
+/// Serves the tenant process until it has checked its data, and returns the pager's
+/// figures.
+fn serve_a_tenant(encrypt: bool, seed: u64) -> znswap_pager::PagerStats {
+    let (mut child, pager, slack) = start_a_tenant(encrypt, seed, OPS);
+    let watchdog = watchdog(child.id());
     // The tenant says when every page it read was right (or fails, and exits).
     // (Past the test harness's own lines.)
     let mut line = String::new();
@@ -132,6 +136,42 @@ fn another_process_is_paged_through_its_userfaultfd_and_reads_back_exactly() {
     serve_a_tenant(false, 1);
 }
 
+/// A tenant killed while its pager is swapping its pages in and out: the pager finds it
+/// gone (its ioctls fail `ESRCH`, its memory reads nothing, its agent hangs up) and
+/// stands, never panics, and stops cleanly. (A daemon serves many: one tenant's death
+/// must not take the others with it.)
+#[test]
+fn a_tenant_killed_mid_run_leaves_its_pager_standing() {
+    for (round, after_ms) in [10u64, 60, 200, 400].into_iter().enumerate() {
+        let (mut child, pager, _) = start_a_tenant(false, 10 + round as u64, 100_000_000);
+        let watchdog = watchdog(child.id());
+        std::thread::sleep(Duration::from_millis(after_ms));
+        let before = pager.stats();
+        child.kill().unwrap();
+        let status = child.wait().unwrap();
+        assert_eq!(status.signal(), Some(libc::SIGKILL), "killed mid-run, not finished: {status}");
+        // Its pager meets the dead process (a round in flight, a queued append, a
+        // fault's install; and here surely: a smaller budget makes it evict the dead
+        // process's pages, whose protection fails).
+        pager.set_budget(pager.budget_bytes_min()).unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        let after = pager.stats();
+        assert!(after.missing_faults >= before.missing_faults);
+        assert!(after.served_process_gone > 0, "the pager met the dead process: {after:?}");
+        // and let it go at once (its slots freed, its pages uncounted), rather than pick
+        // and fail to protect its pages again and again.
+        assert!(after.served_process_gone < 10_000, "the evictor spun on a dead process: {after:?}");
+        assert_eq!(after.resident_pages, 0, "{after:?}");
+        pager.release_tenant(); // (What a daemon does on its connection's end: a no-op now.)
+        drop(pager);
+        drop(watchdog);
+        eprintln!(
+            "killed after {after_ms} ms: {} faults served, {} swap-outs, {} ioctls and reads that found it gone",
+            after.missing_faults, after.swap_outs_written, after.served_process_gone
+        );
+    }
+}
+
 #[test]
 fn another_process_is_paged_sealed() {
     let stats = serve_a_tenant(true, 2);
@@ -149,6 +189,7 @@ fn tenant_process() {
         .parse()
         .expect("a descriptor number");
     let seed: u64 = std::env::var("ZNSWAP_TEST_TENANT_SEED").unwrap().parse().unwrap();
+    let ops: u64 = std::env::var("ZNSWAP_TEST_TENANT_OPS").unwrap().parse().unwrap();
     // SAFETY: the descriptor the test passed us, ours from here on.
     let channel = Arc::new(Channel::from_fd(unsafe { OwnedFd::from_raw_fd(fd) }));
     let len = ARENA_PAGES * PAGE_BYTES as u64;
@@ -203,7 +244,7 @@ fn tenant_process() {
         fill(&mut memory[page as usize * PAGE_BYTES..][..PAGE_BYTES], page, version);
         versions[page as usize] = version;
     }
-    for _ in 0..OPS {
+    for _ in 0..ops {
         let page = rng.next_u64() % ARENA_PAGES;
         let bytes = &mut memory[page as usize * PAGE_BYTES..][..PAGE_BYTES];
         if rng.next_u64() % 3 == 0 {
@@ -222,7 +263,7 @@ fn tenant_process() {
     assert_eq!(unsafe { libc::mincore(base as *mut libc::c_void, len as usize, residency.as_mut_ptr()) }, 0);
     let resident = residency.iter().filter(|&&byte| byte & 1 != 0).count() as u64;
     assert!(resident < ARENA_PAGES / 2, "{resident} of {ARENA_PAGES} pages resident: the agent's drops did not happen");
-    println!("checked {ARENA_PAGES} pages and {OPS} accesses, {resident} pages resident");
+    println!("checked {ARENA_PAGES} pages and {ops} accesses, {resident} pages resident");
     std::io::stdout().flush().unwrap();
     // Wait for the test to stop the pager (stdin closes), then leave.
     let mut rest = String::new();

@@ -76,7 +76,15 @@ impl EvictorShell for Live<'_, EvictorRole> {
     }
 
     fn write_protect(&mut self, start: u64, end: u64) -> bool {
-        self.shared.uffd.write_protect(start, end - start, true, false).is_ok()
+        match self.shared.uffd.write_protect(start, end - start, true, false) {
+            Ok(()) => true,
+            Err(error) => {
+                // (Counted if the served process is gone; its pages then stay until the
+                // daemon releases it: `Pager::release_tenant`.)
+                self.shared.served_process_gone(&error);
+                false
+            }
+        }
     }
 
     fn page_is_zero(&mut self, address: u64) -> bool {
@@ -122,6 +130,10 @@ impl Shared {
         let mut cpu = CpuTime::new(&self.counters.evictor_cpu_ns);
         // A round in flight is finished before the thread stops.
         while !(evictor.at_rest() && self.stop.load(Relaxed)) {
+            if evictor.at_rest() && self.tenant_gone.swap(false, Relaxed) {
+                debug_assert!(shell.holds_nothing());
+                self.release_tenant();
+            }
             let next = evictor.step(&mut shell, &mut did);
             shell.carry_out(next, &mut cpu, &self.counters.evictor_idle_ns);
         }

@@ -97,7 +97,11 @@ impl<'a> FaultShell for Live<'a, FaultRole<'a>> {
 
     fn zero_fill(&mut self, address: u64) -> bool {
         // Under the lock: EEXIST means something is mapped there.
-        self.shared.uffd.copy(address, &ZERO_PAGES[..PAGE_BYTES], false, true).expect("mapping a zero page")
+        match self.shared.uffd.copy(address, &ZERO_PAGES[..PAGE_BYTES], false, true) {
+            // (Reported done: the page is nobody's now.)
+            Err(error) if self.shared.served_process_gone(&error) => true,
+            result => result.expect("mapping a zero page"),
+        }
     }
 
     fn fault_discard_take(&mut self) -> Option<DiscardBatch> {

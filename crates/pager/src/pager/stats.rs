@@ -65,6 +65,9 @@ pager_stats! {
     /// (Linux 6.18's `move_pages()` can fail the retry of a page it moved:
     /// `park_outcome` in the pager core), found by the page map.
     count moves_misreported,
+    /// Ioctls on a served process that found it gone (`Pager::serve_tenant`), and its
+    /// victims read as zeroes because it was.
+    count served_process_gone,
     count swap_outs_written,
     count swap_outs_clean,
     /// Pages read back that kept their slot and were written since (a write-protect
@@ -166,6 +169,7 @@ pub(super) struct Counters {
     pub(super) pages_unshared: AtomicU64,
     pub(super) wp_markers_cleared: AtomicU64,
     pub(super) moves_misreported: AtomicU64,
+    pub(super) served_process_gone: AtomicU64,
     pub(super) pages_sealed: AtomicU64,
     pub(super) pages_failed_open: AtomicU64,
     pub(super) gc_cpu_ns: AtomicU64,
@@ -207,6 +211,8 @@ impl Shared {
             pages_unshared: c.pages_unshared.load(Relaxed),
             wp_markers_cleared: c.wp_markers_cleared.load(Relaxed),
             moves_misreported: c.moves_misreported.load(Relaxed),
+            served_process_gone: c.served_process_gone.load(Relaxed)
+                + self.tenant.as_ref().map_or(0, |tenant| tenant.reads_failed.load(Relaxed)),
             swap_outs_written: core.swap_outs_written,
             swap_outs_clean: engine.swap_cache_hits,
             swap_cache_dirtied: core.swap_cache_dirtied,
