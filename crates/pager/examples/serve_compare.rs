@@ -14,7 +14,7 @@
 //! `znswap device create`), that device, reset first.
 
 use std::io::{BufRead, BufReader, Write};
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
@@ -22,9 +22,10 @@ use std::time::Instant;
 
 use rand_core::{RngCore, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
-use znswap_pager::uffd::{features, register_mode, Userfaultfd};
-use znswap_pager::{map_anonymous, FaultMode, Pager, PagerConfig, PagerStats, TenantLink, PAGE_BYTES};
-use znswap_wire::{Channel, Hello, Join, Name, Range, ToDaemon, ToTenant, Token};
+use znswap_pager::{
+    agent_loop, hand_over, map_anonymous, FaultMode, Pager, PagerConfig, PagerStats, TenantLink, PAGE_BYTES,
+};
+use znswap_wire::{Channel, Join, Name, Range, ToDaemon, ToTenant, Token};
 use znswap_zoned::{Geometry, MemDevice, ZonedDevice};
 
 const CHILD_FD: &str = "ZNSWAP_SERVE_COMPARE_FD";
@@ -179,14 +180,12 @@ fn run_remote(device: &Arc<dyn ZonedDevice>, options: Options, round: u64) -> Ru
     }
     let mut child = command.spawn().expect("starting the tenant");
     drop(tenant);
-    let (message, mut fds) = daemon.recv_to_daemon().unwrap().expect("the tenant's Hello");
+    let (message, fds) = daemon.recv_to_daemon().unwrap().expect("the tenant's Hello");
     let ToDaemon::Hello(hello) = message else { panic!("{message:?}") };
-    let mem = fds.pop().unwrap();
-    let uffd = Userfaultfd::from_received(fds.pop().unwrap(), hello.uffd_features);
+    let link = TenantLink::from_hello(&hello, fds, 0).expect("a tenant's Hello");
     daemon
         .send_to_tenant(&ToTenant::Welcome { tenant: 0, token: Token([0; 16]), budget_pages: options.budget_pages })
         .unwrap();
-    let link = TenantLink { uffd, mem, channel: daemon, arena: hello.arena, tenant: 0 };
     let pager = Pager::serve_tenant(device.clone(), config(options), link).expect("serving the tenant");
     // The tenant says when its timed part starts ("start") and gives its figures.
     let mut out = BufReader::new(child.stdout.take().unwrap());
@@ -273,46 +272,18 @@ fn work(base: u64, options: Options, seed: u64, timed: impl FnOnce()) -> Figures
 /// an agent thread dropping what its pager asks, the workload on the main thread.
 fn tenant(fd: i32, options: Options, seed: u64) {
     // SAFETY: the descriptor the parent passed us, ours from here on.
-    let channel = Arc::new(Channel::from_fd(unsafe { OwnedFd::from_raw_fd(fd) }));
+    let calls = Channel::from_fd(unsafe { OwnedFd::from_raw_fd(fd) });
     let len = options.pages * PAGE_BYTES as u64;
     let base = map_anonymous(len as usize).unwrap() as u64;
-    let uffd = Userfaultfd::new(features::PAGEFAULT_FLAG_WP, features::POISON | features::THREAD_ID).unwrap();
-    uffd.register(base, len, register_mode::MISSING | register_mode::WP).unwrap();
-    // SAFETY: a NUL-terminated path; a new descriptor or -1.
-    let mem = unsafe { libc::open(c"/proc/self/mem".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
-    assert!(mem >= 0);
-    // SAFETY: ours from here on.
-    let mem = unsafe { OwnedFd::from_raw_fd(mem) };
-    let hello = ToDaemon::Hello(Hello {
-        pid: std::process::id(),
-        forked: false,
-        uffd_features: uffd.features(),
-        arena: Range::new(base, len).unwrap(),
-        join: Join::New(Name::new("serve_compare").unwrap()),
-    });
-    channel.send_to_daemon(&hello, &[uffd.as_fd(), mem.as_fd()]).unwrap();
-    drop(mem);
-    match channel.recv_to_tenant().unwrap() {
-        Some(ToTenant::Welcome { .. }) => {}
-        other => panic!("no welcome: {other:?}"),
-    }
-    let agent = {
-        let channel = channel.clone();
-        std::thread::spawn(move || {
-            while let Some(message) = channel.recv_to_tenant().unwrap() {
-                let ToTenant::Discard { batch, ranges } = message else { panic!("the agent got {message:?}") };
-                for range in ranges {
-                    assert!(range.start() >= base && range.end() <= base + len, "a discard outside the region");
-                    // SAFETY: pages of our own region the pager wrote out.
-                    let done = unsafe {
-                        libc::madvise(range.start() as *mut libc::c_void, range.len() as usize, libc::MADV_DONTNEED)
-                    };
-                    assert_eq!(done, 0);
-                }
-                channel.send_to_daemon(&ToDaemon::Discarded { batch }, &[]).unwrap();
-            }
+    let arena = Range::new(base, len).unwrap();
+    let served = hand_over(&calls, arena, Join::New(Name::new("serve_compare").unwrap())).expect("handing over");
+    let agent = std::thread::spawn(move || {
+        agent_loop(&served.agent, arena, |start, len| {
+            // SAFETY: pages of our own region the pager wrote out (agent_loop checked).
+            unsafe { libc::madvise(start as *mut libc::c_void, len as usize, libc::MADV_DONTNEED) }
         })
-    };
+        .expect("the agent")
+    });
     let figures = work(base, options, seed, || {
         println!("start");
         std::io::stdout().flush().unwrap();

@@ -129,7 +129,9 @@ fn tenant(socket: Channel, pages: u64) {
         arena: Range::new(arena.base, 2 * pages * PAGE).unwrap(),
         join: Join::New(Name::new("uffd_remote").unwrap()),
     });
-    socket.send_to_daemon(&hello, &[uffd.as_fd(), mem.as_fd()]).expect("send Hello");
+    // (An agent's socket, as a Hello takes one; this probe's daemon asks nothing on it.)
+    let (_agent, pagers_end) = Channel::pair().expect("socketpair");
+    socket.send_to_daemon(&hello, &[uffd.as_fd(), mem.as_fd(), pagers_end.as_fd()]).expect("send Hello");
     drop(mem);
     let uffd = Arc::new(uffd);
     let mut answer = [0u8; 1];
@@ -304,6 +306,7 @@ fn daemon(socket: &Channel, child: libc::pid_t) -> (Vec<Figure>, Vec<Rule>) {
     assert_eq!(hello.pid, child as u32);
     // (A socket pair's SO_PEERCRED names its maker, this process: a daemon's tenants
     // connect, and there the kernel names them.)
+    drop(fds.pop()); // the agent's socket
     let mem = fds.pop().unwrap();
     let uffd = Userfaultfd::from_received(fds.pop().unwrap(), hello.uffd_features);
     let (region, parking) = Span::halves(hello.arena);

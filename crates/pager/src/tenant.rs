@@ -18,14 +18,14 @@
 //! processes), asynchronous write protection, co-location, the program's own discards
 //! and forks.
 
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Mutex;
 
 use znswap_pager_core::AddressRange;
-use znswap_wire::{Channel, ChannelError, Range, ToDaemon, ToTenant, RANGES_MAX};
+use znswap_wire::{Channel, ChannelError, Hello, Join, Range, Reason, ToDaemon, ToTenant, RANGES_MAX};
 
-use crate::uffd::Userfaultfd;
+use crate::uffd::{features, register_mode, Userfaultfd};
 use crate::PAGE_BYTES;
 
 /// What a tenant process handed over, and which of the pager's tenants it is.
@@ -131,4 +131,96 @@ impl TenantSpace {
             }
         }
     }
+}
+
+impl TenantLink {
+    /// The link a `Hello` and its descriptors make (the userfaultfd, the mem file, the
+    /// agent's socket, in the order `Hello::fds` gives), for tenant `tenant`.
+    pub fn from_hello(hello: &Hello, mut fds: Vec<OwnedFd>, tenant: u32) -> Result<TenantLink, TenantError> {
+        if hello.forked || fds.len() != 3 {
+            return Err(TenantError::Protocol(format!(
+                "a Hello with {} descriptors{}: a process's first takes its userfaultfd, mem file and agent socket",
+                fds.len(),
+                if hello.forked { ", from a fork's child" } else { "" }
+            )));
+        }
+        let agent = Channel::from_fd(fds.pop().expect("three"));
+        let mem = fds.pop().expect("three");
+        let uffd = Userfaultfd::from_received(fds.pop().expect("three"), hello.uffd_features);
+        Ok(TenantLink { uffd, mem, channel: agent, arena: hello.arena, tenant })
+    }
+}
+
+/// What goes wrong on the tenant's side of the hand-over.
+#[derive(Debug, thiserror::Error)]
+pub enum TenantError {
+    #[error(transparent)]
+    Uffd(#[from] crate::uffd::UffdError),
+    #[error("talking to the pager: {0}")]
+    Channel(#[from] ChannelError),
+    #[error("talking to the pager: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("the pager refused this process: {}", .0.explain())]
+    Refused(Reason),
+    #[error("the pager hung up")]
+    HungUp,
+    #[error("{0}")]
+    Protocol(String),
+}
+
+/// A process served by another's pager: its userfaultfd (kept, so its registrations
+/// outlive any one connection) and its agent's socket.
+pub struct Served {
+    pub uffd: Userfaultfd,
+    pub agent: Channel,
+    pub tenant: u32,
+    pub budget_pages: u64,
+}
+
+/// The tenant's side of the hand-over: registers `arena` (mapped, private, anonymous)
+/// with a new userfaultfd, and hands that, the process's own `/proc/self/mem` and an
+/// agent socket to the pager at the other end of `calls`; waits for its welcome.
+pub fn hand_over(calls: &Channel, arena: Range, join: Join) -> Result<Served, TenantError> {
+    let uffd = Userfaultfd::new(features::PAGEFAULT_FLAG_WP, features::POISON | features::THREAD_ID)?;
+    uffd.register(arena.start(), arena.len(), register_mode::MISSING | register_mode::WP)?;
+    // SAFETY: a NUL-terminated path; a new descriptor or -1.
+    let mem = unsafe { libc::open(c"/proc/self/mem".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
+    if mem < 0 {
+        return Err(std::io::Error::last_os_error().into());
+    }
+    // SAFETY: a descriptor we own from here on.
+    let mem = unsafe { OwnedFd::from_raw_fd(mem) };
+    let (agent, pagers_end) = Channel::pair()?;
+    let hello = Hello { pid: std::process::id(), forked: false, uffd_features: uffd.features(), arena, join };
+    calls.send_to_daemon(&ToDaemon::Hello(hello), &[uffd.as_fd(), mem.as_fd(), pagers_end.as_fd()])?;
+    match calls.recv_to_tenant()? {
+        Some(ToTenant::Welcome { tenant, budget_pages, .. }) => Ok(Served { uffd, agent, tenant, budget_pages }),
+        Some(ToTenant::Refused(reason)) => Err(TenantError::Refused(reason)),
+        Some(other) => Err(TenantError::Protocol(format!("the pager answered a Hello with {other:?}"))),
+        None => Err(TenantError::HungUp),
+    }
+}
+
+/// The tenant's agent: drops each range the pager asks (with `zap`, which returns what
+/// `madvise` does) and says so, until the pager hangs up. Ranges outside `arena` are
+/// refused (the process's other memory is not the pager's to drop). Returns the pages
+/// dropped.
+pub fn agent_loop(agent: &Channel, arena: Range, zap: impl Fn(u64, u64) -> i32) -> Result<u64, TenantError> {
+    let mut dropped = 0;
+    while let Some(message) = agent.recv_to_tenant()? {
+        let ToTenant::Discard { batch, ranges } = message else {
+            return Err(TenantError::Protocol(format!("the agent got {message:?}")));
+        };
+        for range in ranges {
+            if range.start() < arena.start() || range.end() > arena.end() {
+                return Err(TenantError::Protocol(format!("a discard of {range:?}, outside the arena {arena:?}")));
+            }
+            if zap(range.start(), range.len()) != 0 {
+                return Err(std::io::Error::last_os_error().into());
+            }
+            dropped += range.len() / PAGE_BYTES as u64;
+        }
+        agent.send_to_daemon(&ToDaemon::Discarded { batch }, &[])?;
+    }
+    Ok(dropped)
 }

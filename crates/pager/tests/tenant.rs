@@ -10,7 +10,7 @@
 mod common;
 
 use std::io::{BufRead, BufReader, Write};
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
@@ -18,9 +18,8 @@ use std::time::Duration;
 
 use rand_core::{RngCore, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
-use znswap_pager::uffd::{features, register_mode, Userfaultfd};
-use znswap_pager::{map_anonymous, FaultMode, Pager, PagerConfig, TenantLink, PAGE_BYTES};
-use znswap_wire::{Channel, Hello, Join, Name, Range, ToDaemon, ToTenant, Token};
+use znswap_pager::{agent_loop, hand_over, map_anonymous, FaultMode, Pager, PagerConfig, TenantLink, PAGE_BYTES};
+use znswap_wire::{Channel, Join, Name, Range, ToDaemon, ToTenant, Token};
 use znswap_zoned::{Geometry, MemDevice, ZonedDevice};
 
 use common::{check, fill};
@@ -59,12 +58,11 @@ fn start_a_tenant(encrypt: bool, seed: u64, ops: u64) -> (std::process::Child, P
     let child = command.spawn().unwrap();
     drop(tenant);
 
-    let (message, mut fds) = daemon.recv_to_daemon().unwrap().expect("the tenant's Hello");
+    let (message, fds) = daemon.recv_to_daemon().unwrap().expect("the tenant's Hello");
     let ToDaemon::Hello(hello) = message else { panic!("{message:?} before a Hello") };
     assert_eq!(hello.pid, child.id());
     assert_eq!(hello.arena.len(), ARENA_PAGES * PAGE_BYTES as u64);
-    let mem = fds.pop().unwrap();
-    let uffd = Userfaultfd::from_received(fds.pop().unwrap(), hello.uffd_features);
+    let link = TenantLink::from_hello(&hello, fds, 0).unwrap();
     daemon.send_to_tenant(&ToTenant::Welcome { tenant: 0, token: Token([1; 16]), budget_pages: BUDGET_PAGES }).unwrap();
     let device: Arc<dyn ZonedDevice> = Arc::new(MemDevice::new(geometry()).unwrap());
     let config = PagerConfig {
@@ -73,7 +71,6 @@ fn start_a_tenant(encrypt: bool, seed: u64, ops: u64) -> (std::process::Child, P
         ..PagerConfig::new(BUDGET_PAGES * PAGE_BYTES as u64)
     };
     let slack = config.slack_pages;
-    let link = TenantLink { uffd, mem, channel: daemon, arena: hello.arena, tenant: 0 };
     let pager = Pager::serve_tenant(device, config, link).unwrap();
     (child, pager, slack)
 }
@@ -191,49 +188,19 @@ fn tenant_process() {
     let seed: u64 = std::env::var("ZNSWAP_TEST_TENANT_SEED").unwrap().parse().unwrap();
     let ops: u64 = std::env::var("ZNSWAP_TEST_TENANT_OPS").unwrap().parse().unwrap();
     // SAFETY: the descriptor the test passed us, ours from here on.
-    let channel = Arc::new(Channel::from_fd(unsafe { OwnedFd::from_raw_fd(fd) }));
+    let calls = Channel::from_fd(unsafe { OwnedFd::from_raw_fd(fd) });
     let len = ARENA_PAGES * PAGE_BYTES as u64;
     let base = map_anonymous(len as usize).unwrap() as u64;
-    let uffd = Userfaultfd::new(features::PAGEFAULT_FLAG_WP, features::POISON | features::THREAD_ID).unwrap();
-    uffd.register(base, len, register_mode::MISSING | register_mode::WP).unwrap();
-    // SAFETY: a NUL-terminated path; a new descriptor or -1.
-    let mem = unsafe { libc::open(c"/proc/self/mem".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
-    assert!(mem >= 0);
-    // SAFETY: ours from here on.
-    let mem = unsafe { OwnedFd::from_raw_fd(mem) };
-    let hello = ToDaemon::Hello(Hello {
-        pid: std::process::id(),
-        forked: false,
-        uffd_features: uffd.features(),
-        arena: Range::new(base, len).unwrap(),
-        join: Join::New(Name::new("tenant test").unwrap()),
-    });
-    channel.send_to_daemon(&hello, &[uffd.as_fd(), mem.as_fd()]).unwrap();
-    drop(mem);
-    match channel.recv_to_tenant().unwrap() {
-        Some(ToTenant::Welcome { budget_pages, .. }) => assert_eq!(budget_pages, BUDGET_PAGES),
-        other => panic!("no welcome: {other:?}"),
-    }
-    let agent = {
-        let channel = channel.clone();
-        std::thread::spawn(move || {
-            let mut dropped = 0u64;
-            while let Some(message) = channel.recv_to_tenant().unwrap() {
-                let ToTenant::Discard { batch, ranges } = message else { panic!("the agent got {message:?}") };
-                for range in ranges {
-                    assert!(range.start() >= base && range.end() <= base + len, "a discard outside the arena");
-                    // SAFETY: pages of our own arena the pager wrote out.
-                    let done = unsafe {
-                        libc::madvise(range.start() as *mut libc::c_void, range.len() as usize, libc::MADV_DONTNEED)
-                    };
-                    assert_eq!(done, 0);
-                    dropped += range.len() / PAGE_BYTES as u64;
-                }
-                channel.send_to_daemon(&ToDaemon::Discarded { batch }, &[]).unwrap();
-            }
-            dropped
+    let arena = Range::new(base, len).unwrap();
+    let served = hand_over(&calls, arena, Join::New(Name::new("tenant test").unwrap())).unwrap();
+    assert_eq!(served.budget_pages, BUDGET_PAGES);
+    let agent = std::thread::spawn(move || {
+        agent_loop(&served.agent, arena, |start, len| {
+            // SAFETY: pages of our own arena the pager wrote out (agent_loop checked).
+            unsafe { libc::madvise(start as *mut libc::c_void, len as usize, libc::MADV_DONTNEED) }
         })
-    };
+        .unwrap()
+    });
 
     // SAFETY: the arena is ours, mapped for the process's life; one thread touches it.
     let memory = unsafe { std::slice::from_raw_parts_mut(base as *mut u8, len as usize) };

@@ -11,13 +11,19 @@
 //!
 //! ```text
 //!  tenant's process                         daemon
-//!  Hello {pid, arena, join} + uffd, mem ──▶ checks the peer (SO_PEERCRED), the tenant
+//!  Hello {pid, arena, join}
+//!    + uffd, mem, agent socket        ──▶ checks the peer (SO_PEERCRED), the tenant
 //!                              ◀── Welcome {tenant, token, budget} | Refused(reason)
 //!  RegionAdd / RegionRemove / Forked   ──▶
 //!                                      ◀── Ack(kind)
-//!                                      ◀── Discard {batch, ranges}
-//!  Discarded {batch}                   ──▶
+//!  ProgramDiscard(range)               ──▶ frees its slots, holds its state
+//!                                      ◀── Ack(ProgramDiscard)
+//!  (zaps the range) Zapped {errno}     ──▶ lets go
 //!  Bye                                 ──▶ (or the connection closes)
+//!
+//!  on the agent's socket:
+//!                                      ◀── Discard {batch, ranges}
+//!  (drops them) Discarded {batch}      ──▶
 //! ```
 
 // `is_multiple_of` is newer than the workspace's rust-version.

@@ -135,13 +135,14 @@ pub struct Hello {
 }
 
 impl Hello {
-    /// Descriptors that come with it: the userfaultfd (unless `forked`), then the
-    /// process's `/proc/self/mem`.
+    /// Descriptors that come with it: the userfaultfd (unless `forked`), the process's
+    /// `/proc/self/mem`, and its agent's end of a socket pair (the daemon's requests,
+    /// apart from this connection's calls and their replies).
     pub fn fds(&self) -> usize {
         if self.forked {
-            1
-        } else {
             2
+        } else {
+            3
         }
     }
 }
@@ -159,11 +160,19 @@ pub enum ToDaemon {
     Forked {
         child: u32,
     },
-    /// A `Discard` batch is done: its ranges are dropped.
+    /// A `Discard` batch is done: its ranges are dropped (on the agent's socket).
     Discarded {
         batch: u64,
     },
     Bye,
+    /// The program discards a range (`madvise(MADV_DONTNEED)`, `munmap`): the daemon
+    /// frees its slots and answers `Ack`, the process zaps the range and says `Zapped`,
+    /// the daemon holding its state meanwhile so that no fault maps a page in between.
+    ProgramDiscard(Range),
+    /// The zap is done: 0, or the errno `madvise` failed with.
+    Zapped {
+        errno: u32,
+    },
 }
 
 /// Why the daemon refuses a process.
@@ -222,7 +231,8 @@ pub enum ToTenant {
         batch: u64,
         ranges: Vec<Range>,
     },
-    /// A `RegionAdd`, `RegionRemove` or `Forked` is taken into account.
+    /// A `RegionAdd`, `RegionRemove` or `Forked` is taken into account; for a
+    /// `ProgramDiscard`, the process may zap the range now.
     Ack(Kind),
 }
 
@@ -237,6 +247,8 @@ pub enum Kind {
     Forked = 0x04,
     Discarded = 0x05,
     Bye = 0x06,
+    ProgramDiscard = 0x07,
+    Zapped = 0x08,
     Welcome = 0x81,
     Refused = 0x82,
     Discard = 0x83,
@@ -244,13 +256,15 @@ pub enum Kind {
 }
 
 impl Kind {
-    const ALL: [Kind; 10] = [
+    const ALL: [Kind; 12] = [
         Kind::Hello,
         Kind::RegionAdd,
         Kind::RegionRemove,
         Kind::Forked,
         Kind::Discarded,
         Kind::Bye,
+        Kind::ProgramDiscard,
+        Kind::Zapped,
         Kind::Welcome,
         Kind::Refused,
         Kind::Discard,
@@ -269,8 +283,8 @@ impl Kind {
     fn body_bytes(self) -> usize {
         match self {
             Kind::Hello => 80,
-            Kind::RegionAdd | Kind::RegionRemove => 16,
-            Kind::Forked | Kind::Discarded | Kind::Refused | Kind::Ack => 8,
+            Kind::RegionAdd | Kind::RegionRemove | Kind::ProgramDiscard => 16,
+            Kind::Forked | Kind::Discarded | Kind::Refused | Kind::Ack | Kind::Zapped => 8,
             Kind::Bye => 0,
             Kind::Welcome => 32,
             Kind::Discard => 16,
@@ -290,6 +304,8 @@ impl ToDaemon {
             ToDaemon::Forked { .. } => Kind::Forked,
             ToDaemon::Discarded { .. } => Kind::Discarded,
             ToDaemon::Bye => Kind::Bye,
+            ToDaemon::ProgramDiscard(_) => Kind::ProgramDiscard,
+            ToDaemon::Zapped { .. } => Kind::Zapped,
         }
     }
 
@@ -317,7 +333,13 @@ impl ToDaemon {
                 w.bytes(&token);
                 w.bytes(&name);
             }
-            ToDaemon::RegionAdd(range) | ToDaemon::RegionRemove(range) => w.range(*range),
+            ToDaemon::RegionAdd(range) | ToDaemon::RegionRemove(range) | ToDaemon::ProgramDiscard(range) => {
+                w.range(*range)
+            }
+            ToDaemon::Zapped { errno } => {
+                w.u32(*errno);
+                w.u32(0);
+            }
             ToDaemon::Forked { child } => {
                 w.u32(*child);
                 w.u32(0);
@@ -363,6 +385,12 @@ impl ToDaemon {
             }
             Kind::Discarded => ToDaemon::Discarded { batch: r.u64() },
             Kind::Bye => ToDaemon::Bye,
+            Kind::ProgramDiscard => ToDaemon::ProgramDiscard(r.range()?),
+            Kind::Zapped => {
+                let errno = r.u32();
+                r.zero_u32(kind)?;
+                ToDaemon::Zapped { errno }
+            }
             _ => unreachable!("Reader::start checked the direction"),
         };
         r.finish();
@@ -439,7 +467,7 @@ impl ToTenant {
             Kind::Ack => {
                 let code = r.u16();
                 let of = Kind::from_code(code)
-                    .filter(|k| matches!(k, Kind::RegionAdd | Kind::RegionRemove | Kind::Forked))
+                    .filter(|k| matches!(k, Kind::RegionAdd | Kind::RegionRemove | Kind::Forked | Kind::ProgramDiscard))
                     .ok_or(WireError::Ack { code })?;
                 if r.u16() != 0 || r.u32() != 0 {
                     return Err(WireError::Reserved { kind });

@@ -35,6 +35,9 @@ fn to_daemon_examples() -> Vec<ToDaemon> {
         ToDaemon::Forked { child: 99 },
         ToDaemon::Discarded { batch: u64::MAX },
         ToDaemon::Bye,
+        ToDaemon::ProgramDiscard(range(0x7f12_3456_0000, 3)),
+        ToDaemon::Zapped { errno: 0 },
+        ToDaemon::Zapped { errno: libc::EINVAL as u32 },
     ]
 }
 
@@ -50,6 +53,7 @@ fn to_tenant_examples() -> Vec<ToTenant> {
         },
         ToTenant::Ack(Kind::RegionAdd),
         ToTenant::Ack(Kind::Forked),
+        ToTenant::Ack(Kind::ProgramDiscard),
     ]
 }
 
@@ -221,12 +225,17 @@ fn a_hello_arrives_with_its_descriptors_close_on_exec() {
     let (tenant, daemon) = Channel::pair().unwrap();
     let (a, _a_write) = pipe();
     let (b, _b_write) = pipe();
+    let (c, _c_write) = pipe();
     let hello = to_daemon_examples().remove(0);
-    tenant.send_to_daemon(&hello, &[a.as_fd(), b.as_fd()]).unwrap();
+    tenant.send_to_daemon(&hello, &[a.as_fd(), b.as_fd(), c.as_fd()]).unwrap();
     let (got, fds) = daemon.recv_to_daemon().unwrap().unwrap();
     assert_eq!(got, hello);
-    assert_eq!(fds.len(), 2);
-    assert_eq!((inode(&fds[0]), inode(&fds[1])), (inode(&a), inode(&b)), "the same files, in order");
+    assert_eq!(fds.len(), 3);
+    assert_eq!(
+        (inode(&fds[0]), inode(&fds[1]), inode(&fds[2])),
+        (inode(&a), inode(&b), inode(&c)),
+        "the same files, in order"
+    );
     for fd in &fds {
         // SAFETY: an open descriptor.
         let flags = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFD) };
@@ -266,7 +275,7 @@ fn descriptors_a_message_does_not_take_are_refused_and_closed() {
 
     // A Hello without its descriptors: refused.
     tenant.send(&encode_to_daemon(&to_daemon_examples()[0]), &[]).unwrap();
-    assert!(matches!(daemon.recv_to_daemon(), Err(ChannelError::Wire(WireError::Fds { want: 2, got: 0, .. }))));
+    assert!(matches!(daemon.recv_to_daemon(), Err(ChannelError::Wire(WireError::Fds { want: 3, got: 0, .. }))));
     // More bytes than any message: refused as truncated, not cut short.
     let huge = vec![0u8; MESSAGE_BYTES_MAX + 1];
     let mut iov = libc::iovec { iov_base: huge.as_ptr() as *mut _, iov_len: huge.len() };
