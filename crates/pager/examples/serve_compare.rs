@@ -72,7 +72,7 @@ fn main() {
     let device: Arc<dyn ZonedDevice> = match &device_path {
         Some(path) => Arc::from(znswap_zoned::open_path(path).expect("opening the device")),
         None => {
-            let zones = (options.pages * 2 * PAGE_BYTES as u64).div_ceil(8 << 20).max(8) as u32;
+            let zones = (options.pages * 2 * PAGE_BYTES as u64).div_ceil(8 << 20).max(16) as u32;
             Arc::new(
                 MemDevice::new(Geometry::from_bytes(4096, 16, zones, 8 << 20, 8 << 20, 8, 8, 4096).unwrap()).unwrap(),
             )
