@@ -229,9 +229,15 @@ def pairs(path):
     return found
 vm = pairs("/proc/vmstat")
 memory = pairs(os.path.join(cgroup, "memory.stat")) if cgroup else {}
-try:
+def process_cpu(pid):
     fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-    cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"), fields[1]
+try:
+    cpu, parent = process_cpu(pid)
+    # Under `znswap run --serve` the pager's threads run in the launcher (the server's
+    # parent): its CPU counts too (otherwise a waiting launcher's, next to nothing).
+    if os.path.basename(os.readlink(f"/proc/{parent}/exe")) == "znswap":
+        cpu += process_cpu(parent)[0]
 except (OSError, IndexError, ValueError):
     cpu = None
 report = None
@@ -286,6 +292,10 @@ run_side() {
         --connections "$connections" --seed "$round" --phase-hook "$hook" --json >"$kv_out" || status=$?
     peak=$(peak_rss_bytes "$(server_process)")
     cpu=$(cpu_seconds "$(server_process)")
+    if [ "$side" = znswap ] && [ "$(server_process)" != "$server_pid" ]; then
+        # The launcher's CPU too: under --serve the pager's threads run there.
+        cpu=$(awk -v a="${cpu:-0}" -v b="$(cpu_seconds "$server_pid")" 'BEGIN { print a + b }')
+    fi
     if [ "$side" = kernel ]; then cgroup_peak=$(cgroup_peak_bytes) major=$(cgroup_major_faults); fi
     swap_after=$(vmstat_swap)
     stop_server

@@ -55,6 +55,11 @@ pub struct RunArgs {
     /// (`PagerConfig::misreport_moves_every`). Needs --park.
     #[arg(long, value_name = "N", requires = "park", hide = true)]
     misreport_moves_every: Option<u32>,
+    /// Experimental (issue 34): page the program from this launcher's process, as the
+    /// daemon will, instead of from a pager inside the program (`docs/daemon.md`). Not
+    /// yet: fork in the program (refused), --park, --wp-async, co-location.
+    #[arg(long, hide = true, conflicts_with_all = ["park", "wp_async"])]
+    serve: bool,
     /// Also write the summary as JSON to FILE (checked before the program starts).
     #[arg(long, value_name = "FILE")]
     stats: Option<PathBuf>,
@@ -182,6 +187,7 @@ fn prepare(args: &RunArgs, stats_path: PathBuf, alive_fd: i32) -> Result<Launch>
         misreport_moves_every: args.misreport_moves_every.unwrap_or(0),
         colocate: !args.no_colocate,
         encrypt: args.encrypt.encrypt,
+        serve_fd: None,
         stats: stats_path,
         alive_fd,
         ld_preload_before,
@@ -210,8 +216,14 @@ pub fn run(args: RunArgs) -> Result<u8> {
         tempfile::Builder::new().prefix("znswap-run-").tempdir().context("creating a temporary directory")?;
     let stats_path = stats_dir.path().join("stats.json");
     let (alive_read, alive_write) = pipe()?;
-    let Launch { library, config, mut stats_file } = prepare(&args, stats_path.clone(), alive_write)?;
+    let Launch { library, mut config, mut stats_file } = prepare(&args, stats_path.clone(), alive_write)?;
     let program = args.command[0].clone();
+    let serving_socket = if args.serve { Some(crate::run_serve::socket()?) } else { None };
+    let serve_fd = serving_socket.as_ref().map(|(_, program_end)| crate::run_serve::program_fd(program_end));
+    if serve_fd.is_some() {
+        config.serve_fd = serve_fd;
+        config.colocate = false;
+    }
 
     let mut command = Command::new(&program);
     command.args(&args.command[1..]);
@@ -235,6 +247,10 @@ pub fn run(args: RunArgs) -> Result<u8> {
         command.pre_exec(move || {
             // The alive pipe's write end stays open in the program (and its forks).
             libc::fcntl(alive_write, libc::F_SETFD, 0);
+            // And under --serve, its end of the socket its heap is served on.
+            if let Some(fd) = serve_fd {
+                libc::fcntl(fd, libc::F_SETFD, 0);
+            }
             libc::close(alive_read);
             let empty = signal_set(&[]);
             libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
@@ -257,6 +273,17 @@ pub fn run(args: RunArgs) -> Result<u8> {
     // SAFETY: our own descriptor; the child has its copy.
     unsafe { libc::close(alive_write) };
     let pid = child.id() as i32;
+    let serving = match serving_socket {
+        Some((launcher_end, program_end)) => {
+            drop(program_end);
+            Some(crate::run_serve::Serving::start(launcher_end, &config, child.id())?)
+        }
+        None => None,
+    };
+    let read_report = |path: &Path| match &serving {
+        Some(serving) => serving.report(path),
+        None => read_report(path),
+    };
     // What the pager is doing, on a progress line while stderr is a terminal.
     let line = Progress::new(!args.json.json);
     let mut last_live = Instant::now();
@@ -320,6 +347,9 @@ pub fn run(args: RunArgs) -> Result<u8> {
     let elapsed = started.elapsed();
     let daemonized = outlived_by_forks(alive_read);
     let report = read_report(&stats_path);
+    if let Some(serving) = serving {
+        serving.stop();
+    }
     drop(stats_dir);
     let ended = match (status.code(), status.signal()) {
         (Some(code), _) => Ended::Exited(code),

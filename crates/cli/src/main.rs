@@ -10,6 +10,7 @@ mod device_bench;
 mod device_path;
 mod flags;
 mod progress;
+mod run_serve;
 mod stats;
 mod swap_bench;
 

@@ -50,6 +50,11 @@ pub struct RunConfig {
     /// Seal every swapped page (`PagerConfig::encrypt`).
     #[serde(default)]
     pub encrypt: bool,
+    /// The launcher serves the program's memory from its own process
+    /// (`znswap run --serve`, `docs/daemon.md`): the library hands its arena over on this
+    /// socket (`znswap_wire`) instead of starting a pager.
+    #[serde(default)]
+    pub serve_fd: Option<i32>,
     /// Where the library writes its figures as JSON: at start, every second, at exit.
     pub stats: PathBuf,
     /// A pipe's write end the program and its forked (not exec'd) descendants keep
@@ -141,6 +146,69 @@ pub const ARENA_MAX_BYTES: u64 = 8 << 30;
 pub const EXIT_PAGER_FAILED: i32 = 125;
 /// Exit status of a forked child that outlived its parent (a daemon).
 pub const EXIT_DAEMONIZED: i32 = 124;
+
+/// Where the library writes its figures under `--serve` (`RunConfig::serve_fd`): the
+/// launcher reads them there, adds its pager's and writes the whole report to
+/// `RunConfig::stats`, where readers look.
+pub fn program_stats_path(stats: &std::path::Path) -> std::path::PathBuf {
+    stats.with_extension("program.json")
+}
+
+impl RunReport {
+    /// The pager's figures into the report (the library's own pager's, or under
+    /// `--serve` the launcher's, over the library's process figures).
+    pub fn set_pager_figures(&mut self, pager: &crate::Pager) {
+        let stats = pager.stats();
+        let (fault_p50_ns, _) = pager.fault_latency(0.5);
+        let (fault_p99_ns, _) = pager.fault_latency(0.99);
+        self.budget_bytes = pager.budget_bytes();
+        self.swapped_out_pages = stats.swap_outs_written;
+        self.swapped_in_pages = stats.swap_in_reads;
+        self.readahead_pages_read = stats.readahead_pages_read;
+        self.readahead_hits = stats.readahead_hits;
+        self.pages_parked = stats.pages_parked;
+        self.parked_touched = stats.parked_touched;
+        self.park_refused = stats.park_refused;
+        self.park_occupied = stats.park_occupied;
+        self.unparks_copied = stats.unparks_copied;
+        self.swap_outs_clean = stats.swap_outs_clean;
+        self.swap_cache_dirtied = stats.swap_cache_dirtied;
+        self.swap_cache_skipped = stats.swap_cache_skipped;
+        self.victims_written = stats.victims_written;
+        self.swap_cache_digest_dirtied = stats.swap_cache_digest_dirtied;
+        self.pages_unshared = stats.pages_unshared;
+        self.wp_markers_cleared = stats.wp_markers_cleared;
+        self.moves_misreported = stats.moves_misreported;
+        self.missing_faults = stats.missing_faults;
+        self.write_protect_faults = stats.write_protect_faults;
+        self.fault_p50_ns = fault_p50_ns;
+        self.fault_p99_ns = fault_p99_ns;
+        self.resident_pages = stats.resident_pages;
+        self.resident_pages_max = stats.resident_pages_max;
+        self.host_bytes_written = stats.host_bytes_written;
+        self.gc_bytes_written = stats.gc_bytes_written;
+        self.record_bytes_written = stats.record_bytes_written;
+        self.gc_runs = stats.gc_runs;
+        self.lost_pages = stats.lost_pages;
+        self.pages_sealed = stats.pages_sealed;
+        self.pages_failed_open = stats.pages_failed_open;
+        self.budget_overruns = stats.budget_overruns;
+        self.device_errors = stats.device_errors;
+        self.fault_handled_ns = stats.fault_handled_ns;
+        self.fault_lock_wait_ns = stats.fault_lock_wait_ns;
+        self.fault_reads = stats.fault_reads;
+        self.faults_polled = stats.faults_polled;
+        self.fault_read_ns = stats.fault_read_ns;
+        self.fault_install_ns = stats.fault_install_ns;
+        self.fault_unlock_ns = stats.fault_unlock_ns;
+        self.fault_wait_ns = stats.fault_wait_ns;
+        self.budget_wait_ns = stats.budget_wait_ns;
+        self.uptime_ns = stats.uptime_ns;
+        self.fault_threads_cpu_ns = stats.fault_cpu_ns;
+        self.evictor_threads_cpu_ns = stats.evictor_cpu_ns;
+        self.io_threads_cpu_ns = stats.io_cpu_ns;
+    }
+}
 
 /// What the library writes to the stats file.
 #[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
@@ -318,6 +386,7 @@ mod tests {
                 misreport_moves_every: 0,
                 colocate: true,
                 encrypt: false,
+                serve_fd: None,
                 stats: "/tmp/stats.json".into(),
                 alive_fd: -1,
                 ld_preload_before: None,

@@ -23,6 +23,7 @@
 mod alloc;
 mod mapping;
 mod say;
+mod served;
 mod wrap;
 
 use say::say;
@@ -64,11 +65,21 @@ fn tell_launcher_daemonized() {
     }
 }
 
+/// Who pages the arena.
+enum Paging {
+    /// The pager runs in this process (`znswap run`).
+    Here {
+        pager: Pager,
+        /// Never dropped: the program's heap lives in it until the process ends.
+        region: Region,
+    },
+    /// The launcher's pager serves this process (`znswap run --serve`, `served.rs`).
+    Served(served::Served),
+}
+
 /// The running pager and its arena, for the life of the process.
 struct Runtime {
-    pager: Pager,
-    /// Never dropped: the program's heap lives in it until the process ends.
-    region: Region,
+    paging: Paging,
     arena_bytes: u64,
     /// `--memory`: the limit on the program's anonymous memory (see [`govern`]).
     memory_bytes: u64,
@@ -88,6 +99,24 @@ struct Runtime {
 }
 
 static RUNTIME: OnceLock<Runtime> = OnceLock::new();
+
+impl Runtime {
+    /// The pager, when it runs in this process.
+    fn pager(&self) -> Option<&Pager> {
+        match &self.paging {
+            Paging::Here { pager, .. } => Some(pager),
+            Paging::Served(_) => None,
+        }
+    }
+
+    /// The program discards `[start, start + len)` of the arena (`Pager::program_discard`).
+    fn program_discard(&self, start: u64, len: u64) -> i32 {
+        match &self.paging {
+            Paging::Here { pager, .. } => pager.program_discard(start, len),
+            Paging::Served(served) => served.program_discard(start, len),
+        }
+    }
+}
 
 extern "C" fn init() {
     let _internal = Internal::enter();
@@ -122,19 +151,9 @@ fn scrub_environment(ld_preload_before: Option<&str>) {
     }
 }
 
-fn start(config: RunConfig) -> Result<(), String> {
-    // No transparent huge pages in this process, before the pager allocates its tables
-    // (as mimalloc's own `allow_thp=0` does). Those come from mimalloc's default heap,
-    // which asks for huge pages, and a huge page makes one touched byte 2 MiB resident:
-    // measured, `sleep` under `znswap run` held 9.6 MiB of memory outside the paged heap,
-    // 4.1 MiB without them, so 5.5 MiB more of --memory goes to the paged heap's budget.
-    // The paged arena never had them (userfaultfd maps its pages one by one). Inherited
-    // by forks and programs executed, as the kernel keeps the flag: a program that wants
-    // huge pages gets none under znswap run (redis, for one, asks for them to be off).
-    // SAFETY: a flag of this process, no memory involved.
-    if unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0) } != 0 {
-        return Err(format!("disabling transparent huge pages: {}", std::io::Error::last_os_error()));
-    }
+/// The pager in this process (`znswap run`): the device opened and reset, the arena
+/// reserved as one region, its bookkeeping kept unpaged.
+fn start_here(config: &RunConfig, arena_bytes: u64) -> Result<(Pager, Region, *mut mi::mi_heap_t), String> {
     let device = znswap_zoned::open_path(&config.device).map_err(|error| error.to_string())?;
     // Swap holds nothing across runs (as `swapon` discards a swap area's contents): the
     // engine starts from empty zones.
@@ -144,25 +163,36 @@ fn start(config: RunConfig) -> Result<(), String> {
         child_orphaned: Some(tell_launcher_daemonized),
         ..config.pager_config()
     };
-    let slack_pages = pager_config.slack_pages;
     let pager = Pager::new(device.into(), pager_config).map_err(|error| error.to_string())?;
-    let arena_bytes = config.arena_bytes.div_ceil(ARENA_ALIGN) * ARENA_ALIGN;
     let region = pager
         .alloc(arena_bytes + ARENA_ALIGN, 0)
         .map_err(|error| format!("reserving {arena_bytes} B of paged memory: {error}"))?;
     let arena_start = (region.as_ptr() as u64).div_ceil(ARENA_ALIGN) * ARENA_ALIGN;
-    // mimalloc keeps an arena's bookkeeping (its descriptor and bitmaps) at the arena's
-    // start, and every allocation, the pager threads' own included, reads the
-    // descriptors of all arenas. Paged, a pager thread would fault on memory only it can
-    // bring back (seen: the I/O thread stuck in mi_arenas_try_find_free). So those pages
-    // stay ordinary memory: far more than the bitmaps need (about 1/20000 of the arena),
-    // checked below.
-    let bookkeeping = (arena_bytes / 4096).max(2 << 20);
+    let bookkeeping = arena_bookkeeping_bytes(arena_bytes);
     let offset = (arena_start - region.as_ptr() as u64) as usize;
     pager
         .unpage(&region, offset, bookkeeping as usize)
         .map_err(|error| format!("unpaging the arena's bookkeeping: {error}"))?;
     let touched_before = pager.stats().missing_faults;
+    let heap = manage_arena(arena_start, arena_bytes)?;
+    if pager.stats().missing_faults != touched_before {
+        return Err("mimalloc's arena bookkeeping is larger than the memory kept unpaged for it".into());
+    }
+    Ok((pager, region, heap))
+}
+
+/// The pages of an arena mimalloc keeps its bookkeeping in (its descriptor and bitmaps,
+/// at the arena's start), which stay ordinary memory: every allocation, the pager
+/// threads' own included, reads the descriptors of all arenas, and paged, a pager thread
+/// would fault on memory only it can bring back (seen: the I/O thread stuck in
+/// mi_arenas_try_find_free). Far more than the bitmaps need (about 1/20000 of the
+/// arena); checked after mimalloc takes the arena.
+fn arena_bookkeeping_bytes(arena_bytes: u64) -> u64 {
+    (arena_bytes / 4096).max(2 << 20)
+}
+
+/// mimalloc takes `[arena_start, + arena_bytes)` as its one arena, and a heap in it.
+fn manage_arena(arena_start: u64, arena_bytes: u64) -> Result<*mut mi::mi_heap_t, String> {
     let mut arena_id: mi::mi_arena_id_t = std::ptr::null_mut();
     // SAFETY: the range is ours, mapped (registered with the pager) for the process's
     // life, aligned as mimalloc asks; it reads as zeros until written.
@@ -183,19 +213,43 @@ fn start(config: RunConfig) -> Result<(), String> {
     if !managed {
         return Err(format!("mimalloc refused the paged arena ({arena_bytes} B at {arena_start:#x})"));
     }
-    if pager.stats().missing_faults != touched_before {
-        return Err("mimalloc's arena bookkeeping is larger than the memory kept unpaged for it".into());
-    }
     // SAFETY: an arena mimalloc just took.
     let heap = unsafe { mi::mi_heap_new_in_arena(arena_id) };
     if heap.is_null() {
         return Err("mimalloc could not make a heap in the paged arena".into());
     }
-    let pager_buffers = pager.buffers_bytes();
-    let budget_floor_bytes = BUDGET_FLOOR_BYTES.max(pager.budget_bytes_min());
+    Ok(heap)
+}
+
+fn start(config: RunConfig) -> Result<(), String> {
+    // No transparent huge pages in this process, before the pager allocates its tables
+    // (as mimalloc's own `allow_thp=0` does). Those come from mimalloc's default heap,
+    // which asks for huge pages, and a huge page makes one touched byte 2 MiB resident:
+    // measured, `sleep` under `znswap run` held 9.6 MiB of memory outside the paged heap,
+    // 4.1 MiB without them, so 5.5 MiB more of --memory goes to the paged heap's budget.
+    // The paged arena never had them (userfaultfd maps its pages one by one). Inherited
+    // by forks and programs executed, as the kernel keeps the flag: a program that wants
+    // huge pages gets none under znswap run (redis, for one, asks for them to be off).
+    // SAFETY: a flag of this process, no memory involved.
+    if unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0) } != 0 {
+        return Err(format!("disabling transparent huge pages: {}", std::io::Error::last_os_error()));
+    }
+    let arena_bytes = config.arena_bytes.div_ceil(ARENA_ALIGN) * ARENA_ALIGN;
+    let slack_pages = config.pager_config().slack_pages;
+    let (paging, heap, pager_buffers, budget_floor_bytes) = match config.serve_fd {
+        Some(fd) => {
+            let (served, heap) = served::start(fd, arena_bytes)?;
+            (Paging::Served(served), heap, 0, BUDGET_FLOOR_BYTES)
+        }
+        None => {
+            let (pager, region, heap) = start_here(&config, arena_bytes)?;
+            let buffers = pager.buffers_bytes();
+            let floor = BUDGET_FLOOR_BYTES.max(pager.budget_bytes_min());
+            (Paging::Here { pager, region }, heap, buffers, floor)
+        }
+    };
     let runtime = Runtime {
-        pager,
-        region,
+        paging,
         arena_bytes,
         memory_bytes: config.memory_bytes,
         charged_max_bytes: std::sync::atomic::AtomicU64::new(0),
@@ -253,16 +307,18 @@ fn govern() {
     if std::process::id() != runtime.pid {
         return;
     }
-    runtime.pager.colocate_tick();
+    // Under --serve the launcher governs (it has the pager).
+    let Some(pager) = runtime.pager() else { return };
+    pager.colocate_tick();
     let Some(rss) = resident_set().map(|set| set.charged) else { return };
     runtime.charged_max_bytes.fetch_max(rss, std::sync::atomic::Ordering::Relaxed);
-    let paged = runtime.pager.stats().resident_pages * znswap_pager::PAGE_BYTES as u64;
+    let paged = pager.stats().resident_pages * znswap_pager::PAGE_BYTES as u64;
     let rest = rss.saturating_sub(paged).max(runtime.rest_floor_bytes);
     let floor = runtime.budget_floor_bytes;
     let slack = runtime.slack_pages * znswap_pager::PAGE_BYTES as u64;
     let budget = runtime.memory_bytes.saturating_sub(rest + slack).max(floor);
-    if budget.abs_diff(runtime.pager.budget_bytes()) >= 1 << 20 {
-        let _ = runtime.pager.set_budget(budget);
+    if budget.abs_diff(pager.budget_bytes()) >= 1 << 20 {
+        let _ = pager.set_budget(budget);
     }
 }
 
@@ -305,9 +361,12 @@ pub(crate) fn overlaps_arena(start: u64, len: u64) -> bool {
 
 /// The paged region's `[start, end)` (empty before the pager runs).
 pub(crate) fn arena_bounds() -> (u64, u64) {
-    RUNTIME.get().map_or((0, 0), |runtime| {
-        let start = runtime.region.as_ptr() as u64;
-        (start, start + runtime.region.len() as u64)
+    RUNTIME.get().map_or((0, 0), |runtime| match &runtime.paging {
+        Paging::Here { region, .. } => {
+            let start = region.as_ptr() as u64;
+            (start, start + region.len() as u64)
+        }
+        Paging::Served(served) => served.bounds(),
     })
 }
 
@@ -318,51 +377,15 @@ pub(crate) extern "C" fn at_exit() {
 }
 
 fn report(runtime: &Runtime, at_exit: bool) -> RunReport {
-    let stats = runtime.pager.stats();
-    let (fault_p50_ns, _) = runtime.pager.fault_latency(0.5);
-    let (fault_p99_ns, _) = runtime.pager.fault_latency(0.99);
     let resident = resident_set().unwrap_or_default();
-    RunReport {
+    let mut report = RunReport {
         pid: runtime.pid,
         at_exit,
         memory_bytes: runtime.memory_bytes,
         rss_bytes: resident.now,
         rss_max_bytes: resident.max,
-        budget_bytes: runtime.pager.budget_bytes(),
         slack_pages: runtime.slack_pages,
         arena_bytes: runtime.arena_bytes,
-        swapped_out_pages: stats.swap_outs_written,
-        swapped_in_pages: stats.swap_in_reads,
-        readahead_pages_read: stats.readahead_pages_read,
-        readahead_hits: stats.readahead_hits,
-        pages_parked: stats.pages_parked,
-        parked_touched: stats.parked_touched,
-        park_refused: stats.park_refused,
-        park_occupied: stats.park_occupied,
-        unparks_copied: stats.unparks_copied,
-        swap_outs_clean: stats.swap_outs_clean,
-        swap_cache_dirtied: stats.swap_cache_dirtied,
-        swap_cache_skipped: stats.swap_cache_skipped,
-        victims_written: stats.victims_written,
-        swap_cache_digest_dirtied: stats.swap_cache_digest_dirtied,
-        pages_unshared: stats.pages_unshared,
-        wp_markers_cleared: stats.wp_markers_cleared,
-        moves_misreported: stats.moves_misreported,
-        missing_faults: stats.missing_faults,
-        write_protect_faults: stats.write_protect_faults,
-        fault_p50_ns,
-        fault_p99_ns,
-        resident_pages: stats.resident_pages,
-        resident_pages_max: stats.resident_pages_max,
-        host_bytes_written: stats.host_bytes_written,
-        gc_bytes_written: stats.gc_bytes_written,
-        record_bytes_written: stats.record_bytes_written,
-        gc_runs: stats.gc_runs,
-        lost_pages: stats.lost_pages,
-        pages_sealed: stats.pages_sealed,
-        pages_failed_open: stats.pages_failed_open,
-        budget_overruns: stats.budget_overruns,
-        device_errors: stats.device_errors,
         rss_anon_bytes: resident.anon,
         rss_file_bytes: resident.file,
         memory_used_max_bytes: runtime
@@ -374,33 +397,36 @@ fn report(runtime: &Runtime, at_exit: bool) -> RunReport {
         forks: wrap::FORKS.load(std::sync::atomic::Ordering::Relaxed),
         mmaps_paged: mapping::MMAPS_PAGED.load(std::sync::atomic::Ordering::Relaxed),
         mapped_bytes: mapping::MAPPED_BYTES.load(std::sync::atomic::Ordering::Relaxed),
-        fault_handled_ns: stats.fault_handled_ns,
-        fault_lock_wait_ns: stats.fault_lock_wait_ns,
-        fault_reads: stats.fault_reads,
-        faults_polled: stats.faults_polled,
-        fault_read_ns: stats.fault_read_ns,
-        fault_install_ns: stats.fault_install_ns,
-        fault_unlock_ns: stats.fault_unlock_ns,
-        fault_wait_ns: stats.fault_wait_ns,
-        budget_wait_ns: stats.budget_wait_ns,
-        uptime_ns: stats.uptime_ns,
         cpu_ns: znswap_pager::process_cpu_ns(),
-        fault_threads_cpu_ns: stats.fault_cpu_ns,
-        evictor_threads_cpu_ns: stats.evictor_cpu_ns,
-        io_threads_cpu_ns: stats.io_cpu_ns,
         stats_thread_cpu_ns: STATS_THREAD_CPU_NS.load(std::sync::atomic::Ordering::Relaxed),
+        ..RunReport::default()
+    };
+    // Under --serve the launcher adds its pager's figures to what it reads.
+    if let Some(pager) = runtime.pager() {
+        report.set_pager_figures(pager);
     }
+    report
 }
 
 /// Writes the figures to the stats file, whole (a temporary file renamed over it), so
 /// the launcher never reads half a report.
 fn write_report(at_exit: bool) {
     let Some(runtime) = RUNTIME.get() else { return };
-    let path = &runtime.stats;
     if std::process::id() != runtime.pid {
         return;
     }
-    runtime.pager.device().save_counters();
+    // Under --serve the launcher completes the figures and writes them where readers look.
+    let served_path;
+    let path = match runtime.pager() {
+        Some(pager) => {
+            pager.device().save_counters();
+            &runtime.stats
+        }
+        None => {
+            served_path = run_env::program_stats_path(&runtime.stats);
+            &served_path
+        }
+    };
     let Ok(json) = serde_json::to_vec(&report(runtime, at_exit)) else { return };
     let temporary = path.with_extension(format!("tmp{}", runtime.pid));
     if std::fs::write(&temporary, json).is_ok() {

@@ -261,7 +261,7 @@ fn new_mapping(
     }
     let start = block as u64;
     // Whatever the heap held there before reads zero now, and has no slots.
-    if runtime.pager.program_discard(start, len) != 0 {
+    if runtime.program_discard(start, len) != 0 {
         // SAFETY: the block just allocated, not handed out.
         unsafe { mi::mi_free(block) };
         return None;
@@ -299,7 +299,7 @@ fn map_fixed_over_paged(runtime: &crate::Runtime, start: u64, len: u64, prot: i3
     };
     // Fresh memory is read-write whatever the program made this range before.
     read_write(start, end);
-    if runtime.pager.program_discard(start, end - start) != 0 {
+    if runtime.program_discard(start, end - start) != 0 {
         return fail(libc::ENOMEM, libc::MAP_FAILED);
     }
     if let Some(mapping) = mappings.get_mut(&base) {
@@ -390,7 +390,7 @@ fn unmap(runtime: &crate::Runtime, mappings: &mut BTreeMap<u64, Mapping>, start:
         // Read-write again (the heap writes to what it gets back), then discarded: the
         // slots freed, nothing written back.
         read_write(at, piece_end);
-        runtime.pager.program_discard(at, piece_end - at);
+        runtime.program_discard(at, piece_end - at);
         let Some(mapping) = mappings.get_mut(&base) else { break };
         mapping.add_hole(at, piece_end);
         if mapping.unmapped_bytes() == len {

@@ -85,7 +85,7 @@ pub unsafe extern "C" fn madvise(address: *mut libc::c_void, len: usize, advice:
                 std::process::abort();
             }
             let _internal = Internal::enter();
-            runtime.pager.program_discard(start, len as u64)
+            runtime.program_discard(start, len as u64)
         }
         libc::MADV_HUGEPAGE | MADV_COLLAPSE => 0,
         // A forked child keeps the whole arena: a hole in it would fault its heap (and
@@ -144,6 +144,13 @@ pub unsafe extern "C" fn fork() -> libc::pid_t {
     // SAFETY: the program's own fork, as it asked.
     let Some(runtime) = crate::RUNTIME.get() else { return unsafe { real_fork() } };
     let _internal = Internal::enter();
+    let Some(pager) = runtime.pager() else {
+        // The launcher's pager would not serve the child (its userfaultfd registration
+        // does not follow it): its swapped-out heap would read as zeroes. Refused.
+        say!("znswap run --serve: fork is not served yet (the child's swapped-out memory would read as zeroes); refused (ENOSYS)");
+        crate::alloc::set_errno(libc::ENOSYS);
+        return -1;
+    };
     let heap = crate::alloc::PAGED_HEAP.load(Relaxed);
     // No other thread is changing the program's mappings at the fork: the child gets
     // the table whole and unlocked.
@@ -153,7 +160,7 @@ pub unsafe extern "C" fn fork() -> libc::pid_t {
     // SAFETY: the program's own fork, in the calling thread, with the pager's locks held
     // across it; the child relies only on this thread until the call returns.
     let pid = unsafe {
-        runtime.pager.fork(|| {
+        pager.fork(|| {
             let pid = real_fork();
             if pid == 0 {
                 // In the child, its fault thread starts up before it can mark itself: no
@@ -278,8 +285,8 @@ pub(crate) fn find_spawners() -> &'static Spawners {
 /// (`Pager::before_spawn`): a program started by a thread the pager pinned to one CPU
 /// would otherwise run on that CPU alone. `None` (errno `ENOSYS`) if there is none.
 fn spawner<F>(pick: impl FnOnce(&Spawners) -> Option<F>) -> Option<F> {
-    if let Some(runtime) = crate::RUNTIME.get() {
-        runtime.pager.before_spawn();
+    if let Some(pager) = crate::RUNTIME.get().and_then(|runtime| runtime.pager()) {
+        pager.before_spawn();
     }
     let real = pick(find_spawners());
     if real.is_none() {

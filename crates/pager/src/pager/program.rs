@@ -46,6 +46,13 @@ impl Pager {
     /// The program discards `[start, start + len)` of a region: its pages read back
     /// zero from now on and their slots are freed. Returns what `madvise` returns.
     pub fn program_discard(&self, start: u64, len: u64) -> i32 {
+        self.program_discard_then(start, len, || zap(start, len))
+    }
+
+    /// `program_discard` with the zap done by `zap` (which returns what `madvise`
+    /// does): for a served process, the process itself zaps, asked over the wire while
+    /// this holds the state lock.
+    pub fn program_discard_then(&self, start: u64, len: u64, zap: impl FnOnce() -> i32) -> i32 {
         // What the kernel refuses must leave the core as it was: a range that wraps
         // would otherwise discard (and lose) every page up to the region's end first.
         if start % PAGE_BYTES as u64 != 0 || start.checked_add(len).is_none() {
@@ -58,7 +65,7 @@ impl Pager {
         let mut state = self.shared.lock();
         let now = self.shared.now();
         state.discard_range(start, start.saturating_add(len), now, true);
-        let rc = zap(start, len);
+        let rc = zap();
         drop(state);
         rc
     }

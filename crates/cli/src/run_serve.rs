@@ -1,0 +1,236 @@
+//! `znswap run --serve`: the launcher's own process pages the program's heap (issue 34's
+//! design, `docs/daemon.md`, with the launcher as the daemon of one program), which
+//! measures what serving a program from another process costs it.
+//!
+//! One thread here takes the program's `Hello` (its userfaultfd, `/proc/self/mem`,
+//! agent socket), starts the pager on it (`Pager::serve_tenant`) and then serves the
+//! program's calls: each discard is taken into the pager's state while the program zaps
+//! the range (`Pager::program_discard_then`). Another holds the budget to `--memory` every
+//! 100 ms, as the library does in the program: the program's anonymous memory outside the
+//! paged heap, and this process's own (the pager's tables and buffers), come out of it.
+
+use std::os::fd::RawFd;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use znswap_pager::run_env::{RunConfig, RunReport};
+use znswap_pager::{Pager, PagerConfig, TenantLink, PAGE_BYTES};
+use znswap_wire::{Channel, Kind, ToDaemon, ToTenant, Token};
+
+/// The launcher's pager for its program, once the program has handed its heap over.
+pub struct Serving {
+    pager: Arc<Mutex<Option<Arc<Pager>>>>,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// The socket pair: the launcher's end, and the program's (inherited across its exec).
+pub fn socket() -> Result<(Channel, Channel)> {
+    Channel::pair().context("creating the socket the program's heap is served on")
+}
+
+impl Serving {
+    /// Serves the program `pid` on `channel` from a thread of this process.
+    pub fn start(channel: Channel, config: &RunConfig, pid: u32) -> Result<Serving> {
+        let device =
+            znswap_zoned::open_path(&config.device).with_context(|| format!("opening {}", config.device.display()))?;
+        // Swap holds nothing across runs (as in the program's own pager).
+        device.reset_all().with_context(|| format!("resetting {}", config.device.display()))?;
+        let pager_config = PagerConfig { colocate: false, ..config.pager_config() };
+        let memory = config.memory_bytes;
+        let stats = config.stats.clone();
+        let slack = pager_config.slack_pages * PAGE_BYTES as u64;
+        let slot = Arc::new(Mutex::new(None));
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = {
+            let (slot, stop) = (slot.clone(), stop.clone());
+            let device: Arc<dyn znswap_zoned::ZonedDevice> = device.into();
+            std::thread::Builder::new()
+                .name("znswap-serve".into())
+                .spawn(move || serve(channel, device, pager_config, Target { pid, memory, slack, stats }, &slot, &stop))
+                .context("starting the serving thread")?
+        };
+        Ok(Serving { pager: slot, stop, thread: Some(thread) })
+    }
+
+    /// The program's last report (`run_env::program_stats_path`) with this pager's
+    /// figures in it.
+    pub fn report(&self, stats: &Path) -> Option<RunReport> {
+        let pager = self.pager.lock().unwrap().clone();
+        complete(stats, pager.as_deref())
+    }
+
+    /// Stops serving (the program is gone) and the pager with it.
+    pub fn stop(mut self) {
+        self.stop.store(true, Relaxed);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+        self.pager.lock().unwrap().take();
+    }
+}
+
+/// The program served, and what holds it.
+struct Target {
+    pid: u32,
+    /// `--memory`.
+    memory: u64,
+    /// The pager's slack, in bytes.
+    slack: u64,
+    /// Where the whole report goes (`RunConfig::stats`).
+    stats: PathBuf,
+}
+
+/// The program's report with `pager`'s figures in it (under `--serve` the library writes
+/// its own figures only), and this process's CPU time added to the program's (the
+/// pager's threads run here).
+fn complete(stats: &Path, pager: Option<&Pager>) -> Option<RunReport> {
+    let text = std::fs::read(znswap_pager::run_env::program_stats_path(stats)).ok()?;
+    let mut report: RunReport = serde_json::from_slice(&text).ok()?;
+    if let Some(pager) = pager {
+        report.set_pager_figures(pager);
+        report.cpu_ns += znswap_pager::process_cpu_ns();
+    }
+    Some(report)
+}
+
+fn serve(
+    channel: Channel,
+    device: Arc<dyn znswap_zoned::ZonedDevice>,
+    config: PagerConfig,
+    target: Target,
+    slot: &Mutex<Option<Arc<Pager>>>,
+    stop: &AtomicBool,
+) {
+    let pid = target.pid;
+    // Until the program's library says Hello (or the program ends without one: a static
+    // binary, or the library failed, which it says itself).
+    let (hello, fds) = match channel.recv_to_daemon() {
+        Ok(Some((ToDaemon::Hello(hello), fds))) => (hello, fds),
+        Ok(None) => return,
+        Ok(Some((message, _))) => return eprintln!("znswap run --serve: the program began with {message:?}"),
+        Err(error) => return eprintln!("znswap run --serve: {error}"),
+    };
+    if hello.pid != pid {
+        let _ = channel.send_to_tenant(&ToTenant::Refused(znswap_wire::Reason::NotAllowed));
+        return eprintln!("znswap run --serve: a Hello from pid {}, not the program's {pid}", hello.pid);
+    }
+    let link = match TenantLink::from_hello(&hello, fds, 0) {
+        Ok(link) => link,
+        Err(error) => return eprintln!("znswap run --serve: {error}"),
+    };
+    let budget_pages = config.budget_bytes / PAGE_BYTES as u64;
+    let pager = match Pager::serve_tenant(device, config, link) {
+        Ok(pager) => Arc::new(pager),
+        Err(error) => {
+            let _ = channel.send_to_tenant(&ToTenant::Refused(znswap_wire::Reason::Full));
+            return eprintln!("znswap run --serve: cannot serve the program: {error}");
+        }
+    };
+    if channel.send_to_tenant(&ToTenant::Welcome { tenant: 0, token: Token([0; 16]), budget_pages }).is_err() {
+        return;
+    }
+    *slot.lock().unwrap() = Some(pager.clone());
+    let governor = {
+        let pager = pager.clone();
+        let done = Arc::new(AtomicBool::new(false));
+        let thread = {
+            let done = done.clone();
+            std::thread::Builder::new()
+                .name("znswap-govern".into())
+                .spawn(move || {
+                    for tick in 1u64.. {
+                        if done.load(Relaxed) {
+                            break;
+                        }
+                        govern(&pager, target.pid, target.memory, target.slack);
+                        // The whole report each second, where readers look (the
+                        // library's has no pager figures here).
+                        if tick % 10 == 0 {
+                            if let Some(report) = complete(&target.stats, Some(&pager)) {
+                                write_whole(&target.stats, &report);
+                            }
+                        }
+                        std::thread::sleep(Duration::from_millis(100));
+                    }
+                })
+                .expect("starting the governor")
+        };
+        (done, thread)
+    };
+    // The program's calls, until it ends (its end of the socket closes with it).
+    loop {
+        match channel.recv_to_daemon() {
+            Ok(Some((ToDaemon::ProgramDiscard(range), _))) => {
+                pager.program_discard_then(range.start(), range.len(), || {
+                    // The program zaps while the pager's state is held.
+                    if channel.send_to_tenant(&ToTenant::Ack(Kind::ProgramDiscard)).is_err() {
+                        return -1;
+                    }
+                    match channel.recv_to_daemon() {
+                        Ok(Some((ToDaemon::Zapped { errno: 0 }, _))) => 0,
+                        _ => -1,
+                    }
+                });
+            }
+            Ok(Some((ToDaemon::Bye, _))) | Ok(None) => break,
+            Ok(Some((message, _))) => {
+                eprintln!("znswap run --serve: the program sent {message:?}, which is not served yet");
+                break;
+            }
+            Err(error) => {
+                eprintln!("znswap run --serve: {error}");
+                break;
+            }
+        }
+        if stop.load(Relaxed) {
+            break;
+        }
+    }
+    governor.0.store(true, Relaxed);
+    let _ = governor.1.join();
+    // The program is gone: its slots go back now.
+    pager.release_tenant();
+}
+
+/// Writes `report` to `path` whole (a temporary file renamed over it).
+fn write_whole(path: &Path, report: &RunReport) {
+    let Ok(json) = serde_json::to_vec(report) else { return };
+    let temporary = path.with_extension("serve.tmp");
+    if std::fs::write(&temporary, json).is_ok() {
+        let _ = std::fs::rename(&temporary, path);
+    }
+}
+
+/// The budget from what the program and this process hold outside the paged heap.
+fn govern(pager: &Pager, pid: u32, memory: u64, slack: u64) {
+    let (Some(program), Some(launcher)) = (charged(&format!("/proc/{pid}/status")), charged("/proc/self/status"))
+    else {
+        return;
+    };
+    let paged = pager.stats().resident_pages * PAGE_BYTES as u64;
+    let rest = program.saturating_sub(paged) + launcher;
+    let budget = memory.saturating_sub(rest + slack).max(pager.budget_bytes_min());
+    if budget.abs_diff(pager.budget_bytes()) >= 1 << 20 {
+        let _ = pager.set_budget(budget);
+    }
+}
+
+/// `RssAnon + RssShmem` of a process, in bytes.
+fn charged(status: &str) -> Option<u64> {
+    let status = std::fs::read_to_string(status).ok()?;
+    let kib = |key: &str| -> Option<u64> {
+        let line = status.lines().find(|line| line.starts_with(key))?;
+        line.split_whitespace().nth(1)?.parse::<u64>().ok().map(|kib| kib * 1024)
+    };
+    Some(kib("RssAnon:")? + kib("RssShmem:").unwrap_or(0))
+}
+
+/// The program's end of the socket, as its number (the same across its exec).
+pub fn program_fd(channel: &Channel) -> RawFd {
+    use std::os::fd::AsRawFd;
+    channel.as_fd().as_raw_fd()
+}

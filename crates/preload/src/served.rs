@@ -1,0 +1,123 @@
+//! `znswap run --serve`: the launcher's pager serves this process's heap from the
+//! launcher's own process (the daemon's design, `docs/daemon.md`, with the launcher as
+//! the daemon of one program). Here, the program's side: the arena reserved and handed
+//! over (`znswap_pager::hand_over`: its userfaultfd, `/proc/self/mem`, an agent socket),
+//! the agent thread that drops what the pager wrote out, and the program's own discards,
+//! which the pager must see before the range is zapped.
+//!
+//! Not served yet: `fork` (refused, `wrap.rs`), a launcher that dies while the program
+//! runs (the program stops at its next discard; a fault would wait for ever).
+
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::sync::Mutex;
+
+use libmimalloc_sys as mi;
+use znswap_pager::pager_thread::PagerThread;
+use znswap_pager::{agent_loop, hand_over, map_anonymous, PAGE_BYTES};
+use znswap_wire::{Channel, Join, Kind, Name, Range, ToDaemon, ToTenant};
+
+use crate::alloc::Internal;
+use crate::say;
+
+const PAGE: u64 = PAGE_BYTES as u64;
+
+pub(crate) struct Served {
+    /// The calls this process makes to the pager, one at a time.
+    calls: Mutex<Channel>,
+    /// The reserved mapping: the arena, its alignment and its unpaged bookkeeping.
+    bounds: (u64, u64),
+    /// Kept open: the arena's registrations hang on it.
+    _uffd: znswap_pager::uffd::Userfaultfd,
+}
+
+/// Reserves the arena, hands its paged part to the launcher's pager on `fd`, starts the
+/// agent, and gives the arena to mimalloc. Returns the paged heap.
+pub(crate) fn start(fd: i32, arena_bytes: u64) -> Result<(Served, *mut mi::mi_heap_t), String> {
+    // Not inherited by programs this one executes.
+    // SAFETY: flags of a descriptor the launcher gave us.
+    unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+    // SAFETY: the launcher's socket, ours from here on.
+    let calls = Channel::from_fd(unsafe { OwnedFd::from_raw_fd(fd) });
+    let reserved = arena_bytes + crate::ARENA_ALIGN;
+    let base = map_anonymous(reserved as usize)
+        .map_err(|error| format!("reserving {arena_bytes} B for the heap: {error}"))? as u64;
+    let arena_start = base.div_ceil(crate::ARENA_ALIGN) * crate::ARENA_ALIGN;
+    let bookkeeping = crate::arena_bookkeeping_bytes(arena_bytes);
+    let paged = Range::new(arena_start + bookkeeping, arena_bytes - bookkeeping).map_err(|error| error.to_string())?;
+    let handed = hand_over(&calls, paged, Join::New(program_name()))
+        .map_err(|error| format!("handing the heap to the launcher's pager: {error}"))?;
+    let agent = handed.agent;
+    PagerThread::spawn("znswap-agent", "agent", Some(crate::alloc::mark_internal_thread), move || {
+        // Until the launcher hangs up, which it does once this process is gone.
+        if let Err(error) = agent_loop(&agent, paged, zap) {
+            say!("znswap run --serve: the pager's agent: {error}; stopping");
+            std::process::abort();
+        }
+    })
+    .map_err(|error| format!("starting the pager's agent: {error}"))?;
+    let heap = crate::manage_arena(arena_start, arena_bytes)?;
+    // Nothing of the paged part was touched (a touch is a fault the launcher served, and
+    // leaves the page mapped).
+    if znswap_pager::pagemap::page_at(paged.start()) {
+        return Err("mimalloc's arena bookkeeping is larger than the memory kept unpaged for it".into());
+    }
+    Ok((Served { calls: Mutex::new(calls), bounds: (base, base + reserved), _uffd: handed.uffd }, heap))
+}
+
+impl Served {
+    pub(crate) fn bounds(&self) -> (u64, u64) {
+        self.bounds
+    }
+
+    /// The program discards `[start, start + len)`: the pager frees the range's slots
+    /// and holds its state while this process zaps the range (no fault maps a page in
+    /// between), as `Pager::program_discard` does in one process. Returns what
+    /// `madvise` returns.
+    pub(crate) fn program_discard(&self, start: u64, len: u64) -> i32 {
+        let _internal = Internal::enter();
+        if start % PAGE != 0 || start.checked_add(len).is_none() {
+            crate::alloc::set_errno(libc::EINVAL);
+            return -1;
+        }
+        // Empty, or past user space: the kernel's answer, nothing of the pager's.
+        let Ok(range) = Range::new(start, len.div_ceil(PAGE) * PAGE) else { return zap(start, len) };
+        let calls = self.calls.lock().unwrap_or_else(|p| p.into_inner());
+        if calls.send_to_daemon(&ToDaemon::ProgramDiscard(range), &[]).is_err() {
+            pager_gone();
+        }
+        match calls.recv_to_tenant() {
+            Ok(Some(ToTenant::Ack(Kind::ProgramDiscard))) => {}
+            _ => pager_gone(),
+        }
+        let rc = zap(start, len);
+        let errno = if rc == 0 { 0 } else { std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EINVAL) };
+        if calls.send_to_daemon(&ToDaemon::Zapped { errno: errno as u32 }, &[]).is_err() {
+            pager_gone();
+        }
+        drop(calls);
+        if rc != 0 {
+            crate::alloc::set_errno(errno);
+        }
+        rc
+    }
+}
+
+/// MADV_DONTNEED by system call (the library's own `madvise` wrapper is what
+/// `libc::madvise` resolves to here).
+fn zap(start: u64, len: u64) -> i32 {
+    // SAFETY: discarding a range of this process's own memory, as asked.
+    unsafe { libc::syscall(libc::SYS_madvise, start, len, libc::MADV_DONTNEED) as i32 }
+}
+
+fn pager_gone() -> ! {
+    say!("znswap run --serve: the launcher's pager is gone; stopping (the swapped-out heap cannot come back)");
+    std::process::abort();
+}
+
+/// The program's name as the pager's tenant: its command (`/proc/self/comm`).
+fn program_name() -> Name {
+    std::fs::read_to_string("/proc/self/comm")
+        .ok()
+        .and_then(|comm| Name::new(comm.trim()).ok())
+        .unwrap_or_else(|| Name::new("program").expect("a valid name"))
+}
