@@ -246,6 +246,34 @@ fn without_reference_sampling_the_heap_reads_back_exactly() {
     }
 }
 
+/// `--serve` (issue 34's design, the launcher as the daemon of one program): the heap
+/// paged from the launcher's process, every byte checked, through the kernel's own
+/// reads and writes, threads, discards (each taken by the launcher's pager while the
+/// program zaps) and sealing; the figures come from the launcher's pager.
+#[test]
+fn a_heap_served_from_the_launchers_process_reads_back_exactly() {
+    for (args, flags, what) in [
+        (&["heap", "64"][..], &["--serve"][..], "heap 64 MiB"),
+        (&["io", "64"], &["--serve"], "io 64 MiB"),
+        (&["threads", "64", "4"], &["--serve"], "threads 4"),
+        (&["dontneed", "64"], &["--serve"], "dontneed 13 of 64 chunks"),
+        (&["heap", "64"], &["--serve", "--encrypt"], "heap 64 MiB"),
+    ] {
+        let run = run_with(args, &[], flags);
+        assert_paged(&run, what);
+        assert!(run.stderr().contains("swapped out / in"), "{what}: no summary: {}", run.stderr());
+    }
+}
+
+/// Not served yet under `--serve`: a fork (the child's swapped-out heap would read as
+/// zeroes), refused with a message rather than run wrong.
+#[test]
+fn a_fork_under_serve_is_refused_with_a_message() {
+    let run = run_with(&["fork", "64"], &[], &["--serve"]);
+    assert!(!run.output.status.success(), "a fork under --serve ran: {}", run.stdout());
+    assert!(run.stderr().contains("fork is not served yet"), "{}", run.stderr());
+}
+
 #[test]
 fn an_execd_program_runs_without_the_pager() {
     let run = run(&["exec"]);
