@@ -247,15 +247,15 @@ pub fn run(args: RunArgs) -> Result<u8> {
         command.pre_exec(move || {
             // The alive pipe's write end stays open in the program (and its forks).
             libc::fcntl(alive_write, libc::F_SETFD, 0);
-            // And under --serve, its end of the socket its heap is served on.
-            if let Some(fd) = serve_fd {
-                libc::fcntl(fd, libc::F_SETFD, 0);
-            }
             libc::close(alive_read);
             let empty = signal_set(&[]);
             libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
             Ok(())
         });
+    }
+    // Under --serve, the program keeps its end of the socket its heap is served on.
+    if let Some((_, program_end)) = &serving_socket {
+        program_end.keep_in_child(&mut command);
     }
     // Signals for the program are taken by `sigtimedwait` below, not by handlers.
     // SAFETY: blocking signals in this (single-threaded) launcher.

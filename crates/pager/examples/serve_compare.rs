@@ -15,7 +15,6 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Instant;
@@ -153,7 +152,6 @@ fn run_in_process(device: &Arc<dyn ZonedDevice>, options: Options, round: u64) -
 
 fn run_remote(device: &Arc<dyn ZonedDevice>, options: Options, round: u64) -> Run {
     let (daemon, tenant) = Channel::pair().unwrap();
-    let tenant_fd = tenant.as_fd().as_raw_fd();
     let mut command = Command::new(std::env::current_exe().unwrap());
     command
         .args([
@@ -166,18 +164,10 @@ fn run_remote(device: &Arc<dyn ZonedDevice>, options: Options, round: u64) -> Ru
             "--seed",
             &round.to_string(),
         ])
-        .env(CHILD_FD, tenant_fd.to_string())
+        .env(CHILD_FD, tenant.as_fd().as_raw_fd().to_string())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped());
-    // SAFETY: only fcntl between fork and exec: the socket stays open across the exec.
-    unsafe {
-        command.pre_exec(move || {
-            if libc::fcntl(tenant_fd, libc::F_SETFD, 0) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
+    tenant.keep_in_child(&mut command);
     let mut child = command.spawn().expect("starting the tenant");
     drop(tenant);
     let (message, fds) = daemon.recv_to_daemon().unwrap().expect("the tenant's Hello");

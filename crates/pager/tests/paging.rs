@@ -59,30 +59,7 @@ fn exercise_in(
     let slack = config.slack_pages;
     let pager = Pager::new(device, config).unwrap();
     let mut region: Region = pager.alloc(region_pages * PAGE_BYTES as u64, 0).unwrap();
-    let mut versions = vec![0u64; region_pages as usize];
-    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
-    {
-        let memory = region.as_mut_slice();
-        for page in 0..region_pages {
-            // One page in eight stays all-zero: it must come back as zeroes, unwritten.
-            let version = if page % 8 == 7 { 0 } else { 1 };
-            fill(&mut memory[page as usize * PAGE_BYTES..][..PAGE_BYTES], page, version);
-            versions[page as usize] = version;
-        }
-        for _ in 0..ops {
-            let page = rng.next_u64() % region_pages;
-            let bytes = &mut memory[page as usize * PAGE_BYTES..][..PAGE_BYTES];
-            if rng.next_u64() % 3 == 0 {
-                versions[page as usize] += 1;
-                fill(bytes, page, versions[page as usize]);
-            } else {
-                check(bytes, page, versions[page as usize]);
-            }
-        }
-        for page in 0..region_pages {
-            check(&memory[page as usize * PAGE_BYTES..][..PAGE_BYTES], page, versions[page as usize]);
-        }
-    }
+    common::exercise_memory(region.as_mut_slice(), ops, seed);
     let stats = pager.stats();
     drop(region);
     assert!(

@@ -11,18 +11,14 @@ mod common;
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::ExitStatusExt;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use rand_core::{RngCore, SeedableRng};
-use rand_xoshiro::Xoshiro256PlusPlus;
 use znswap_pager::{agent_loop, hand_over, map_anonymous, FaultMode, Pager, PagerConfig, TenantLink, PAGE_BYTES};
 use znswap_wire::{Channel, Join, Name, Range, ToDaemon, ToTenant, Token};
 use znswap_zoned::{Geometry, MemDevice, ZonedDevice};
-
-use common::{check, fill};
 
 const FD_VARIABLE: &str = "ZNSWAP_TEST_TENANT_FD";
 const ARENA_PAGES: u64 = 4096;
@@ -36,25 +32,15 @@ fn geometry() -> Geometry {
 /// Starts the tenant process (making `ops` accesses) and its pager.
 fn start_a_tenant(encrypt: bool, seed: u64, ops: u64) -> (std::process::Child, Pager, u64) {
     let (daemon, tenant) = Channel::pair().unwrap();
-    let tenant_fd = tenant.as_fd().as_raw_fd();
     let mut command = Command::new(std::env::current_exe().unwrap());
     command
         .args(["tenant_process", "--exact", "--ignored", "--nocapture", "--test-threads", "1"])
-        .env(FD_VARIABLE, tenant_fd.to_string())
+        .env(FD_VARIABLE, tenant.as_fd().as_raw_fd().to_string())
         .env("ZNSWAP_TEST_TENANT_SEED", seed.to_string())
         .env("ZNSWAP_TEST_TENANT_OPS", ops.to_string())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped());
-    // SAFETY: only fcntl between fork and exec (async-signal-safe): the tenant's end of
-    // the socket stays open across its exec.
-    unsafe {
-        command.pre_exec(move || {
-            if libc::fcntl(tenant_fd, libc::F_SETFD, 0) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
+    tenant.keep_in_child(&mut command);
     let child = command.spawn().unwrap();
     drop(tenant);
 
@@ -203,27 +189,7 @@ fn tenant_process() {
     });
 
     // SAFETY: the arena is ours, mapped for the process's life; one thread touches it.
-    let memory = unsafe { std::slice::from_raw_parts_mut(base as *mut u8, len as usize) };
-    let mut versions = vec![0u64; ARENA_PAGES as usize];
-    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
-    for page in 0..ARENA_PAGES {
-        let version = if page % 8 == 7 { 0 } else { 1 };
-        fill(&mut memory[page as usize * PAGE_BYTES..][..PAGE_BYTES], page, version);
-        versions[page as usize] = version;
-    }
-    for _ in 0..ops {
-        let page = rng.next_u64() % ARENA_PAGES;
-        let bytes = &mut memory[page as usize * PAGE_BYTES..][..PAGE_BYTES];
-        if rng.next_u64() % 3 == 0 {
-            versions[page as usize] += 1;
-            fill(bytes, page, versions[page as usize]);
-        } else {
-            check(bytes, page, versions[page as usize]);
-        }
-    }
-    for page in 0..ARENA_PAGES {
-        check(&memory[page as usize * PAGE_BYTES..][..PAGE_BYTES], page, versions[page as usize]);
-    }
+    common::exercise_memory(unsafe { std::slice::from_raw_parts_mut(base as *mut u8, len as usize) }, ops, seed);
     // The pager's drops happened here: most of the arena is not resident.
     let mut residency = vec![0u8; ARENA_PAGES as usize];
     // SAFETY: one byte per page of our own mapping.

@@ -75,6 +75,24 @@ impl Channel {
         Channel { fd }
     }
 
+    /// Keeps this end open in the program `command` starts (cleared close-on-exec in its
+    /// child between fork and exec), at the same descriptor number, which the child
+    /// learns from its caller (an environment variable, a configuration).
+    pub fn keep_in_child(&self, command: &mut std::process::Command) -> RawFd {
+        use std::os::unix::process::CommandExt;
+        let fd = self.fd.as_raw_fd();
+        // SAFETY: only fcntl between fork and exec (async-signal-safe).
+        unsafe {
+            command.pre_exec(move || {
+                if libc::fcntl(fd, libc::F_SETFD, 0) != 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        fd
+    }
+
     pub fn as_fd(&self) -> BorrowedFd<'_> {
         use std::os::fd::AsFd;
         self.fd.as_fd()
