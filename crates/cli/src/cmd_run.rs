@@ -57,7 +57,7 @@ pub struct RunArgs {
     misreport_moves_every: Option<u32>,
     /// Experimental (issue 34): page the program from this launcher's process, as the
     /// daemon will, instead of from a pager inside the program (`docs/daemon.md`). Not
-    /// yet: fork in the program (refused), --park, --wp-async, co-location.
+    /// yet: fork in the program (refused), --park, --wp-async.
     #[arg(long, hide = true, conflicts_with_all = ["park", "wp_async"])]
     serve: bool,
     /// Also write the summary as JSON to FILE (checked before the program starts).
@@ -222,7 +222,6 @@ pub fn run(args: RunArgs) -> Result<u8> {
     let serve_fd = serving_socket.as_ref().map(|(_, program_end)| crate::run_serve::program_fd(program_end));
     if serve_fd.is_some() {
         config.serve_fd = serve_fd;
-        config.colocate = false;
     }
 
     let mut command = Command::new(&program);

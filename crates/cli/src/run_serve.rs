@@ -23,6 +23,9 @@ use znswap_wire::{Channel, Kind, ToDaemon, ToTenant, Token};
 /// The launcher's pager for its program, once the program has handed its heap over.
 pub struct Serving {
     pager: Arc<Mutex<Option<Arc<Pager>>>>,
+    /// The same connection, to end it: a program's forked child that kept its end
+    /// open would otherwise keep the serving thread waiting after the program is gone.
+    connection: Channel,
     stop: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -39,10 +42,11 @@ impl Serving {
             znswap_zoned::open_path(&config.device).with_context(|| format!("opening {}", config.device.display()))?;
         // Swap holds nothing across runs (as in the program's own pager).
         device.reset_all().with_context(|| format!("resetting {}", config.device.display()))?;
-        let pager_config = PagerConfig { colocate: false, ..config.pager_config() };
+        let pager_config = config.pager_config();
         let memory = config.memory_bytes;
         let stats = config.stats.clone();
         let slack = pager_config.slack_pages * PAGE_BYTES as u64;
+        let connection = channel.try_clone().context("a second handle on the program's socket")?;
         let slot = Arc::new(Mutex::new(None));
         let stop = Arc::new(AtomicBool::new(false));
         let thread = {
@@ -53,7 +57,7 @@ impl Serving {
                 .spawn(move || serve(channel, device, pager_config, Target { pid, memory, slack, stats }, &slot, &stop))
                 .context("starting the serving thread")?
         };
-        Ok(Serving { pager: slot, stop, thread: Some(thread) })
+        Ok(Serving { pager: slot, connection, stop, thread: Some(thread) })
     }
 
     /// The program's last report (`run_env::program_stats_path`) with this pager's
@@ -66,6 +70,7 @@ impl Serving {
     /// Stops serving (the program is gone) and the pager with it.
     pub fn stop(mut self) {
         self.stop.store(true, Relaxed);
+        self.connection.shutdown();
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
@@ -146,6 +151,7 @@ fn serve(
                         if done.load(Relaxed) {
                             break;
                         }
+                        pager.colocate_tick();
                         govern(&pager, target.pid, target.memory, target.slack);
                         // The whole report each second, where readers look (the
                         // library's has no pager figures here).

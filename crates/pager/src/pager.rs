@@ -425,13 +425,14 @@ impl Pager {
         }
         // Thread ids name the faulting thread for co-location (`colocate.rs`).
         let uffd = Userfaultfd::new(required, features::POISON | features::THREAD_ID)?;
-        Pager::start(device, config, uffd, None)
+        Pager::start(device, config, uffd, None, None)
     }
 
     /// A pager for another process's arena (the daemon's, `docs/daemon.md`): its faults
     /// come through the process's userfaultfd, its victims are read through its
     /// `/proc/self/mem`, and its agent drops what was written out (`tenant.rs`). Not
-    /// yet: parking, asynchronous write protection, co-location, self-paging.
+    /// yet: parking, asynchronous write protection, self-paging. Co-location pins the
+    /// served process's hot thread with this process's fault handlers (`colocate_tick`).
     pub fn serve_tenant(
         device: Arc<dyn ZonedDevice>,
         config: PagerConfig,
@@ -443,8 +444,6 @@ impl Pager {
             Some("parking moves pages inside the process (UFFDIO_MOVE), which another process may not")
         } else if config.wp_async {
             Some("asynchronous write protection is not served across processes yet")
-        } else if config.colocate {
-            Some("co-location pins the served process's threads, which is not done across processes yet")
         } else if link.uffd.features() & features::PAGEFAULT_FLAG_WP == 0 {
             Some("its userfaultfd was opened without write-protect faults (UFFD_FEATURE_PAGEFAULT_FLAG_WP)")
         } else {
@@ -453,8 +452,9 @@ impl Pager {
         if let Some(why) = refused {
             return Err(PagerError::Tenant(why));
         }
-        let TenantLink { uffd, mem, channel, arena, tenant } = link;
-        let pager = Pager::start(device, config, uffd, Some(crate::tenant::TenantSpace::new(mem, channel)))?;
+        let TenantLink { uffd, mem, channel, arena, tenant, pid } = link;
+        let space = crate::tenant::TenantSpace::new(mem, channel);
+        let pager = Pager::start(device, config, uffd, Some(space), Some(pid))?;
         let pages = arena.len() / PAGE_BYTES as u64;
         let owner = pager.shared.lock().region_add(arena.start(), pages, tenant, None)?;
         pager.shared.tenant_regions.lock().unwrap().push((owner, arena.start(), arena.len()));
@@ -466,6 +466,7 @@ impl Pager {
         config: PagerConfig,
         uffd: Userfaultfd,
         tenant: Option<crate::tenant::TenantSpace>,
+        served_pid: Option<u32>,
     ) -> Result<Pager, PagerError> {
         let geometry = *device.geometry();
         let footer_mode = footer_mode(&geometry);
@@ -473,6 +474,10 @@ impl Pager {
         let readahead_cache_pages = core.readahead_cache_pages() as usize;
         let sealer = if config.encrypt { Some(znswap_seal::Sealer::new()?) } else { None };
         let in_process = tenant.is_none();
+        let process = match served_pid {
+            Some(pid) => format!("/proc/{pid}"),
+            None => "/proc/self".to_string(),
+        };
         let shared = Arc::new(Shared {
             tenant,
             tenant_regions: Mutex::new(Vec::new()),
@@ -501,7 +506,7 @@ impl Pager {
             device_error_shown: AtomicBool::new(false),
             device_gate: RwLock::new(()),
             forks: Mutex::new(program::Forks::default()),
-            colocation: colocate::Colocation::new(config.colocate),
+            colocation: colocate::Colocation::new(config.colocate, process),
             pager_tids: Default::default(),
             started: Instant::now(),
             counters: Counters::default(),

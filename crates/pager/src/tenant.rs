@@ -15,8 +15,7 @@
 //! the evictor lets its regions go at its next rest (`Pager::release_tenant`).
 //!
 //! Not yet here (the design's later steps): parking (`UFFDIO_MOVE` is refused across
-//! processes), asynchronous write protection, co-location, the program's own discards
-//! and forks.
+//! processes), asynchronous write protection, and forks.
 
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -41,6 +40,8 @@ pub struct TenantLink {
     pub arena: Range,
     /// The engine's tenant it is charged to (swap-zones under the tenant policy, GC).
     pub tenant: u32,
+    /// The process (as checked against the connection's peer), for co-location.
+    pub pid: u32,
 }
 
 /// The pager's side of one tenant process.
@@ -147,7 +148,7 @@ impl TenantLink {
         let agent = Channel::from_fd(fds.pop().expect("three"));
         let mem = fds.pop().expect("three");
         let uffd = Userfaultfd::from_received(fds.pop().expect("three"), hello.uffd_features);
-        Ok(TenantLink { uffd, mem, channel: agent, arena: hello.arena, tenant })
+        Ok(TenantLink { uffd, mem, channel: agent, arena: hello.arena, tenant, pid: hello.pid })
     }
 }
 

@@ -93,6 +93,19 @@ impl Channel {
         fd
     }
 
+    /// Another handle on the same connection (`shutdown` through it wakes a thread
+    /// blocked receiving on this one).
+    pub fn try_clone(&self) -> io::Result<Channel> {
+        Ok(Channel { fd: self.fd.try_clone()? })
+    }
+
+    /// Ends the connection both ways: the peer, and any thread of ours blocked on it,
+    /// see it closed.
+    pub fn shutdown(&self) {
+        // SAFETY: a socket of ours.
+        unsafe { libc::shutdown(self.fd.as_raw_fd(), libc::SHUT_RDWR) };
+    }
+
     pub fn as_fd(&self) -> BorrowedFd<'_> {
         use std::os::fd::AsFd;
         self.fd.as_fd()
