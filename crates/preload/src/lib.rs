@@ -307,11 +307,12 @@ fn govern() {
     if std::process::id() != runtime.pid {
         return;
     }
-    // Under --serve the launcher governs (it has the pager).
-    let Some(pager) = runtime.pager() else { return };
-    pager.colocate_tick();
     let Some(rss) = resident_set().map(|set| set.charged) else { return };
     runtime.charged_max_bytes.fetch_max(rss, std::sync::atomic::Ordering::Relaxed);
+    // Under --serve the launcher governs (it has the pager); the peak above is still
+    // this process's to report.
+    let Some(pager) = runtime.pager() else { return };
+    pager.colocate_tick();
     let paged = pager.stats().resident_pages * znswap_pager::PAGE_BYTES as u64;
     let rest = rss.saturating_sub(paged).max(runtime.rest_floor_bytes);
     let floor = runtime.budget_floor_bytes;
