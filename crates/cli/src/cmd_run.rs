@@ -219,13 +219,13 @@ pub fn run(args: RunArgs) -> Result<u8> {
     let Launch { library, mut config, mut stats_file } = prepare(&args, stats_path.clone(), alive_write)?;
     let program = args.command[0].clone();
     let serving_socket = if args.serve { Some(crate::run_serve::socket()?) } else { None };
-    let serve_fd = serving_socket.as_ref().map(|(_, program_end)| crate::run_serve::program_fd(program_end));
-    if serve_fd.is_some() {
-        config.serve_fd = serve_fd;
-    }
 
     let mut command = Command::new(&program);
     command.args(&args.command[1..]);
+    // Under --serve, the program keeps its end of the socket its heap is served on.
+    if let Some((_, program_end)) = &serving_socket {
+        config.serve_fd = Some(program_end.keep_in_child(&mut command));
+    }
     let mut preload = library.into_os_string();
     if let Some(before) = &config.ld_preload_before {
         preload.push(":");
@@ -252,10 +252,6 @@ pub fn run(args: RunArgs) -> Result<u8> {
             Ok(())
         });
     }
-    // Under --serve, the program keeps its end of the socket its heap is served on.
-    if let Some((_, program_end)) = &serving_socket {
-        program_end.keep_in_child(&mut command);
-    }
     // Signals for the program are taken by `sigtimedwait` below, not by handlers.
     // SAFETY: blocking signals in this (single-threaded) launcher.
     unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &waited, std::ptr::null_mut()) };
@@ -281,7 +277,7 @@ pub fn run(args: RunArgs) -> Result<u8> {
     };
     let read_report = |path: &Path| match &serving {
         Some(serving) => serving.report(path),
-        None => read_report(path),
+        None => RunReport::read(path),
     };
     // What the pager is doing, on a progress line while stderr is a terminal.
     let line = Progress::new(!args.json.json);
@@ -730,10 +726,6 @@ fn live_line(report: &RunReport) -> String {
         report.swapped_in_pages,
         report.fault_p99_ns as f64 / 1e3
     )
-}
-
-fn read_report(path: &Path) -> Option<RunReport> {
-    serde_json::from_slice(&std::fs::read(path).ok()?).ok()
 }
 
 /// Whether every holder of the alive pipe's write end has closed it (exec, or exit).

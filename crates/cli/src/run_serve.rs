@@ -9,14 +9,13 @@
 //! 100 ms, as the library does in the program: the program's anonymous memory outside the
 //! paged heap, and this process's own (the pager's tables and buffers), come out of it.
 
-use std::os::fd::RawFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use znswap_pager::run_env::{RunConfig, RunReport};
+use znswap_pager::run_env::{hold_budget, ResidentSet, RunConfig, RunReport};
 use znswap_pager::{Pager, PagerConfig, TenantLink, PAGE_BYTES};
 use znswap_wire::{Channel, Kind, ToDaemon, ToTenant, Token};
 
@@ -26,7 +25,6 @@ pub struct Serving {
     /// The same connection, to end it: a program's forked child that kept its end
     /// open would otherwise keep the serving thread waiting after the program is gone.
     connection: Channel,
-    stop: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -48,16 +46,15 @@ impl Serving {
         let slack = pager_config.slack_pages * PAGE_BYTES as u64;
         let connection = channel.try_clone().context("a second handle on the program's socket")?;
         let slot = Arc::new(Mutex::new(None));
-        let stop = Arc::new(AtomicBool::new(false));
         let thread = {
-            let (slot, stop) = (slot.clone(), stop.clone());
+            let slot = slot.clone();
             let device: Arc<dyn znswap_zoned::ZonedDevice> = device.into();
             std::thread::Builder::new()
                 .name("znswap-serve".into())
-                .spawn(move || serve(channel, device, pager_config, Target { pid, memory, slack, stats }, &slot, &stop))
+                .spawn(move || serve(channel, device, pager_config, Target { pid, memory, slack, stats }, &slot))
                 .context("starting the serving thread")?
         };
-        Ok(Serving { pager: slot, connection, stop, thread: Some(thread) })
+        Ok(Serving { pager: slot, connection, thread: Some(thread) })
     }
 
     /// The program's last report (`run_env::program_stats_path`) with this pager's
@@ -67,9 +64,9 @@ impl Serving {
         complete(stats, pager.as_deref())
     }
 
-    /// Stops serving (the program is gone) and the pager with it.
+    /// Stops serving (the program is gone) and the pager with it: the connection's end
+    /// ends the serving thread's loop, wherever it waits.
     pub fn stop(mut self) {
-        self.stop.store(true, Relaxed);
         self.connection.shutdown();
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
@@ -93,8 +90,7 @@ struct Target {
 /// its own figures only), and this process's CPU time added to the program's (the
 /// pager's threads run here).
 fn complete(stats: &Path, pager: Option<&Pager>) -> Option<RunReport> {
-    let text = std::fs::read(znswap_pager::run_env::program_stats_path(stats)).ok()?;
-    let mut report: RunReport = serde_json::from_slice(&text).ok()?;
+    let mut report = RunReport::read(&znswap_pager::run_env::program_stats_path(stats))?;
     if let Some(pager) = pager {
         report.set_pager_figures(pager);
         report.cpu_ns += znswap_pager::process_cpu_ns();
@@ -108,7 +104,6 @@ fn serve(
     config: PagerConfig,
     target: Target,
     slot: &Mutex<Option<Arc<Pager>>>,
-    stop: &AtomicBool,
 ) {
     let pid = target.pid;
     // Until the program's library says Hello (or the program ends without one: a static
@@ -157,7 +152,7 @@ fn serve(
                         // library's has no pager figures here).
                         if tick % 10 == 0 {
                             if let Some(report) = complete(&target.stats, Some(&pager)) {
-                                write_whole(&target.stats, &report);
+                                report.write(&target.stats);
                             }
                         }
                         std::thread::sleep(Duration::from_millis(100));
@@ -192,9 +187,6 @@ fn serve(
                 break;
             }
         }
-        if stop.load(Relaxed) {
-            break;
-        }
     }
     governor.0.store(true, Relaxed);
     let _ = governor.1.join();
@@ -202,41 +194,14 @@ fn serve(
     pager.release_tenant();
 }
 
-/// Writes `report` to `path` whole (a temporary file renamed over it).
-fn write_whole(path: &Path, report: &RunReport) {
-    let Ok(json) = serde_json::to_vec(report) else { return };
-    let temporary = path.with_extension("serve.tmp");
-    if std::fs::write(&temporary, json).is_ok() {
-        let _ = std::fs::rename(&temporary, path);
-    }
-}
-
 /// The budget from what the program and this process hold outside the paged heap.
 fn govern(pager: &Pager, pid: u32, memory: u64, slack: u64) {
+    let charged = |status: &str| ResidentSet::of(status).map(|set| set.charged);
     let (Some(program), Some(launcher)) = (charged(&format!("/proc/{pid}/status")), charged("/proc/self/status"))
     else {
         return;
     };
     let paged = pager.stats().resident_pages * PAGE_BYTES as u64;
     let rest = program.saturating_sub(paged) + launcher;
-    let budget = memory.saturating_sub(rest + slack).max(pager.budget_bytes_min());
-    if budget.abs_diff(pager.budget_bytes()) >= 1 << 20 {
-        let _ = pager.set_budget(budget);
-    }
-}
-
-/// `RssAnon + RssShmem` of a process, in bytes.
-fn charged(status: &str) -> Option<u64> {
-    let status = std::fs::read_to_string(status).ok()?;
-    let kib = |key: &str| -> Option<u64> {
-        let line = status.lines().find(|line| line.starts_with(key))?;
-        line.split_whitespace().nth(1)?.parse::<u64>().ok().map(|kib| kib * 1024)
-    };
-    Some(kib("RssAnon:")? + kib("RssShmem:").unwrap_or(0))
-}
-
-/// The program's end of the socket, as its number (the same across its exec).
-pub fn program_fd(channel: &Channel) -> RawFd {
-    use std::os::fd::AsRawFd;
-    channel.as_fd().as_raw_fd()
+    hold_budget(pager, memory, rest, slack, pager.budget_bytes_min());
 }

@@ -425,7 +425,7 @@ impl Pager {
         }
         // Thread ids name the faulting thread for co-location (`colocate.rs`).
         let uffd = Userfaultfd::new(required, features::POISON | features::THREAD_ID)?;
-        Pager::start(device, config, uffd, None, None)
+        Pager::start(device, config, uffd, None)
     }
 
     /// A pager for another process's arena (the daemon's, `docs/daemon.md`): its faults
@@ -453,8 +453,8 @@ impl Pager {
             return Err(PagerError::Tenant(why));
         }
         let TenantLink { uffd, mem, channel, arena, tenant, pid } = link;
-        let space = crate::tenant::TenantSpace::new(mem, channel);
-        let pager = Pager::start(device, config, uffd, Some(space), Some(pid))?;
+        let space = crate::tenant::TenantSpace::new(mem, channel, pid);
+        let pager = Pager::start(device, config, uffd, Some(space))?;
         let pages = arena.len() / PAGE_BYTES as u64;
         let owner = pager.shared.lock().region_add(arena.start(), pages, tenant, None)?;
         pager.shared.tenant_regions.lock().unwrap().push((owner, arena.start(), arena.len()));
@@ -466,7 +466,6 @@ impl Pager {
         config: PagerConfig,
         uffd: Userfaultfd,
         tenant: Option<crate::tenant::TenantSpace>,
-        served_pid: Option<u32>,
     ) -> Result<Pager, PagerError> {
         let geometry = *device.geometry();
         let footer_mode = footer_mode(&geometry);
@@ -474,10 +473,8 @@ impl Pager {
         let readahead_cache_pages = core.readahead_cache_pages() as usize;
         let sealer = if config.encrypt { Some(znswap_seal::Sealer::new()?) } else { None };
         let in_process = tenant.is_none();
-        let process = match served_pid {
-            Some(pid) => format!("/proc/{pid}"),
-            None => "/proc/self".to_string(),
-        };
+        let process =
+            tenant.as_ref().map_or_else(|| "/proc/self".to_string(), |tenant| format!("/proc/{}", tenant.pid));
         let shared = Arc::new(Shared {
             tenant,
             tenant_regions: Mutex::new(Vec::new()),

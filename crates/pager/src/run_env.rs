@@ -147,6 +147,48 @@ pub const EXIT_PAGER_FAILED: i32 = 125;
 /// Exit status of a forked child that outlived its parent (a daemon).
 pub const EXIT_DAEMONIZED: i32 = 124;
 
+/// A process's resident set, from one read of its `status` file, in bytes.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ResidentSet {
+    /// `RssAnon + RssFile + RssShmem`: the whole resident set.
+    pub now: u64,
+    /// At its highest (`VmHWM`).
+    pub max: u64,
+    /// `RssAnon`: anonymous memory, the paged heap's resident pages among it.
+    pub anon: u64,
+    /// `RssAnon + RssShmem`: what `--memory` holds.
+    pub charged: u64,
+    /// `RssFile`: mapped files, not counted.
+    pub file: u64,
+}
+
+impl ResidentSet {
+    /// From `status` (`/proc/self/status`, `/proc/PID/status`).
+    pub fn of(status: &str) -> Option<ResidentSet> {
+        let status = std::fs::read_to_string(status).ok()?;
+        let kib = |key: &str| -> Option<u64> {
+            let line = status.lines().find(|line| line.starts_with(key))?;
+            line.split_whitespace().nth(1)?.parse::<u64>().ok().map(|kib| kib * 1024)
+        };
+        let anon = kib("RssAnon:")?;
+        let file = kib("RssFile:")?;
+        let charged = anon + kib("RssShmem:").unwrap_or(0);
+        let now = charged + file;
+        Some(ResidentSet { now, max: kib("VmHWM:").unwrap_or(now), anon, charged, file })
+    }
+}
+
+/// Holds `--memory` (`memory`): the paged heap's budget is what the rest of the
+/// anonymous memory (`rest`) leaves, less the slack faults may use above it, never below
+/// `floor`; moved when it is off by a MiB or more. (The library's governor, and under
+/// `--serve` the launcher's.)
+pub fn hold_budget(pager: &crate::Pager, memory: u64, rest: u64, slack: u64, floor: u64) {
+    let budget = memory.saturating_sub(rest + slack).max(floor);
+    if budget.abs_diff(pager.budget_bytes()) >= 1 << 20 {
+        let _ = pager.set_budget(budget);
+    }
+}
+
 /// Where the library writes its figures under `--serve` (`RunConfig::serve_fd`): the
 /// launcher reads them there, adds its pager's and writes the whole report to
 /// `RunConfig::stats`, where readers look.
@@ -155,6 +197,21 @@ pub fn program_stats_path(stats: &std::path::Path) -> std::path::PathBuf {
 }
 
 impl RunReport {
+    /// The report at `path`, if one is there whole.
+    pub fn read(path: &std::path::Path) -> Option<RunReport> {
+        serde_json::from_slice(&std::fs::read(path).ok()?).ok()
+    }
+
+    /// Writes the report to `path` whole (a temporary file of this process's renamed
+    /// over it), so a reader never reads half of one.
+    pub fn write(&self, path: &std::path::Path) {
+        let Ok(json) = serde_json::to_vec(self) else { return };
+        let temporary = path.with_extension(format!("tmp{}", std::process::id()));
+        if std::fs::write(&temporary, json).is_ok() {
+            let _ = std::fs::rename(&temporary, path);
+        }
+    }
+
     /// The pager's figures into the report (the library's own pager's, or under
     /// `--serve` the launcher's, over the library's process figures).
     pub fn set_pager_figures(&mut self, pager: &crate::Pager) {

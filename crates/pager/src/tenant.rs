@@ -46,6 +46,8 @@ pub struct TenantLink {
 
 /// The pager's side of one tenant process.
 pub(crate) struct TenantSpace {
+    /// Its pid (co-location finds its threads under `/proc/PID`).
+    pub(crate) pid: u32,
     mem: OwnedFd,
     agent: Mutex<Agent>,
     /// Victim reads that found the tenant gone (its pages then go out as zeroes: no one
@@ -61,8 +63,9 @@ struct Agent {
 }
 
 impl TenantSpace {
-    pub(crate) fn new(mem: OwnedFd, channel: Channel) -> TenantSpace {
+    pub(crate) fn new(mem: OwnedFd, channel: Channel, pid: u32) -> TenantSpace {
         TenantSpace {
+            pid,
             mem,
             agent: Mutex::new(Agent { channel, next_batch: 1, gone: false }),
             reads_failed: AtomicU64::new(0),
@@ -171,7 +174,7 @@ pub enum TenantError {
 
 /// A process served by another's pager: its userfaultfd (kept, so its registrations
 /// outlive any one connection) and its agent's socket.
-pub struct Served {
+pub struct HandedOver {
     pub uffd: Userfaultfd,
     pub agent: Channel,
     pub tenant: u32,
@@ -181,7 +184,7 @@ pub struct Served {
 /// The tenant's side of the hand-over: registers `arena` (mapped, private, anonymous)
 /// with a new userfaultfd, and hands that, the process's own `/proc/self/mem` and an
 /// agent socket to the pager at the other end of `calls`; waits for its welcome.
-pub fn hand_over(calls: &Channel, arena: Range, join: Join) -> Result<Served, TenantError> {
+pub fn hand_over(calls: &Channel, arena: Range, join: Join) -> Result<HandedOver, TenantError> {
     let uffd = Userfaultfd::new(features::PAGEFAULT_FLAG_WP, features::POISON | features::THREAD_ID)?;
     uffd.register(arena.start(), arena.len(), register_mode::MISSING | register_mode::WP)?;
     // SAFETY: a NUL-terminated path; a new descriptor or -1.
@@ -195,7 +198,7 @@ pub fn hand_over(calls: &Channel, arena: Range, join: Join) -> Result<Served, Te
     let hello = Hello { pid: std::process::id(), forked: false, uffd_features: uffd.features(), arena, join };
     calls.send_to_daemon(&ToDaemon::Hello(hello), &[uffd.as_fd(), mem.as_fd(), pagers_end.as_fd()])?;
     match calls.recv_to_tenant()? {
-        Some(ToTenant::Welcome { tenant, budget_pages, .. }) => Ok(Served { uffd, agent, tenant, budget_pages }),
+        Some(ToTenant::Welcome { tenant, budget_pages, .. }) => Ok(HandedOver { uffd, agent, tenant, budget_pages }),
         Some(ToTenant::Refused(reason)) => Err(TenantError::Refused(reason)),
         Some(other) => Err(TenantError::Protocol(format!("the pager answered a Hello with {other:?}"))),
         None => Err(TenantError::HungUp),

@@ -35,7 +35,7 @@ use std::time::Duration;
 
 use libmimalloc_sys as mi;
 use znswap_pager::pager_thread::PagerThread;
-use znswap_pager::run_env::{self, RunConfig, RunReport};
+use znswap_pager::run_env::{self, ResidentSet, RunConfig, RunReport};
 use znswap_pager::{Pager, PagerConfig, Region};
 
 use alloc::Internal;
@@ -315,43 +315,15 @@ fn govern() {
     pager.colocate_tick();
     let paged = pager.stats().resident_pages * znswap_pager::PAGE_BYTES as u64;
     let rest = rss.saturating_sub(paged).max(runtime.rest_floor_bytes);
-    let floor = runtime.budget_floor_bytes;
     let slack = runtime.slack_pages * znswap_pager::PAGE_BYTES as u64;
-    let budget = runtime.memory_bytes.saturating_sub(rest + slack).max(floor);
-    if budget.abs_diff(pager.budget_bytes()) >= 1 << 20 {
-        let _ = pager.set_budget(budget);
-    }
-}
-
-/// The process's resident set, from one read of `/proc/self/status`, in bytes.
-#[derive(Clone, Copy, Default)]
-struct ResidentSet {
-    /// `RssAnon + RssFile + RssShmem`: the whole resident set.
-    now: u64,
-    /// At its highest (`VmHWM`).
-    max: u64,
-    /// `RssAnon`: anonymous memory, the paged heap's resident pages among it.
-    anon: u64,
-    /// `RssAnon + RssShmem`: what `--memory` holds.
-    charged: u64,
-    /// `RssFile`: mapped files, not counted.
-    file: u64,
+    run_env::hold_budget(pager, runtime.memory_bytes, rest, slack, runtime.budget_floor_bytes);
 }
 
 /// The stats thread's own CPU time, as it last charged it (the pager counts its threads').
 static STATS_THREAD_CPU_NS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 fn resident_set() -> Option<ResidentSet> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let kib = |key: &str| -> Option<u64> {
-        let line = status.lines().find(|line| line.starts_with(key))?;
-        line.split_whitespace().nth(1)?.parse::<u64>().ok().map(|kib| kib * 1024)
-    };
-    let anon = kib("RssAnon:")?;
-    let file = kib("RssFile:")?;
-    let charged = anon + kib("RssShmem:").unwrap_or(0);
-    let now = charged + file;
-    Some(ResidentSet { now, max: kib("VmHWM:").unwrap_or(now), anon, charged, file })
+    ResidentSet::of("/proc/self/status")
 }
 
 /// Whether `[start, start + len)` overlaps the paged arena.
@@ -428,9 +400,5 @@ fn write_report(at_exit: bool) {
             &served_path
         }
     };
-    let Ok(json) = serde_json::to_vec(&report(runtime, at_exit)) else { return };
-    let temporary = path.with_extension(format!("tmp{}", runtime.pid));
-    if std::fs::write(&temporary, json).is_ok() {
-        let _ = std::fs::rename(&temporary, path);
-    }
+    report(runtime, at_exit).write(path);
 }

@@ -126,13 +126,9 @@ impl Shared {
         if let Some(key) = self.digest_key {
             self.digest_victims(key, plan);
         }
-        if let Some(tenant) = &self.tenant {
-            // Another process's victims: their bytes into the scratch pages first.
-            for (index, source) in plan.sources().iter().enumerate() {
-                if let PageSource::Region { address } = *source {
-                    tenant.read_page(address, &mut scratch.pages[index].0);
-                }
-            }
+        let victims_copied = self.sealer.is_some() || self.tenant.is_some();
+        if victims_copied {
+            self.copy_victims(plan, scratch);
         }
         if let Some(sealer) = &self.sealer {
             self.seal_victims(sealer, plan, scratch);
@@ -156,11 +152,8 @@ impl Shared {
             .enumerate()
             .map(|(index, source)| {
                 IoSlice::new(match *source {
-                    // Sealed into the scratch page by `seal_victims`, or read there from
-                    // the served process.
-                    PageSource::Region { .. } if self.sealer.is_some() || self.tenant.is_some() => {
-                        &scratch.pages[index].0
-                    }
+                    // In the scratch page (`copy_victims`), sealed there or not.
+                    PageSource::Region { .. } if victims_copied => &scratch.pages[index].0,
                     // SAFETY: the page's region was live under the lock and stays mapped
                     // while `mappings` is held (the I/O thread holds it from the request
                     // to here). A write to the page meanwhile races with the device
@@ -208,32 +201,42 @@ impl Shared {
         }
     }
 
-    /// Copies each victim of the append into its scratch page and seals it there: the
-    /// device gets only ciphertext, the plan the seals (kept by the core once the
-    /// append is done).
-    fn seal_victims(&self, sealer: &znswap_seal::Sealer, plan: &mut IoPlan, scratch: &mut IoScratch) {
+    /// Copies each victim of the append into its scratch page, for an append that
+    /// cannot take it in place: to be sealed there, or from the served process's memory
+    /// (`Pager::serve_tenant`).
+    fn copy_victims(&self, plan: &IoPlan, scratch: &mut IoScratch) {
         debug_assert!(!holds_state_lock(), "region memory read under the state lock");
+        for (index, source) in plan.sources().iter().enumerate() {
+            let PageSource::Region { address } = *source else { continue };
+            let page = &mut scratch.pages[index].0;
+            if let Some(tenant) = &self.tenant {
+                tenant.read_page(address, page);
+                continue;
+            }
+            let words = address as *const u64;
+            for (word, chunk) in page.chunks_exact_mut(8).enumerate() {
+                // SAFETY: the victim's region stays mapped while `mappings` is held (as
+                // for the append in place, which hands the kernel the same address).
+                // Volatile: a write to the page meanwhile (after its write-protect fault,
+                // which aborts this swap-out) may change it under the copy, whose bytes
+                // are then never read back.
+                let value = unsafe { words.add(word).read_volatile() };
+                chunk.copy_from_slice(&value.to_ne_bytes());
+            }
+        }
+    }
+
+    /// Seals each victim in its scratch page (`copy_victims`): the device gets only
+    /// ciphertext, the plan the seals (kept by the core once the append is done).
+    fn seal_victims(&self, sealer: &znswap_seal::Sealer, plan: &mut IoPlan, scratch: &mut IoScratch) {
         let count = plan.sources().len();
         let mut sealed = 0;
         for index in 0..count {
             let seal = match plan.sources()[index] {
-                PageSource::Region { address } => {
-                    let page = &mut scratch.pages[index].0;
-                    let words = address as *const u64;
-                    // Another process's victim is in the scratch page already.
-                    let copied = if self.tenant.is_some() { 0 } else { PAGE_BYTES / 8 };
-                    for (word, chunk) in page.chunks_exact_mut(8).enumerate().take(copied) {
-                        // SAFETY: the victim's region stays mapped while `mappings` is
-                        // held (as for the unsealed append, which hands the kernel the
-                        // same address). Volatile: a write to the page meanwhile (after
-                        // its write-protect fault, which aborts this swap-out) may
-                        // change it under the copy, whose bytes are then never read back.
-                        let value = unsafe { words.add(word).read_volatile() };
-                        chunk.copy_from_slice(&value.to_ne_bytes());
-                    }
+                PageSource::Region { .. } => {
                     let (owner, page_index) = plan.identity(index);
                     sealed += 1;
-                    sealer.seal(owner, page_index, page)
+                    sealer.seal(owner, page_index, &mut scratch.pages[index].0)
                 }
                 PageSource::Gc { .. } | PageSource::Footer | PageSource::Zero => znswap_seal::NO_SEAL,
             };
