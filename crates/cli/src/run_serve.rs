@@ -123,8 +123,8 @@ fn serve(
         Err(error) => return eprintln!("znswap run --serve: {error}"),
     };
     let budget_pages = config.budget_bytes / PAGE_BYTES as u64;
-    let pager = match Pager::serve_tenant(device, config, link) {
-        Ok(pager) => Arc::new(pager),
+    let (pager, id) = match Pager::serve_tenant(device, config, link) {
+        Ok((pager, id)) => (Arc::new(pager), id),
         Err(error) => {
             let _ = channel.send_to_tenant(&ToTenant::Refused(znswap_wire::Reason::Full));
             return eprintln!("znswap run --serve: cannot serve the program: {error}");
@@ -166,7 +166,7 @@ fn serve(
     loop {
         match channel.recv_to_daemon() {
             Ok(Some((ToDaemon::ProgramDiscard(range), _))) => {
-                pager.program_discard_then(range.start(), range.len(), || {
+                pager.tenant_discard_then(id, range.start(), range.len(), || {
                     // The program zaps while the pager's state is held.
                     if channel.send_to_tenant(&ToTenant::Ack(Kind::ProgramDiscard)).is_err() {
                         return -1;
@@ -191,7 +191,7 @@ fn serve(
     governor.0.store(true, Relaxed);
     let _ = governor.1.join();
     // The program is gone: its slots go back now.
-    pager.release_tenant();
+    pager.remove_tenant(id);
 }
 
 /// The budget from what the program and this process hold outside the paged heap.

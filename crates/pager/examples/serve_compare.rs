@@ -176,7 +176,7 @@ fn run_remote(device: &Arc<dyn ZonedDevice>, options: Options, round: u64) -> Ru
     daemon
         .send_to_tenant(&ToTenant::Welcome { tenant: 0, token: Token([0; 16]), budget_pages: options.budget_pages })
         .unwrap();
-    let pager = Pager::serve_tenant(device.clone(), config(options), link).expect("serving the tenant");
+    let (pager, _) = Pager::serve_tenant(device.clone(), config(options), link).expect("serving the tenant");
     // The tenant says when its timed part starts ("start") and gives its figures.
     let mut out = BufReader::new(child.stdout.take().unwrap());
     let mut line = String::new();

@@ -4,7 +4,7 @@
 //! - [`uffd`]: the userfaultfd system call and ioctls, defined over `libc` (no bindgen).
 //! - [`Pager`]: regions, the fault handler and the evictor, driving `znswap-core`.
 //! - [`pagemap`]: `PAGEMAP_SCAN`, the written pages of a range without a fault.
-//! - [`TenantLink`]: serving another process's memory ([`Pager::serve_tenant`]).
+//! - [`TenantLink`]: serving other processes' memory ([`Pager::serve`], [`Pager::add_tenant`]).
 
 mod latency;
 pub mod lost_pages;
@@ -24,6 +24,6 @@ pub use znswap_pager_core::CoreError;
 
 pub use pager::{
     map_anonymous, process_cpu_ns, thread_cpu_ns, FaultMode, Pager, PagerConfig, PagerError, PagerStats, Region,
-    FAULT_POLL_US_DEFAULT, FAULT_POLL_US_MAX, GC_BATCH_PAGES_DEFAULT, PAGE_BYTES, READAHEAD_PAGES_DEFAULT,
+    TenantId, FAULT_POLL_US_DEFAULT, FAULT_POLL_US_MAX, GC_BATCH_PAGES_DEFAULT, PAGE_BYTES, READAHEAD_PAGES_DEFAULT,
     READAHEAD_PAGES_MAX,
 };

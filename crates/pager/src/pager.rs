@@ -50,10 +50,12 @@ mod fault;
 mod io;
 mod program;
 mod shell;
+mod spaces;
 mod stats;
 
 use evict::self_pidfd_for_discard;
 use fault::FaultPoll;
+pub use spaces::TenantId;
 use stats::Counters;
 pub use stats::PagerStats;
 /// The default bound of a handler thread's polling for the next fault
@@ -242,14 +244,12 @@ pub enum PagerError {
 
 pub(crate) struct Shared {
     device: Arc<dyn ZonedDevice>,
-    /// The process whose memory is served, when it is not this one
-    /// (`Pager::serve_tenant`): victims are read and dropped through it.
-    tenant: Option<crate::tenant::TenantSpace>,
-    /// The served process's regions (`serve_tenant`): (owner, base, bytes).
-    tenant_regions: Mutex<Vec<(u32, u64, u64)>>,
-    /// An ioctl found the served process gone: the evictor lets its regions go at its
-    /// next rest (else it would pick, fail to protect and pick again the dead process's
-    /// pages, as fast as it can).
+    /// Whose memory is served: this process's, or other processes' (`Pager::serve`),
+    /// whose victims are read and dropped through them (`spaces.rs`).
+    spaces: spaces::Spaces,
+    /// An ioctl found a served process gone: the evictor lets its region go at its next
+    /// rest (else it would pick, fail to protect and pick again the dead process's pages,
+    /// as fast as it can).
     tenant_gone: AtomicBool,
     /// Seals pages as appends write them and opens them after reads
     /// (`PagerConfig::encrypt`).
@@ -267,7 +267,6 @@ pub(crate) struct Shared {
     /// `PagerConfig::misreport_moves_every`, and the moves done so far while it is set.
     misreport_moves_every: u64,
     moves_done: AtomicU64,
-    uffd: Userfaultfd,
     state: Mutex<PagerCore>,
     evict_wanted: Condvar,
     io_wanted: Condvar,
@@ -425,59 +424,104 @@ impl Pager {
         }
         // Thread ids name the faulting thread for co-location (`colocate.rs`).
         let uffd = Userfaultfd::new(required, features::POISON | features::THREAD_ID)?;
-        Pager::start(device, config, uffd, None)
+        Pager::start(device, config, spaces::Spaces::own(uffd), "/proc/self".to_string())
     }
 
-    /// A pager for another process's arena (the daemon's, `docs/daemon.md`): its faults
-    /// come through the process's userfaultfd, its victims are read through its
-    /// `/proc/self/mem`, and its agent drops what was written out (`tenant.rs`). Not
-    /// yet: parking, asynchronous write protection, self-paging. Co-location pins the
-    /// served process's hot thread with this process's fault handlers (`colocate_tick`).
+    /// A pager for other processes' memory (the daemon's, `docs/daemon.md`), serving
+    /// none yet (`add_tenant`). Refused: what cannot be done from another process
+    /// (parking, asynchronous write protection, self-paging). Co-location is off: it
+    /// pins one process's hot thread, and here there are many (`serve_tenant` pins the
+    /// one it serves).
+    pub fn serve(device: Arc<dyn ZonedDevice>, mut config: PagerConfig) -> Result<Pager, PagerError> {
+        config.colocate = false;
+        Pager::serving(device, config, "/proc/self".to_string())
+    }
+
+    /// A pager for one other process's arena: `serve` and `add_tenant`, with its hot
+    /// thread pinned with this process's fault handlers (`colocate_tick`).
     pub fn serve_tenant(
         device: Arc<dyn ZonedDevice>,
         config: PagerConfig,
         link: TenantLink,
-    ) -> Result<Pager, PagerError> {
+    ) -> Result<(Pager, TenantId), PagerError> {
+        let pager = Pager::serving(device, config, format!("/proc/{}", link.pid))?;
+        let id = pager.add_tenant(link)?;
+        Ok((pager, id))
+    }
+
+    fn serving(device: Arc<dyn ZonedDevice>, config: PagerConfig, process: String) -> Result<Pager, PagerError> {
         let refused = if config.fault_mode == FaultMode::SelfPaging {
             Some("its faults are served by handler threads here, not by its own SIGBUS handler")
         } else if config.park_pages > 0 || config.misreport_moves_every > 0 {
             Some("parking moves pages inside the process (UFFDIO_MOVE), which another process may not")
         } else if config.wp_async {
             Some("asynchronous write protection is not served across processes yet")
-        } else if link.uffd.features() & features::PAGEFAULT_FLAG_WP == 0 {
-            Some("its userfaultfd was opened without write-protect faults (UFFD_FEATURE_PAGEFAULT_FLAG_WP)")
         } else {
             None
         };
         if let Some(why) = refused {
             return Err(PagerError::Tenant(why));
         }
+        let spaces = spaces::Spaces::served()
+            .map_err(|source| PagerError::Uffd(UffdError::Ioctl { op: "epoll_create1", source }))?;
+        Pager::start(device, config, spaces, process)
+    }
+
+    /// Serves another process's arena (its userfaultfd, `/proc/self/mem` and agent in
+    /// `link`): its faults are served through the descriptor, its victims read through
+    /// the mem file, and its agent drops what was written out (`tenant.rs`). Charged to
+    /// the engine's tenant `link.tenant` (swap-zones under the tenant policy, GC).
+    pub fn add_tenant(&self, link: TenantLink) -> Result<TenantId, PagerError> {
+        let spaces::Spaces::Served(served) = &self.shared.spaces else {
+            return Err(PagerError::Tenant("this pager serves its own process (Pager::serve serves others)"));
+        };
+        if link.uffd.features() & features::PAGEFAULT_FLAG_WP == 0 {
+            return Err(PagerError::Tenant(
+                "its userfaultfd was opened without write-protect faults (UFFD_FEATURE_PAGEFAULT_FLAG_WP)",
+            ));
+        }
         let TenantLink { uffd, mem, channel, arena, tenant, pid } = link;
-        let space = crate::tenant::TenantSpace::new(mem, channel, pid);
-        let pager = Pager::start(device, config, uffd, Some(space))?;
         let pages = arena.len() / PAGE_BYTES as u64;
-        let owner = pager.shared.lock().region_add(arena.start(), pages, tenant, None)?;
-        pager.shared.tenant_regions.lock().unwrap().push((owner, arena.start(), arena.len()));
-        Ok(pager)
+        let (window, id) = served.reserve(arena.len());
+        let owner = self.shared.lock().region_add(window, pages, tenant, None)?;
+        let space = spaces::served_space(
+            uffd,
+            window,
+            (arena.start(), arena.len()),
+            crate::tenant::TenantSpace::new(mem, channel, pid),
+            owner,
+            id,
+        );
+        if let Err(error) = served.add(space) {
+            let now = self.shared.now();
+            self.shared.lock().region_remove(owner, now);
+            return Err(PagerError::Uffd(UffdError::Ioctl { op: "epoll_ctl", source: error }));
+        }
+        Ok(id)
+    }
+
+    /// Lets served process `id` go (`add_tenant`): its slots freed, its pages no
+    /// longer counted, its faults no longer watched. For a process that has gone (the
+    /// daemon learns it from its connection or its pidfd), or that leaves; a second call
+    /// does nothing.
+    pub fn remove_tenant(&self, id: TenantId) {
+        self.shared.remove_space(id);
     }
 
     fn start(
         device: Arc<dyn ZonedDevice>,
         config: PagerConfig,
-        uffd: Userfaultfd,
-        tenant: Option<crate::tenant::TenantSpace>,
+        spaces: spaces::Spaces,
+        process: String,
     ) -> Result<Pager, PagerError> {
         let geometry = *device.geometry();
         let footer_mode = footer_mode(&geometry);
         let core = PagerCore::new(engine_geometry(&geometry), footer_mode, config.core_config())?;
         let readahead_cache_pages = core.readahead_cache_pages() as usize;
         let sealer = if config.encrypt { Some(znswap_seal::Sealer::new()?) } else { None };
-        let in_process = tenant.is_none();
-        let process =
-            tenant.as_ref().map_or_else(|| "/proc/self".to_string(), |tenant| format!("/proc/{}", tenant.pid));
+        let in_process = spaces.is_own();
         let shared = Arc::new(Shared {
-            tenant,
-            tenant_regions: Mutex::new(Vec::new()),
+            spaces,
             tenant_gone: AtomicBool::new(false),
             sealer,
             digest_key: config.wp_async.then(digest_key),
@@ -493,7 +537,6 @@ impl Pager {
             fault_discard: Mutex::new(Some(core.discard_batch())),
             readahead_cache: PageBuffers::new(readahead_cache_pages),
             device,
-            uffd,
             state: Mutex::new(core),
             evict_wanted: Condvar::new(),
             io_wanted: Condvar::new(),
@@ -537,6 +580,9 @@ impl Pager {
 
     /// A new region of `bytes` (rounded up to pages), zero-filled on first touch.
     pub fn alloc(&self, bytes: u64, tenant: u32) -> Result<Region, PagerError> {
+        let Some(own) = self.shared.spaces.own_space() else {
+            return Err(PagerError::Tenant("a pager serving other processes maps no memory of its own"));
+        };
         let pages = bytes.div_ceil(PAGE_BYTES as u64).max(1);
         let len = (pages * PAGE_BYTES as u64) as usize;
         let base =
@@ -564,10 +610,9 @@ impl Pager {
                 unsafe { libc::munmap(shadow, len) };
             }
         };
-        let mut registered =
-            self.shared.uffd.register(base as u64, len as u64, register_mode::MISSING | register_mode::WP);
+        let mut registered = own.uffd.register(base as u64, len as u64, register_mode::MISSING | register_mode::WP);
         if let (Ok(()), Some(shadow)) = (&registered, shadow) {
-            registered = self.shared.uffd.register(shadow as u64, len as u64, register_mode::MISSING);
+            registered = own.uffd.register(shadow as u64, len as u64, register_mode::MISSING);
         }
         if let Err(error) = registered {
             unmap();
@@ -583,9 +628,9 @@ impl Pager {
                 shadow: shadow.map(|shadow| shadow.cast()),
             }),
             Err(error) => {
-                let _ = self.shared.uffd.unregister(base as u64, len as u64);
+                let _ = own.uffd.unregister(base as u64, len as u64);
                 if let Some(shadow) = shadow {
-                    let _ = self.shared.uffd.unregister(shadow as u64, len as u64);
+                    let _ = own.uffd.unregister(shadow as u64, len as u64);
                 }
                 unmap();
                 Err(error.into())
@@ -593,12 +638,11 @@ impl Pager {
         }
     }
 
-    /// The served process's regions are let go (`serve_tenant`): their slots freed,
-    /// their pages no longer counted. For a process that has gone (the daemon learns it
-    /// from its connection or its pidfd), or before the pager stops; the second call does
-    /// nothing.
-    pub fn release_tenant(&self) {
-        self.shared.release_tenant();
+    /// Lets every served process go (`remove_tenant`), as before the pager stops.
+    pub fn release_tenants(&self) {
+        for space in self.shared.spaces.served_now().iter() {
+            self.shared.remove_space(space.id);
+        }
     }
 
     /// Pins the program thread that takes nearly all the faults with the fault
@@ -661,7 +705,8 @@ impl Pager {
         }
         // Under the lock, so no fault maps one of them meanwhile; after this, faults on
         // them are the kernel's (zero pages), not ours.
-        self.shared.uffd.unregister(region.base as u64 + offset as u64, len as u64)?;
+        let own = self.shared.spaces.own_space().expect("a region is of the pager's own process");
+        own.uffd.unregister(region.base as u64 + offset as u64, len as u64)?;
         Ok(())
     }
 
@@ -742,7 +787,7 @@ impl Shared {
     fn is_pager_thread(&self, tid: u32) -> bool {
         // Another process's faults never come from the pager's threads (and its thread
         // ids may be from another pid namespace).
-        self.tenant.is_none() && tid != 0 && self.pager_tids.iter().any(|entry| entry.load(Relaxed) == tid)
+        self.spaces.is_own() && tid != 0 && self.pager_tids.iter().any(|entry| entry.load(Relaxed) == tid)
     }
 
     /// A forked child runs none of the parent's threads (and its own ids may come back).
@@ -772,7 +817,7 @@ fn spawn_thread(
 
 impl Drop for Pager {
     fn drop(&mut self) {
-        self.release_tenant();
+        self.release_tenants();
         self.registration.take();
         self.shared.lock().shut_down();
         self.shared.stop.store(true, Relaxed);
@@ -827,11 +872,12 @@ impl Drop for Region {
         let mut state = self.shared.lock();
         let now = self.shared.now();
         state.region_remove(self.owner, now);
-        let _ = self.shared.uffd.unregister(self.base as u64, self.len as u64);
+        let own = self.shared.spaces.own_space().expect("a region is of the pager's own process");
+        let _ = own.uffd.unregister(self.base as u64, self.len as u64);
         // SAFETY: our own mapping; nothing refers to it once the region is gone.
         unsafe { libc::munmap(self.base.cast(), self.len) };
         if let Some(shadow) = self.shadow {
-            let _ = self.shared.uffd.unregister(shadow as u64, self.len as u64);
+            let _ = own.uffd.unregister(shadow as u64, self.len as u64);
             // SAFETY: as above: its parked pages went with the region.
             unsafe { libc::munmap(shadow.cast(), self.len) };
         }
@@ -973,14 +1019,16 @@ impl Shared {
                             std::slice::from_raw_parts(address as *const u8, bytes)
                         },
                     };
-                    let mapped = match self.uffd.copy_pages(address, source, write_protect, false) {
-                        Err(error) if self.served_process_gone(&error) => continue,
+                    let Some((space, target)) = self.spaces.at(address) else { continue };
+                    let mapped = match space.uffd.copy_pages(target, source, write_protect, false) {
+                        Err(error) if self.served_process_gone(&space, &error) => continue,
                         result => result.expect("installing pages"),
                     };
                     // Only the pager maps region pages, and only under this lock.
                     assert_eq!(mapped, bytes as u64, "pages at {address:#x} were mapped behind the pager's back");
                     wakes.add(self, address, bytes as u64);
                 }
+                // (Only for forks of this process: never emitted for a served one.)
                 Action::Unshare { address } => {
                     // SAFETY: a page of a live region, mapped (the core says so under this
                     // lock, which the program's discards take too): the kernel takes a
@@ -993,36 +1041,39 @@ impl Shared {
                     }
                 }
                 Action::ZeroPage { address } => {
-                    let mapped = match self.uffd.zeropage(address, PAGE_BYTES as u64, false) {
-                        Err(error) if self.served_process_gone(&error) => continue,
+                    let Some((space, target)) = self.spaces.at(address) else { continue };
+                    let mapped = match space.uffd.zeropage(target, PAGE_BYTES as u64, false) {
+                        Err(error) if self.served_process_gone(&space, &error) => continue,
                         result => result.expect("zero-filling a page"),
-                    } || self.clear_wp_marker(address)
-                        && self.uffd.zeropage(address, PAGE_BYTES as u64, false).expect("zero-filling a page");
+                    } || self.clear_wp_marker(&space, target)
+                        && space.uffd.zeropage(target, PAGE_BYTES as u64, false).expect("zero-filling a page");
                     assert!(mapped, "the page at {address:#x} was mapped behind the pager's back");
                     wakes.add(self, address, PAGE_BYTES as u64);
                 }
                 Action::Unprotect { address, pages } => {
                     let bytes = pages * PAGE_BYTES as u64;
-                    match self.uffd.write_protect(address, bytes, false, false) {
-                        Err(error) if self.served_process_gone(&error) => continue,
+                    let Some((space, target)) = self.spaces.at(address) else { continue };
+                    match space.uffd.write_protect(target, bytes, false, false) {
+                        Err(error) if self.served_process_gone(&space, &error) => continue,
                         result => result.expect("lifting write protection"),
                     }
                     wakes.add(self, address, bytes);
                 }
                 Action::Poison { address } => {
-                    if self.uffd.features() & features::POISON == 0 {
-                        eprintln!("znswap: the device lost the only copy of the page at {address:#x}; this kernel cannot poison it, so the process stops");
+                    let Some((space, target)) = self.spaces.at(address) else { continue };
+                    if space.uffd.features() & features::POISON == 0 {
+                        eprintln!("znswap: the device lost the only copy of the page at {target:#x}; this kernel cannot poison it, so the process stops");
                         std::process::abort();
                     }
-                    if let Err(error) = self.uffd.poison(address, PAGE_BYTES as u64) {
-                        if self.served_process_gone(&error) {
+                    if let Err(error) = space.uffd.poison(target, PAGE_BYTES as u64) {
+                        if self.served_process_gone(&space, &error) {
                             continue;
                         }
                         assert!(
-                            error.errno() == Some(libc::EEXIST) && self.clear_wp_marker(address),
-                            "poisoning the lost page at {address:#x}: {error}"
+                            error.errno() == Some(libc::EEXIST) && self.clear_wp_marker(&space, target),
+                            "poisoning the lost page at {target:#x}: {error}"
                         );
-                        self.uffd.poison(address, PAGE_BYTES as u64).expect("poisoning a lost page");
+                        space.uffd.poison(target, PAGE_BYTES as u64).expect("poisoning a lost page");
                     }
                 }
                 Action::Wake { address } => wakes.add(self, address, PAGE_BYTES as u64),
@@ -1051,7 +1102,7 @@ impl Shared {
                     self.counters.moves_misreported.fetch_add(1, Relaxed);
                     return;
                 }
-                UnparkNext::ClearMarker if self.clear_wp_marker(address) => retried = true,
+                UnparkNext::ClearMarker if self.clear_wp_marker(self.own_space(), address) => retried = true,
                 UnparkNext::ClearMarker | UnparkNext::Copy => break,
                 UnparkNext::Gone => panic!(
                     "the parked page at {address:#x} is gone: neither it nor its shadow page {shadow:#x} holds a \
@@ -1063,7 +1114,8 @@ impl Shared {
         // page map agreed just now) and ours; only the pager reads or discards it, under
         // this lock.
         let source = unsafe { std::slice::from_raw_parts(shadow as *const u8, PAGE_BYTES) };
-        let mapped = self.uffd.copy_pages(address, source, false, false).expect("copying a parked page back");
+        let mapped =
+            self.own_space().uffd.copy_pages(address, source, false, false).expect("copying a parked page back");
         assert_eq!(mapped, page, "the page at {address:#x} was mapped behind the pager's back");
         self.counters.unparks_copied.fetch_add(1, Relaxed);
         // SAFETY: as above; its content is the page's, now mapped at `address`.
@@ -1076,7 +1128,7 @@ impl Shared {
     /// Linux 6.18 now and then does (the rules that follow are tested so).
     pub(super) fn move_page(&self, destination: u64, source: u64) -> Result<(), MoveFailure> {
         let page = PAGE_BYTES as u64;
-        match self.uffd.move_pages(destination, source, page, false) {
+        match self.own_space().uffd.move_pages(destination, source, page, false) {
             Ok(moved) if moved == page => {
                 let every = self.misreport_moves_every;
                 if every > 0 && self.moves_done.fetch_add(1, Relaxed) % every == every - 1 {
@@ -1092,8 +1144,8 @@ impl Shared {
     /// An ioctl failed because the served process is gone (`ESRCH`: its address space
     /// has no users): the faults it raised went with it, and nothing is left to install.
     /// Never so for the pager's own process.
-    pub(super) fn served_process_gone(&self, error: &UffdError) -> bool {
-        let gone = self.tenant.is_some() && error.errno() == Some(libc::ESRCH);
+    pub(super) fn served_process_gone(&self, space: &spaces::Space, error: &UffdError) -> bool {
+        let gone = space.is_gone(error);
         if gone {
             self.counters.served_process_gone.fetch_add(1, Relaxed);
             self.tenant_gone.store(true, Relaxed);
@@ -1101,18 +1153,27 @@ impl Shared {
         gone
     }
 
-    /// `Pager::release_tenant`; called by the evictor at rest too, once the served
-    /// process is found gone.
-    pub(super) fn release_tenant(&self) {
-        let regions = std::mem::take(&mut *self.tenant_regions.lock().unwrap_or_else(|p| p.into_inner()));
-        for (owner, base, len) in regions {
-            let _mappings = self.mappings.write().unwrap_or_else(|p| p.into_inner());
-            let mut state = self.lock();
-            let now = self.now();
-            state.region_remove(owner, now);
-            drop(state);
-            // (Fails with ESRCH once the process is gone: nothing left to unregister.)
-            let _ = self.uffd.unregister(base, len);
+    /// `Pager::remove_tenant`: the served process's region goes from the core (its
+    /// slots freed), and its descriptors with the last user of its space.
+    pub(super) fn remove_space(&self, id: TenantId) {
+        let spaces::Spaces::Served(served) = &self.spaces else { return };
+        let Some(space) = served.remove(id) else { return };
+        let _mappings = self.mappings.write().unwrap_or_else(|p| p.into_inner());
+        let mut state = self.lock();
+        let now = self.now();
+        state.region_remove(space.owner, now);
+        drop(state);
+        let (base, len) = space.arena();
+        // (Fails with ESRCH once the process is gone: nothing left to unregister.)
+        let _ = space.uffd.unregister(base, len);
+    }
+
+    /// The served processes an ioctl found gone are let go: by the evictor at rest.
+    pub(super) fn remove_gone_spaces(&self) {
+        for space in self.spaces.served_now().iter() {
+            if space.gone.load(Relaxed) {
+                self.remove_space(space.id);
+            }
         }
     }
 
@@ -1124,12 +1185,25 @@ impl Shared {
     /// the protection of the entry drops the marker (and changes nothing for a mapped
     /// page, which an action landing here does not expect anyway). True if it could
     /// have been one.
-    fn clear_wp_marker(&self, address: u64) -> bool {
+    fn clear_wp_marker(&self, space: &spaces::Space, address: u64) -> bool {
         if self.digest_key.is_none() {
             return false;
         }
         self.counters.wp_markers_cleared.fetch_add(1, Relaxed);
-        self.uffd.write_protect(address, PAGE_BYTES as u64, false, false).is_ok()
+        space.uffd.write_protect(address, PAGE_BYTES as u64, false, false).is_ok()
+    }
+
+    /// This process's own space, for what is done only there (parking, forks).
+    fn own_space(&self) -> &spaces::Space {
+        self.spaces.own_space().expect("done in the pager's own process only (never for a served one)")
+    }
+
+    /// Wakes the threads waiting on core addresses `start..start + len`. (A range nobody
+    /// waits on any more wakes nobody: nothing to report.)
+    fn wake(&self, start: u64, len: u64) {
+        if let Some((space, target)) = self.spaces.at(start) {
+            let _ = space.uffd.wake(target, len);
+        }
     }
 
     /// Waits as the core asked, without the lock.
@@ -1171,7 +1245,7 @@ impl Wakes {
         }
         if self.len == WAKES_MAX {
             let (start, len) = self.ranges[0];
-            let _ = shared.uffd.wake(start, len);
+            shared.wake(start, len);
             self.ranges.copy_within(1.., 0);
             self.len -= 1;
         }
@@ -1182,8 +1256,7 @@ impl Wakes {
     /// Wakes every thread owed a wake-up.
     pub(crate) fn give(&mut self, shared: &Shared) {
         for &(start, len) in &self.ranges[..self.len] {
-            // A range nobody waits on any more wakes nobody: nothing to report.
-            let _ = shared.uffd.wake(start, len);
+            shared.wake(start, len);
         }
         self.len = 0;
     }

@@ -50,9 +50,6 @@ pub(crate) struct TenantSpace {
     pub(crate) pid: u32,
     mem: OwnedFd,
     agent: Mutex<Agent>,
-    /// Victim reads that found the tenant gone (its pages then go out as zeroes: no one
-    /// is left to read them back).
-    pub(crate) reads_failed: AtomicU64,
 }
 
 struct Agent {
@@ -64,33 +61,29 @@ struct Agent {
 
 impl TenantSpace {
     pub(crate) fn new(mem: OwnedFd, channel: Channel, pid: u32) -> TenantSpace {
-        TenantSpace {
-            pid,
-            mem,
-            agent: Mutex::new(Agent { channel, next_batch: 1, gone: false }),
-            reads_failed: AtomicU64::new(0),
-        }
+        TenantSpace { pid, mem, agent: Mutex::new(Agent { channel, next_batch: 1, gone: false }) }
     }
 
     /// The tenant's page at `address` into `into` (a page). A write meanwhile may tear
     /// the copy, as it may tear an in-process append's read: the write's protection
     /// fault came first and aborted the swap-out (Appendix A), so those bytes are never
-    /// read back.
-    pub(crate) fn read_page(&self, address: u64, into: &mut [u8]) {
+    /// read back. A read that finds the tenant gone is counted in `failed`, and the page
+    /// goes out as zeroes: no one is left to read it back.
+    pub(crate) fn read_page(&self, address: u64, into: &mut [u8], failed: &AtomicU64) {
         debug_assert_eq!(into.len(), PAGE_BYTES);
         // SAFETY: a buffer of our own, valid for the call.
         let read =
             unsafe { libc::pread(self.mem.as_raw_fd(), into.as_mut_ptr().cast(), PAGE_BYTES, address as libc::off_t) };
         if read != PAGE_BYTES as isize {
             into.fill(0);
-            self.reads_failed.fetch_add(1, Relaxed);
+            failed.fetch_add(1, Relaxed);
         }
     }
 
     /// Whether the tenant's page at `address` reads all zeroes.
-    pub(crate) fn page_is_zero(&self, address: u64) -> bool {
+    pub(crate) fn page_is_zero(&self, address: u64, failed: &AtomicU64) -> bool {
         let mut page = crate::page_buffers::AlignedPage::ZERO;
-        self.read_page(address, &mut page.0);
+        self.read_page(address, &mut page.0, failed);
         page.0.iter().all(|&byte| byte == 0)
     }
 

@@ -429,6 +429,39 @@ impl Waiter {
         Ok(Waiter { epoll })
     }
 
+    /// An epoll instance watching nothing yet, for many handler threads to wait on
+    /// together over many descriptors (`add`): the kernel wakes one waiter per event.
+    pub fn empty() -> io::Result<Waiter> {
+        // SAFETY: a plain system call returning a new descriptor or -1.
+        let raw = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        if raw < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `raw` is a descriptor we own from here on.
+        Ok(Waiter { epoll: unsafe { OwnedFd::from_raw_fd(raw) } })
+    }
+
+    /// Watches `uffd` too (possibly while others wait).
+    pub fn add(&self, uffd: &Userfaultfd) -> io::Result<()> {
+        let mut event = libc::epoll_event { events: libc::EPOLLIN as u32, u64: 0 };
+        // SAFETY: both descriptors are open; the event is read during the call only.
+        if unsafe { libc::epoll_ctl(self.epoll.as_raw_fd(), libc::EPOLL_CTL_ADD, uffd.as_raw_fd(), &mut event) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// Stops watching `uffd`. (Closing it would not do: another process may hold the
+    /// same open file, which then stays watched.)
+    pub fn remove(&self, uffd: &Userfaultfd) -> io::Result<()> {
+        let mut event = libc::epoll_event { events: 0, u64: 0 };
+        // SAFETY: as above.
+        if unsafe { libc::epoll_ctl(self.epoll.as_raw_fd(), libc::EPOLL_CTL_DEL, uffd.as_raw_fd(), &mut event) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
     /// Waits up to `timeout_ms` for an event to be readable (perhaps taken by another
     /// handler by the time this one reads).
     pub fn wait(&self, timeout_ms: i32) -> io::Result<bool> {

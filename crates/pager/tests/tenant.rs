@@ -16,7 +16,9 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use znswap_pager::{agent_loop, hand_over, map_anonymous, FaultMode, Pager, PagerConfig, TenantLink, PAGE_BYTES};
+use znswap_pager::{
+    agent_loop, hand_over, map_anonymous, FaultMode, Pager, PagerConfig, TenantId, TenantLink, PAGE_BYTES,
+};
 use znswap_wire::{Channel, Join, Name, Range, ToDaemon, ToTenant, Token};
 use znswap_zoned::{Geometry, MemDevice, ZonedDevice};
 
@@ -29,8 +31,9 @@ fn geometry() -> Geometry {
     Geometry::from_bytes(4096, 16, 48, 1 << 20, 1 << 20, 8, 8, 4096).unwrap()
 }
 
-/// Starts the tenant process (making `ops` accesses) and its pager.
-fn start_a_tenant(encrypt: bool, seed: u64, ops: u64) -> (std::process::Child, Pager, u64) {
+/// Starts a tenant process (making `ops` accesses; its arena at `at` if not 0);
+/// returns it with its Hello's link and the daemon's end of its connection, welcomed.
+fn spawn_a_tenant(seed: u64, ops: u64, at: u64) -> (std::process::Child, TenantLink, Channel) {
     let (daemon, tenant) = Channel::pair().unwrap();
     let mut command = Command::new(std::env::current_exe().unwrap());
     command
@@ -38,6 +41,7 @@ fn start_a_tenant(encrypt: bool, seed: u64, ops: u64) -> (std::process::Child, P
         .env(FD_VARIABLE, tenant.as_fd().as_raw_fd().to_string())
         .env("ZNSWAP_TEST_TENANT_SEED", seed.to_string())
         .env("ZNSWAP_TEST_TENANT_OPS", ops.to_string())
+        .env("ZNSWAP_TEST_TENANT_AT", at.to_string())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped());
     tenant.keep_in_child(&mut command);
@@ -48,25 +52,34 @@ fn start_a_tenant(encrypt: bool, seed: u64, ops: u64) -> (std::process::Child, P
     let ToDaemon::Hello(hello) = message else { panic!("{message:?} before a Hello") };
     assert_eq!(hello.pid, child.id());
     assert_eq!(hello.arena.len(), ARENA_PAGES * PAGE_BYTES as u64);
+    assert!(at == 0 || hello.arena.start() == at, "{:?} not at {at:#x}", hello.arena);
     let link = TenantLink::from_hello(&hello, fds, 0).unwrap();
     daemon.send_to_tenant(&ToTenant::Welcome { tenant: 0, token: Token([1; 16]), budget_pages: BUDGET_PAGES }).unwrap();
-    let device: Arc<dyn ZonedDevice> = Arc::new(MemDevice::new(geometry()).unwrap());
-    let config = PagerConfig {
-        fault_mode: FaultMode::HandlerThreads(1),
-        encrypt,
-        ..PagerConfig::new(BUDGET_PAGES * PAGE_BYTES as u64)
-    };
-    let slack = config.slack_pages;
-    let pager = Pager::serve_tenant(device, config, link).unwrap();
-    (child, pager, slack)
+    (child, link, daemon)
 }
 
-/// Serves the tenant process until it has checked its data, and returns the pager's
-/// figures.
-fn serve_a_tenant(encrypt: bool, seed: u64) -> znswap_pager::PagerStats {
-    let (mut child, pager, slack) = start_a_tenant(encrypt, seed, OPS);
-    let watchdog = watchdog(child.id());
-    // The tenant says when every page it read was right (or fails, and exits).
+fn config(budget_pages: u64, encrypt: bool) -> PagerConfig {
+    PagerConfig {
+        fault_mode: FaultMode::HandlerThreads(1),
+        encrypt,
+        ..PagerConfig::new(budget_pages * PAGE_BYTES as u64)
+    }
+}
+
+/// Starts the tenant process (making `ops` accesses) and its pager.
+fn start_a_tenant(encrypt: bool, seed: u64, ops: u64) -> (std::process::Child, Pager, TenantId, u64) {
+    let (child, link, _daemon) = spawn_a_tenant(seed, ops, 0);
+    let device: Arc<dyn ZonedDevice> = Arc::new(MemDevice::new(geometry()).unwrap());
+    let config = config(BUDGET_PAGES, encrypt);
+    let slack = config.slack_pages;
+    let (pager, id) = Pager::serve_tenant(device, config, link).unwrap();
+    (child, pager, id, slack)
+}
+
+/// Reads the tenant's output until it says it checked every read (or ends); returns
+/// that line, and its output, which must stay open until it ends (its harness writes
+/// there as it finishes).
+fn wait_until_checked(child: &mut std::process::Child) -> (String, BufReader<std::process::ChildStdout>) {
     // (Past the test harness's own lines.)
     let mut line = String::new();
     let mut out = BufReader::new(child.stdout.take().unwrap());
@@ -76,6 +89,16 @@ fn serve_a_tenant(encrypt: bool, seed: u64) -> znswap_pager::PagerStats {
             break;
         }
     }
+    (line, out)
+}
+
+/// Serves the tenant process until it has checked its data, and returns the pager's
+/// figures.
+fn serve_a_tenant(encrypt: bool, seed: u64) -> znswap_pager::PagerStats {
+    let (mut child, pager, _, slack) = start_a_tenant(encrypt, seed, OPS);
+    let watchdog = watchdog(child.id());
+    // The tenant says when every page it read was right (or fails, and exits).
+    let (line, _out) = wait_until_checked(&mut child);
     let stats = pager.stats();
     drop(pager);
     // Only now may it go (a tenant that dies under its pager is a later step).
@@ -126,7 +149,7 @@ fn another_process_is_paged_through_its_userfaultfd_and_reads_back_exactly() {
 #[test]
 fn a_tenant_killed_mid_run_leaves_its_pager_standing() {
     for (round, after_ms) in [10u64, 60, 200, 400].into_iter().enumerate() {
-        let (mut child, pager, _) = start_a_tenant(false, 10 + round as u64, 100_000_000);
+        let (mut child, pager, id, _) = start_a_tenant(false, 10 + round as u64, 100_000_000);
         let watchdog = watchdog(child.id());
         std::thread::sleep(Duration::from_millis(after_ms));
         let before = pager.stats();
@@ -145,7 +168,7 @@ fn a_tenant_killed_mid_run_leaves_its_pager_standing() {
         // and fail to protect its pages again and again.
         assert!(after.served_process_gone < 10_000, "the evictor spun on a dead process: {after:?}");
         assert_eq!(after.resident_pages, 0, "{after:?}");
-        pager.release_tenant(); // (What a daemon does on its connection's end: a no-op now.)
+        pager.remove_tenant(id); // (What a daemon does on its connection's end: a no-op now.)
         drop(pager);
         drop(watchdog);
         eprintln!(
@@ -153,6 +176,58 @@ fn a_tenant_killed_mid_run_leaves_its_pager_standing() {
             after.missing_faults, after.swap_outs_written, after.served_process_gone
         );
     }
+}
+
+/// One pager serves two processes at once (the daemon's case): their arenas lie at the
+/// same addresses in their own processes (as they may), and each reads back exactly its
+/// own data under a budget shared by both; a third killed mid-run is let go while the
+/// two go on and finish right.
+#[test]
+fn two_processes_share_one_pager_and_each_reads_back_its_own() {
+    let geometry = Geometry::from_bytes(4096, 16, 96, 1 << 20, 1 << 20, 8, 8, 4096).unwrap();
+    let device: Arc<dyn ZonedDevice> = Arc::new(MemDevice::new(geometry).unwrap());
+    let config = config(2 * BUDGET_PAGES, false);
+    let slack = config.slack_pages;
+    let pager = Pager::serve(device, config).unwrap();
+    const AT: u64 = 0x5a00_0000_0000;
+    let (mut first, link, _first_daemon) = spawn_a_tenant(21, OPS, AT);
+    let first_id = pager.add_tenant(link).unwrap();
+    let (mut second, link, _second_daemon) = spawn_a_tenant(22, OPS, AT);
+    let second_id = pager.add_tenant(link).unwrap();
+    assert_ne!(first_id, second_id);
+    let (mut doomed, link, _doomed_daemon) = spawn_a_tenant(23, 100_000_000, AT);
+    let doomed_id = pager.add_tenant(link).unwrap();
+    let watchdogs = [watchdog(first.id()), watchdog(second.id()), watchdog(doomed.id())];
+
+    std::thread::sleep(Duration::from_millis(100));
+    doomed.kill().unwrap();
+    assert_eq!(doomed.wait().unwrap().signal(), Some(libc::SIGKILL), "killed mid-run");
+    let lines = std::thread::scope(|scope| {
+        let first = scope.spawn(|| wait_until_checked(&mut first));
+        let second = scope.spawn(|| wait_until_checked(&mut second));
+        [first.join().unwrap(), second.join().unwrap()]
+    });
+    let stats = pager.stats();
+    // Each is let go as a daemon does when its connection ends: its agent hangs up, and
+    // then it may leave.
+    for ((line, _out), (mut child, id)) in lines.iter().zip([(first, first_id), (second, second_id)]) {
+        pager.remove_tenant(id);
+        drop(child.stdin.take());
+        let status = child.wait().unwrap();
+        assert!(status.success() && line.contains("checked"), "a tenant failed ({status}); it said {line:?}");
+    }
+    drop(watchdogs);
+    assert!(stats.served_process_gone > 0, "the pager met the killed process: {stats:?}");
+    assert!(
+        stats.resident_pages_max <= 2 * BUDGET_PAGES + slack + 64,
+        "resident max {} over the shared budget {} + slack {slack}",
+        stats.resident_pages_max,
+        2 * BUDGET_PAGES
+    );
+    assert_eq!((stats.lost_pages, stats.device_errors), (0, 0), "{stats:?}");
+    assert!(stats.swap_in_reads > 2000, "both came back from the device: {stats:?}");
+    pager.remove_tenant(doomed_id);
+    assert_eq!(pager.stats().resident_pages, 0, "every tenant let go: nothing counted");
 }
 
 #[test]
@@ -176,7 +251,24 @@ fn tenant_process() {
     // SAFETY: the descriptor the test passed us, ours from here on.
     let calls = Channel::from_fd(unsafe { OwnedFd::from_raw_fd(fd) });
     let len = ARENA_PAGES * PAGE_BYTES as u64;
-    let base = map_anonymous(len as usize).unwrap() as u64;
+    let at: u64 = std::env::var("ZNSWAP_TEST_TENANT_AT").unwrap().parse().unwrap();
+    let base = if at == 0 {
+        map_anonymous(len as usize).unwrap() as u64
+    } else {
+        // SAFETY: a new private mapping where nothing is (NOREPLACE fails otherwise).
+        let base = unsafe {
+            libc::mmap(
+                at as *mut libc::c_void,
+                len as usize,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED_NOREPLACE,
+                -1,
+                0,
+            )
+        };
+        assert_eq!(base as u64, at, "mapping the arena at {at:#x}: {}", std::io::Error::last_os_error());
+        at
+    };
     let arena = Range::new(base, len).unwrap();
     let served = hand_over(&calls, arena, Join::New(Name::new("tenant test").unwrap())).unwrap();
     assert_eq!(served.budget_pages, BUDGET_PAGES);

@@ -76,20 +76,24 @@ impl EvictorShell for Live<'_, EvictorRole> {
     }
 
     fn write_protect(&mut self, start: u64, end: u64) -> bool {
-        match self.shared.uffd.write_protect(start, end - start, true, false) {
+        let Some((space, target)) = self.shared.spaces.at(start) else { return false };
+        match space.uffd.write_protect(target, end - start, true, false) {
             Ok(()) => true,
             Err(error) => {
                 // (Counted if the served process is gone; its pages then stay until the
-                // daemon releases it: `Pager::release_tenant`.)
-                self.shared.served_process_gone(&error);
+                // evictor lets it go at rest: `Shared::remove_gone_spaces`.)
+                self.shared.served_process_gone(&space, &error);
                 false
             }
         }
     }
 
     fn page_is_zero(&mut self, address: u64) -> bool {
-        if let Some(tenant) = &self.shared.tenant {
-            return tenant.page_is_zero(address);
+        if !self.shared.spaces.is_own() {
+            // (A process let go meanwhile: its page is nobody's, zero will do.)
+            let Some((space, target)) = self.shared.spaces.at(address) else { return true };
+            let served = space.served.as_ref().expect("a served space");
+            return served.page_is_zero(target, &self.shared.counters.served_process_gone);
         }
         // SAFETY: the page is a victim, mapped (its region cannot be unmapped while
         // `mappings` is held, from the pick to the hand-over) and readable.
@@ -132,7 +136,7 @@ impl Shared {
         while !(evictor.at_rest() && self.stop.load(Relaxed)) {
             if evictor.at_rest() && self.tenant_gone.swap(false, Relaxed) {
                 debug_assert!(shell.holds_nothing());
-                self.release_tenant();
+                self.remove_gone_spaces();
             }
             let next = evictor.step(&mut shell, &mut did);
             shell.carry_out(next, &mut cpu, &self.counters.evictor_idle_ns);
@@ -145,8 +149,8 @@ impl Shared {
     /// allows it on the calling process (6.13+; a TLB flush per batch instead of per page,
     /// about 0.35 instead of 1.2-2.5 µs per scattered page here), else one `madvise` each.
     pub(super) fn madvise_dontneed(&self, ranges: &[AddressRange]) {
-        if let Some(tenant) = &self.tenant {
-            return tenant.discard(ranges);
+        if !self.spaces.is_own() {
+            return self.discard_served(ranges);
         }
         // Kernels cap a vector at IOV_MAX entries.
         const BATCH: usize = 512;
@@ -172,6 +176,30 @@ impl Shared {
             // SAFETY: as above; MADV_DONTNEED of an already dropped range is harmless.
             let rc = unsafe { libc::madvise(range.start as *mut libc::c_void, range.len, libc::MADV_DONTNEED) };
             assert_eq!(rc, 0, "MADV_DONTNEED: {}", std::io::Error::last_os_error());
+        }
+    }
+
+    /// Served processes' pages: each process's agent drops its own (`TenantSpace::discard`),
+    /// the ranges of one process at a time, translated into its addresses. (A range never
+    /// spans two: each lies in one region.)
+    fn discard_served(&self, ranges: &[AddressRange]) {
+        let mut rest = ranges;
+        let mut translated = Vec::with_capacity(ranges.len());
+        while let Some(first) = rest.first() {
+            let Some((space, _)) = self.spaces.at(first.start as u64) else {
+                // Let go meanwhile: its pages are nobody's.
+                rest = &rest[1..];
+                continue;
+            };
+            let same = rest.iter().take_while(|range| space.holds(range.start as u64)).count();
+            translated.clear();
+            translated.extend(
+                rest[..same]
+                    .iter()
+                    .map(|range| AddressRange { start: space.to_process(range.start as u64) as usize, len: range.len }),
+            );
+            space.served.as_ref().expect("a served space").discard(&translated);
+            rest = &rest[same..];
         }
     }
 }

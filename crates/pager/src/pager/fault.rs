@@ -96,10 +96,11 @@ impl<'a> FaultShell for Live<'a, FaultRole<'a>> {
     }
 
     fn zero_fill(&mut self, address: u64) -> bool {
+        // (Reported done when the page is nobody's now: its process let go, or gone.)
+        let Some((space, target)) = self.shared.spaces.at(address) else { return true };
         // Under the lock: EEXIST means something is mapped there.
-        match self.shared.uffd.copy(address, &ZERO_PAGES[..PAGE_BYTES], false, true) {
-            // (Reported done: the page is nobody's now.)
-            Err(error) if self.shared.served_process_gone(&error) => true,
+        match space.uffd.copy(target, &ZERO_PAGES[..PAGE_BYTES], false, true) {
+            Err(error) if self.shared.served_process_gone(&space, &error) => true,
             result => result.expect("mapping a zero page"),
         }
     }
@@ -175,17 +176,15 @@ impl Shared {
         if window > 0 && poll.polling.compare_exchange(false, true, Relaxed, Relaxed).is_ok() {
             let mut since = Instant::now();
             while (since.elapsed().as_nanos() as u64) < window && !self.stop.load(Relaxed) {
-                match self.uffd.read_event().expect("reading userfaultfd") {
-                    Some(event) => {
-                        self.counters.faults_polled.fetch_add(self.handle_event(event, scratch) as u64, Relaxed);
-                        since = Instant::now();
-                    }
+                let found = self.read_events(scratch, true);
+                if found > 0 {
+                    self.counters.faults_polled.fetch_add(found, Relaxed);
+                    since = Instant::now();
+                } else {
                     // The CPU goes to any other runnable thread between looks (the
                     // program, its clients): polling must not take their time.
                     // SAFETY: no arguments.
-                    None => unsafe {
-                        libc::sched_yield();
-                    },
+                    unsafe { libc::sched_yield() };
                 }
             }
             poll.polling.store(false, Relaxed);
@@ -196,10 +195,61 @@ impl Shared {
         }
     }
 
+    /// Reads and resolves the faults queued on every served descriptor (only the first
+    /// with `one`); how many.
+    fn read_events(&self, scratch: &mut FaultScratch, one: bool) -> u64 {
+        let mut found = 0;
+        match &self.spaces {
+            spaces::Spaces::Own(space) => {
+                while let Some(event) = space.uffd.read_event().expect("reading userfaultfd") {
+                    found += self.handle_event(space, event, scratch) as u64;
+                    if one {
+                        break;
+                    }
+                }
+            }
+            spaces::Spaces::Served(_) => {
+                for space in self.spaces.served_now().iter() {
+                    loop {
+                        // A served process's descriptor that cannot be read: that
+                        // process is let go, never this pager stopped.
+                        let event = match space.uffd.read_event() {
+                            Ok(Some(event)) => event,
+                            Ok(None) => break,
+                            Err(error) => {
+                                eprintln!("znswap: reading the userfaultfd of process {}: {error}", space.pid());
+                                space.gone.store(true, Relaxed);
+                                self.tenant_gone.store(true, Relaxed);
+                                break;
+                            }
+                        };
+                        found += self.handle_event(space, event, scratch) as u64;
+                        if one {
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        found
+    }
+
     /// Resolves `event` if it is a page fault (the only events these registrations
     /// ask for); whether it was one.
-    fn handle_event(&self, event: UffdEvent, scratch: &mut FaultScratch) -> bool {
+    fn handle_event(&self, space: &spaces::Space, event: UffdEvent, scratch: &mut FaultScratch) -> bool {
         let UffdEvent::PageFault { address, write, write_protect, thread_id } = event else { return false };
+        let Some(address) = space.to_core(address) else {
+            // A served process registered memory outside the arena it handed over: its
+            // faults there are not this pager's to serve, ever.
+            if !space.gone.swap(true, Relaxed) {
+                eprintln!(
+                    "znswap: process {} faulted at {address:#x}, outside the arena it handed over: it is let go",
+                    space.pid()
+                );
+            }
+            self.tenant_gone.store(true, Relaxed);
+            return false;
+        };
         self.colocation.count(thread_id);
         let started = Instant::now();
         let kind = if write_protect { FaultKind::WriteProtect } else { FaultKind::Missing { write } };
@@ -214,7 +264,15 @@ impl Shared {
 
     pub(super) fn handle_faults(&self) {
         let mut scratch = FaultScratch::new();
-        let waiter = crate::uffd::Waiter::new(&self.uffd).expect("an epoll instance for a handler thread");
+        let own_waiter = self
+            .spaces
+            .own_space()
+            .map(|space| crate::uffd::Waiter::new(&space.uffd).expect("an epoll instance for a handler thread"));
+        let waiter = match (&own_waiter, &self.spaces) {
+            (Some(waiter), _) => waiter,
+            (None, spaces::Spaces::Served(served)) => &served.waiter,
+            (None, spaces::Spaces::Own(_)) => unreachable!("an own space has its waiter"),
+        };
         let mut cpu = CpuTime::new(&self.counters.fault_cpu_ns);
         // A pager that polls for faults polls for its reads too: the faulting thread
         // waits on this read, and a sleep here would add a wake-up to its wait.
@@ -227,15 +285,10 @@ impl Shared {
                 Ok(false) => continue,
                 Err(error) => panic!("waiting for userfaultfd events: {error}"),
             }
-            let mut found = false;
-            while let Some(event) = self.uffd.read_event().expect("reading userfaultfd") {
-                if !found {
-                    self.fault_poll.woke(self.now());
-                    found = true;
-                }
-                self.handle_event(event, &mut scratch);
-            }
-            if found {
+            // (The poll window counts from the wake-up: the reads are part of it.)
+            let woke = self.now();
+            if self.read_events(&mut scratch, false) > 0 {
+                self.fault_poll.woke(woke);
                 self.poll_for_faults(&mut scratch);
             }
         }

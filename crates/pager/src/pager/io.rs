@@ -126,7 +126,7 @@ impl Shared {
         if let Some(key) = self.digest_key {
             self.digest_victims(key, plan);
         }
-        let victims_copied = self.sealer.is_some() || self.tenant.is_some();
+        let victims_copied = self.sealer.is_some() || !self.spaces.is_own();
         if victims_copied {
             self.copy_victims(plan, scratch);
         }
@@ -209,8 +209,16 @@ impl Shared {
         for (index, source) in plan.sources().iter().enumerate() {
             let PageSource::Region { address } = *source else { continue };
             let page = &mut scratch.pages[index].0;
-            if let Some(tenant) = &self.tenant {
-                tenant.read_page(address, page);
+            if !self.spaces.is_own() {
+                match self.spaces.at(address) {
+                    Some((space, target)) => space.served.as_ref().expect("a served space").read_page(
+                        target,
+                        page,
+                        &self.counters.served_process_gone,
+                    ),
+                    // Let go meanwhile: nobody will read it back.
+                    None => page.fill(0),
+                }
                 continue;
             }
             let words = address as *const u64;

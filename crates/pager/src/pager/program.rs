@@ -49,9 +49,23 @@ impl Pager {
         self.program_discard_then(start, len, || zap(start, len))
     }
 
+    /// Served process `tenant` discards `[start, start + len)` (its addresses), zapped
+    /// by `zap` (which returns what `madvise` does: the process itself zaps, asked over
+    /// the wire while this holds the state lock). What lies outside its arena is not the
+    /// pager's: only zapped. Returns what `zap` does.
+    pub fn tenant_discard_then(&self, tenant: TenantId, start: u64, len: u64, zap: impl FnOnce() -> i32) -> i32 {
+        let space = self.shared.spaces.served_now().iter().find(|space| space.id == tenant).cloned();
+        let (Some(space), Some(end)) = (space, start.checked_add(len)) else { return zap() };
+        let (base, bytes) = space.arena();
+        let (first, last) = (start.max(base), end.min(base + bytes));
+        match (space.to_core(first), first < last) {
+            (Some(core), true) => self.program_discard_then(core, last - first, zap),
+            _ => zap(),
+        }
+    }
+
     /// `program_discard` with the zap done by `zap` (which returns what `madvise`
-    /// does): for a served process, the process itself zaps, asked over the wire while
-    /// this holds the state lock.
+    /// does), for the pager's own process.
     pub fn program_discard_then(&self, start: u64, len: u64, zap: impl FnOnce() -> i32) -> i32 {
         // What the kernel refuses must leave the core as it was: a range that wraps
         // would otherwise discard (and lose) every page up to the region's end first.

@@ -211,8 +211,7 @@ impl Shared {
             pages_unshared: c.pages_unshared.load(Relaxed),
             wp_markers_cleared: c.wp_markers_cleared.load(Relaxed),
             moves_misreported: c.moves_misreported.load(Relaxed),
-            served_process_gone: c.served_process_gone.load(Relaxed)
-                + self.tenant.as_ref().map_or(0, |tenant| tenant.reads_failed.load(Relaxed)),
+            served_process_gone: c.served_process_gone.load(Relaxed),
             swap_outs_written: core.swap_outs_written,
             swap_outs_clean: engine.swap_cache_hits,
             swap_cache_dirtied: core.swap_cache_dirtied,

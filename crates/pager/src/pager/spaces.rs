@@ -1,0 +1,260 @@
+//! Where the pages the core names live: this process's memory, or served processes'
+//! (`docs/daemon.md`).
+//!
+//! The core knows one address space. A pager of its own process's memory gives it that
+//! process's addresses as they are. A pager serving other processes (the daemon) cannot:
+//! two processes' arenas may lie at the same addresses. So each served process gets a
+//! window of core addresses of its own, never reused, and the shell translates at the
+//! edge: a fault's address into the window, an action's back into the process, whose own
+//! userfaultfd the ioctl then goes to.
+
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, RwLock};
+
+use crate::tenant::TenantSpace;
+use crate::uffd::{UffdError, Userfaultfd, Waiter};
+
+/// A served process's name for the daemon: never reused within a pager's life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct TenantId(pub u64);
+
+/// One address space the pager serves.
+pub(crate) struct Space {
+    pub(crate) uffd: Userfaultfd,
+    /// The window's first core address, the same byte's address in the process, and the
+    /// window's length (this process's own space: the identity over everything).
+    window: u64,
+    base: u64,
+    len: u64,
+    /// The served process (`None`: this one).
+    pub(crate) served: Option<TenantSpace>,
+    /// Its region in the core (a served process's arena).
+    pub(crate) owner: u32,
+    pub(crate) id: TenantId,
+    /// An ioctl found the process gone: its region is let go at the evictor's next rest.
+    pub(crate) gone: AtomicBool,
+}
+
+impl Space {
+    fn own(uffd: Userfaultfd) -> Space {
+        Space {
+            uffd,
+            window: 0,
+            base: 0,
+            len: u64::MAX,
+            served: None,
+            owner: u32::MAX,
+            id: TenantId(0),
+            gone: AtomicBool::new(false),
+        }
+    }
+
+    /// Whether core address `core` lies in this window.
+    pub(crate) fn holds(&self, core: u64) -> bool {
+        core.wrapping_sub(self.window) < self.len
+    }
+
+    /// The process's address of core address `core` (in this window).
+    pub(crate) fn to_process(&self, core: u64) -> u64 {
+        debug_assert!(self.holds(core));
+        core - self.window + self.base
+    }
+
+    /// The core address of the process's `address`, if the window holds it.
+    pub(crate) fn to_core(&self, address: u64) -> Option<u64> {
+        let offset = address.checked_sub(self.base).filter(|&offset| offset < self.len)?;
+        Some(self.window + offset)
+    }
+
+    /// The process (this one's own, if not served).
+    pub(crate) fn pid(&self) -> u32 {
+        self.served.as_ref().map_or_else(std::process::id, |served| served.pid)
+    }
+
+    /// The window in the process: (start, bytes).
+    pub(crate) fn arena(&self) -> (u64, u64) {
+        (self.base, self.len)
+    }
+
+    /// Whether `error` says the served process is gone (`ESRCH`: its address space has
+    /// no users); never so for this process.
+    pub(crate) fn is_gone(&self, error: &UffdError) -> bool {
+        let gone = self.served.is_some() && error.errno() == Some(libc::ESRCH);
+        if gone {
+            self.gone.store(true, Relaxed);
+        }
+        gone
+    }
+}
+
+/// A space found by a core address: this process's (borrowed), or a served one's (kept
+/// alive while used, even if its process is let go meanwhile).
+pub(crate) enum SpaceRef<'a> {
+    Own(&'a Space),
+    Served(Arc<Space>),
+}
+
+impl std::ops::Deref for SpaceRef<'_> {
+    type Target = Space;
+    fn deref(&self) -> &Space {
+        match self {
+            SpaceRef::Own(space) => space,
+            SpaceRef::Served(space) => space,
+        }
+    }
+}
+
+/// Core windows start above any user address (57 bits with five-level page tables), so
+/// a window's address is never mistaken for a process's; each is rounded up to a GiB
+/// and followed by a GiB of nothing.
+const WINDOWS_START: u64 = 1 << 57;
+const WINDOW_ALIGN: u64 = 1 << 30;
+
+pub(crate) enum Spaces {
+    Own(Space),
+    Served(Served),
+}
+
+pub(crate) struct Served {
+    /// The served processes now. Never held across anything that may wait for the state
+    /// lock (the state lock is taken before it): a lookup clones what it needs and lets go.
+    list: RwLock<Arc<[Arc<Space>]>>,
+    /// The next window's start, and the next id.
+    next: Mutex<(u64, u64)>,
+    /// Every served process's userfaultfd, for the handler threads to wait on together
+    /// (one epoll instance: one handler is woken per event).
+    pub(crate) waiter: Waiter,
+}
+
+impl Spaces {
+    pub(crate) fn own(uffd: Userfaultfd) -> Spaces {
+        Spaces::Own(Space::own(uffd))
+    }
+
+    pub(crate) fn served() -> std::io::Result<Spaces> {
+        Ok(Spaces::Served(Served {
+            list: RwLock::new(Arc::from(Vec::new())),
+            next: Mutex::new((WINDOWS_START, 1)),
+            waiter: Waiter::empty()?,
+        }))
+    }
+
+    /// This process's own space, if the pager serves its own process.
+    pub(crate) fn own_space(&self) -> Option<&Space> {
+        match self {
+            Spaces::Own(space) => Some(space),
+            Spaces::Served(_) => None,
+        }
+    }
+
+    pub(crate) fn is_own(&self) -> bool {
+        matches!(self, Spaces::Own(_))
+    }
+
+    /// The space holding core address `core`, and the address in its process; `None`
+    /// for a served process let go meanwhile.
+    pub(crate) fn at(&self, core: u64) -> Option<(SpaceRef<'_>, u64)> {
+        match self {
+            Spaces::Own(space) => Some((SpaceRef::Own(space), core)),
+            Spaces::Served(served) => {
+                let list = served.list.read().unwrap_or_else(|p| p.into_inner());
+                let space = list.iter().find(|space| space.holds(core))?.clone();
+                drop(list);
+                let address = space.to_process(core);
+                Some((SpaceRef::Served(space), address))
+            }
+        }
+    }
+
+    /// The served processes now (none for this process's own space).
+    pub(crate) fn served_now(&self) -> Arc<[Arc<Space>]> {
+        match self {
+            Spaces::Own(_) => Arc::from(Vec::new()),
+            Spaces::Served(served) => served.list.read().unwrap_or_else(|p| p.into_inner()).clone(),
+        }
+    }
+}
+
+impl Served {
+    /// A window for an arena of `len` bytes in a served process at `base`, and the id
+    /// of the process it is for.
+    pub(crate) fn reserve(&self, len: u64) -> (u64, TenantId) {
+        let mut next = self.next.lock().unwrap_or_else(|p| p.into_inner());
+        let (window, id) = *next;
+        next.0 = window + len.div_ceil(WINDOW_ALIGN) * WINDOW_ALIGN + WINDOW_ALIGN;
+        next.1 += 1;
+        (window, TenantId(id))
+    }
+
+    /// Adds a served process's space (its region already in the core) and watches its
+    /// userfaultfd.
+    pub(crate) fn add(&self, space: Space) -> std::io::Result<()> {
+        self.waiter.add(&space.uffd)?;
+        let mut list = self.list.write().unwrap_or_else(|p| p.into_inner());
+        let mut spaces = list.to_vec();
+        spaces.push(Arc::new(space));
+        *list = Arc::from(spaces);
+        Ok(())
+    }
+
+    /// Takes process `id`'s space out (its faults no longer watched), if it is there.
+    pub(crate) fn remove(&self, id: TenantId) -> Option<Arc<Space>> {
+        let mut list = self.list.write().unwrap_or_else(|p| p.into_inner());
+        let index = list.iter().position(|space| space.id == id)?;
+        let mut spaces = list.to_vec();
+        let space = spaces.remove(index);
+        *list = Arc::from(spaces);
+        drop(list);
+        // (Fails only if the descriptor is not watched: nothing to undo then.)
+        let _ = self.waiter.remove(&space.uffd);
+        Some(space)
+    }
+}
+
+/// A served space, as the pager's add makes it.
+pub(crate) fn served_space(
+    uffd: Userfaultfd,
+    window: u64,
+    arena: (u64, u64),
+    served: TenantSpace,
+    owner: u32,
+    id: TenantId,
+) -> Space {
+    let (base, len) = arena;
+    Space { uffd, window, base, len, served: Some(served), owner, id, gone: AtomicBool::new(false) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A window translates both ways over its length only; windows never overlap and
+    /// lie above every user address.
+    #[test]
+    fn windows_translate_and_never_overlap() {
+        let served = match Spaces::served().unwrap() {
+            Spaces::Served(served) => served,
+            Spaces::Own(_) => unreachable!(),
+        };
+        let (first, a) = served.reserve(3 << 30);
+        let (second, b) = served.reserve(4096);
+        assert_ne!(a, b);
+        assert!(first >= 1 << 57);
+        assert!(second >= first + (3 << 30), "the second window starts past the first");
+        let space = Space {
+            uffd: Userfaultfd::new(0, 0).expect("userfaultfd works here"),
+            window: first,
+            base: 0x7f00_0000_0000,
+            len: 8192,
+            served: None,
+            owner: 0,
+            id: a,
+            gone: AtomicBool::new(false),
+        };
+        assert_eq!(space.to_core(0x7f00_0000_1000), Some(first + 4096));
+        assert_eq!(space.to_process(first + 4096), 0x7f00_0000_1000);
+        assert_eq!(space.to_core(0x7f00_0000_2000), None, "past the arena");
+        assert_eq!(space.to_core(0x7eff_ffff_f000), None, "before it");
+        assert!(space.holds(first) && !space.holds(first + 8192) && !space.holds(first - 1));
+    }
+}
