@@ -60,6 +60,14 @@ pub struct RunArgs {
     /// yet: fork in the program (refused), --park, --wp-async.
     #[arg(long, hide = true, conflicts_with_all = ["park", "wp_async"])]
     serve: bool,
+    /// Run CMD as a program of `znswap daemon`, which pages its heap from the daemon's
+    /// device along with its other programs' (at SOCKET, or the daemon's default socket:
+    /// /run/znswap/znswap.sock as root, else $XDG_RUNTIME_DIR/znswap.sock). --memory is
+    /// what it asks the daemon for; the device, --policy and --encrypt are the daemon's.
+    /// Not yet: fork in the program (refused).
+    #[arg(long, value_name = "SOCKET", num_args = 0..=1, default_missing_value = "",
+          conflicts_with_all = ["serve", "park", "wp_async", "device", "encrypt", "policy"])]
+    daemon: Option<PathBuf>,
     /// Also write the summary as JSON to FILE (checked before the program starts).
     #[arg(long, value_name = "FILE")]
     stats: Option<PathBuf>,
@@ -135,6 +143,9 @@ fn prepare(args: &RunArgs, stats_path: PathBuf, alive_fd: i32) -> Result<Launch>
         format_size(memory),
         format_size(MEMORY_MIN_BYTES)
     );
+    if let Some(socket) = daemon_socket(args) {
+        return prepare_for_daemon(args, library, socket, stats_path, alive_fd);
+    }
     let device_path = args.device.device.clone().unwrap_or_else(device_path::default_path);
     // Opened now (created, for the default) so that its errors come with help, then let
     // go: the program opens it (and locks it) itself.
@@ -188,6 +199,7 @@ fn prepare(args: &RunArgs, stats_path: PathBuf, alive_fd: i32) -> Result<Launch>
         colocate: !args.no_colocate,
         encrypt: args.encrypt.encrypt,
         serve_fd: None,
+        daemon: None,
         stats: stats_path,
         alive_fd,
         ld_preload_before,
@@ -198,6 +210,84 @@ fn prepare(args: &RunArgs, stats_path: PathBuf, alive_fd: i32) -> Result<Launch>
         format!("{} cannot serve as swap with --memory {}", device_path.display(), format_size(memory))
     })?;
     // Last, so that a refusal above leaves no file behind.
+    let stats_file = match &args.stats {
+        Some(path) => {
+            let file = File::create(path)
+                .with_context(|| format!("--stats {}: cannot write the summary there", path.display()))?;
+            Some((path.clone(), file))
+        }
+        None => None,
+    };
+    Ok(Launch { library, config, stats_file })
+}
+
+/// `--daemon`'s socket, if given (its default if given without one).
+fn daemon_socket(args: &RunArgs) -> Option<PathBuf> {
+    args.daemon.as_ref().map(|path| {
+        if path.as_os_str().is_empty() {
+            crate::cmd_daemon::default_socket()
+        } else {
+            path.clone()
+        }
+    })
+}
+
+/// Under `--daemon`: the daemon answers at `socket` (checked now, so its absence is
+/// said before the program starts), and the program's library will connect there.
+fn prepare_for_daemon(
+    args: &RunArgs,
+    library: PathBuf,
+    socket: PathBuf,
+    stats_path: PathBuf,
+    alive_fd: i32,
+) -> Result<Launch> {
+    if let Err(error) = znswap_wire::Channel::connect(&socket) {
+        bail!(
+            "no znswap daemon answers at {} ({error}): start one with `znswap daemon --memory 1G` (as this user{}), \
+             or give its socket with --daemon PATH",
+            socket.display(),
+            if args.daemon.as_ref().is_some_and(|path| path.as_os_str().is_empty()) {
+                ", in another terminal"
+            } else {
+                ""
+            }
+        );
+    }
+    let memory = args.memory.memory;
+    // The device's size is the daemon's: the arena is what a heap may grow to.
+    let arena = args.arena.unwrap_or((2 * memory + (4 << 30)).min(run_env::ARENA_MAX_BYTES));
+    anyhow::ensure!(
+        arena > memory && arena <= run_env::ARENA_MAX_BYTES,
+        "--arena {} must be larger than --memory {} and at most {}",
+        format_size(arena),
+        format_size(memory),
+        format_size(run_env::ARENA_MAX_BYTES)
+    );
+    let ld_preload_before = match std::env::var_os("LD_PRELOAD").filter(|value| !value.is_empty()) {
+        None => None,
+        Some(value) => Some(value.into_string().map_err(|_| anyhow::anyhow!("$LD_PRELOAD is not UTF-8"))?),
+    };
+    let config = RunConfig {
+        device: socket.clone(),
+        memory_bytes: memory,
+        arena_bytes: arena,
+        policy: args.policy.policy,
+        handler_threads: HANDLER_THREADS_DEFAULT as usize,
+        readahead_pages: args.faults.readahead,
+        fault_poll_us: args.faults.fault_poll,
+        park_pages: 0,
+        reference_sampling: !args.faults.no_reference_sampling,
+        wp_async: false,
+        misreport_moves_every: 0,
+        colocate: false,
+        encrypt: false,
+        serve_fd: None,
+        daemon: Some(socket),
+        stats: stats_path,
+        alive_fd,
+        ld_preload_before,
+    };
+    config.check().map_err(|error| anyhow::anyhow!("internal: the run configuration is wrong: {error}"))?;
     let stats_file = match &args.stats {
         Some(path) => {
             let file = File::create(path)
@@ -275,8 +365,11 @@ pub fn run(args: RunArgs) -> Result<u8> {
         }
         None => None,
     };
+    let served_by_daemon = config.daemon.clone();
     let read_report = |path: &Path| match &serving {
         Some(serving) => serving.report(path),
+        // The library's own figures (the pager's are the daemon's).
+        None if served_by_daemon.is_some() => RunReport::read(&run_env::program_stats_path(path)),
         None => RunReport::read(path),
     };
     // What the pager is doing, on a progress line while stderr is a terminal.
@@ -376,6 +469,7 @@ pub fn run(args: RunArgs) -> Result<u8> {
         },
         seconds: elapsed.as_secs_f64(),
         report,
+        daemon: served_by_daemon.map(|path| path.display().to_string()),
     };
     if args.json.json {
         eprintln!("{}", serde_json::to_string(&summary)?);
@@ -452,6 +546,9 @@ struct Summary {
     report: Option<RunReport>,
     /// The program executed another one, which ran without the pager.
     executed: Option<Executed>,
+    /// The daemon's socket, when the daemon paged it (`--daemon`): the pager's figures
+    /// are the daemon's, not in this summary.
+    daemon: Option<String>,
 }
 
 #[derive(serde::Serialize)]
@@ -504,6 +601,26 @@ impl Summary {
             ));
         }
         let mut line = |name: &str, value: String| out.push_str(&format!("  {name:<22} {value}\n"));
+        if let Some(daemon) = &self.daemon {
+            // The swapping, the device and the budget are the daemon's: only what this
+            // process itself measured is here.
+            line("paged by", format!("the znswap daemon at {daemon} (its swap and device figures are the daemon's)"));
+            line(
+                "CPU",
+                format!("{:.2} s of the program's threads (the pager's are the daemon's)", r.cpu_ns as f64 / 1e9),
+            );
+            line(
+                "memory",
+                format!(
+                    "max {} anonymous ({} asked of the daemon for its paged heap, which the daemon holds within its \
+                     own --memory for all its programs); whole resident set max {}",
+                    format_size(r.memory_used_max_bytes),
+                    format_size(r.memory_bytes),
+                    format_size(r.rss_max_bytes)
+                ),
+            );
+            return out;
+        }
         line(
             "swapped out / in",
             format!(

@@ -1,5 +1,6 @@
 //! `znswap`: swap for zoned (ZNS) SSDs.
 
+mod cmd_daemon;
 mod cmd_device;
 mod cmd_dst;
 mod cmd_dst_pager;
@@ -65,6 +66,11 @@ enum Command {
     /// returns the program's exit status. The program and its children run without
     /// transparent huge pages. `znswap run --memory 256M -- redis-server`
     Run(cmd_run::RunArgs),
+    /// Serve many programs from one zoned device: the daemon owns the device and pages
+    /// the heap of every program started with `znswap run --daemon -- CMD`, within one
+    /// --memory for them all. Runs in the foreground until SIGINT or SIGTERM.
+    /// `znswap daemon --memory 1G`
+    Daemon(cmd_daemon::DaemonArgs),
 }
 
 #[derive(Args)]
@@ -363,6 +369,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             }
         }
         Command::Run(args) => return Ok(ExitCode::from(cmd_run::run(args)?)),
+        Command::Daemon(args) => cmd_daemon::run(args)?,
         Command::Kv(args) => {
             if !cmd_kv::run(args)? {
                 return Ok(ExitCode::FAILURE);

@@ -4,8 +4,8 @@
 //!
 //! One thread here takes the program's `Hello` (its userfaultfd, `/proc/self/mem`,
 //! agent socket), starts the pager on it (`Pager::serve_tenant`) and then serves the
-//! program's calls: each discard is taken into the pager's state while the program zaps
-//! the range (`Pager::program_discard_then`). Another holds the budget to `--memory` every
+//! program's calls (`connection::serve_calls`): each discard is taken into the pager's
+//! state while the program zaps the range. Another holds the budget to `--memory` every
 //! 100 ms, as the library does in the program: the program's anonymous memory outside the
 //! paged heap, and this process's own (the pager's tables and buffers), come out of it.
 
@@ -15,9 +15,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
+use znswap_pager::connection::{self, Arrival};
 use znswap_pager::run_env::{hold_budget, ResidentSet, RunConfig, RunReport};
-use znswap_pager::{Pager, PagerConfig, TenantLink, PAGE_BYTES};
-use znswap_wire::{Channel, Kind, ToDaemon, ToTenant, Token};
+use znswap_pager::{Pager, PagerConfig, PAGE_BYTES};
+use znswap_wire::{Channel, ToTenant, Token};
 
 /// The launcher's pager for its program, once the program has handed its heap over.
 pub struct Serving {
@@ -107,20 +108,12 @@ fn serve(
 ) {
     let pid = target.pid;
     // Until the program's library says Hello (or the program ends without one: a static
-    // binary, or the library failed, which it says itself).
-    let (hello, fds) = match channel.recv_to_daemon() {
-        Ok(Some((ToDaemon::Hello(hello), fds))) => (hello, fds),
+    // binary, or the library failed, which it says itself). The socket is this
+    // launcher's: its peer is this process, so the Hello is checked against the child.
+    let Arrival { link, .. } = match connection::arrive(&channel, pid, 0) {
+        Ok(Some(arrival)) => arrival,
         Ok(None) => return,
-        Ok(Some((message, _))) => return eprintln!("znswap run --serve: the program began with {message:?}"),
-        Err(error) => return eprintln!("znswap run --serve: {error}"),
-    };
-    if hello.pid != pid {
-        let _ = channel.send_to_tenant(&ToTenant::Refused(znswap_wire::Reason::NotAllowed));
-        return eprintln!("znswap run --serve: a Hello from pid {}, not the program's {pid}", hello.pid);
-    }
-    let link = match TenantLink::from_hello(&hello, fds, 0) {
-        Ok(link) => link,
-        Err(error) => return eprintln!("znswap run --serve: {error}"),
+        Err(error) => return eprintln!("znswap run --serve: the program is refused: {error}"),
     };
     let budget_pages = config.budget_bytes / PAGE_BYTES as u64;
     let (pager, id) = match Pager::serve_tenant(device, config, link) {
@@ -163,30 +156,8 @@ fn serve(
         (done, thread)
     };
     // The program's calls, until it ends (its end of the socket closes with it).
-    loop {
-        match channel.recv_to_daemon() {
-            Ok(Some((ToDaemon::ProgramDiscard(range), _))) => {
-                pager.tenant_discard_then(id, range.start(), range.len(), || {
-                    // The program zaps while the pager's state is held.
-                    if channel.send_to_tenant(&ToTenant::Ack(Kind::ProgramDiscard)).is_err() {
-                        return -1;
-                    }
-                    match channel.recv_to_daemon() {
-                        Ok(Some((ToDaemon::Zapped { errno: 0 }, _))) => 0,
-                        _ => -1,
-                    }
-                });
-            }
-            Ok(Some((ToDaemon::Bye, _))) | Ok(None) => break,
-            Ok(Some((message, _))) => {
-                eprintln!("znswap run --serve: the program sent {message:?}, which is not served yet");
-                break;
-            }
-            Err(error) => {
-                eprintln!("znswap run --serve: {error}");
-                break;
-            }
-        }
+    if let Err(error) = connection::serve_calls(&pager, id, &channel) {
+        eprintln!("znswap run --serve: the program's connection: {error}");
     }
     governor.0.store(true, Relaxed);
     let _ = governor.1.join();

@@ -536,3 +536,78 @@ fn the_programs_anonymous_memory_stays_within_memory() {
     assert!(pager_cpu > 0 && figure("cpu_ns") >= pager_cpu + figure("stats_thread_cpu_ns"), "{report}");
     assert!(figure("budget_bytes") < memory - (4 << 20), "the rest of the anonymous memory was not counted: {report}");
 }
+
+/// `znswap daemon` serving two programs at once from one device (`znswap run --daemon`),
+/// every byte each one reads checked by the heap checker; a program asking more memory
+/// than the daemon has is refused with a message, as is a fork, and `--daemon` with no
+/// daemon fails at once saying how to start one. SIGTERM stops the daemon and removes
+/// its socket.
+#[test]
+fn programs_share_one_daemon_and_read_back_exactly() {
+    ensure_library();
+    let dir = tempfile::tempdir().unwrap();
+    let device = device(dir.path());
+    let socket = dir.path().join("znswap.sock");
+    let log = dir.path().join("daemon.log");
+    let mut daemon = Command::new(ZNSWAP)
+        .args(["daemon", "--memory", "48M", "--device"])
+        .arg(&device)
+        .arg("--socket")
+        .arg(&socket)
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while !socket.exists() {
+        assert!(started.elapsed() < Duration::from_secs(20), "no socket: {}", std::fs::read_to_string(&log).unwrap());
+        assert!(daemon.try_wait().unwrap().is_none(), "the daemon ended: {}", std::fs::read_to_string(&log).unwrap());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let served = |args: &[&str], memory: &str, socket: &Path| {
+        output_within_limit(
+            Command::new(ZNSWAP)
+                .args(["run", "--memory", memory, "--daemon"])
+                .arg(socket)
+                .arg("--")
+                .arg(HEAP_CHECK)
+                .args(args),
+        )
+    };
+    let [heap, dontneed] = std::thread::scope(|scope| {
+        let heap = scope.spawn(|| served(&["heap", "64"], "16M", &socket));
+        let dontneed = scope.spawn(|| served(&["dontneed", "64"], "16M", &socket));
+        [heap.join().unwrap(), dontneed.join().unwrap()]
+    });
+    for (output, what) in [(&heap, "ok heap 64 MiB"), (&dontneed, "ok dontneed 13 of 64 chunks")] {
+        let (stdout, stderr) = (String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+        assert!(output.status.success() && stdout.starts_with(what), "{what}: {stdout}\n{stderr}");
+        assert!(stderr.contains("paged by") && stderr.contains("znswap daemon"), "{stderr}");
+    }
+    let greedy = served(&["heap", "64"], "64M", &socket);
+    let stderr = String::from_utf8_lossy(&greedy.stderr);
+    assert!(!greedy.status.success() && stderr.contains("ask for less with --memory"), "{stderr}");
+    let fork = served(&["fork", "64"], "16M", &socket);
+    let stderr = String::from_utf8_lossy(&fork.stderr);
+    assert!(!fork.status.success() && stderr.contains("fork is not served yet"), "{stderr}");
+    let absent = served(&["heap", "64"], "16M", &dir.path().join("none.sock"));
+    let stderr = String::from_utf8_lossy(&absent.stderr);
+    assert!(!absent.status.success() && stderr.contains("start one with `znswap daemon"), "{stderr}");
+
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(daemon.id() as i32, libc::SIGTERM) };
+    assert!(daemon.wait().unwrap().success());
+    assert!(!socket.exists(), "the daemon left its socket behind");
+    let log = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(log.matches(" joined with 16 MiB").count(), 3, "{log}");
+    // The daemon's own figures: both heaps went to its device and came back, none lost.
+    let last_left = log.lines().filter(|line| line.contains(" left; ")).last().unwrap_or_else(|| panic!("{log}"));
+    // "... N pages swapped out, M in, 0 lost"
+    let figure = |before: &str| -> u64 {
+        let words: Vec<&str> = last_left.split_whitespace().collect();
+        let at = words.iter().position(|word| *word == before).unwrap_or_else(|| panic!("{last_left}"));
+        words[at - 1].parse().unwrap_or_else(|_| panic!("{last_left}"))
+    };
+    assert!(figure("pages") > 8192, "the heaps were swapped out: {last_left}");
+    assert!(figure("in,") > 4096, "and read back: {last_left}");
+    assert!(last_left.ends_with(" 0 lost"), "{last_left}");
+}

@@ -266,7 +266,7 @@ fn tenant(fd: i32, options: Options, seed: u64) {
     let len = options.pages * PAGE_BYTES as u64;
     let base = map_anonymous(len as usize).unwrap() as u64;
     let arena = Range::new(base, len).unwrap();
-    let served = hand_over(&calls, arena, Join::New(Name::new("serve_compare").unwrap())).expect("handing over");
+    let served = hand_over(&calls, arena, Join::New(Name::new("serve_compare").unwrap()), 0).expect("handing over");
     let agent = std::thread::spawn(move || {
         agent_loop(&served.agent, arena, |start, len| {
             // SAFETY: pages of our own region the pager wrote out (agent_loop checked).

@@ -128,6 +128,7 @@ fn tenant(socket: Channel, pages: u64) {
         uffd_features: uffd.features(),
         arena: Range::new(arena.base, 2 * pages * PAGE).unwrap(),
         join: Join::New(Name::new("uffd_remote").unwrap()),
+        memory_pages: pages,
     });
     // (An agent's socket, as a Hello takes one; this probe's daemon asks nothing on it.)
     let (_agent, pagers_end) = Channel::pair().expect("socketpair");

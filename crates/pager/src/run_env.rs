@@ -55,6 +55,10 @@ pub struct RunConfig {
     /// socket (`znswap_wire`) instead of starting a pager.
     #[serde(default)]
     pub serve_fd: Option<i32>,
+    /// `znswap daemon`'s socket (`znswap run --daemon`): the library connects there and
+    /// hands its arena over, and the daemon's pager serves it.
+    #[serde(default)]
+    pub daemon: Option<PathBuf>,
     /// Where the library writes its figures as JSON: at start, every second, at exit.
     pub stats: PathBuf,
     /// A pipe's write end the program and its forked (not exec'd) descendants keep
@@ -444,6 +448,7 @@ mod tests {
                 colocate: true,
                 encrypt: false,
                 serve_fd: None,
+                daemon: None,
                 stats: "/tmp/stats.json".into(),
                 alive_fd: -1,
                 ld_preload_before: None,

@@ -176,8 +176,9 @@ pub struct HandedOver {
 
 /// The tenant's side of the hand-over: registers `arena` (mapped, private, anonymous)
 /// with a new userfaultfd, and hands that, the process's own `/proc/self/mem` and an
-/// agent socket to the pager at the other end of `calls`; waits for its welcome.
-pub fn hand_over(calls: &Channel, arena: Range, join: Join) -> Result<HandedOver, TenantError> {
+/// agent socket to the pager at the other end of `calls`, asking for a resident budget
+/// of `memory_pages`; waits for its welcome.
+pub fn hand_over(calls: &Channel, arena: Range, join: Join, memory_pages: u64) -> Result<HandedOver, TenantError> {
     let uffd = Userfaultfd::new(features::PAGEFAULT_FLAG_WP, features::POISON | features::THREAD_ID)?;
     uffd.register(arena.start(), arena.len(), register_mode::MISSING | register_mode::WP)?;
     // SAFETY: a NUL-terminated path; a new descriptor or -1.
@@ -188,7 +189,8 @@ pub fn hand_over(calls: &Channel, arena: Range, join: Join) -> Result<HandedOver
     // SAFETY: a descriptor we own from here on.
     let mem = unsafe { OwnedFd::from_raw_fd(mem) };
     let (agent, pagers_end) = Channel::pair()?;
-    let hello = Hello { pid: std::process::id(), forked: false, uffd_features: uffd.features(), arena, join };
+    let hello =
+        Hello { pid: std::process::id(), forked: false, uffd_features: uffd.features(), arena, join, memory_pages };
     calls.send_to_daemon(&ToDaemon::Hello(hello), &[uffd.as_fd(), mem.as_fd(), pagers_end.as_fd()])?;
     match calls.recv_to_tenant()? {
         Some(ToTenant::Welcome { tenant, budget_pages, .. }) => Ok(HandedOver { uffd, agent, tenant, budget_pages }),

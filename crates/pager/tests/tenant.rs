@@ -270,7 +270,7 @@ fn tenant_process() {
         at
     };
     let arena = Range::new(base, len).unwrap();
-    let served = hand_over(&calls, arena, Join::New(Name::new("tenant test").unwrap())).unwrap();
+    let served = hand_over(&calls, arena, Join::New(Name::new("tenant test").unwrap()), BUDGET_PAGES).unwrap();
     assert_eq!(served.budget_pages, BUDGET_PAGES);
     let agent = std::thread::spawn(move || {
         agent_loop(&served.agent, arena, |start, len| {

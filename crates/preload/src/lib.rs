@@ -236,9 +236,14 @@ fn start(config: RunConfig) -> Result<(), String> {
     }
     let arena_bytes = config.arena_bytes.div_ceil(ARENA_ALIGN) * ARENA_ALIGN;
     let slack_pages = config.pager_config().slack_pages;
-    let (paging, heap, pager_buffers, budget_floor_bytes) = match config.serve_fd {
-        Some(fd) => {
-            let (served, heap) = served::start(fd, arena_bytes)?;
+    let served_at = match (config.serve_fd, &config.daemon) {
+        (Some(fd), _) => Some(served::PagerAt::Fd(fd)),
+        (None, Some(path)) => Some(served::PagerAt::Daemon(path)),
+        (None, None) => None,
+    };
+    let (paging, heap, pager_buffers, budget_floor_bytes) = match served_at {
+        Some(at) => {
+            let (served, heap) = served::start(at, arena_bytes, config.memory_bytes)?;
             (Paging::Served(served), heap, 0, BUDGET_FLOOR_BYTES)
         }
         None => {

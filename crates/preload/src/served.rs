@@ -1,12 +1,12 @@
-//! `znswap run --serve`: the launcher's pager serves this process's heap from the
-//! launcher's own process (the daemon's design, `docs/daemon.md`, with the launcher as
-//! the daemon of one program). Here, the program's side: the arena reserved and handed
-//! over (`znswap_pager::hand_over`: its userfaultfd, `/proc/self/mem`, an agent socket),
-//! the agent thread that drops what the pager wrote out, and the program's own discards,
+//! A pager in another process serves this process's heap: `znswap daemon`'s (`znswap
+//! run --daemon`), or the launcher's (`znswap run --serve`, the daemon of one program);
+//! `docs/daemon.md`. Here, the program's side: the arena reserved and handed over
+//! (`znswap_pager::hand_over`: its userfaultfd, `/proc/self/mem`, an agent socket), the
+//! agent thread that drops what the pager wrote out, and the program's own discards,
 //! which the pager must see before the range is zapped.
 //!
-//! Not served yet: `fork` (refused, `wrap.rs`), a launcher that dies while the program
-//! runs (the program stops at its next discard; a fault would wait for ever).
+//! Not served yet: `fork` (refused, `wrap.rs`), a pager that dies while the program runs
+//! (the program stops at its next discard; a fault would wait for ever).
 
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::sync::Mutex;
@@ -30,27 +30,46 @@ pub(crate) struct Served {
     _uffd: znswap_pager::uffd::Userfaultfd,
 }
 
-/// Reserves the arena, hands its paged part to the launcher's pager on `fd`, starts the
-/// agent, and gives the arena to mimalloc. Returns the paged heap.
-pub(crate) fn start(fd: i32, arena_bytes: u64) -> Result<(Served, *mut mi::mi_heap_t), String> {
-    // Not inherited by programs this one executes.
-    // SAFETY: flags of a descriptor the launcher gave us.
-    unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
-    // SAFETY: the launcher's socket, ours from here on.
-    let calls = Channel::from_fd(unsafe { OwnedFd::from_raw_fd(fd) });
+/// Where the pager is: a socket the launcher made (`--serve`), or the daemon's path.
+pub(crate) enum PagerAt<'a> {
+    Fd(i32),
+    Daemon(&'a std::path::Path),
+}
+
+/// Reserves the arena, hands its paged part to the pager at `at` asking for a budget of
+/// `memory_bytes`, starts the agent, and gives the arena to mimalloc. Returns the paged
+/// heap.
+pub(crate) fn start(
+    at: PagerAt<'_>,
+    arena_bytes: u64,
+    memory_bytes: u64,
+) -> Result<(Served, *mut mi::mi_heap_t), String> {
+    let calls = match at {
+        PagerAt::Fd(fd) => {
+            // Not inherited by programs this one executes.
+            // SAFETY: flags of a descriptor the launcher gave us.
+            unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+            // SAFETY: the launcher's socket, ours from here on.
+            Channel::from_fd(unsafe { OwnedFd::from_raw_fd(fd) })
+        }
+        // Connected from here, so the daemon sees this process as its peer.
+        PagerAt::Daemon(path) => Channel::connect(path).map_err(|error| {
+            format!("no znswap daemon answers at {}: {error}; start one with `znswap daemon`", path.display())
+        })?,
+    };
     let reserved = arena_bytes + crate::ARENA_ALIGN;
     let base = map_anonymous(reserved as usize)
         .map_err(|error| format!("reserving {arena_bytes} B for the heap: {error}"))? as u64;
     let arena_start = base.div_ceil(crate::ARENA_ALIGN) * crate::ARENA_ALIGN;
     let bookkeeping = crate::arena_bookkeeping_bytes(arena_bytes);
     let paged = Range::new(arena_start + bookkeeping, arena_bytes - bookkeeping).map_err(|error| error.to_string())?;
-    let handed = hand_over(&calls, paged, Join::New(program_name()))
-        .map_err(|error| format!("handing the heap to the launcher's pager: {error}"))?;
+    let handed = hand_over(&calls, paged, Join::New(program_name()), memory_bytes / PAGE)
+        .map_err(|error| format!("handing the heap to the pager: {error}"))?;
     let agent = handed.agent;
     PagerThread::spawn("znswap-agent", "agent", Some(crate::alloc::mark_internal_thread), move || {
         // Until the launcher hangs up, which it does once this process is gone.
         if let Err(error) = agent_loop(&agent, paged, zap) {
-            say!("znswap run --serve: the pager's agent: {error}; stopping");
+            say!("znswap run: the pager's agent: {error}; stopping");
             std::process::abort();
         }
     })
@@ -110,7 +129,7 @@ fn zap(start: u64, len: u64) -> i32 {
 }
 
 fn pager_gone() -> ! {
-    say!("znswap run --serve: the launcher's pager is gone; stopping (the swapped-out heap cannot come back)");
+    say!("znswap run: the pager serving this process is gone; stopping (the swapped-out heap cannot come back)");
     std::process::abort();
 }
 

@@ -145,9 +145,10 @@ pub unsafe extern "C" fn fork() -> libc::pid_t {
     let Some(runtime) = crate::RUNTIME.get() else { return unsafe { real_fork() } };
     let _internal = Internal::enter();
     let Some(pager) = runtime.pager() else {
-        // The launcher's pager would not serve the child (its userfaultfd registration
-        // does not follow it): its swapped-out heap would read as zeroes. Refused.
-        say!("znswap run --serve: fork is not served yet (the child's swapped-out memory would read as zeroes); refused (ENOSYS)");
+        // A pager in another process would not serve the child (its userfaultfd
+        // registration does not follow it): its swapped-out heap would read as zeroes.
+        // Refused.
+        say!("znswap run: fork is not served yet under --daemon or --serve (the child's swapped-out memory would read as zeroes); refused (ENOSYS)");
         crate::alloc::set_errno(libc::ENOSYS);
         return -1;
     };

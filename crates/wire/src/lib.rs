@@ -11,7 +11,7 @@
 //!
 //! ```text
 //!  tenant's process                         daemon
-//!  Hello {pid, arena, join}
+//!  Hello {pid, arena, join, memory}
 //!    + uffd, mem, agent socket        ──▶ checks the peer (SO_PEERCRED), the tenant
 //!                              ◀── Welcome {tenant, token, budget} | Refused(reason)
 //!  RegionAdd / RegionRemove / Forked   ──▶

@@ -132,6 +132,9 @@ pub struct Hello {
     /// The paged arena, registered on that userfaultfd.
     pub arena: Range,
     pub join: Join,
+    /// The resident budget it asks for, in pages (`znswap run --memory`); the daemon
+    /// grants it in its `Welcome` or refuses.
+    pub memory_pages: u64,
 }
 
 impl Hello {
@@ -188,11 +191,19 @@ pub enum Reason {
     UnknownTenant,
     /// The daemon serves as many processes as it may.
     Full,
+    /// The memory it asks for is more than the daemon has left to grant.
+    NoMemory,
 }
 
 impl Reason {
-    const ALL: [Reason; 5] =
-        [Reason::Version, Reason::NotAllowed, Reason::BadMessage, Reason::UnknownTenant, Reason::Full];
+    const ALL: [Reason; 6] = [
+        Reason::Version,
+        Reason::NotAllowed,
+        Reason::BadMessage,
+        Reason::UnknownTenant,
+        Reason::Full,
+        Reason::NoMemory,
+    ];
 
     fn code(self) -> u32 {
         self as u32 + 1
@@ -211,7 +222,11 @@ impl Reason {
             }
             Reason::BadMessage => "the daemon could not decode a message from this process (a bug: please report it)",
             Reason::UnknownTenant => "the tenant this process was started in is gone from the daemon",
-            Reason::Full => "the daemon serves as many processes as it may (--processes-max)",
+            Reason::Full => "the daemon serves as many processes as it may",
+            Reason::NoMemory => {
+                "the daemon's --memory is granted to other processes already: ask for less with --memory, or start \
+                 the daemon with more"
+            }
         }
     }
 }
@@ -282,7 +297,7 @@ impl Kind {
     /// The body's size, or for a discard the size before its ranges.
     fn body_bytes(self) -> usize {
         match self {
-            Kind::Hello => 80,
+            Kind::Hello => 88,
             Kind::RegionAdd | Kind::RegionRemove | Kind::ProgramDiscard => 16,
             Kind::Forked | Kind::Discarded | Kind::Refused | Kind::Ack | Kind::Zapped => 8,
             Kind::Bye => 0,
@@ -332,6 +347,7 @@ impl ToDaemon {
                 w.range(hello.arena);
                 w.bytes(&token);
                 w.bytes(&name);
+                w.u64(hello.memory_pages);
             }
             ToDaemon::RegionAdd(range) | ToDaemon::RegionRemove(range) | ToDaemon::ProgramDiscard(range) => {
                 w.range(*range)
@@ -374,7 +390,15 @@ impl ToDaemon {
                     }
                     Join::New(Name::from_bytes(name)?)
                 };
-                ToDaemon::Hello(Hello { pid, forked: flags & HELLO_FORKED != 0, uffd_features, arena, join })
+                let memory_pages = r.u64();
+                ToDaemon::Hello(Hello {
+                    pid,
+                    forked: flags & HELLO_FORKED != 0,
+                    uffd_features,
+                    arena,
+                    join,
+                    memory_pages,
+                })
             }
             Kind::RegionAdd => ToDaemon::RegionAdd(r.range()?),
             Kind::RegionRemove => ToDaemon::RegionRemove(r.range()?),

@@ -22,6 +22,7 @@ fn to_daemon_examples() -> Vec<ToDaemon> {
             uffd_features: 0x1_0001,
             arena: range(0x7f00_0000_0000, 1 << 21),
             join: Join::New(Name::new("redis-server ünïcode").unwrap()),
+            memory_pages: 65536,
         }),
         ToDaemon::Hello(Hello {
             pid: 1,
@@ -29,6 +30,7 @@ fn to_daemon_examples() -> Vec<ToDaemon> {
             uffd_features: 0,
             arena: range(0x1000, 1),
             join: Join::Tenant(Token([7; 16])),
+            memory_pages: u64::MAX,
         }),
         ToDaemon::RegionAdd(range(0x2000_0000, 16)),
         ToDaemon::RegionRemove(range(USER_END - 4096, 1)),
@@ -46,6 +48,7 @@ fn to_tenant_examples() -> Vec<ToTenant> {
         ToTenant::Welcome { tenant: 3, token: Token([0xa5; 16]), budget_pages: 65536 },
         ToTenant::Refused(Reason::NotAllowed),
         ToTenant::Refused(Reason::Full),
+        ToTenant::Refused(Reason::NoMemory),
         ToTenant::Discard { batch: 1, ranges: vec![range(0x1000, 1)] },
         ToTenant::Discard {
             batch: 2,
@@ -115,7 +118,7 @@ fn each_field_is_checked() {
     assert!(matches!(patched(2, &79u16.to_le_bytes()), Err(WireError::Length { .. })));
     assert_eq!(patched(4, &2u16.to_le_bytes()), Err(WireError::Version { version: 2 }));
     assert_eq!(patched(6, &1u16.to_le_bytes()), Err(WireError::Reserved { kind: Kind::Hello }));
-    // Hello's body at 8: pid 4, flags 4, features 8, arena 16, token 16, name 32.
+    // Hello's body at 8: pid 4, flags 4, features 8, arena 16, token 16, name 32, memory 8.
     assert_eq!(patched(12, &4u32.to_le_bytes()), Err(WireError::Flags { kind: Kind::Hello, flags: 4 }));
     assert!(matches!(
         patched(24, &0x7f00_0000_0001u64.to_le_bytes()),
@@ -139,6 +142,7 @@ fn each_field_is_checked() {
         uffd_features: 0,
         arena: range(0x1000, 1),
         join: Join::New(Name::new(&full).unwrap()),
+        memory_pages: 0,
     });
     assert_eq!(ToDaemon::decode(&encode_to_daemon(&message)), Ok(message));
     assert!(Name::new(&"x".repeat(33)).is_err());
@@ -163,8 +167,18 @@ fn each_field_is_checked() {
     let mut bad = ack.clone();
     bad[8..10].copy_from_slice(&(Kind::Hello as u16).to_le_bytes());
     assert_eq!(ToTenant::decode(&bad), Err(WireError::Ack { code: Kind::Hello as u16 }));
-    for reason in [Reason::Version, Reason::NotAllowed, Reason::BadMessage, Reason::UnknownTenant, Reason::Full] {
+    let reasons = [
+        Reason::Version,
+        Reason::NotAllowed,
+        Reason::BadMessage,
+        Reason::UnknownTenant,
+        Reason::Full,
+        Reason::NoMemory,
+    ];
+    for reason in reasons {
         assert!(!reason.explain().is_empty());
+        let refused = ToTenant::Refused(reason);
+        assert_eq!(ToTenant::decode(&encode_to_tenant(&refused)), Ok(refused));
     }
 }
 
