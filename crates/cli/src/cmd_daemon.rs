@@ -6,9 +6,9 @@
 //!
 //! Memory: `--memory` is what the served heaps may hold resident together. A program
 //! asks for its own `--memory`, granted while the grants fit (else refused with a
-//! message); the pager's budget is the sum granted. Not yet: each program held to its
-//! own grant (the pager core has one budget), forks in a served program (refused),
-//! `znswap status`.
+//! message); the pager's budget is the sum granted, and each program's pages are held
+//! to its own grant (`Pager::set_tenant_budget`: each program is an engine tenant of its
+//! own). Not yet: forks in a served program (refused), `znswap status`.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -259,6 +259,7 @@ fn serve_process(pager: &Pager, grants: &Mutex<Grants>, channel: Channel, allowe
     let release = |grants: &Mutex<Grants>| {
         let mut grants = grants.lock().unwrap();
         grants.release(tenant);
+        let _ = pager.set_tenant_budget(tenant, None);
         let _ = pager.set_budget(grants.budget_bytes());
     };
     let id = match pager.add_tenant(link) {
@@ -271,7 +272,8 @@ fn serve_process(pager: &Pager, grants: &Mutex<Grants>, channel: Channel, allowe
     };
     {
         let grants = grants.lock().unwrap();
-        if let Err(error) = pager.set_budget(grants.budget_bytes()) {
+        let budget = pager.set_budget(grants.budget_bytes());
+        if let Err(error) = budget.and_then(|()| pager.set_tenant_budget(tenant, Some(pages * PAGE_BYTES as u64))) {
             eprintln!("znswap daemon: the budget: {error}");
         }
     }

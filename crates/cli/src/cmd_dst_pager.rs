@@ -55,6 +55,8 @@ struct PagerCoverage {
     zero_fills_refused: u64,
     forks: u64,
     budget_changes: u64,
+    tenant_budget_changes: u64,
+    tenant_victims: u64,
     child_reads_slot: u64,
     child_reads_zero: u64,
     child_reads_shadow: u64,
@@ -150,6 +152,8 @@ pub fn dst(request: &PagerDstRequest) -> Result<bool> {
         coverage.zero_fills_refused += c.zero_fills_refused;
         coverage.forks += c.forks;
         coverage.budget_changes += c.budget_changes;
+        coverage.tenant_budget_changes += c.tenant_budget_changes;
+        coverage.tenant_victims += c.tenant_victims;
         coverage.child_reads_slot += c.child_reads_slot;
         coverage.child_reads_zero += c.child_reads_zero;
         coverage.child_reads_shadow += c.child_reads_shadow;
@@ -246,6 +250,8 @@ pub fn dst(request: &PagerDstRequest) -> Result<bool> {
             ("zero fills that met a mapped page", coverage.zero_fills_refused),
             ("forks", coverage.forks),
             ("budget changes", coverage.budget_changes),
+            ("tenant budgets set or lifted", coverage.tenant_budget_changes),
+            ("victims from tenants over their budgets", coverage.tenant_victims),
             ("child reads from held slots", coverage.child_reads_slot),
             ("child reads of zero pages", coverage.child_reads_zero),
             ("child reads of parked pages (its shadow)", coverage.child_reads_shadow),

@@ -466,10 +466,13 @@ impl PagerCore {
             }
             PageState::Unmapped | PageState::Removed => {}
         }
-        // Faults beyond the budget wait for room (a bounded resident set), unless no room
-        // can come: swap is full and nothing is on its way out. Then the resident set
-        // grows past the budget, counted and said once, rather than hang the program.
-        if self.stats.resident_pages >= self.config.budget_pages + self.config.slack_pages && !self.shut_down {
+        // Faults beyond the budget (the pager's, or the tenant's own) wait for room (a
+        // bounded resident set), unless no room can come: swap is full and nothing is on
+        // its way out. Then the resident set grows past the budget, counted and said
+        // once, rather than hang the program.
+        let over = self.stats.resident_pages >= self.config.budget_pages + self.config.slack_pages
+            || self.tenant_room(owner) == 0;
+        if over && !self.shut_down {
             if fault.waiting_since_ns == 0 {
                 fault.waiting_since_ns = now.max(1);
             }
@@ -745,6 +748,7 @@ impl PagerCore {
     fn plan_zero_fill(&mut self, owner: u32, page: u64, now: u64) -> u64 {
         let room = (self.config.budget_pages + self.config.slack_pages)
             .saturating_sub(self.stats.resident_pages + 1)
+            .min(self.tenant_room(owner).saturating_sub(1))
             .min(ZERO_FILL_AROUND_PAGES);
         let region_pages = self.regions[owner as usize].pages;
         let mut count = 0;
@@ -836,6 +840,7 @@ impl PagerCore {
         let capacity = self.engine.config().geometry.zone_capacity_pages;
         let room = (self.config.budget_pages + self.config.slack_pages)
             .saturating_sub(self.stats.resident_pages + pending)
+            .min(self.tenant_room(owner).saturating_sub(pending))
             .min(self.config.readahead_pages as u64)
             .min(around.len() as u64);
         let region_pages = self.regions[owner as usize].pages;

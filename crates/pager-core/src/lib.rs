@@ -190,6 +190,8 @@ pub enum CoreError {
     Config(#[from] ConfigError),
     #[error("too many regions alive ({max}, the pager's `regions_max`); free one or raise it")]
     TooManyRegions { max: u32 },
+    #[error("tenant {tenant} is not one of the pager's {tenants} (its `tenants`)")]
+    NoSuchTenant { tenant: u32, tenants: u32 },
     #[error("the engine refused the region: {0}")]
     Owner(#[from] OwnerError),
     #[error(
@@ -315,6 +317,8 @@ pub struct CoreStats {
     pub forks: u64,
     /// Budget changes (`set_budget`).
     pub budget_changes: u64,
+    /// Victims picked from tenants over their own budgets (`set_tenant_budget`).
+    pub tenant_victims: u64,
 }
 
 /// A page on its way to the device: the append reads it at `address` (its own, or its
@@ -413,6 +417,13 @@ pub struct PagerCore {
     /// Pages handed to the engine and not yet completed: resident, but on their way out,
     /// so the evictor does not count them as pressure.
     writing_pages: u64,
+    /// Each tenant's own budget in pages (`set_tenant_budget`; `u64::MAX`: none, only
+    /// the pager's), and whether any has one.
+    tenant_budgets: Vec<u64>,
+    tenant_budgeted: bool,
+    /// Each tenant's pages counted resident and kept (its live regions' `resident` and
+    /// `kept`, summed as `set_state` changes them).
+    tenant_counts: Vec<(u64, u64)>,
     evictors_asleep: bool,
     io_asleep: bool,
     /// Eviction rounds handed out (`evict_round`): each names its victims.
@@ -491,6 +502,9 @@ impl PagerCore {
                 config.park_pages as usize + evict::ROUND_BATCHES_MAX * config.evict_batch_pages,
             ),
             writing_pages: 0,
+            tenant_budgets: vec![u64::MAX; config.tenants.max(1) as usize],
+            tenant_budgeted: false,
+            tenant_counts: vec![(0, 0); config.tenants.max(1) as usize],
             evictors_asleep: false,
             io_asleep: false,
             rounds: 0,
@@ -557,6 +571,65 @@ impl PagerCore {
         Ok(())
     }
 
+    /// Holds `tenant`'s pages (those of the regions charged to it) to a budget of their
+    /// own within the pager's (`None`: only the pager's): a daemon serving many programs
+    /// holds each to what it was granted. Over it, the evictor takes that tenant's pages
+    /// first, and its faults wait for room beyond it and the slack, as all faults do
+    /// beyond the pager's budget.
+    pub fn set_tenant_budget(&mut self, tenant: u32, budget_pages: Option<u64>) -> Result<(), CoreError> {
+        let tenants = self.tenant_budgets.len() as u32;
+        if tenant >= tenants {
+            return Err(CoreError::NoSuchTenant { tenant, tenants });
+        }
+        let budget_pages = match budget_pages {
+            Some(pages) if pages < self.budget_pages_min() => {
+                return Err(CoreError::BudgetTooSmall { budget_pages: pages, min_pages: self.budget_pages_min() })
+            }
+            Some(pages) => pages,
+            None => u64::MAX,
+        };
+        let grew = budget_pages > self.tenant_budgets[tenant as usize];
+        self.tenant_budgets[tenant as usize] = budget_pages;
+        self.tenant_budgeted = self.tenant_budgets.iter().any(|&budget| budget != u64::MAX);
+        self.wake_evictor();
+        if grew {
+            self.wakeups.room = true;
+        }
+        Ok(())
+    }
+
+    /// `tenant`'s pages counted resident, and those of them kept (not on their way out).
+    pub fn tenant_pages(&self, tenant: u32) -> (u64, u64) {
+        self.tenant_counts[tenant as usize]
+    }
+
+    /// Room for `owner`'s tenant to map pages: its budget and the slack less its
+    /// resident pages (`u64::MAX` without a budget of its own).
+    pub(crate) fn tenant_room(&self, owner: u32) -> u64 {
+        let tenant = self.regions[owner as usize].tenant;
+        let budget = self.tenant_budgets[tenant as usize];
+        if budget == u64::MAX {
+            return u64::MAX;
+        }
+        (budget + self.config.slack_pages).saturating_sub(self.tenant_pages(tenant).0)
+    }
+
+    /// The pages each tenant over its budget keeps beyond its low watermark (a batch
+    /// under it), summed: what eviction for tenants must take; and whether `tenant` is
+    /// one of them.
+    pub(crate) fn tenants_over(&self) -> (u64, impl Fn(u32) -> bool + '_) {
+        let budgeted = self.tenant_budgeted;
+        let low =
+            |tenant: u32| self.tenant_budgets[tenant as usize].saturating_sub(self.config.evict_batch_pages as u64);
+        let excess = (0..if budgeted { self.tenant_budgets.len() as u32 } else { 0 })
+            .filter(|&tenant| self.tenant_budgets[tenant as usize] != u64::MAX)
+            .map(|tenant| self.tenant_pages(tenant).1.saturating_sub(low(tenant)))
+            .sum();
+        (excess, move |tenant: u32| {
+            self.tenant_budgets[tenant as usize] != u64::MAX && self.tenant_pages(tenant).1 > low(tenant)
+        })
+    }
+
     /// The smallest budget [`PagerCore::set_budget`] takes, in pages.
     pub fn budget_pages_min(&self) -> u64 {
         2 * self.config.evict_batch_pages as u64
@@ -604,7 +677,8 @@ impl PagerCore {
         };
         self.engine.register_owner(owner, pages, tenant)?;
         self.generations += 1;
-        let region = Region::new(self.generations, base, pages, shadow, self.config.seal_pages, self.config.wp_async);
+        let region =
+            Region::new(self.generations, tenant, base, pages, shadow, self.config.seal_pages, self.config.wp_async);
         if owner as usize == self.regions.len() {
             self.regions.push(region);
         } else {
@@ -621,6 +695,9 @@ impl PagerCore {
         let pages = region.pages;
         // Pages awaiting their discard stay counted until the discard (which skips them).
         let resident = region.states.iter().filter(|&&byte| PageState::from_byte(byte).is_resident()).count() as u64;
+        let counts = &mut self.tenant_counts[region.tenant as usize];
+        counts.0 -= region.resident;
+        counts.1 -= region.kept;
         region.live = false;
         region.states = Vec::new();
         region.seals = Default::default();
@@ -675,10 +752,18 @@ impl PagerCore {
 
     /// Moves a page to `to`, checking the move is one the pager makes.
     fn set_state(&mut self, owner: u32, page: u64, to: PageState) {
-        let byte = &mut self.regions[owner as usize].states[page as usize];
+        let region = &mut self.regions[owner as usize];
+        let byte = &mut region.states[page as usize];
         let state = PageState::from_byte(*byte);
         assert!(state == to || state.may_become(to), "page {owner}:{page}: {state:?} -> {to:?} is not a transition");
         *byte = to.to_byte();
+        let resident = to.counts_resident() as i64 - state.counts_resident() as i64;
+        let kept = to.is_kept() as i64 - state.is_kept() as i64;
+        region.resident = region.resident.wrapping_add_signed(resident);
+        region.kept = region.kept.wrapping_add_signed(kept);
+        let counts = &mut self.tenant_counts[region.tenant as usize];
+        counts.0 = counts.0.wrapping_add_signed(resident);
+        counts.1 = counts.1.wrapping_add_signed(kept);
     }
 
     fn state(&self, owner: u32, page: u64) -> PageState {
@@ -745,10 +830,21 @@ impl PagerCore {
         let mut resident = 0u64;
         let mut writing = 0u64;
         let mut parked = 0u64;
+        let mut tenants = vec![(0, 0); self.tenant_counts.len()];
         for (owner, region) in self.regions.iter().enumerate() {
             if !region.live {
                 continue;
             }
+            let states = || region.states.iter().map(|&byte| PageState::from_byte(byte));
+            let counted = states().filter(|state| state.counts_resident()).count() as u64;
+            let kept = states().filter(|state| state.is_kept()).count() as u64;
+            assert_eq!(
+                (region.resident, region.kept),
+                (counted, kept),
+                "region {owner}'s counts of resident and kept pages against its page states"
+            );
+            tenants[region.tenant as usize].0 += counted;
+            tenants[region.tenant as usize].1 += kept;
             for (page, state) in region.states.iter().map(|&byte| PageState::from_byte(byte)).enumerate() {
                 let engine = self.engine.page_state(owner as u32, page as u64).expect("a live region's page");
                 let agrees = match state {
@@ -782,6 +878,7 @@ impl PagerCore {
                 );
             }
         }
+        assert_eq!(tenants, self.tenant_counts, "each tenant's resident and kept pages against its regions'");
         assert_eq!(parked, self.parked.len() as u64, "parked pages against the inactive list");
         for entry in &self.parked {
             assert_eq!(self.state(entry.owner, entry.page), PageState::Parked, "{entry:?} on the inactive list");

@@ -134,6 +134,19 @@ impl PageState {
         )
     }
 
+    /// Whether the page counts in the resident set: resident, or dropped but not yet
+    /// discarded (`stats.resident_pages` counts the same).
+    pub fn counts_resident(self) -> bool {
+        self.is_resident() || self == PageState::Dropping
+    }
+
+    /// Whether the page is resident and not on its way out (neither being written nor
+    /// dropped): what counts as pressure on a tenant's own budget, as resident pages
+    /// less those written and dropped count on the pager's.
+    pub fn is_kept(self) -> bool {
+        self.is_resident() && !matches!(self, PageState::Writing | PageState::WritingParked)
+    }
+
     /// Whether the page's bytes are (or may be, while `Parking`) at its shadow address,
     /// nothing mapped at its own.
     pub fn is_parked(self) -> bool {

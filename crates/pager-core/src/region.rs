@@ -6,6 +6,13 @@ pub(crate) struct Region {
     /// Distinguishes this region from a later one reusing its owner id (and perhaps its
     /// addresses) while work on it runs outside the lock.
     pub generation: u64,
+    /// The engine's tenant it is charged to, and whose budget its pages count against
+    /// (`PagerCore::set_tenant_budget`).
+    pub tenant: u32,
+    /// Its pages counted resident (`PageState::counts_resident`), and those of them the
+    /// pager keeps, not on their way out (`PageState::is_kept`): kept by `set_state`.
+    pub resident: u64,
+    pub kept: u64,
     pub base: u64,
     pub pages: u64,
     /// Each page's `PageState`, a byte each (`PageState::to_byte`).
@@ -73,9 +80,20 @@ impl<T: Copy + Default> PageTable<T> {
 }
 
 impl Region {
-    pub fn new(generation: u64, base: u64, pages: u64, shadow: Option<u64>, sealed: bool, digests: bool) -> Region {
+    pub fn new(
+        generation: u64,
+        tenant: u32,
+        base: u64,
+        pages: u64,
+        shadow: Option<u64>,
+        sealed: bool,
+        digests: bool,
+    ) -> Region {
         Region {
             generation,
+            tenant,
+            resident: 0,
+            kept: 0,
             base,
             pages,
             // Zeroed, not written: all `Unmapped`, and resident only as pages are used.

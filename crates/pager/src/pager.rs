@@ -668,6 +668,18 @@ impl Pager {
         Ok(self.shared.lock().set_budget(bytes / PAGE_BYTES as u64)?)
     }
 
+    /// Holds the engine tenant `tenant`'s pages (the regions and served processes charged
+    /// to it) to `bytes` of their own within the budget (`None`: only the budget): the
+    /// daemon holds each program to the memory it granted.
+    pub fn set_tenant_budget(&self, tenant: u32, bytes: Option<u64>) -> Result<(), PagerError> {
+        Ok(self.shared.lock().set_tenant_budget(tenant, bytes.map(|bytes| bytes / PAGE_BYTES as u64))?)
+    }
+
+    /// The engine tenant `tenant`'s resident pages now.
+    pub fn tenant_resident_pages(&self, tenant: u32) -> u64 {
+        self.shared.lock().tenant_pages(tenant).0
+    }
+
     /// The resident budget now, in bytes.
     pub fn budget_bytes(&self) -> u64 {
         self.shared.lock().config().budget_pages * PAGE_BYTES as u64

@@ -180,33 +180,58 @@ fn a_tenant_killed_mid_run_leaves_its_pager_standing() {
 
 /// One pager serves two processes at once (the daemon's case): their arenas lie at the
 /// same addresses in their own processes (as they may), and each reads back exactly its
-/// own data under a budget shared by both; a third killed mid-run is let go while the
-/// two go on and finish right.
+/// own data, each held to a budget of its own (a quarter and three quarters of the
+/// pager's, `set_tenant_budget`); a third killed mid-run is let go while the two go on
+/// and finish right.
 #[test]
 fn two_processes_share_one_pager_and_each_reads_back_its_own() {
     let geometry = Geometry::from_bytes(4096, 16, 96, 1 << 20, 1 << 20, 8, 8, 4096).unwrap();
     let device: Arc<dyn ZonedDevice> = Arc::new(MemDevice::new(geometry).unwrap());
-    let config = config(2 * BUDGET_PAGES, false);
+    let config = PagerConfig { tenants: 3, ..config(2 * BUDGET_PAGES, false) };
     let slack = config.slack_pages;
     let pager = Pager::serve(device, config).unwrap();
+    let budgets = [BUDGET_PAGES / 2, 3 * BUDGET_PAGES / 2];
+    for (tenant, pages) in budgets.iter().enumerate() {
+        pager.set_tenant_budget(tenant as u32, Some(pages * PAGE_BYTES as u64)).unwrap();
+    }
     const AT: u64 = 0x5a00_0000_0000;
     let (mut first, link, _first_daemon) = spawn_a_tenant(21, OPS, AT);
-    let first_id = pager.add_tenant(link).unwrap();
+    let first_id = pager.add_tenant(TenantLink { tenant: 0, ..link }).unwrap();
     let (mut second, link, _second_daemon) = spawn_a_tenant(22, OPS, AT);
-    let second_id = pager.add_tenant(link).unwrap();
+    let second_id = pager.add_tenant(TenantLink { tenant: 1, ..link }).unwrap();
     assert_ne!(first_id, second_id);
     let (mut doomed, link, _doomed_daemon) = spawn_a_tenant(23, 100_000_000, AT);
-    let doomed_id = pager.add_tenant(link).unwrap();
+    let doomed_id = pager.add_tenant(TenantLink { tenant: 2, ..link }).unwrap();
     let watchdogs = [watchdog(first.id()), watchdog(second.id()), watchdog(doomed.id())];
 
     std::thread::sleep(Duration::from_millis(100));
     doomed.kill().unwrap();
     assert_eq!(doomed.wait().unwrap().signal(), Some(libc::SIGKILL), "killed mid-run");
-    let lines = std::thread::scope(|scope| {
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let (lines, most) = std::thread::scope(|scope| {
         let first = scope.spawn(|| wait_until_checked(&mut first));
         let second = scope.spawn(|| wait_until_checked(&mut second));
-        [first.join().unwrap(), second.join().unwrap()]
+        // Each tenant's resident pages, sampled while they run.
+        let sampler = scope.spawn(|| {
+            let mut most = [0u64; 2];
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                for (tenant, most) in most.iter_mut().enumerate() {
+                    *most = (*most).max(pager.tenant_resident_pages(tenant as u32));
+                }
+                std::thread::sleep(Duration::from_micros(200));
+            }
+            most
+        });
+        let lines = [first.join().unwrap(), second.join().unwrap()];
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        (lines, sampler.join().unwrap())
     });
+    for (tenant, (most, budget)) in most.iter().zip(budgets).enumerate() {
+        // (Within its budget and the slack, with a fault's read-ahead and zero fill of
+        // room: 64 pages.)
+        assert!(*most <= budget + slack + 64, "tenant {tenant} held {most} pages, over its {budget} + slack {slack}");
+        assert!(*most > budget / 2, "tenant {tenant} held at most {most} pages of its {budget}: its budget unused");
+    }
     let stats = pager.stats();
     // Each is let go as a daemon does when its connection ends: its agent hangs up, and
     // then it may leave.

@@ -194,7 +194,9 @@ fn report(
         zones_held_max: engine_stats.zones_held_max,
         resets_deferred: engine_stats.resets_deferred,
         core: world.map(|world| world.core.stats()).unwrap_or_default(),
-        coverage: world.map(|world| world.coverage.clone()).unwrap_or_default(),
+        coverage: world
+            .map(|world| Coverage { tenant_victims: world.core.stats().tenant_victims, ..world.coverage.clone() })
+            .unwrap_or_default(),
         scenario,
     }
 }

@@ -153,6 +153,10 @@ pub struct Coverage {
     pub forks: u64,
     /// Budget changes while the run went on.
     pub budget_changes: u64,
+    /// Tenants' own budgets set or lifted (seeds with two tenants), and victims the
+    /// evictor picked from tenants over theirs.
+    pub tenant_budget_changes: u64,
+    pub tenant_victims: u64,
     /// The child's reads of its snapshot: from held slots, zero pages, lost pages.
     pub child_reads_slot: u64,
     pub child_reads_zero: u64,
@@ -1845,6 +1849,18 @@ impl World {
         let min = self.core.budget_pages_min();
         let budget = min + below(&mut self.rng, self.scenario.budget_pages.saturating_sub(min) + 1);
         self.core.set_budget(budget).expect("a budget within the core's bounds");
+        // With two tenants, each may be held to a budget of its own within it (as the
+        // daemon holds each program to what it granted), or to none.
+        if self.scenario.tenants > 1 {
+            for tenant in 0..self.scenario.tenants {
+                let own = match below(&mut self.rng, 3) {
+                    0 => None,
+                    _ => Some(min + below(&mut self.rng, budget.saturating_sub(min) + 1)),
+                };
+                self.core.set_tenant_budget(tenant, own).expect("a tenant budget within the core's bounds");
+                self.coverage.tenant_budget_changes += 1;
+            }
+        }
         self.after_lock_step();
         self.coverage.budget_changes += 1;
     }
