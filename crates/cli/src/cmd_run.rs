@@ -605,6 +605,16 @@ impl Summary {
             // The swapping, the device and the budget are the daemon's: only what this
             // process itself measured is here.
             line("paged by", format!("the znswap daemon at {daemon} (its swap and device figures are the daemon's)"));
+            if r.pager_gone {
+                line(
+                    "the daemon stopped",
+                    format!(
+                        "while the program ran: the pages it had swapped out are lost, and a touch of one raises \
+                         SIGBUS ({} touched by the last report); the program served its own faults since",
+                        r.lost_pages
+                    ),
+                );
+            }
             line(
                 "CPU",
                 format!("{:.2} s of the program's threads (the pager's are the daemon's)", r.cpu_ns as f64 / 1e9),

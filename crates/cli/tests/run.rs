@@ -611,3 +611,56 @@ fn programs_share_one_daemon_and_read_back_exactly() {
     assert!(figure("in,") > 4096, "and read back: {last_left}");
     assert!(last_left.ends_with(" 0 lost"), "{last_left}");
 }
+
+/// `znswap daemon` killed while a program it pages runs: the program serves its own
+/// faults from then on, its first touch of a page the daemon had swapped out raises
+/// SIGBUS (never zeros: the heap checker checks every byte, and a wrong one exits 1),
+/// and the summary says why.
+#[test]
+fn a_daemon_killed_under_a_program_leaves_it_sigbus_never_zeros() {
+    ensure_library();
+    let dir = tempfile::tempdir().unwrap();
+    let device = device(dir.path());
+    let socket = dir.path().join("znswap.sock");
+    let log = dir.path().join("daemon.log");
+    let mut daemon = Command::new(ZNSWAP)
+        .args(["daemon", "--memory", "32M", "--device"])
+        .arg(&device)
+        .arg("--socket")
+        .arg(&socket)
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while !socket.exists() {
+        assert!(started.elapsed() < Duration::from_secs(20), "no socket: {}", std::fs::read_to_string(&log).unwrap());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let run = std::thread::spawn({
+        let socket = socket.clone();
+        move || {
+            output_within_limit(
+                Command::new(ZNSWAP)
+                    .args(["run", "--memory", "16M", "--daemon"])
+                    .arg(&socket)
+                    .arg("--")
+                    .arg(HEAP_CHECK)
+                    .args(["heap", "192"]),
+            )
+        }
+    });
+    // Once it has swapped (the daemon's log says it joined; its heap is 12x its budget).
+    while !std::fs::read_to_string(&log).unwrap().contains("joined") {
+        assert!(started.elapsed() < Duration::from_secs(60), "{}", std::fs::read_to_string(&log).unwrap());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(700));
+    daemon.kill().unwrap();
+    daemon.wait().unwrap();
+    let output = run.join().unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    assert!(!stdout.contains("ok heap"), "it finished before the daemon was killed: make its heap larger\n{stderr}");
+    assert_eq!(output.status.code(), Some(128 + libc::SIGBUS), "not ended by SIGBUS:\n{stdout}\n{stderr}");
+    assert!(stderr.contains("the pager serving this process is gone"), "{stderr}");
+    assert!(stderr.contains("the daemon stopped"), "the summary says why: {stderr}");
+}

@@ -268,7 +268,7 @@ fn tenant(fd: i32, options: Options, seed: u64) {
     let arena = Range::new(base, len).unwrap();
     let served = hand_over(&calls, arena, Join::New(Name::new("serve_compare").unwrap()), 0).expect("handing over");
     let agent = std::thread::spawn(move || {
-        agent_loop(&served.agent, arena, |start, len| {
+        agent_loop(&served.agent, arena, &znswap_pager::DroppedPages::new(arena), |start, len| {
             // SAFETY: pages of our own region the pager wrote out (agent_loop checked).
             unsafe { libc::madvise(start as *mut libc::c_void, len as usize, libc::MADV_DONTNEED) }
         })

@@ -19,7 +19,7 @@ mod self_paging;
 mod signals;
 mod tenant;
 pub use self_paging::SelfPagingError;
-pub use tenant::{agent_loop, hand_over, HandedOver, TenantError, TenantLink};
+pub use tenant::{agent_loop, hand_over, serve_orphaned, DroppedPages, HandedOver, Orphaned, TenantError, TenantLink};
 pub mod uffd;
 
 pub use znswap_pager_core::CoreError;

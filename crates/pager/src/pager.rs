@@ -1166,7 +1166,8 @@ impl Shared {
     }
 
     /// `Pager::remove_tenant`: the served process's region goes from the core (its
-    /// slots freed), and its descriptors with the last user of its space.
+    /// slots freed), and its descriptors with the last user of its space (closing its
+    /// agent's connection: the process knows it is let go).
     pub(super) fn remove_space(&self, id: TenantId) {
         let spaces::Spaces::Served(served) = &self.spaces else { return };
         let Some(space) = served.remove(id) else { return };
@@ -1175,9 +1176,10 @@ impl Shared {
         let now = self.now();
         state.region_remove(space.owner, now);
         drop(state);
-        let (base, len) = space.arena();
-        // (Fails with ESRCH once the process is gone: nothing left to unregister.)
-        let _ = space.uffd.unregister(base, len);
+        // Its arena stays registered: a process let go while it runs (a pager stopping,
+        // a protocol broken) serves its own faults from then on through the same
+        // registration (`serve_orphaned`), and its swapped-out pages must fault there
+        // (SIGBUS), not read as the zero pages an unregistered arena would give.
     }
 
     /// The served processes an ioctl found gone are let go: by the evictor at rest.

@@ -357,6 +357,11 @@ pub struct RunReport {
     pub record_bytes_written: u64,
     pub gc_runs: u64,
     pub lost_pages: u64,
+    /// The pager serving the program from another process died while it ran
+    /// (`znswap run --daemon`): the program served its own faults since, and its
+    /// `lost_pages` are the pages that pager had swapped out and the program touched.
+    #[serde(default)]
+    pub pager_gone: bool,
     /// With `--encrypt`: pages sealed on their way out, and pages read back that failed
     /// to open (altered on the device; each is lost).
     #[serde(default)]

@@ -200,11 +200,63 @@ pub fn hand_over(calls: &Channel, arena: Range, join: Join, memory_pages: u64) -
     }
 }
 
+/// The pages of a served arena the pager had its agent drop, less those the program
+/// discarded since: what only the pager's device holds (or held). Should the pager die,
+/// these are the pages lost (`serve_orphaned`). A bit per page, set and cleared from any
+/// thread.
+pub struct DroppedPages {
+    base: u64,
+    pages: u64,
+    words: Box<[AtomicU64]>,
+}
+
+impl DroppedPages {
+    pub fn new(arena: Range) -> DroppedPages {
+        let pages = arena.len() / PAGE_BYTES as u64;
+        DroppedPages { base: arena.start(), pages, words: (0..pages.div_ceil(64)).map(|_| AtomicU64::new(0)).collect() }
+    }
+
+    /// Each page of `[start, start + len)` within the arena, by index.
+    fn each(&self, start: u64, len: u64, mut f: impl FnMut(&AtomicU64, u64)) {
+        let first = start.saturating_sub(self.base) / PAGE_BYTES as u64;
+        let end = (start.saturating_add(len).saturating_sub(self.base)).div_ceil(PAGE_BYTES as u64).min(self.pages);
+        for page in first..end {
+            f(&self.words[(page / 64) as usize], 1 << (page % 64));
+        }
+    }
+
+    /// The pager dropped `[start, start + len)`: its bytes are on the device.
+    pub fn mark(&self, start: u64, len: u64) {
+        self.each(start, len, |word, bit| {
+            word.fetch_or(bit, Relaxed);
+        });
+    }
+
+    /// The program discarded `[start, start + len)`: it reads zero from now on.
+    pub fn clear(&self, start: u64, len: u64) {
+        self.each(start, len, |word, bit| {
+            word.fetch_and(!bit, Relaxed);
+        });
+    }
+
+    /// Whether the page at `address` was dropped by the pager (and not discarded since).
+    pub fn is_dropped(&self, address: u64) -> bool {
+        let mut dropped = false;
+        self.each(address, 1, |word, bit| dropped = word.load(Relaxed) & bit != 0);
+        dropped
+    }
+}
+
 /// The tenant's agent: drops each range the pager asks (with `zap`, which returns what
-/// `madvise` does) and says so, until the pager hangs up. Ranges outside `arena` are
-/// refused (the process's other memory is not the pager's to drop). Returns the pages
-/// dropped.
-pub fn agent_loop(agent: &Channel, arena: Range, zap: impl Fn(u64, u64) -> i32) -> Result<u64, TenantError> {
+/// `madvise` does), notes it in `dropped`, and says so, until the pager hangs up. Ranges
+/// outside `arena` are refused (the process's other memory is not the pager's to drop).
+/// Returns the pages dropped.
+pub fn agent_loop(
+    agent: &Channel,
+    arena: Range,
+    dropped_pages: &DroppedPages,
+    zap: impl Fn(u64, u64) -> i32,
+) -> Result<u64, TenantError> {
     let mut dropped = 0;
     while let Some(message) = agent.recv_to_tenant()? {
         let ToTenant::Discard { batch, ranges } = message else {
@@ -214,6 +266,8 @@ pub fn agent_loop(agent: &Channel, arena: Range, zap: impl Fn(u64, u64) -> i32) 
             if range.start() < arena.start() || range.end() > arena.end() {
                 return Err(TenantError::Protocol(format!("a discard of {range:?}, outside the arena {arena:?}")));
             }
+            // Noted first: once zapped, a fault on the page may come at once.
+            dropped_pages.mark(range.start(), range.len());
             if zap(range.start(), range.len()) != 0 {
                 return Err(std::io::Error::last_os_error().into());
             }
@@ -222,4 +276,62 @@ pub fn agent_loop(agent: &Channel, arena: Range, zap: impl Fn(u64, u64) -> i32) 
         agent.send_to_daemon(&ToDaemon::Discarded { batch }, &[])?;
     }
     Ok(dropped)
+}
+
+/// What `serve_orphaned` did: pages lost (poisoned), pages zero-filled.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Orphaned {
+    pub lost: u64,
+    pub zero_filled: u64,
+}
+
+/// The pager serving this process is gone (its agent's connection ended while the
+/// process runs): the process serves its own arena's faults from now on, through its
+/// own userfaultfd (`uffd`, which it kept), with what it knows. A page the pager had
+/// dropped (`dropped`) is lost: poisoned, so a touch raises SIGBUS, never reads as
+/// zeros. Any other missing page was never swapped out: zero-filled, as a fresh page. A
+/// write-protected page is unprotected. Threads waiting on a fault the pager had read
+/// but not answered are woken first (they fault again, here). Runs until `stop` says
+/// so, calling `report` after each page it serves; returns its counts.
+pub fn serve_orphaned(
+    uffd: &Userfaultfd,
+    arena: Range,
+    dropped: &DroppedPages,
+    stop: impl Fn() -> bool,
+    report: impl Fn(Orphaned),
+) -> Result<Orphaned, TenantError> {
+    let mut done = Orphaned::default();
+    uffd.wake(arena.start(), arena.len())?;
+    let zeros = crate::page_buffers::AlignedPage::ZERO;
+    while !stop() {
+        if !uffd.poll(100)? {
+            continue;
+        }
+        while let Some(event) = uffd.read_event()? {
+            let crate::uffd::Event::PageFault { address, write_protect, .. } = event else { continue };
+            let page = address & !(PAGE_BYTES as u64 - 1);
+            if write_protect {
+                uffd.write_protect(page, PAGE_BYTES as u64, false, true)?;
+            } else if dropped.is_dropped(page) {
+                if uffd.features() & features::POISON == 0 {
+                    return Err(TenantError::Protocol(format!(
+                        "the page at {page:#x} is lost, and this kernel cannot poison it (UFFD_FEATURE_POISON)"
+                    )));
+                }
+                // (EEXIST: mapped since, by a racing fault's resolution here.)
+                match uffd.poison(page, PAGE_BYTES as u64) {
+                    Err(error) if error.errno() == Some(libc::EEXIST) => uffd.wake(page, PAGE_BYTES as u64)?,
+                    result => result?,
+                }
+                done.lost += 1;
+            } else {
+                if !uffd.copy(page, &zeros.0, false, true)? {
+                    uffd.wake(page, PAGE_BYTES as u64)?;
+                }
+                done.zero_filled += 1;
+            }
+            report(done);
+        }
+    }
+    Ok(done)
 }

@@ -17,7 +17,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use znswap_pager::{
-    agent_loop, hand_over, map_anonymous, FaultMode, Pager, PagerConfig, TenantId, TenantLink, PAGE_BYTES,
+    agent_loop, hand_over, map_anonymous, serve_orphaned, DroppedPages, FaultMode, Pager, PagerConfig, TenantId,
+    TenantLink, PAGE_BYTES,
 };
 use znswap_wire::{Channel, Join, Name, Range, ToDaemon, ToTenant, Token};
 use znswap_zoned::{Geometry, MemDevice, ZonedDevice};
@@ -34,6 +35,11 @@ fn geometry() -> Geometry {
 /// Starts a tenant process (making `ops` accesses; its arena at `at` if not 0);
 /// returns it with its Hello's link and the daemon's end of its connection, welcomed.
 fn spawn_a_tenant(seed: u64, ops: u64, at: u64) -> (std::process::Child, TenantLink, Channel) {
+    spawn_a_tenant_with(seed, ops, at, false)
+}
+
+/// `spawn_a_tenant`; an `orphan` serves its own faults once its pager is gone.
+fn spawn_a_tenant_with(seed: u64, ops: u64, at: u64, orphan: bool) -> (std::process::Child, TenantLink, Channel) {
     let (daemon, tenant) = Channel::pair().unwrap();
     let mut command = Command::new(std::env::current_exe().unwrap());
     command
@@ -42,6 +48,7 @@ fn spawn_a_tenant(seed: u64, ops: u64, at: u64) -> (std::process::Child, TenantL
         .env("ZNSWAP_TEST_TENANT_SEED", seed.to_string())
         .env("ZNSWAP_TEST_TENANT_OPS", ops.to_string())
         .env("ZNSWAP_TEST_TENANT_AT", at.to_string())
+        .env("ZNSWAP_TEST_TENANT_ORPHAN", if orphan { "1" } else { "0" })
         .stdin(Stdio::piped())
         .stdout(Stdio::piped());
     tenant.keep_in_child(&mut command);
@@ -255,6 +262,26 @@ fn two_processes_share_one_pager_and_each_reads_back_its_own() {
     assert_eq!(pager.stats().resident_pages, 0, "every tenant let go: nothing counted");
 }
 
+/// The pager dies while its tenant runs (here: dropped; a daemon killed is the same to
+/// the tenant, whose agent's connection ends): the tenant serves its own faults, and its
+/// first touch of a page the pager had swapped out raises SIGBUS. Never a page read as
+/// zeros: the tenant checks every read, and a wrong one ends it with a panic instead.
+#[test]
+fn a_tenant_whose_pager_dies_gets_sigbus_for_its_swapped_pages_never_zeros() {
+    let (mut child, link, _daemon) = spawn_a_tenant_with(31, 100_000_000, 0, true);
+    let device: Arc<dyn ZonedDevice> = Arc::new(MemDevice::new(geometry()).unwrap());
+    let (pager, _) = Pager::serve_tenant(device, config(BUDGET_PAGES, false), link).unwrap();
+    let watchdog = watchdog(child.id());
+    // Past its first pass over the arena (4x the budget): pages are out.
+    while pager.stats().swap_outs_written < 2 * ARENA_PAGES {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    drop(pager);
+    let status = child.wait().unwrap();
+    drop(watchdog);
+    assert_eq!(status.signal(), Some(libc::SIGBUS), "the tenant ended with {status}, not by SIGBUS");
+}
+
 #[test]
 fn another_process_is_paged_sealed() {
     let stats = serve_a_tenant(true, 2);
@@ -297,12 +324,19 @@ fn tenant_process() {
     let arena = Range::new(base, len).unwrap();
     let served = hand_over(&calls, arena, Join::New(Name::new("tenant test").unwrap()), BUDGET_PAGES).unwrap();
     assert_eq!(served.budget_pages, BUDGET_PAGES);
+    let orphan = std::env::var("ZNSWAP_TEST_TENANT_ORPHAN").is_ok_and(|value| value == "1");
     let agent = std::thread::spawn(move || {
-        agent_loop(&served.agent, arena, |start, len| {
+        let dropped = DroppedPages::new(arena);
+        let count = agent_loop(&served.agent, arena, &dropped, |start, len| {
             // SAFETY: pages of our own arena the pager wrote out (agent_loop checked).
             unsafe { libc::madvise(start as *mut libc::c_void, len as usize, libc::MADV_DONTNEED) }
         })
-        .unwrap()
+        .unwrap();
+        // The pager died under us (the test that says so): serve our own faults.
+        if orphan {
+            serve_orphaned(&served.uffd, arena, &dropped, || false, |_| {}).unwrap();
+        }
+        count
     });
 
     // SAFETY: the arena is ours, mapped for the process's life; one thread touches it.

@@ -383,6 +383,10 @@ fn report(runtime: &Runtime, at_exit: bool) -> RunReport {
     if let Some(pager) = runtime.pager() {
         report.set_pager_figures(pager);
     }
+    if served::PAGER_GONE.load(std::sync::atomic::Ordering::Relaxed) {
+        report.pager_gone = true;
+        report.lost_pages = served::PAGES_LOST.load(std::sync::atomic::Ordering::Relaxed);
+    }
     report
 }
 

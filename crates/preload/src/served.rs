@@ -5,15 +5,18 @@
 //! agent thread that drops what the pager wrote out, and the program's own discards,
 //! which the pager must see before the range is zapped.
 //!
-//! Not served yet: `fork` (refused, `wrap.rs`), a pager that dies while the program runs
-//! (the program stops at its next discard; a fault would wait for ever).
+//! A pager that dies while the program runs (its agent's connection ends): the process
+//! then serves its own faults (`serve_orphaned`): the pages the pager had swapped out are
+//! lost, and raise SIGBUS when touched, never read as zeros; the rest of the heap stays,
+//! unpaged, and the summary says so. Not served yet: `fork` (refused, `wrap.rs`).
 
 use std::os::fd::{FromRawFd, OwnedFd};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
 
 use libmimalloc_sys as mi;
 use znswap_pager::pager_thread::PagerThread;
-use znswap_pager::{agent_loop, hand_over, map_anonymous, PAGE_BYTES};
+use znswap_pager::{agent_loop, hand_over, map_anonymous, serve_orphaned, DroppedPages, Orphaned, PAGE_BYTES};
 use znswap_wire::{Channel, Join, Kind, Name, Range, ToDaemon, ToTenant};
 
 use crate::alloc::Internal;
@@ -26,9 +29,14 @@ pub(crate) struct Served {
     calls: Mutex<Channel>,
     /// The reserved mapping: the arena, its alignment and its unpaged bookkeeping.
     bounds: (u64, u64),
-    /// Kept open: the arena's registrations hang on it.
-    _uffd: znswap_pager::uffd::Userfaultfd,
+    /// The pages only the pager's device holds (for the agent, should the pager die).
+    dropped: Arc<DroppedPages>,
 }
+
+/// The pager died while this process ran: its faults are served here since.
+pub(crate) static PAGER_GONE: AtomicBool = AtomicBool::new(false);
+/// Pages lost with it (poisoned, touched since).
+pub(crate) static PAGES_LOST: AtomicU64 = AtomicU64::new(0);
 
 /// Where the pager is: a socket the launcher made (`--serve`), or the daemon's path.
 pub(crate) enum PagerAt<'a> {
@@ -66,10 +74,28 @@ pub(crate) fn start(
     let handed = hand_over(&calls, paged, Join::New(program_name()), memory_bytes / PAGE)
         .map_err(|error| format!("handing the heap to the pager: {error}"))?;
     let agent = handed.agent;
+    // Kept open by the agent for the process's life: the arena's registrations hang on
+    // it, and it serves the faults itself should the pager die.
+    let uffd = handed.uffd;
+    let dropped = Arc::new(DroppedPages::new(paged));
+    let agents_dropped = dropped.clone();
     PagerThread::spawn("znswap-agent", "agent", Some(crate::alloc::mark_internal_thread), move || {
-        // Until the launcher hangs up, which it does once this process is gone.
-        if let Err(error) = agent_loop(&agent, paged, zap) {
+        // Until the pager hangs up: a launcher does once this process is gone, a daemon
+        // only if it dies.
+        if let Err(error) = agent_loop(&agent, paged, &agents_dropped, zap) {
             say!("znswap run: the pager's agent: {error}; stopping");
+            std::process::abort();
+        }
+        PAGER_GONE.store(true, Relaxed);
+        // Said in the figures at once: the program may die of its first lost page.
+        crate::write_report(false);
+        say!(
+            "znswap run: the pager serving this process is gone: the pages it had swapped out are lost (SIGBUS \
+             when touched); the rest of the heap stays, unpaged"
+        );
+        let report = |done: Orphaned| PAGES_LOST.store(done.lost, Relaxed);
+        if let Err(error) = serve_orphaned(&uffd, paged, &agents_dropped, || false, report) {
+            say!("znswap run: serving this process's own faults: {error}; stopping");
             std::process::abort();
         }
     })
@@ -80,7 +106,7 @@ pub(crate) fn start(
     if znswap_pager::pagemap::page_at(paged.start()) {
         return Err("mimalloc's arena bookkeeping is larger than the memory kept unpaged for it".into());
     }
-    Ok((Served { calls: Mutex::new(calls), bounds: (base, base + reserved), _uffd: handed.uffd }, heap))
+    Ok((Served { calls: Mutex::new(calls), bounds: (base, base + reserved), dropped }, heap))
 }
 
 impl Served {
@@ -101,18 +127,21 @@ impl Served {
         // Empty, or past user space: the kernel's answer, nothing of the pager's.
         let Ok(range) = Range::new(start, len.div_ceil(PAGE) * PAGE) else { return zap(start, len) };
         let calls = self.calls.lock().unwrap_or_else(|p| p.into_inner());
-        if calls.send_to_daemon(&ToDaemon::ProgramDiscard(range), &[]).is_err() {
-            pager_gone();
-        }
-        match calls.recv_to_tenant() {
-            Ok(Some(ToTenant::Ack(Kind::ProgramDiscard))) => {}
-            _ => pager_gone(),
-        }
+        // With the pager gone, the range is only zapped (and reads zero, nothing lost).
+        let asked = !PAGER_GONE.load(Relaxed)
+            && calls.send_to_daemon(&ToDaemon::ProgramDiscard(range), &[]).is_ok()
+            && matches!(calls.recv_to_tenant(), Ok(Some(ToTenant::Ack(Kind::ProgramDiscard))));
         let rc = zap(start, len);
-        let errno = if rc == 0 { 0 } else { std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EINVAL) };
-        if calls.send_to_daemon(&ToDaemon::Zapped { errno: errno as u32 }, &[]).is_err() {
-            pager_gone();
+        if rc == 0 {
+            self.dropped.clear(start, len);
         }
+        if !asked {
+            drop(calls);
+            return rc;
+        }
+        let errno = if rc == 0 { 0 } else { std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EINVAL) };
+        // (A pager gone meanwhile: its agent's end says so.)
+        let _ = calls.send_to_daemon(&ToDaemon::Zapped { errno: errno as u32 }, &[]);
         drop(calls);
         if rc != 0 {
             crate::alloc::set_errno(errno);
@@ -126,11 +155,6 @@ impl Served {
 fn zap(start: u64, len: u64) -> i32 {
     // SAFETY: discarding a range of this process's own memory, as asked.
     unsafe { libc::syscall(libc::SYS_madvise, start, len, libc::MADV_DONTNEED) as i32 }
-}
-
-fn pager_gone() -> ! {
-    say!("znswap run: the pager serving this process is gone; stopping (the swapped-out heap cannot come back)");
-    std::process::abort();
 }
 
 /// The program's name as the pager's tenant: its command (`/proc/self/comm`).
