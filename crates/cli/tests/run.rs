@@ -265,13 +265,17 @@ fn a_heap_served_from_the_launchers_process_reads_back_exactly() {
     }
 }
 
-/// Not served yet under `--serve`: a fork (the child's swapped-out heap would read as
-/// zeroes), refused with a message rather than run wrong.
+/// Under `--serve` (as under `--daemon`) a fork's child is not the pager's: it serves its
+/// own heap, and its touch of a page swapped out at the fork raises SIGBUS, never reads
+/// zeros (a wrong byte would end it with a message and status 1, not signal 7); a child
+/// that executes a program runs it, and the parent's heap reads back exactly.
 #[test]
-fn a_fork_under_serve_is_refused_with_a_message() {
+fn a_forks_child_under_serve_gets_sigbus_for_swapped_pages_and_exec_works() {
     let run = run_with(&["fork", "64"], &[], &["--serve"]);
-    assert!(!run.output.status.success(), "a fork under --serve ran: {}", run.stdout());
-    assert!(run.stderr().contains("fork is not served yet"), "{}", run.stderr());
+    assert!(!run.output.status.success(), "a fork's child read swapped pages: {}", run.stdout());
+    assert!(run.stderr().contains("the child of fork 1 failed its checks (status 0x7)"), "{}", run.stderr());
+    let run = run_with(&["fork-exec", "64"], &[], &["--serve"]);
+    assert_paged(&run, "fork-exec: 2 commands run beside 64 MiB");
 }
 
 #[test]
@@ -539,8 +543,9 @@ fn the_programs_anonymous_memory_stays_within_memory() {
 
 /// `znswap daemon` serving two programs at once from one device (`znswap run --daemon`),
 /// every byte each one reads checked by the heap checker; a program asking more memory
-/// than the daemon has is refused with a message, as is a fork, and `--daemon` with no
-/// daemon fails at once saying how to start one. SIGTERM stops the daemon and removes
+/// than the daemon has is refused with a message; a fork's child touching swapped pages
+/// gets SIGBUS, one that executes a command runs it; and `--daemon` with no daemon fails
+/// at once saying how to start one. SIGTERM stops the daemon and removes
 /// its socket.
 #[test]
 fn programs_share_one_daemon_and_read_back_exactly() {
@@ -588,7 +593,10 @@ fn programs_share_one_daemon_and_read_back_exactly() {
     assert!(!greedy.status.success() && stderr.contains("ask for less with --memory"), "{stderr}");
     let fork = served(&["fork", "64"], "16M", &socket);
     let stderr = String::from_utf8_lossy(&fork.stderr);
-    assert!(!fork.status.success() && stderr.contains("fork is not served yet"), "{stderr}");
+    assert!(!fork.status.success() && stderr.contains("failed its checks (status 0x7)"), "SIGBUS: {stderr}");
+    let fork_exec = served(&["fork-exec", "64"], "16M", &socket);
+    let (stdout, stderr) = (String::from_utf8_lossy(&fork_exec.stdout), String::from_utf8_lossy(&fork_exec.stderr));
+    assert!(fork_exec.status.success() && stdout.starts_with("ok fork-exec"), "{stdout}\n{stderr}");
     let absent = served(&["heap", "64"], "16M", &dir.path().join("none.sock"));
     let stderr = String::from_utf8_lossy(&absent.stderr);
     assert!(!absent.status.success() && stderr.contains("start one with `znswap daemon"), "{stderr}");
@@ -598,7 +606,7 @@ fn programs_share_one_daemon_and_read_back_exactly() {
     assert!(daemon.wait().unwrap().success());
     assert!(!socket.exists(), "the daemon left its socket behind");
     let log = std::fs::read_to_string(&log).unwrap();
-    assert_eq!(log.matches(" joined with 16 MiB").count(), 3, "{log}");
+    assert_eq!(log.matches(" joined with 16 MiB").count(), 4, "{log}");
     // The daemon's own figures: both heaps went to its device and came back, none lost.
     let last_left = log.lines().filter(|line| line.contains(" left; ")).last().unwrap_or_else(|| panic!("{log}"));
     // "... N pages swapped out, M in, 0 lost"

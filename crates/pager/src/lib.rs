@@ -19,7 +19,10 @@ mod self_paging;
 mod signals;
 mod tenant;
 pub use self_paging::SelfPagingError;
-pub use tenant::{agent_loop, hand_over, serve_orphaned, DroppedPages, HandedOver, Orphaned, TenantError, TenantLink};
+pub use tenant::{
+    agent_loop, hand_over, serve_orphaned, serve_orphaned_events, DroppedPages, HandedOver, Orphaned, TenantError,
+    TenantLink,
+};
 pub mod uffd;
 
 pub use znswap_pager_core::CoreError;

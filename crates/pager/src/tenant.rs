@@ -278,6 +278,43 @@ pub fn agent_loop(
     Ok(dropped)
 }
 
+/// Serves the faults queued on `uffd` as `serve_orphaned` does, counting them in
+/// `done`; whether there were any.
+pub fn serve_orphaned_events(
+    uffd: &Userfaultfd,
+    dropped: &DroppedPages,
+    done: &mut Orphaned,
+) -> Result<bool, TenantError> {
+    let zeros = crate::page_buffers::AlignedPage::ZERO;
+    let mut any = false;
+    while let Some(event) = uffd.read_event()? {
+        let crate::uffd::Event::PageFault { address, write_protect, .. } = event else { continue };
+        any = true;
+        let page = address & !(PAGE_BYTES as u64 - 1);
+        if write_protect {
+            uffd.write_protect(page, PAGE_BYTES as u64, false, true)?;
+        } else if dropped.is_dropped(page) {
+            if uffd.features() & features::POISON == 0 {
+                return Err(TenantError::Protocol(format!(
+                    "the page at {page:#x} is lost, and this kernel cannot poison it (UFFD_FEATURE_POISON)"
+                )));
+            }
+            // (EEXIST: mapped since, by a racing fault's resolution here.)
+            match uffd.poison(page, PAGE_BYTES as u64) {
+                Err(error) if error.errno() == Some(libc::EEXIST) => uffd.wake(page, PAGE_BYTES as u64)?,
+                result => result?,
+            }
+            done.lost += 1;
+        } else {
+            if !uffd.copy(page, &zeros.0, false, true)? {
+                uffd.wake(page, PAGE_BYTES as u64)?;
+            }
+            done.zero_filled += 1;
+        }
+    }
+    Ok(any)
+}
+
 /// What `serve_orphaned` did: pages lost (poisoned), pages zero-filled.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Orphaned {
@@ -302,34 +339,8 @@ pub fn serve_orphaned(
 ) -> Result<Orphaned, TenantError> {
     let mut done = Orphaned::default();
     uffd.wake(arena.start(), arena.len())?;
-    let zeros = crate::page_buffers::AlignedPage::ZERO;
     while !stop() {
-        if !uffd.poll(100)? {
-            continue;
-        }
-        while let Some(event) = uffd.read_event()? {
-            let crate::uffd::Event::PageFault { address, write_protect, .. } = event else { continue };
-            let page = address & !(PAGE_BYTES as u64 - 1);
-            if write_protect {
-                uffd.write_protect(page, PAGE_BYTES as u64, false, true)?;
-            } else if dropped.is_dropped(page) {
-                if uffd.features() & features::POISON == 0 {
-                    return Err(TenantError::Protocol(format!(
-                        "the page at {page:#x} is lost, and this kernel cannot poison it (UFFD_FEATURE_POISON)"
-                    )));
-                }
-                // (EEXIST: mapped since, by a racing fault's resolution here.)
-                match uffd.poison(page, PAGE_BYTES as u64) {
-                    Err(error) if error.errno() == Some(libc::EEXIST) => uffd.wake(page, PAGE_BYTES as u64)?,
-                    result => result?,
-                }
-                done.lost += 1;
-            } else {
-                if !uffd.copy(page, &zeros.0, false, true)? {
-                    uffd.wake(page, PAGE_BYTES as u64)?;
-                }
-                done.zero_filled += 1;
-            }
+        if uffd.poll(100)? && serve_orphaned_events(uffd, dropped, &mut done)? {
             report(done);
         }
     }

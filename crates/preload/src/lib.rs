@@ -109,6 +109,14 @@ impl Runtime {
         }
     }
 
+    /// The pager in another process, when one serves this process.
+    fn served(&self) -> Option<&served::Served> {
+        match &self.paging {
+            Paging::Here { .. } => None,
+            Paging::Served(served) => Some(served),
+        }
+    }
+
     /// The program discards `[start, start + len)` of the arena (`Pager::program_discard`).
     fn program_discard(&self, start: u64, len: u64) -> i32 {
         match &self.paging {

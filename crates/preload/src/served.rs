@@ -8,15 +8,24 @@
 //! A pager that dies while the program runs (its agent's connection ends): the process
 //! then serves its own faults (`serve_orphaned`): the pages the pager had swapped out are
 //! lost, and raise SIGBUS when touched, never read as zeros; the rest of the heap stays,
-//! unpaged, and the summary says so. Not served yet: `fork` (refused, `wrap.rs`).
+//! unpaged, and the summary says so.
+//!
+//! A fork's child is not the pager's (its userfaultfd registration does not follow the
+//! fork, and the pager serves the parent's pages, not a snapshot of them): it serves its
+//! own heap from the fork on, as one whose pager died (`in_child`). Its touch of a page
+//! that was swapped out at the fork raises SIGBUS, never reads zeros; a child that
+//! executes a program (a shell's, make's) runs it paged again, as a program of its own.
 
 use std::os::fd::{FromRawFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Acquire, Ordering::Relaxed, Ordering::Release};
 use std::sync::{Arc, Mutex};
 
 use libmimalloc_sys as mi;
 use znswap_pager::pager_thread::PagerThread;
-use znswap_pager::{agent_loop, hand_over, map_anonymous, serve_orphaned, DroppedPages, Orphaned, PAGE_BYTES};
+use znswap_pager::uffd::{features, register_mode, Userfaultfd};
+use znswap_pager::{
+    agent_loop, hand_over, map_anonymous, serve_orphaned, serve_orphaned_events, DroppedPages, Orphaned, PAGE_BYTES,
+};
 use znswap_wire::{Channel, Join, Kind, Name, Range, ToDaemon, ToTenant};
 
 use crate::alloc::Internal;
@@ -31,6 +40,8 @@ pub(crate) struct Served {
     bounds: (u64, u64),
     /// The pages only the pager's device holds (for the agent, should the pager die).
     dropped: Arc<DroppedPages>,
+    /// The paged part of the arena.
+    paged: Range,
 }
 
 /// The pager died while this process ran: its faults are served here since.
@@ -106,12 +117,64 @@ pub(crate) fn start(
     if znswap_pager::pagemap::page_at(paged.start()) {
         return Err("mimalloc's arena bookkeeping is larger than the memory kept unpaged for it".into());
     }
-    Ok((Served { calls: Mutex::new(calls), bounds: (base, base + reserved), dropped }, heap))
+    Ok((Served { calls: Mutex::new(calls), bounds: (base, base + reserved), dropped, paged }, heap))
 }
 
 impl Served {
     pub(crate) fn bounds(&self) -> (u64, u64) {
         self.bounds
+    }
+
+    /// In a fork's child, before `fork` returns there: the heap is served by a thread of
+    /// its own from now on, from what the parent knew at the fork (`DroppedPages`,
+    /// copied with the fork): a page out on the device then is poisoned when touched,
+    /// any other missing page is zero-filled. Its discards are its own (never sent on
+    /// the parent's connection).
+    pub(crate) fn in_child(&self) {
+        PAGER_GONE.store(true, Relaxed);
+        let started = (|| -> Result<(), String> {
+            let uffd = Userfaultfd::new(0, features::POISON).map_err(|error| error.to_string())?;
+            uffd.register(self.paged.start(), self.paged.len(), register_mode::MISSING)
+                .map_err(|error| error.to_string())?;
+            // Its start may touch the heap before it can serve a fault (glibc's thread
+            // start reads the program's locale, which `setlocale` put there): this thread
+            // serves the child's faults until the new one has started, then hands over
+            // (as the in-process pager's child does, `Pager::fork`).
+            let uffd = Arc::new(uffd);
+            let (started, handed_over) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
+            let (paged, dropped) = (self.paged, self.dropped.clone());
+            let thread = (uffd.clone(), started.clone(), handed_over.clone(), dropped.clone());
+            PagerThread::spawn(
+                "znswap-child",
+                "fork's heap server",
+                Some(crate::alloc::mark_internal_thread),
+                move || {
+                    let (uffd, started, handed_over, dropped) = thread;
+                    started.store(true, Release);
+                    while !handed_over.load(Acquire) {
+                        std::thread::yield_now();
+                    }
+                    let report = |done: Orphaned| PAGES_LOST.store(done.lost, Relaxed);
+                    if let Err(error) = serve_orphaned(&uffd, paged, &dropped, || false, report) {
+                        say!("znswap run: serving a fork's heap: {error}; stopping");
+                        std::process::abort();
+                    }
+                },
+            )
+            .map_err(|error| error.to_string())?;
+            let mut done = Orphaned::default();
+            while !started.load(Acquire) {
+                if uffd.poll(1).map_err(|error| error.to_string())? {
+                    serve_orphaned_events(&uffd, &dropped, &mut done).map_err(|error| error.to_string())?;
+                }
+            }
+            handed_over.store(true, Release);
+            Ok(())
+        })();
+        if let Err(error) = started {
+            say!("znswap run: a fork's child cannot serve its heap: {error}; stopping");
+            std::process::abort();
+        }
     }
 
     /// The program discards `[start, start + len)`: the pager frees the range's slots
@@ -126,8 +189,17 @@ impl Served {
         }
         // Empty, or past user space: the kernel's answer, nothing of the pager's.
         let Ok(range) = Range::new(start, len.div_ceil(PAGE) * PAGE) else { return zap(start, len) };
+        // With the pager gone (or never this process's: a fork's child), the range is only
+        // zapped, and reads zero, nothing lost. (Checked before the lock: a child may
+        // have it held by a thread that is not in it.)
+        if PAGER_GONE.load(Relaxed) {
+            let rc = zap(start, len);
+            if rc == 0 {
+                self.dropped.clear(start, len);
+            }
+            return rc;
+        }
         let calls = self.calls.lock().unwrap_or_else(|p| p.into_inner());
-        // With the pager gone, the range is only zapped (and reads zero, nothing lost).
         let asked = !PAGER_GONE.load(Relaxed)
             && calls.send_to_daemon(&ToDaemon::ProgramDiscard(range), &[]).is_ok()
             && matches!(calls.recv_to_tenant(), Ok(Some(ToTenant::Ack(Kind::ProgramDiscard))));

@@ -144,15 +144,27 @@ pub unsafe extern "C" fn fork() -> libc::pid_t {
     // SAFETY: the program's own fork, as it asked.
     let Some(runtime) = crate::RUNTIME.get() else { return unsafe { real_fork() } };
     let _internal = Internal::enter();
-    let Some(pager) = runtime.pager() else {
-        // A pager in another process would not serve the child (its userfaultfd
-        // registration does not follow it): its swapped-out heap would read as zeroes.
-        // Refused.
-        say!("znswap run: fork is not served yet under --daemon or --serve (the child's swapped-out memory would read as zeroes); refused (ENOSYS)");
-        crate::alloc::set_errno(libc::ENOSYS);
-        return -1;
-    };
     let heap = crate::alloc::PAGED_HEAP.load(Relaxed);
+    let Some(pager) = runtime.pager() else {
+        let Some(served) = runtime.served() else { unreachable!("paged here or served") };
+        let table = crate::mapping::table();
+        let carved = crate::alloc::carved_table();
+        // SAFETY: the program's own fork, in the calling thread; the child relies only
+        // on this thread until it has a server of its own (`Served::in_child`).
+        let pid = unsafe { real_fork() };
+        if pid == 0 {
+            crate::alloc::PAGED_HEAP.store(std::ptr::null_mut(), Relaxed);
+        }
+        drop(carved);
+        drop(table);
+        if pid == 0 {
+            served.in_child();
+            crate::alloc::PAGED_HEAP.store(heap, Relaxed);
+        } else if pid > 0 {
+            FORKS.fetch_add(1, Relaxed);
+        }
+        return pid;
+    };
     // No other thread is changing the program's mappings at the fork: the child gets
     // the table whole and unlocked.
     let table = crate::mapping::table();

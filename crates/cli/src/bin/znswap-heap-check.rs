@@ -324,6 +324,36 @@ fn fork_snapshot(mib: usize) -> String {
     format!("fork: 2 children checked {mib} MiB snapshots")
 }
 
+/// A heap of `mib` MiB, then `fork` and `exec` of `/bin/sh -c 'exit 7'` in the child, as
+/// a shell or make runs its commands (the child touches nothing of the heap), twice;
+/// then the heap is checked.
+fn fork_exec(mib: usize) -> String {
+    let chunks = aligned_chunks(mib, 1);
+    for round in 1..=2 {
+        // SAFETY: the child only calls async-signal-safe functions before its exec.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork: {}", std::io::Error::last_os_error());
+        if pid == 0 {
+            let argv = [c"/bin/sh".as_ptr(), c"-c".as_ptr(), c"exit 7".as_ptr(), std::ptr::null()];
+            // SAFETY: NUL-terminated strings and a null-terminated vector, alive here.
+            unsafe { libc::execv(argv[0], argv.as_ptr()) };
+            // SAFETY: the exec failed: end the child at once.
+            unsafe { libc::_exit(127) };
+        }
+        let mut status = 0;
+        // SAFETY: waits for our own child.
+        unsafe { libc::waitpid(pid, &mut status, 0) };
+        if !(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 7) {
+            eprintln!("the command of fork {round} did not run (status {status:#x})");
+            std::process::exit(1);
+        }
+    }
+    for (index, chunk) in chunks.iter().enumerate() {
+        check(chunk, index, 1, "the heap after the forks");
+    }
+    format!("fork-exec: 2 commands run beside {mib} MiB")
+}
+
 /// An anonymous private mapping of `len` bytes, as a program makes one itself.
 fn map_anonymous(len: usize) -> *mut u8 {
     // SAFETY: a fresh mapping of our own.
@@ -553,6 +583,7 @@ fn main() {
         Some("mmap") => mappings(number(1, 64)),
         Some("early-threads") => early_threads(),
         Some("fork") => fork_snapshot(number(1, 64)),
+        Some("fork-exec") => fork_exec(number(1, 64)),
         Some("daemonize") => daemonize(),
         Some("aligned") => aligned(number(1, 64), number(2, 256)),
         Some("exit-fast") => {
@@ -563,7 +594,7 @@ fn main() {
             unsafe { libc::_exit(3) };
         }
         _ => {
-            eprintln!("usage: znswap-heap-check heap|io|threads|early-threads|realloc|dontneed|mmap|fork|exec|thp|daemonize|exit-fast|aligned [MIB] [THREADS|ALIGN_KIB]");
+            eprintln!("usage: znswap-heap-check heap|io|threads|early-threads|realloc|dontneed|mmap|fork|fork-exec|exec|thp|daemonize|exit-fast|aligned [MIB] [THREADS|ALIGN_KIB]");
             std::process::exit(2);
         }
     };
