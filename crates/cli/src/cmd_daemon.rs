@@ -8,7 +8,8 @@
 //! asks for its own `--memory`, granted while the grants fit (else refused with a
 //! message); the pager's budget is the sum granted, and each program's pages are held
 //! to its own grant (`Pager::set_tenant_budget`: each program is an engine tenant of its
-//! own). Not yet: forks in a served program (refused), `znswap status`.
+//! own). A fork's child serves its own heap (`crates/preload/src/served.rs`). Not yet:
+//! children paged, `znswap status`.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};

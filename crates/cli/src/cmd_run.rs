@@ -56,15 +56,18 @@ pub struct RunArgs {
     #[arg(long, value_name = "N", requires = "park", hide = true)]
     misreport_moves_every: Option<u32>,
     /// Experimental (issue 34): page the program from this launcher's process, as the
-    /// daemon will, instead of from a pager inside the program (`docs/daemon.md`). Not
-    /// yet: fork in the program (refused), --park, --wp-async.
+    /// daemon does, instead of from a pager inside the program (`docs/daemon.md`). Not
+    /// with --park or --wp-async; a fork's child serves its own heap (as --daemon's).
     #[arg(long, hide = true, conflicts_with_all = ["park", "wp_async"])]
     serve: bool,
     /// Run CMD as a program of `znswap daemon`, which pages its heap from the daemon's
     /// device along with its other programs' (at SOCKET, or the daemon's default socket:
     /// /run/znswap/znswap.sock as root, else $XDG_RUNTIME_DIR/znswap.sock). --memory is
     /// what it asks the daemon for; the device, --policy and --encrypt are the daemon's.
-    /// Not yet: fork in the program (refused).
+    /// A forked child is not paged: it serves its own heap from the fork on, and its
+    /// touch of a page swapped out then raises SIGBUS (fork and exec, as a shell runs a
+    /// command, works). Should the daemon stop, the program goes on with what it holds,
+    /// and its touch of a page the daemon had swapped out raises SIGBUS.
     #[arg(long, value_name = "SOCKET", num_args = 0..=1, default_missing_value = "",
           conflicts_with_all = ["serve", "park", "wp_async", "device", "encrypt", "policy"])]
     daemon: Option<PathBuf>,
