@@ -183,10 +183,7 @@ fn prepare(args: &RunArgs, stats_path: PathBuf, alive_fd: i32) -> Result<Launch>
             arena
         }
     };
-    let ld_preload_before = match std::env::var_os("LD_PRELOAD").filter(|value| !value.is_empty()) {
-        None => None,
-        Some(value) => Some(value.into_string().map_err(|_| anyhow::anyhow!("$LD_PRELOAD is not UTF-8"))?),
-    };
+    let ld_preload_before = ld_preload_before()?;
     let config = RunConfig {
         device: device_path.clone(),
         memory_bytes: memory,
@@ -213,15 +210,25 @@ fn prepare(args: &RunArgs, stats_path: PathBuf, alive_fd: i32) -> Result<Launch>
         format!("{} cannot serve as swap with --memory {}", device_path.display(), format_size(memory))
     })?;
     // Last, so that a refusal above leaves no file behind.
-    let stats_file = match &args.stats {
-        Some(path) => {
-            let file = File::create(path)
-                .with_context(|| format!("--stats {}: cannot write the summary there", path.display()))?;
-            Some((path.clone(), file))
-        }
-        None => None,
-    };
+    let stats_file = stats_file(args)?;
     Ok(Launch { library, config, stats_file })
+}
+
+/// `$LD_PRELOAD` as it is, to be kept behind the library.
+fn ld_preload_before() -> Result<Option<String>> {
+    match std::env::var_os("LD_PRELOAD").filter(|value| !value.is_empty()) {
+        None => Ok(None),
+        Some(value) => Ok(Some(value.into_string().map_err(|_| anyhow::anyhow!("$LD_PRELOAD is not UTF-8"))?)),
+    }
+}
+
+/// `--stats`, opened now (so known writable before the program starts). Last of the
+/// checks, so that a refusal before it leaves no file behind.
+fn stats_file(args: &RunArgs) -> Result<Option<(PathBuf, File)>> {
+    let Some(path) = &args.stats else { return Ok(None) };
+    let file =
+        File::create(path).with_context(|| format!("--stats {}: cannot write the summary there", path.display()))?;
+    Ok(Some((path.clone(), file)))
 }
 
 /// `--daemon`'s socket, if given (its default if given without one).
@@ -266,10 +273,7 @@ fn prepare_for_daemon(
         format_size(memory),
         format_size(run_env::ARENA_MAX_BYTES)
     );
-    let ld_preload_before = match std::env::var_os("LD_PRELOAD").filter(|value| !value.is_empty()) {
-        None => None,
-        Some(value) => Some(value.into_string().map_err(|_| anyhow::anyhow!("$LD_PRELOAD is not UTF-8"))?),
-    };
+    let ld_preload_before = ld_preload_before()?;
     let config = RunConfig {
         device: socket.clone(),
         memory_bytes: memory,
@@ -291,14 +295,7 @@ fn prepare_for_daemon(
         ld_preload_before,
     };
     config.check().map_err(|error| anyhow::anyhow!("internal: the run configuration is wrong: {error}"))?;
-    let stats_file = match &args.stats {
-        Some(path) => {
-            let file = File::create(path)
-                .with_context(|| format!("--stats {}: cannot write the summary there", path.display()))?;
-            Some((path.clone(), file))
-        }
-        None => None,
-    };
+    let stats_file = stats_file(args)?;
     Ok(Launch { library, config, stats_file })
 }
 

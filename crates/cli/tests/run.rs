@@ -541,21 +541,15 @@ fn the_programs_anonymous_memory_stays_within_memory() {
     assert!(figure("budget_bytes") < memory - (4 << 20), "the rest of the anonymous memory was not counted: {report}");
 }
 
-/// `znswap daemon` serving two programs at once from one device (`znswap run --daemon`),
-/// every byte each one reads checked by the heap checker; a program asking more memory
-/// than the daemon has is refused with a message; a fork's child touching swapped pages
-/// gets SIGBUS, one that executes a command runs it; and `--daemon` with no daemon fails
-/// at once saying how to start one. SIGTERM stops the daemon and removes
-/// its socket.
-#[test]
-fn programs_share_one_daemon_and_read_back_exactly() {
+/// `znswap daemon --memory MEMORY` on a device of its own in `dir`, listening once this
+/// returns: the daemon, its socket and its log.
+fn start_daemon(dir: &Path, memory: &str) -> (std::process::Child, PathBuf, PathBuf) {
     ensure_library();
-    let dir = tempfile::tempdir().unwrap();
-    let device = device(dir.path());
-    let socket = dir.path().join("znswap.sock");
-    let log = dir.path().join("daemon.log");
+    let device = device(dir);
+    let socket = dir.join("znswap.sock");
+    let log = dir.join("daemon.log");
     let mut daemon = Command::new(ZNSWAP)
-        .args(["daemon", "--memory", "48M", "--device"])
+        .args(["daemon", "--memory", memory, "--device"])
         .arg(&device)
         .arg("--socket")
         .arg(&socket)
@@ -568,6 +562,19 @@ fn programs_share_one_daemon_and_read_back_exactly() {
         assert!(daemon.try_wait().unwrap().is_none(), "the daemon ended: {}", std::fs::read_to_string(&log).unwrap());
         std::thread::sleep(Duration::from_millis(20));
     }
+    (daemon, socket, log)
+}
+
+/// `znswap daemon` serving two programs at once from one device (`znswap run --daemon`),
+/// every byte each one reads checked by the heap checker; a program asking more memory
+/// than the daemon has is refused with a message; a fork's child touching swapped pages
+/// gets SIGBUS, one that executes a command runs it; and `--daemon` with no daemon fails
+/// at once saying how to start one. SIGTERM stops the daemon and removes
+/// its socket.
+#[test]
+fn programs_share_one_daemon_and_read_back_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut daemon, socket, log) = start_daemon(dir.path(), "48M");
     let served = |args: &[&str], memory: &str, socket: &Path| {
         output_within_limit(
             Command::new(ZNSWAP)
@@ -626,24 +633,9 @@ fn programs_share_one_daemon_and_read_back_exactly() {
 /// and the summary says why.
 #[test]
 fn a_daemon_killed_under_a_program_leaves_it_sigbus_never_zeros() {
-    ensure_library();
     let dir = tempfile::tempdir().unwrap();
-    let device = device(dir.path());
-    let socket = dir.path().join("znswap.sock");
-    let log = dir.path().join("daemon.log");
-    let mut daemon = Command::new(ZNSWAP)
-        .args(["daemon", "--memory", "32M", "--device"])
-        .arg(&device)
-        .arg("--socket")
-        .arg(&socket)
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
+    let (mut daemon, socket, log) = start_daemon(dir.path(), "32M");
     let started = Instant::now();
-    while !socket.exists() {
-        assert!(started.elapsed() < Duration::from_secs(20), "no socket: {}", std::fs::read_to_string(&log).unwrap());
-        std::thread::sleep(Duration::from_millis(20));
-    }
     let run = std::thread::spawn({
         let socket = socket.clone();
         move || {

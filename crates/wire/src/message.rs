@@ -196,7 +196,8 @@ pub enum Reason {
 }
 
 impl Reason {
-    const ALL: [Reason; 6] = [
+    /// Every reason, as the decoder knows them.
+    pub const ALL: [Reason; 6] = [
         Reason::Version,
         Reason::NotAllowed,
         Reason::BadMessage,

@@ -167,15 +167,7 @@ fn each_field_is_checked() {
     let mut bad = ack.clone();
     bad[8..10].copy_from_slice(&(Kind::Hello as u16).to_le_bytes());
     assert_eq!(ToTenant::decode(&bad), Err(WireError::Ack { code: Kind::Hello as u16 }));
-    let reasons = [
-        Reason::Version,
-        Reason::NotAllowed,
-        Reason::BadMessage,
-        Reason::UnknownTenant,
-        Reason::Full,
-        Reason::NoMemory,
-    ];
-    for reason in reasons {
+    for reason in Reason::ALL {
         assert!(!reason.explain().is_empty());
         let refused = ToTenant::Refused(reason);
         assert_eq!(ToTenant::decode(&encode_to_tenant(&refused)), Ok(refused));
