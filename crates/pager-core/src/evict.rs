@@ -328,7 +328,7 @@ impl PagerCore {
         // Pages taken by a discard under way still count as pressure, as they always did
         // (measured against the previous pager: the eviction pacing is unchanged).
         let leaving = self.writing_pages + self.dropping_pages();
-        (self.stats.resident_pages.saturating_sub(leaving) > low_watermark || self.tenants_over().0 > 0)
+        (self.stats.resident_pages.saturating_sub(leaving) > low_watermark || self.any_tenant_over())
             && !self.out_free.is_empty()
             && !self.engine.swap_full()
     }
@@ -434,23 +434,19 @@ impl PagerCore {
         // Asynchronously protected, a victim could be written during its write-out with
         // nothing to stop or tell it: victims are only ever parked then.
         let mut direct_room = if wp_async { 0 } else { wanted - writes };
-        // Tenants over their own budgets are evicted from first, and only as far as they
-        // are over (`set_tenant_budget`); the others' pages are passed over meanwhile.
-        let (tenants_excess, over) = {
-            let (excess, over) = self.tenants_over();
-            let over: Vec<bool> = if excess > 0 {
-                self.regions.iter().map(|region| region.live && over(region.tenant)).collect()
-            } else {
-                Vec::new()
-            };
-            (excess, over)
+        // Tenants over their own budgets are evicted from first (`set_tenant_budget`); the
+        // others' pages are passed over meanwhile. A whole round, as for the pager's
+        // budget: a tenant is over from a batch under its budget, so a round leaves it at
+        // most a batch further under. (Rounds cut to the excess were a few pages each,
+        // and each round costs a protection, a TLB flush and a discard, a round trip to a
+        // served process's agent: measured, two programs of a daemon loaded 512 MiB each
+        // in 192 MiB at a crawl so.)
+        let tenants_first = self.any_tenant_over();
+        let over: Vec<bool> = if tenants_first {
+            self.regions.iter().map(|region| region.live && self.tenant_over(region.tenant)).collect()
+        } else {
+            Vec::new()
         };
-        // (A whole round, as for the pager's budget: a tenant is over from a batch under
-        // its budget, so a round leaves it at most a batch further under. Rounds cut to
-        // the excess were a few pages each, and each round costs a protection, a TLB
-        // flush and a discard, a round trip to a served process's agent: measured, two
-        // programs of a daemon loaded 512 MiB each in 192 MiB at a crawl so.)
-        let tenants_first = tenants_excess > 0;
         let capacity = round.victims.capacity();
         let parks = (0..self.regions.len() as u32).any(|owner| self.parks_in(owner));
         let mut park_room = if parks {

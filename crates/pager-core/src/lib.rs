@@ -614,20 +614,16 @@ impl PagerCore {
         (budget + self.config.slack_pages).saturating_sub(self.tenant_pages(tenant).0)
     }
 
-    /// The pages each tenant over its budget keeps beyond its low watermark (a batch
-    /// under it), summed: what eviction for tenants must take; and whether `tenant` is
-    /// one of them.
-    pub(crate) fn tenants_over(&self) -> (u64, impl Fn(u32) -> bool + '_) {
-        let budgeted = self.tenant_budgeted;
-        let low =
-            |tenant: u32| self.tenant_budgets[tenant as usize].saturating_sub(self.config.evict_batch_pages as u64);
-        let excess = (0..if budgeted { self.tenant_budgets.len() as u32 } else { 0 })
-            .filter(|&tenant| self.tenant_budgets[tenant as usize] != u64::MAX)
-            .map(|tenant| self.tenant_pages(tenant).1.saturating_sub(low(tenant)))
-            .sum();
-        (excess, move |tenant: u32| {
-            self.tenant_budgets[tenant as usize] != u64::MAX && self.tenant_pages(tenant).1 > low(tenant)
-        })
+    /// Whether `tenant` keeps more pages than its low watermark, a batch under its own
+    /// budget: eviction then takes its pages first.
+    pub(crate) fn tenant_over(&self, tenant: u32) -> bool {
+        let budget = self.tenant_budgets[tenant as usize];
+        budget != u64::MAX && self.tenant_pages(tenant).1 > budget.saturating_sub(self.config.evict_batch_pages as u64)
+    }
+
+    /// Whether any tenant is over its own budget (`tenant_over`).
+    pub(crate) fn any_tenant_over(&self) -> bool {
+        self.tenant_budgeted && (0..self.tenant_budgets.len() as u32).any(|tenant| self.tenant_over(tenant))
     }
 
     /// The smallest budget [`PagerCore::set_budget`] takes, in pages.
