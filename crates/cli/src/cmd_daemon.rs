@@ -14,14 +14,16 @@
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use znswap_pager::connection::{self, Arrival};
 use znswap_pager::{FaultMode, Pager, PagerConfig, PAGE_BYTES};
-use znswap_wire::{Channel, Listener, Reason, ToTenant, Token};
+use znswap_wire::{Channel, DaemonStatus, Join, Listener, Name, Reason, TenantStatus, ToDaemon, ToTenant, Token};
 use znswap_zoned::format_size;
 
+use crate::daemon_tenants::{Tenant, Tenants, TENANTS_MAX};
 use crate::device_path;
 use crate::flags::{size, DeviceFlag, EncryptFlag, PolicyFlag};
 
@@ -49,8 +51,8 @@ pub struct DaemonArgs {
     allow_uids: Vec<u32>,
 }
 
-/// Programs served at once at most: a region and an engine tenant each.
-const PROCESSES_MAX: u32 = 16;
+/// Processes served at once at most: a region each (`TENANTS_MAX` tenants share them).
+const PROCESSES_MAX: u32 = 64;
 /// Fault handler threads (as `znswap run`'s default).
 const HANDLER_THREADS: usize = 2;
 
@@ -67,40 +69,120 @@ pub fn default_socket() -> PathBuf {
     }
 }
 
-/// What the daemon has granted: each served program's memory and engine tenant.
-struct Grants {
-    pool_pages: u64,
-    /// (tenant index, pages) per program served now.
-    granted: Vec<(u32, u64)>,
-    /// The pager's smallest budget, in pages.
-    floor_pages: u64,
+/// What every connection's thread shares.
+struct Daemon {
+    pager: Pager,
+    tenants: Mutex<Tenants>,
+    started: Instant,
+    device_bytes: u64,
 }
 
-impl Grants {
-    fn granted_pages(&self) -> u64 {
-        self.granted.iter().map(|&(_, pages)| pages).sum()
-    }
-
-    /// Grants `pages` (at least the floor) to a new program: its engine tenant, or why
-    /// not.
-    fn grant(&mut self, pages: u64) -> Result<(u32, u64), Reason> {
-        let pages = pages.max(self.floor_pages);
-        if self.granted_pages() + pages > self.pool_pages {
-            return Err(Reason::NoMemory);
+impl Daemon {
+    /// The pager's budget and tenant `index`'s (`None`: let go) after the grants moved.
+    fn set_budgets(&self, tenants: &Tenants, index: u32, pages: Option<u64>) {
+        let budget = self.pager.set_budget(tenants.budget_pages() * PAGE_BYTES as u64);
+        let tenant = self.pager.set_tenant_budget(index, pages.map(|pages| pages * PAGE_BYTES as u64));
+        if let Err(error) = budget.and(tenant) {
+            eprintln!("znswap daemon: the budget: {error}");
         }
-        let tenant =
-            (0..PROCESSES_MAX).find(|t| self.granted.iter().all(|&(used, _)| used != *t)).ok_or(Reason::Full)?;
-        self.granted.push((tenant, pages));
-        Ok((tenant, pages))
     }
 
-    fn release(&mut self, tenant: u32) {
-        self.granted.retain(|&(used, _)| used != tenant);
+    /// Begins a tenant (see `Tenants::begin`), its budget set: its index, grant and token.
+    fn begin(&self, name: &str, pages: u64, opened: bool) -> Result<(u32, u64, Token), Reason> {
+        let token = Token::random().map_err(|_| Reason::Full)?;
+        let mut tenants = self.tenants.lock().unwrap();
+        let tenant = tenants.begin(name, pages, opened, token, |index| self.pager.tenant_figures(index))?;
+        let (index, pages) = (tenant.index, tenant.pages);
+        self.set_budgets(&tenants, index, Some(pages));
+        Ok((index, pages, token))
     }
 
-    /// The pager's budget: what is granted, but never below its floor.
-    fn budget_bytes(&self) -> u64 {
-        self.granted_pages().max(self.floor_pages) * PAGE_BYTES as u64
+    /// Says why a tenant was refused, with what is granted.
+    fn refused(&self, who: &str, pages: u64, reason: Reason) {
+        let tenants = self.tenants.lock().unwrap();
+        eprintln!(
+            "znswap daemon: {who} refused ({reason:?}): it asks for {}, and {} of {} is granted to {} tenants",
+            format_size(pages * PAGE_BYTES as u64),
+            format_size(tenants.granted_pages() * PAGE_BYTES as u64),
+            format_size(tenants.pool_pages() * PAGE_BYTES as u64),
+            tenants.iter().count()
+        );
+    }
+
+    /// Tenant `index` let go (`Tenants::leave`, `close`): its budget lifted, its figures
+    /// said.
+    fn let_go(&self, tenants: &Tenants, gone: Tenant) {
+        self.set_budgets(tenants, gone.index, None);
+        let figures = gone.figures(self.pager.tenant_figures(gone.index));
+        let stats = self.pager.stats();
+        eprintln!(
+            "znswap daemon: tenant {} ({}) closed: {} served, {} pages swapped out, {} in, {} moved by GC; all \
+             programs so far: {} pages swapped out, {} in, {} lost",
+            gone.index,
+            gone.name,
+            plural(gone.joined, "process", "processes"),
+            figures.swap_outs,
+            figures.swap_ins,
+            format_size(figures.gc_bytes),
+            self.swapped_out_pages(),
+            stats.swap_in_reads,
+            stats.lost_pages
+        );
+    }
+
+    /// Pages swapped out since the start, counted as the tenants' are.
+    fn swapped_out_pages(&self) -> u64 {
+        (0..TENANTS_MAX).map(|index| self.pager.tenant_figures(index).swap_outs).sum()
+    }
+
+    /// `znswap status`'s answer: the daemon's figures, then each tenant's.
+    fn status(&self) -> (DaemonStatus, Vec<TenantStatus>) {
+        let tenants = self.tenants.lock().unwrap();
+        let stats = self.pager.stats();
+        let page = PAGE_BYTES as u64;
+        let each: Vec<TenantStatus> = tenants
+            .iter()
+            .map(|tenant| {
+                let figures = tenant.figures(self.pager.tenant_figures(tenant.index));
+                TenantStatus {
+                    tenant: tenant.index,
+                    processes: tenant.processes,
+                    name: Name::new(&tenant.name).unwrap_or_else(|_| Name::new("?").expect("a valid name")),
+                    processes_joined: tenant.joined,
+                    budget_pages: tenant.pages,
+                    resident_pages: figures.resident_pages,
+                    swap_outs: figures.swap_outs,
+                    swap_ins: figures.swap_ins,
+                    gc_bytes: figures.gc_bytes,
+                }
+            })
+            .collect();
+        let status = DaemonStatus {
+            pid: std::process::id(),
+            tenants: each.len() as u32,
+            uptime_ms: self.started.elapsed().as_millis() as u64,
+            memory_pages: tenants.pool_pages(),
+            granted_pages: tenants.granted_pages(),
+            resident_pages: stats.resident_pages,
+            swap_outs: self.swapped_out_pages(),
+            swap_ins: stats.swap_in_reads,
+            lost_pages: stats.lost_pages,
+            host_pages_written: stats.host_bytes_written / page,
+            gc_pages_written: stats.gc_bytes_written / page,
+            record_pages_written: stats.record_bytes_written / page,
+            zone_resets: stats.zone_resets,
+            device_bytes: self.device_bytes,
+        };
+        (status, each)
+    }
+
+    fn send_status(&self, channel: &Channel) -> std::io::Result<()> {
+        let (status, tenants) = self.status();
+        channel.send_to_tenant(&ToTenant::Status(status))?;
+        for tenant in tenants {
+            channel.send_to_tenant(&ToTenant::TenantStatus(tenant))?;
+        }
+        Ok(())
     }
 }
 
@@ -114,8 +196,8 @@ pub fn run(args: DaemonArgs) -> Result<()> {
     let pool_pages = args.memory / PAGE_BYTES as u64;
     let config = PagerConfig {
         policy: args.policy.policy,
-        regions_max: PROCESSES_MAX + 1,
-        tenants: PROCESSES_MAX,
+        regions_max: PROCESSES_MAX,
+        tenants: TENANTS_MAX,
         fault_mode: FaultMode::HandlerThreads(HANDLER_THREADS),
         encrypt: args.encrypt.encrypt,
         colocate: false,
@@ -127,8 +209,9 @@ pub fn run(args: DaemonArgs) -> Result<()> {
     })?;
     // Swap holds nothing across runs: whatever a daemon before this one left is gone.
     device.reset_all().with_context(|| format!("resetting {}", device_name.display()))?;
+    let device_bytes = device.geometry().zone_count as u64 * device.geometry().zone_capacity_bytes();
     let listener = listen(&socket, !args.allow_uids.is_empty())?;
-    let pager = Arc::new(Pager::serve(device.into(), config).context("starting the pager")?);
+    let pager = Pager::serve(device.into(), config).context("starting the pager")?;
     let floor_pages = pager.budget_bytes_min() / PAGE_BYTES as u64;
     anyhow::ensure!(
         floor_pages <= pool_pages,
@@ -136,8 +219,9 @@ pub fn run(args: DaemonArgs) -> Result<()> {
         format_size(args.memory),
         format_size(floor_pages * PAGE_BYTES as u64)
     );
-    let grants = Arc::new(Mutex::new(Grants { pool_pages, granted: Vec::new(), floor_pages }));
-    pager.set_budget(grants.lock().unwrap().budget_bytes())?;
+    let tenants = Tenants::new(pool_pages, floor_pages);
+    pager.set_budget(tenants.budget_pages() * PAGE_BYTES as u64)?;
+    let daemon = Arc::new(Daemon { pager, tenants: Mutex::new(tenants), started: Instant::now(), device_bytes });
     stop_on_signals(stop_signals, socket.clone())?;
     eprintln!(
         "znswap daemon: serving {} with {} of memory on {} (`znswap run --daemon{} -- CMD`)",
@@ -156,12 +240,12 @@ pub fn run(args: DaemonArgs) -> Result<()> {
                 continue;
             }
         };
-        let (pager, grants, allowed) = (pager.clone(), grants.clone(), args.allow_uids.clone());
-        let spawned = std::thread::Builder::new().name("znswap-tenant".into()).spawn(move || {
-            serve_process(&pager, &grants, channel, |uid| uid == own_uid || uid == 0 || allowed.contains(&uid))
+        let (daemon, allowed) = (daemon.clone(), args.allow_uids.clone());
+        let spawned = std::thread::Builder::new().name("znswap-conn".into()).spawn(move || {
+            serve_connection(&daemon, channel, |uid| uid == own_uid || uid == 0 || allowed.contains(&uid))
         });
         if let Err(error) = spawned {
-            eprintln!("znswap daemon: a thread for a new program: {error}");
+            eprintln!("znswap daemon: a thread for a new connection: {error}");
         }
     }
 }
@@ -186,6 +270,11 @@ fn listen(path: &Path, open: bool) -> Result<Listener> {
             .with_context(|| format!("opening {} to the users of --allow-uid", path.display()))?;
     }
     Ok(listener)
+}
+
+/// `1 process`, `2 processes`.
+pub fn plural(count: u64, one: &str, many: &str) -> String {
+    format!("{count} {}", if count == 1 { one } else { many })
 }
 
 /// SIGINT and SIGTERM, blocked in the calling thread (and so in those it starts).
@@ -219,9 +308,9 @@ fn stop_on_signals(set: libc::sigset_t, socket: PathBuf) -> Result<()> {
     Ok(())
 }
 
-/// One program's connection: its Hello checked (its user, its pid), its memory granted,
-/// its heap served until it leaves, then its slots freed and its grant returned.
-fn serve_process(pager: &Pager, grants: &Mutex<Grants>, channel: Channel, allowed: impl Fn(u32) -> bool) {
+/// One connection, by its first message: a launcher opening a tenant, a process
+/// joining one (or one of its own), or `znswap status` asking. Its user is checked first.
+fn serve_connection(daemon: &Daemon, channel: Channel, allowed: impl Fn(u32) -> bool) {
     let peer = match channel.peer() {
         Ok(peer) => peer,
         Err(error) => return eprintln!("znswap daemon: a connection's peer: {error}"),
@@ -230,70 +319,123 @@ fn serve_process(pager: &Pager, grants: &Mutex<Grants>, channel: Channel, allowe
         let _ = channel.send_to_tenant(&ToTenant::Refused(Reason::NotAllowed));
         return eprintln!("znswap daemon: pid {} of user {} refused: not allowed (--allow-uid)", peer.pid, peer.uid);
     }
-    // (A connection that ends before its Hello is a launcher checking that the daemon
-    // is there.)
-    let Arrival { hello, link } = match connection::arrive(&channel, peer.pid as u32, 0) {
-        Ok(Some(arrival)) => arrival,
-        Ok(None) => return,
-        Err(error) => return eprintln!("znswap daemon: pid {} refused: {error}", peer.pid),
-    };
-    let name = match &hello.join {
-        znswap_wire::Join::New(name) => name.as_str().to_string(),
-        znswap_wire::Join::Tenant(_) => "a tenant by token".to_string(),
-    };
-    let granted = grants.lock().unwrap().grant(hello.memory_pages);
-    let (tenant, pages) = match granted {
-        Ok(granted) => granted,
+    let pid = peer.pid as u32;
+    match channel.recv_to_daemon() {
+        // A launcher checking that the daemon is there.
+        Ok(None) => {}
+        Ok(Some((ToDaemon::Open { name, memory_pages }, _))) => serve_opener(daemon, &channel, pid, name, memory_pages),
+        Ok(Some((ToDaemon::Status, _))) => serve_status(daemon, &channel),
+        Ok(Some((ToDaemon::Hello(hello), fds))) => match connection::take_hello(&channel, hello, fds, pid, 0) {
+            Ok(arrival) => serve_process(daemon, &channel, pid, arrival),
+            Err(error) => eprintln!("znswap daemon: pid {pid} refused: {error}"),
+        },
+        Ok(Some((message, _))) => {
+            let _ = channel.send_to_tenant(&ToTenant::Refused(Reason::BadMessage));
+            eprintln!("znswap daemon: pid {pid} refused: it began with {message:?}");
+        }
+        Err(error) => {
+            let _ = channel.send_to_tenant(&ToTenant::Refused(Reason::BadMessage));
+            eprintln!("znswap daemon: pid {pid} refused: {error}");
+        }
+    }
+}
+
+/// `znswap status`: the figures, as often as asked, until it hangs up.
+fn serve_status(daemon: &Daemon, channel: &Channel) {
+    loop {
+        if daemon.send_status(channel).is_err() {
+            return;
+        }
+        match channel.recv_to_daemon() {
+            Ok(Some((ToDaemon::Status, _))) => {}
+            _ => return,
+        }
+    }
+}
+
+/// A launcher's tenant (`znswap run --daemon`): granted, its token sent for its
+/// program's processes to join with, held until the launcher hangs up (and its last
+/// process leaves). The launcher may ask the figures meanwhile (for its summary).
+fn serve_opener(daemon: &Daemon, channel: &Channel, pid: u32, name: Name, memory_pages: u64) {
+    let (index, pages, token) = match daemon.begin(name.as_str(), memory_pages, true) {
+        Ok(begun) => begun,
         Err(reason) => {
             let _ = channel.send_to_tenant(&ToTenant::Refused(reason));
-            let grants = grants.lock().unwrap();
-            return eprintln!(
-                "znswap daemon: pid {} ({name}) refused: it asks for {}, and {} of {} is granted",
-                peer.pid,
-                format_size(hello.memory_pages * PAGE_BYTES as u64),
-                format_size(grants.granted_pages() * PAGE_BYTES as u64),
-                format_size(grants.pool_pages * PAGE_BYTES as u64)
-            );
+            return daemon.refused(&format!("tenant {name:?} of pid {pid}"), memory_pages, reason);
         }
     };
-    let link = znswap_pager::TenantLink { tenant, ..link };
-    let release = |grants: &Mutex<Grants>| {
-        let mut grants = grants.lock().unwrap();
-        grants.release(tenant);
-        let _ = pager.set_tenant_budget(tenant, None);
-        let _ = pager.set_budget(grants.budget_bytes());
-    };
-    let id = match pager.add_tenant(link) {
-        Ok(id) => id,
-        Err(error) => {
-            release(grants);
-            let _ = channel.send_to_tenant(&ToTenant::Refused(Reason::Full));
-            return eprintln!("znswap daemon: pid {} ({name}) cannot be served: {error}", peer.pid);
-        }
-    };
-    {
-        let grants = grants.lock().unwrap();
-        let budget = pager.set_budget(grants.budget_bytes());
-        if let Err(error) = budget.and_then(|()| pager.set_tenant_budget(tenant, Some(pages * PAGE_BYTES as u64))) {
-            eprintln!("znswap daemon: the budget: {error}");
-        }
-    }
-    let welcome = ToTenant::Welcome { tenant, token: Token([0; 16]), budget_pages: pages };
-    if channel.send_to_tenant(&welcome).is_ok() {
+    if channel.send_to_tenant(&ToTenant::Welcome { tenant: index, token, budget_pages: pages }).is_ok() {
         eprintln!(
-            "znswap daemon: pid {} ({name}) joined with {} of memory",
-            peer.pid,
+            "znswap daemon: tenant {index} ({}) opened by pid {pid} with {} of memory",
+            name.as_str(),
             format_size(pages * PAGE_BYTES as u64)
         );
-        if let Err(error) = connection::serve_calls(pager, id, &channel) {
-            eprintln!("znswap daemon: pid {} ({name}) let go: {error}", peer.pid);
+        loop {
+            match channel.recv_to_daemon() {
+                Ok(Some((ToDaemon::Status, _))) => {
+                    if daemon.send_status(channel).is_err() {
+                        break;
+                    }
+                }
+                Ok(Some((ToDaemon::Bye, _)) | None) => break,
+                Ok(Some((message, _))) => {
+                    eprintln!("znswap daemon: tenant {index}'s launcher (pid {pid}) sent {message:?}; closing it");
+                    break;
+                }
+                Err(error) => {
+                    eprintln!("znswap daemon: tenant {index}'s launcher (pid {pid}): {error}; closing it");
+                    break;
+                }
+            }
         }
     }
-    pager.remove_tenant(id);
-    release(grants);
-    let stats = pager.stats();
-    eprintln!(
-        "znswap daemon: pid {} ({name}) left; all programs so far: {} pages swapped out, {} in, {} lost",
-        peer.pid, stats.swap_outs_written, stats.swap_in_reads, stats.lost_pages
-    );
+    let mut tenants = daemon.tenants.lock().unwrap();
+    if let Some(gone) = tenants.close(index) {
+        daemon.let_go(&tenants, gone);
+    }
+}
+
+/// One process: joined to its tenant (or a tenant of its own), its heap served until
+/// it leaves, then its slots freed; the tenant let go with its last process.
+fn serve_process(daemon: &Daemon, channel: &Channel, pid: u32, arrival: Arrival) {
+    let Arrival { hello, link } = arrival;
+    let joined = match &hello.join {
+        Join::New(name) => daemon.begin(name.as_str(), hello.memory_pages, false).map(|(index, pages, _)| {
+            eprintln!(
+                "znswap daemon: pid {pid} ({}) joined with {} of memory",
+                name.as_str(),
+                format_size(pages * PAGE_BYTES as u64)
+            );
+            (index, pages)
+        }),
+        Join::Tenant(token) => daemon.tenants.lock().unwrap().join(token).map(|tenant| (tenant.index, tenant.pages)),
+    };
+    let (index, pages) = match joined {
+        Ok(joined) => joined,
+        Err(reason) => {
+            let _ = channel.send_to_tenant(&ToTenant::Refused(reason));
+            return daemon.refused(&format!("pid {pid}"), hello.memory_pages, reason);
+        }
+    };
+    let link = znswap_pager::TenantLink { tenant: index, ..link };
+    match daemon.pager.add_tenant(link) {
+        Ok(id) => {
+            // (The token is the tenant's: a process that joined by it has it already.)
+            let welcome = ToTenant::Welcome { tenant: index, token: Token([0; 16]), budget_pages: pages };
+            if channel.send_to_tenant(&welcome).is_ok() {
+                if let Err(error) = connection::serve_calls(&daemon.pager, id, channel) {
+                    eprintln!("znswap daemon: pid {pid} (tenant {index}) let go: {error}");
+                }
+            }
+            daemon.pager.remove_tenant(id);
+        }
+        Err(error) => {
+            let _ = channel.send_to_tenant(&ToTenant::Refused(Reason::Full));
+            eprintln!("znswap daemon: pid {pid} (tenant {index}) cannot be served: {error}");
+        }
+    }
+    let mut tenants = daemon.tenants.lock().unwrap();
+    if let Some(gone) = tenants.leave(index) {
+        daemon.let_go(&tenants, gone);
+    }
 }

@@ -64,13 +64,19 @@ pub struct RunArgs {
     /// device along with its other programs' (at SOCKET, or the daemon's default socket:
     /// /run/znswap/znswap.sock as root, else $XDG_RUNTIME_DIR/znswap.sock). --memory is
     /// what it asks the daemon for; the device, --policy and --encrypt are the daemon's.
-    /// A forked child is not paged: it serves its own heap from the fork on, and its
-    /// touch of a page swapped out then raises SIGBUS (fork and exec, as a shell runs a
-    /// command, works). Should the daemon stop, the program goes on with what it holds,
-    /// and its touch of a page the daemon had swapped out raises SIGBUS.
+    /// The program is a tenant of the daemon, and so is every program it executes (a
+    /// shell's commands, a build's compilers): their heaps are held to --memory together.
+    /// A forked child that does not execute is not paged: it serves its own heap from the
+    /// fork on, and its touch of a page swapped out then raises SIGBUS. Should the daemon
+    /// stop, the program goes on with what it holds, and its touch of a page the daemon
+    /// had swapped out raises SIGBUS.
     #[arg(long, value_name = "SOCKET", num_args = 0..=1, default_missing_value = "",
           conflicts_with_all = ["serve", "park", "wp_async", "device", "encrypt", "policy"])]
     daemon: Option<PathBuf>,
+    /// Under --daemon: the tenant's name in the daemon's log and `znswap status`
+    /// [default: the command's name].
+    #[arg(long, value_name = "NAME", requires = "daemon")]
+    tenant: Option<String>,
     /// Also write the summary as JSON to FILE (checked before the program starts).
     #[arg(long, value_name = "FILE")]
     stats: Option<PathBuf>,
@@ -134,6 +140,35 @@ struct Launch {
     config: RunConfig,
     /// `--stats`, opened (so known writable) before the program starts.
     stats_file: Option<(PathBuf, File)>,
+    /// Under `--daemon`: the connection holding the program's tenant open.
+    tenant: Option<OpenTenant>,
+}
+
+/// A tenant the launcher opened at the daemon for its program (`--daemon`): held while
+/// this connection is open.
+struct OpenTenant {
+    channel: znswap_wire::Channel,
+    index: u32,
+    name: String,
+}
+
+impl OpenTenant {
+    /// The tenant's figures now, as the daemon counts them.
+    fn status(&self) -> Option<znswap_wire::TenantStatus> {
+        self.channel.send_to_daemon(&znswap_wire::ToDaemon::Status, &[]).ok()?;
+        let Ok(Some(znswap_wire::ToTenant::Status(daemon))) = self.channel.recv_to_tenant() else { return None };
+        let mut found = None;
+        for _ in 0..daemon.tenants {
+            match self.channel.recv_to_tenant() {
+                Ok(Some(znswap_wire::ToTenant::TenantStatus(tenant))) if tenant.tenant == self.index => {
+                    found = Some(tenant)
+                }
+                Ok(Some(znswap_wire::ToTenant::TenantStatus(_))) => {}
+                _ => return None,
+            }
+        }
+        found
+    }
 }
 
 /// Checks the arguments, the device and the output paths; starts nothing.
@@ -200,6 +235,8 @@ fn prepare(args: &RunArgs, stats_path: PathBuf, alive_fd: i32) -> Result<Launch>
         encrypt: args.encrypt.encrypt,
         serve_fd: None,
         daemon: None,
+        tenant_token: None,
+        descendant: false,
         stats: stats_path,
         alive_fd,
         ld_preload_before,
@@ -211,7 +248,7 @@ fn prepare(args: &RunArgs, stats_path: PathBuf, alive_fd: i32) -> Result<Launch>
     })?;
     // Last, so that a refusal above leaves no file behind.
     let stats_file = stats_file(args)?;
-    Ok(Launch { library, config, stats_file })
+    Ok(Launch { library, config, stats_file, tenant: None })
 }
 
 /// `$LD_PRELOAD` as it is, to be kept behind the library.
@@ -251,8 +288,9 @@ fn prepare_for_daemon(
     stats_path: PathBuf,
     alive_fd: i32,
 ) -> Result<Launch> {
-    if let Err(error) = znswap_wire::Channel::connect(&socket) {
-        bail!(
+    let channel = match znswap_wire::Channel::connect(&socket) {
+        Ok(channel) => channel,
+        Err(error) => bail!(
             "no znswap daemon answers at {} ({error}): start one with `znswap daemon --memory 1G` (as this user{}), \
              or give its socket with --daemon PATH",
             socket.display(),
@@ -261,8 +299,20 @@ fn prepare_for_daemon(
             } else {
                 ""
             }
-        );
-    }
+        ),
+    };
+    let name = tenant_name(args)?;
+    let open = znswap_wire::ToDaemon::Open { name: name.clone(), memory_pages: args.memory.memory / PAGE_BYTES as u64 };
+    channel.send_to_daemon(&open, &[]).with_context(|| format!("asking the daemon at {}", socket.display()))?;
+    let (index, token) = match channel.recv_to_tenant() {
+        Ok(Some(znswap_wire::ToTenant::Welcome { tenant, token, .. })) => (tenant, token),
+        Ok(Some(znswap_wire::ToTenant::Refused(reason))) => {
+            bail!("the daemon at {} refused {}: {}", socket.display(), name.as_str(), reason.explain())
+        }
+        Ok(other) => bail!("the daemon at {} answered {other:?}: is it this znswap's?", socket.display()),
+        Err(error) => bail!("the daemon at {}: {error}", socket.display()),
+    };
+    let tenant = OpenTenant { channel, index, name: name.as_str().to_string() };
     let memory = args.memory.memory;
     // The device's size is the daemon's: the arena is what a heap may grow to.
     let arena = args.arena.unwrap_or((2 * memory + (4 << 30)).min(run_env::ARENA_MAX_BYTES));
@@ -290,13 +340,33 @@ fn prepare_for_daemon(
         encrypt: false,
         serve_fd: None,
         daemon: Some(socket),
+        tenant_token: Some(token.to_hex()),
+        descendant: false,
         stats: stats_path,
         alive_fd,
         ld_preload_before,
     };
     config.check().map_err(|error| anyhow::anyhow!("internal: the run configuration is wrong: {error}"))?;
     let stats_file = stats_file(args)?;
-    Ok(Launch { library, config, stats_file })
+    Ok(Launch { library, config, stats_file, tenant: Some(tenant) })
+}
+
+/// The tenant's name: `--tenant`, or the command's name cut to what the wire carries.
+fn tenant_name(args: &RunArgs) -> Result<znswap_wire::Name> {
+    if let Some(name) = &args.tenant {
+        return znswap_wire::Name::new(name).map_err(|error| {
+            anyhow::anyhow!(
+                "--tenant {name:?}: {error} (1 to {} bytes, no control characters)",
+                znswap_wire::NAME_BYTES
+            )
+        });
+    }
+    let command = Path::new(&args.command[0]).file_name().map(|name| name.to_string_lossy().into_owned());
+    let mut name: String = command.unwrap_or_default().chars().map(|c| if c.is_control() { '?' } else { c }).collect();
+    while name.len() > znswap_wire::NAME_BYTES {
+        name.pop();
+    }
+    Ok(znswap_wire::Name::new(&name).unwrap_or_else(|_| znswap_wire::Name::new("program").expect("a valid name")))
 }
 
 /// Runs the program; returns its exit status (128+N when a signal ended it).
@@ -306,7 +376,7 @@ pub fn run(args: RunArgs) -> Result<u8> {
         tempfile::Builder::new().prefix("znswap-run-").tempdir().context("creating a temporary directory")?;
     let stats_path = stats_dir.path().join("stats.json");
     let (alive_read, alive_write) = pipe()?;
-    let Launch { library, mut config, mut stats_file } = prepare(&args, stats_path.clone(), alive_write)?;
+    let Launch { library, mut config, mut stats_file, tenant } = prepare(&args, stats_path.clone(), alive_write)?;
     let program = args.command[0].clone();
     let serving_socket = if args.serve { Some(crate::run_serve::socket()?) } else { None };
 
@@ -418,7 +488,8 @@ pub fn run(args: RunArgs) -> Result<u8> {
                 ));
             }
         }
-        if executed.is_none() && pipe_closed(alive_read) {
+        // (Under --daemon a program executed joins the tenant: paged as the program was.)
+        if executed.is_none() && tenant.is_none() && pipe_closed(alive_read) {
             let exe = std::fs::read_link(format!("/proc/{pid}/exe")).ok();
             if let Some(exe) = exe.filter(|exe| Some(exe) != first_exe.as_ref()) {
                 executed = Some((started.elapsed().as_secs_f64(), exe));
@@ -438,6 +509,9 @@ pub fn run(args: RunArgs) -> Result<u8> {
     if let Some(serving) = serving {
         serving.stop();
     }
+    // The tenant as the daemon counted it, then let go (its processes still running hold
+    // it until they end).
+    let tenant = tenant.map(|tenant| TenantSummary::new(&tenant, &run_env::descendant_reports(&stats_path)));
     drop(stats_dir);
     let ended = match (status.code(), status.signal()) {
         (Some(code), _) => Ended::Exited(code),
@@ -470,6 +544,7 @@ pub fn run(args: RunArgs) -> Result<u8> {
         seconds: elapsed.as_secs_f64(),
         report,
         daemon: served_by_daemon.map(|path| path.display().to_string()),
+        tenant,
     };
     if args.json.json {
         eprintln!("{}", serde_json::to_string(&summary)?);
@@ -549,6 +624,49 @@ struct Summary {
     /// The daemon's socket, when the daemon paged it (`--daemon`): the pager's figures
     /// are the daemon's, not in this summary.
     daemon: Option<String>,
+    /// Under `--daemon`: the program's tenant, as the daemon counted it.
+    tenant: Option<TenantSummary>,
+}
+
+/// The program's tenant at the daemon (`--daemon`): the program and every process it
+/// executed.
+#[derive(serde::Serialize)]
+struct TenantSummary {
+    name: String,
+    /// The engine's tenant at the daemon.
+    index: u32,
+    /// Processes of the tenant the daemon served: the program and those it executed
+    /// (none if the daemon did not answer at the end).
+    processes: Option<u64>,
+    swapped_out_pages: u64,
+    swapped_in_pages: u64,
+    /// Bytes of the tenant's data the daemon's GC moved (charged to it).
+    gc_bytes: u64,
+    /// The processes the program executed, by their own last figures.
+    executed: u64,
+    /// The most anonymous memory any of them held (its heap within the tenant's grant).
+    executed_memory_max_bytes: u64,
+    executed_cpu_ns: u64,
+    /// Pages they lost with the daemon (SIGBUS when touched).
+    executed_lost_pages: u64,
+}
+
+impl TenantSummary {
+    fn new(tenant: &OpenTenant, executed: &[RunReport]) -> TenantSummary {
+        let status = tenant.status();
+        TenantSummary {
+            name: tenant.name.clone(),
+            index: tenant.index,
+            processes: status.as_ref().map(|status| status.processes_joined),
+            swapped_out_pages: status.as_ref().map_or(0, |status| status.swap_outs),
+            swapped_in_pages: status.as_ref().map_or(0, |status| status.swap_ins),
+            gc_bytes: status.as_ref().map_or(0, |status| status.gc_bytes),
+            executed: executed.len() as u64,
+            executed_memory_max_bytes: executed.iter().map(|r| r.memory_used_max_bytes).max().unwrap_or(0),
+            executed_cpu_ns: executed.iter().map(|r| r.cpu_ns).sum(),
+            executed_lost_pages: executed.iter().map(|r| r.lost_pages).sum(),
+        }
+    }
 }
 
 #[derive(serde::Serialize)]
@@ -582,7 +700,9 @@ impl Summary {
         let paged = r.resident_pages * page;
         let uncovered = r.rss_anon_bytes.saturating_sub(paged);
         let mut out = format!("znswap run: {} {} after {:.1} s\n", self.command, self.ended(), self.seconds);
-        if let Some(executed) = &self.executed {
+        if self.daemon.is_some() {
+            // (Programs it executed joined its tenant: the tenant's lines below.)
+        } else if let Some(executed) = &self.executed {
             out.push_str(&format!(
                 "  ({program} executed {} after {:.1} s, which ran without the pager: programs a paged program \
                  executes are not paged, so give the program itself (e.g. /usr/bin/python3 script.py rather than \
@@ -615,9 +735,39 @@ impl Summary {
                     ),
                 );
             }
+            if let Some(t) = &self.tenant {
+                let processes = match t.processes {
+                    Some(processes) => format!(
+                        "{} paged (the program and {} it executed)",
+                        crate::cmd_daemon::plural(processes, "process", "processes"),
+                        processes.saturating_sub(1)
+                    ),
+                    None => "the daemon did not say its figures at the end".to_string(),
+                };
+                line("tenant", format!("{} (tenant {} of the daemon): {processes}", t.name, t.index));
+                line(
+                    "swapped out / in",
+                    format!(
+                        "{} / {} pages of the tenant ({} / {}); the daemon's GC moved {} of its data",
+                        t.swapped_out_pages,
+                        t.swapped_in_pages,
+                        format_size(t.swapped_out_pages * page),
+                        format_size(t.swapped_in_pages * page),
+                        format_size(t.gc_bytes)
+                    ),
+                );
+            }
+            let executed = self.tenant.as_ref().filter(|t| t.executed > 0);
             line(
                 "CPU",
-                format!("{:.2} s of the program's threads (the pager's are the daemon's)", r.cpu_ns as f64 / 1e9),
+                format!(
+                    "{:.2} s of the program's threads{} (the pager's are the daemon's)",
+                    r.cpu_ns as f64 / 1e9,
+                    executed.map_or(String::new(), |t| format!(
+                        ", {:.2} s of those it executed",
+                        t.executed_cpu_ns as f64 / 1e9
+                    ))
+                ),
             );
             line(
                 "memory",
@@ -629,6 +779,23 @@ impl Summary {
                     format_size(r.rss_max_bytes)
                 ),
             );
+            if let Some(t) = executed {
+                line(
+                    "programs it executed",
+                    format!(
+                        "{}, each a process of the tenant, its heap within the tenant's {}: the largest held max \
+                         {} anonymous{}",
+                        crate::cmd_daemon::plural(t.executed, "process", "processes"),
+                        format_size(r.memory_bytes),
+                        format_size(t.executed_memory_max_bytes),
+                        if t.executed_lost_pages > 0 {
+                            format!("; {} pages lost with the daemon", t.executed_lost_pages)
+                        } else {
+                            String::new()
+                        }
+                    ),
+                );
+            }
             return out;
         }
         line(

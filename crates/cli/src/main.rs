@@ -7,6 +7,8 @@ mod cmd_dst_pager;
 mod cmd_kv;
 mod cmd_run;
 mod cmd_sim;
+mod cmd_status;
+mod daemon_tenants;
 mod device_bench;
 mod device_path;
 mod flags;
@@ -71,6 +73,10 @@ enum Command {
     /// --memory for them all. Runs in the foreground until SIGINT or SIGTERM.
     /// `znswap daemon --memory 1G`
     Daemon(cmd_daemon::DaemonArgs),
+    /// What a running daemon holds and has done, and each tenant's share: memory, pages
+    /// swapped out and read back, GC bytes charged, the device's WAF and wear.
+    /// `znswap status`, `znswap status --prometheus`
+    Status(cmd_status::StatusArgs),
 }
 
 #[derive(Args)]
@@ -370,6 +376,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Run(args) => return Ok(ExitCode::from(cmd_run::run(args)?)),
         Command::Daemon(args) => cmd_daemon::run(args)?,
+        Command::Status(args) => cmd_status::run(args)?,
         Command::Kv(args) => {
             if !cmd_kv::run(args)? {
                 return Ok(ExitCode::FAILURE);

@@ -613,9 +613,11 @@ fn programs_share_one_daemon_and_read_back_exactly() {
     assert!(daemon.wait().unwrap().success());
     assert!(!socket.exists(), "the daemon left its socket behind");
     let log = std::fs::read_to_string(&log).unwrap();
-    assert_eq!(log.matches(" joined with 16 MiB").count(), 4, "{log}");
+    let opened =
+        log.lines().filter(|line| line.contains(" opened by pid ") && line.ends_with(" with 16 MiB of memory"));
+    assert_eq!(opened.count(), 4, "{log}");
     // The daemon's own figures: both heaps went to its device and came back, none lost.
-    let last_left = log.lines().filter(|line| line.contains(" left; ")).last().unwrap_or_else(|| panic!("{log}"));
+    let last_left = log.lines().filter(|line| line.contains(" closed: ")).last().unwrap_or_else(|| panic!("{log}"));
     // "... N pages swapped out, M in, 0 lost"
     let figure = |before: &str| -> u64 {
         let words: Vec<&str> = last_left.split_whitespace().collect();
@@ -625,6 +627,82 @@ fn programs_share_one_daemon_and_read_back_exactly() {
     assert!(figure("pages") > 8192, "the heaps were swapped out: {last_left}");
     assert!(figure("in,") > 4096, "and read back: {last_left}");
     assert!(last_left.ends_with(" 0 lost"), "{last_left}");
+}
+
+/// Under `--daemon` a program and every program it executes are one tenant: a shell's
+/// two commands each allocate 4x the tenant's memory, each is paged within it (every
+/// byte checked by the heap checker), and the summary counts them. `znswap status`
+/// shows a tenant while it runs (table, JSON and Prometheus' format) and the daemon's
+/// figures after.
+#[test]
+fn programs_a_program_executes_join_its_tenant_and_status_shows_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut daemon, socket, log) = start_daemon(dir.path(), "48M");
+    let status = |format: &[&str]| {
+        let output = Command::new(ZNSWAP).arg("status").arg("--socket").arg(&socket).args(format).output().unwrap();
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        String::from_utf8(output.stdout).unwrap()
+    };
+    // A tenant that waits, seen by `znswap status` while it runs.
+    let sleeper = Command::new(ZNSWAP)
+        .args(["run", "--memory", "16M", "--tenant", "sleeper", "--daemon"])
+        .arg(&socket)
+        .args(["--", "sleep", "30"])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    let seen = loop {
+        let json: serde_json::Value = serde_json::from_str(&status(&["--json"])).unwrap();
+        let tenant = json["tenants"].as_array().unwrap().iter().find(|t| t["name"] == "sleeper").cloned();
+        if let Some(tenant) = tenant.filter(|t| t["processes"] == 1) {
+            break tenant;
+        }
+        assert!(started.elapsed() < Duration::from_secs(30), "no tenant in {json}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(seen["budget_bytes"], 16 << 20, "{seen}");
+    let table = status(&[]);
+    assert!(table.contains("sleeper") && table.contains("16 MiB granted of 48 MiB to 1 tenants"), "{table}");
+    let prometheus = status(&["--prometheus"]);
+    assert!(prometheus.contains("znswap_tenant_budget_bytes{tenant=\"0\",name=\"sleeper\"} 16777216"), "{prometheus}");
+
+    let stats = dir.path().join("summary.json");
+    let command = format!("{HEAP_CHECK} heap 64 && {HEAP_CHECK} heap 48");
+    let output = output_within_limit(
+        Command::new(ZNSWAP)
+            .args(["run", "--memory", "16M", "--stats"])
+            .arg(&stats)
+            .arg("--daemon")
+            .arg(&socket)
+            .args(["--", "sh", "-c", &command]),
+    );
+    let (stdout, stderr) = (String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    assert!(output.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("ok heap 64 MiB") && stdout.contains("ok heap 48 MiB"), "{stdout}\n{stderr}");
+    assert!(stderr.contains("3 processes paged (the program and 2 it executed)"), "{stderr}");
+    let summary: serde_json::Value = serde_json::from_slice(&std::fs::read(&stats).unwrap()).unwrap();
+    let tenant = &summary["tenant"];
+    assert_eq!((tenant["processes"].as_u64(), tenant["executed"].as_u64()), (Some(3), Some(2)), "{summary}");
+    // Each command held its heap within the tenant's 16 MiB (and the slack), not its 64.
+    let most = tenant["executed_memory_max_bytes"].as_u64().unwrap();
+    assert!(most > 8 << 20 && most < 28 << 20, "the largest executed process held {most} B: {summary}");
+    assert!(tenant["swapped_out_pages"].as_u64().unwrap() > 16384, "both heaps swapped: {summary}");
+    assert!(tenant["swapped_in_pages"].as_u64().unwrap() > 8192, "and read back: {summary}");
+
+    // SAFETY: signalling our own children.
+    unsafe { libc::kill(sleeper.id() as i32, libc::SIGTERM) };
+    let mut sleeper = sleeper;
+    sleeper.wait().unwrap();
+    let after: serde_json::Value = serde_json::from_str(&status(&["--json"])).unwrap();
+    let swapped = after["daemon"]["swapped_out_pages"].as_u64().unwrap();
+    assert!(swapped >= tenant["swapped_out_pages"].as_u64().unwrap(), "{after}");
+    assert_eq!(after["daemon"]["lost_pages"], 0, "{after}");
+    unsafe { libc::kill(daemon.id() as i32, libc::SIGTERM) };
+    assert!(daemon.wait().unwrap().success());
+    let log = std::fs::read_to_string(&log).unwrap();
+    assert!(log.contains("(sh) closed: 3 processes served"), "{log}");
+    assert!(log.contains("(sleeper) closed: 1 process served"), "{log}");
 }
 
 /// `znswap daemon` killed while a program it pages runs: the program serves its own
@@ -650,7 +728,7 @@ fn a_daemon_killed_under_a_program_leaves_it_sigbus_never_zeros() {
         }
     });
     // Once it has swapped (the daemon's log says it joined; its heap is 12x its budget).
-    while !std::fs::read_to_string(&log).unwrap().contains("joined") {
+    while !std::fs::read_to_string(&log).unwrap().contains(" opened by ") {
         assert!(started.elapsed() < Duration::from_secs(60), "{}", std::fs::read_to_string(&log).unwrap());
         std::thread::sleep(Duration::from_millis(20));
     }

@@ -893,6 +893,9 @@ impl PagerCore {
             return;
         }
         let state = self.state(owner, page);
+        if matches!(outcome, SwapOutOutcome::Swapped { .. }) {
+            self.count_tenant_traffic(owner, 1, 0);
+        }
         match (state, outcome) {
             (PageState::Writing, SwapOutOutcome::Swapped { .. }) => self.drop_page(owner, page, DropKind::Mapped),
             (PageState::WritingParked, SwapOutOutcome::Swapped { .. }) => self.drop_page(owner, page, DropKind::Parked),

@@ -594,6 +594,7 @@ impl PagerCore {
                     None => (slot, 1, ReadInto::FaultPage),
                 };
                 self.stats.swap_in_reads += pages as u64;
+                self.count_tenant_traffic(owner, 0, pages as u64);
                 self.stats.readahead_pages_read += pages as u64 - 1;
                 fault.progress = Progress::Reading(reading);
                 let region = &self.regions[owner as usize];
@@ -639,6 +640,7 @@ impl PagerCore {
             self.readahead.forget(next.entry);
         }
         self.stats.swap_in_reads += 1;
+        self.count_tenant_traffic(owner, 0, 1);
         fault.progress = Progress::Reading(reading);
         let seal = self.regions[owner as usize].seals.get(page);
         FaultStep::Read { zone, slot, pages: 1, into: ReadInto::FaultPage, sealed: Some(Sealed { owner, page, seal }) }

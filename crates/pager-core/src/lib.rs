@@ -180,6 +180,21 @@ pub struct CoreConfig {
     pub wp_async: bool,
 }
 
+/// One tenant's figures (`PagerCore::tenant_figures`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TenantFigures {
+    /// Its pages counted resident, and those of them kept (not on their way out).
+    pub resident_pages: u64,
+    pub kept_pages: u64,
+    /// Its pages swapped out (gone from memory, their data on the device: written, or
+    /// still there from an earlier write), and pages read back from the device for its
+    /// faults (read-ahead included).
+    pub swap_outs: u64,
+    pub swap_ins: u64,
+    /// Bytes of its data the GC moved: charged to it (the paper's §4.3).
+    pub gc_bytes: u64,
+}
+
 /// Why the core cannot start, or cannot take a region. Typed: the shell wraps it.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -424,6 +439,8 @@ pub struct PagerCore {
     /// Each tenant's pages counted resident and kept (its live regions' `resident` and
     /// `kept`, summed as `set_state` changes them).
     tenant_counts: Vec<(u64, u64)>,
+    /// Each tenant's pages swapped out and read back (`TenantFigures`).
+    tenant_traffic: Vec<(u64, u64)>,
     evictors_asleep: bool,
     io_asleep: bool,
     /// Eviction rounds handed out (`evict_round`): each names its victims.
@@ -505,6 +522,7 @@ impl PagerCore {
             tenant_budgets: vec![u64::MAX; config.tenants.max(1) as usize],
             tenant_budgeted: false,
             tenant_counts: vec![(0, 0); config.tenants.max(1) as usize],
+            tenant_traffic: vec![(0, 0); config.tenants.max(1) as usize],
             evictors_asleep: false,
             io_asleep: false,
             rounds: 0,
@@ -601,6 +619,27 @@ impl PagerCore {
     /// `tenant`'s pages counted resident, and those of them kept (not on their way out).
     pub fn tenant_pages(&self, tenant: u32) -> (u64, u64) {
         self.tenant_counts[tenant as usize]
+    }
+
+    /// What `tenant` holds and has done (`znswap status`).
+    pub fn tenant_figures(&self, tenant: u32) -> TenantFigures {
+        let (resident_pages, kept_pages) = self.tenant_counts[tenant as usize];
+        let (swap_outs, swap_ins) = self.tenant_traffic[tenant as usize];
+        TenantFigures {
+            resident_pages,
+            kept_pages,
+            swap_outs,
+            swap_ins,
+            gc_bytes: self.engine.tenant_gc_bytes().get(tenant as usize).copied().unwrap_or(0),
+        }
+    }
+
+    /// `owner`'s pages swapped out (`outs`) or read back from the device (`ins`),
+    /// counted to its tenant.
+    pub(crate) fn count_tenant_traffic(&mut self, owner: u32, outs: u64, ins: u64) {
+        let traffic = &mut self.tenant_traffic[self.regions[owner as usize].tenant as usize];
+        traffic.0 += outs;
+        traffic.1 += ins;
     }
 
     /// Room for `owner`'s tenant to map pages: its budget and the slack less its
@@ -875,6 +914,11 @@ impl PagerCore {
             }
         }
         assert_eq!(tenants, self.tenant_counts, "each tenant's resident and kept pages against its regions'");
+        assert_eq!(
+            self.tenant_traffic.iter().map(|&(_, ins)| ins).sum::<u64>(),
+            self.stats.swap_in_reads,
+            "the tenants' pages read back against the pager's"
+        );
         assert_eq!(parked, self.parked.len() as u64, "parked pages against the inactive list");
         for entry in &self.parked {
             assert_eq!(self.state(entry.owner, entry.page), PageState::Parked, "{entry:?} on the inactive list");

@@ -33,20 +33,30 @@ pub enum ConnectionError {
 /// made); a refusal is sent before the error returns. `None`: it hung up first.
 /// `tenant`: the engine's tenant it will be charged to.
 pub fn arrive(channel: &Channel, pid: u32, tenant: u32) -> Result<Option<Arrival>, ConnectionError> {
-    let (hello, fds) = match channel.recv_to_daemon()? {
-        None => return Ok(None),
-        Some((ToDaemon::Hello(hello), fds)) => (hello, fds),
+    match channel.recv_to_daemon()? {
+        None => Ok(None),
+        Some((ToDaemon::Hello(hello), fds)) => take_hello(channel, hello, fds, pid, tenant).map(Some),
         Some((message, _)) => {
             let _ = channel.send_to_tenant(&ToTenant::Refused(Reason::BadMessage));
-            return Err(ConnectionError::NoHello(Box::new(message)));
+            Err(ConnectionError::NoHello(Box::new(message)))
         }
-    };
+    }
+}
+
+/// A `Hello` received on `channel` with its descriptors `fds`, checked as `arrive` does.
+pub fn take_hello(
+    channel: &Channel,
+    hello: Hello,
+    fds: Vec<std::os::fd::OwnedFd>,
+    pid: u32,
+    tenant: u32,
+) -> Result<Arrival, ConnectionError> {
     if hello.pid != pid {
         let _ = channel.send_to_tenant(&ToTenant::Refused(Reason::NotAllowed));
         return Err(ConnectionError::NotItsPid { said: hello.pid, peer: pid });
     }
     match TenantLink::from_hello(&hello, fds, tenant) {
-        Ok(link) => Ok(Some(Arrival { hello, link })),
+        Ok(link) => Ok(Arrival { hello, link }),
         Err(error) => {
             let _ = channel.send_to_tenant(&ToTenant::Refused(Reason::BadMessage));
             Err(error.into())

@@ -25,7 +25,7 @@ pub use tenant::{
 };
 pub mod uffd;
 
-pub use znswap_pager_core::CoreError;
+pub use znswap_pager_core::{CoreError, TenantFigures};
 
 pub use pager::{
     map_anonymous, process_cpu_ns, thread_cpu_ns, FaultMode, Pager, PagerConfig, PagerError, PagerStats, Region,

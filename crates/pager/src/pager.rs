@@ -680,6 +680,11 @@ impl Pager {
         self.shared.lock().tenant_pages(tenant).0
     }
 
+    /// What the engine tenant `tenant` holds and has done (`znswap status`).
+    pub fn tenant_figures(&self, tenant: u32) -> znswap_pager_core::TenantFigures {
+        self.shared.lock().tenant_figures(tenant)
+    }
+
     /// The resident budget now, in bytes.
     pub fn budget_bytes(&self) -> u64 {
         self.shared.lock().config().budget_pages * PAGE_BYTES as u64

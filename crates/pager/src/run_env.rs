@@ -59,6 +59,17 @@ pub struct RunConfig {
     /// hands its arena over, and the daemon's pager serves it.
     #[serde(default)]
     pub daemon: Option<PathBuf>,
+    /// Under `daemon`: the token of the tenant the launcher opened for the program
+    /// (hex, `Token::to_hex`). Every process of the program joins that tenant with it,
+    /// the programs it executes too: the library keeps itself and this configuration in
+    /// their environment.
+    #[serde(default)]
+    pub tenant_token: Option<String>,
+    /// This process is one the program executed (directly or further down), not the
+    /// program the launcher started: it joins the tenant, writes its figures beside the
+    /// program's (`descendant_stats_path`), and has no alive pipe (`alive_fd` is -1).
+    #[serde(default)]
+    pub descendant: bool,
     /// Where the library writes its figures as JSON: at start, every second, at exit.
     pub stats: PathBuf,
     /// A pipe's write end the program and its forked (not exec'd) descendants keep
@@ -79,6 +90,12 @@ impl RunConfig {
         }
         if self.readahead_pages > crate::READAHEAD_PAGES_MAX {
             return Err(format!("readahead_pages is {}: at most {}", self.readahead_pages, crate::READAHEAD_PAGES_MAX));
+        }
+        if self.tenant_token.is_some() && self.daemon.is_none() {
+            return Err("tenant_token without daemon: a tenant is the daemon's".into());
+        }
+        if self.descendant && self.tenant_token.is_none() {
+            return Err("descendant without tenant_token: only a daemon's tenant takes in executed programs".into());
         }
         if self.arena_bytes <= self.memory_bytes || self.arena_bytes > ARENA_MAX_BYTES {
             return Err(format!(
@@ -198,6 +215,29 @@ pub fn hold_budget(pager: &crate::Pager, memory: u64, rest: u64, slack: u64, flo
 /// `RunConfig::stats`, where readers look.
 pub fn program_stats_path(stats: &std::path::Path) -> std::path::PathBuf {
     stats.with_extension("program.json")
+}
+
+/// Where a process the program executed (`RunConfig::descendant`) writes its figures.
+pub fn descendant_stats_path(stats: &std::path::Path, pid: u32) -> std::path::PathBuf {
+    stats.with_extension(format!("descendant.{pid}.json"))
+}
+
+/// The figures of every process the program executed, as they last wrote them.
+pub fn descendant_reports(stats: &std::path::Path) -> Vec<RunReport> {
+    let (Some(dir), Some(stem)) = (stats.parent(), stats.file_stem().and_then(|stem| stem.to_str())) else {
+        return Vec::new();
+    };
+    let prefix = format!("{stem}.descendant.");
+    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
+    entries
+        .filter_map(|entry| entry.ok())
+        .filter(|entry| {
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            name.starts_with(&prefix) && name.ends_with(".json")
+        })
+        .filter_map(|entry| RunReport::read(&entry.path()))
+        .collect()
 }
 
 impl RunReport {
@@ -454,6 +494,8 @@ mod tests {
                 encrypt: false,
                 serve_fd: None,
                 daemon: None,
+                tenant_token: None,
+                descendant: false,
                 stats: "/tmp/stats.json".into(),
                 alive_fd: -1,
                 ld_preload_before: None,

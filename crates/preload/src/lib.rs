@@ -92,10 +92,13 @@ struct Runtime {
     /// The least the governor leaves the paged heap (`BUDGET_FLOOR_BYTES`, or the pager's
     /// own minimum if larger).
     budget_floor_bytes: u64,
-    /// Where the figures go (`RunConfig::stats`).
+    /// Where the figures go (`RunConfig::stats`, or beside it for a process the program
+    /// executed: `run_env::descendant_stats_path`).
     stats: PathBuf,
     /// The process that started the pager (a forked child must not write its figures).
     pid: u32,
+    /// A process the program executed (`RunConfig::descendant`).
+    descendant: bool,
 }
 
 static RUNTIME: OnceLock<Runtime> = OnceLock::new();
@@ -130,13 +133,36 @@ extern "C" fn init() {
     let _internal = Internal::enter();
     let started = std::panic::catch_unwind(|| -> Result<(), String> {
         let Some(config) = RunConfig::from_env()? else { return Ok(()) };
-        // Kept by forks, dropped by exec: the launcher sees end-of-file when the last
-        // process running the program is gone.
-        // SAFETY: flags of a descriptor the launcher gave us.
-        unsafe { libc::fcntl(config.alive_fd, libc::F_SETFD, libc::FD_CLOEXEC) };
-        ALIVE_FD.store(config.alive_fd, std::sync::atomic::Ordering::Relaxed);
-        scrub_environment(config.ld_preload_before.as_deref());
-        start(config)
+        if !config.descendant {
+            // Kept by forks, dropped by exec: the launcher sees end-of-file when the last
+            // process running the program is gone.
+            // SAFETY: flags of a descriptor the launcher gave us.
+            unsafe { libc::fcntl(config.alive_fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+            ALIVE_FD.store(config.alive_fd, std::sync::atomic::Ordering::Relaxed);
+        }
+        if config.tenant_token.is_none() {
+            scrub_environment(config.ld_preload_before.as_deref());
+            return start(config);
+        }
+        // A daemon's tenant: the programs this one executes join it too, so the library
+        // stays in their environment, with a configuration that says they are not the
+        // program the launcher started.
+        if !config.descendant {
+            let descendants = RunConfig { descendant: true, alive_fd: -1, ..config.clone() };
+            std::env::set_var(run_env::CONFIG, descendants.to_env());
+        }
+        let descendant = config.descendant;
+        match start(config) {
+            // Not this program's to end: it runs on unpaged (as a program executed
+            // outside the tenant would), and so do those it executes.
+            Err(error) if descendant => {
+                say!("znswap run: pid {} runs unpaged: {error}", std::process::id());
+                std::env::remove_var(run_env::CONFIG);
+                std::env::remove_var("LD_PRELOAD");
+                Ok(())
+            }
+            started => started,
+        }
     });
     let error = match started {
         Ok(Ok(())) => return,
@@ -251,7 +277,10 @@ fn start(config: RunConfig) -> Result<(), String> {
     };
     let (paging, heap, pager_buffers, budget_floor_bytes) = match served_at {
         Some(at) => {
-            let (served, heap) = served::start(at, arena_bytes, config.memory_bytes)?;
+            let token = config.tenant_token.as_deref().map(|hex| {
+                znswap_wire::Token::from_hex(hex).ok_or_else(|| format!("the tenant's token {hex:?} is not one"))
+            });
+            let (served, heap) = served::start(at, arena_bytes, config.memory_bytes, token.transpose()?)?;
             (Paging::Served(served), heap, 0, BUDGET_FLOOR_BYTES)
         }
         None => {
@@ -269,8 +298,13 @@ fn start(config: RunConfig) -> Result<(), String> {
         slack_pages,
         rest_floor_bytes: resident_set().map_or(0, |set| set.charged) + pager_buffers,
         budget_floor_bytes,
-        stats: config.stats,
+        stats: if config.descendant {
+            run_env::descendant_stats_path(&config.stats, std::process::id())
+        } else {
+            config.stats
+        },
         pid: std::process::id(),
+        descendant: config.descendant,
     };
     if RUNTIME.set(runtime).is_err() {
         return Err("the library was started twice".into());
@@ -412,6 +446,7 @@ fn write_report(at_exit: bool) {
             pager.device().save_counters();
             &runtime.stats
         }
+        None if runtime.descendant => &runtime.stats,
         None => {
             served_path = run_env::program_stats_path(&runtime.stats);
             &served_path

@@ -26,7 +26,7 @@ use znswap_pager::uffd::{features, register_mode, Userfaultfd};
 use znswap_pager::{
     agent_loop, hand_over, map_anonymous, serve_orphaned, serve_orphaned_events, DroppedPages, Orphaned, PAGE_BYTES,
 };
-use znswap_wire::{Channel, Join, Kind, Name, Range, ToDaemon, ToTenant};
+use znswap_wire::{Channel, Join, Kind, Name, Range, ToDaemon, ToTenant, Token};
 
 use crate::alloc::Internal;
 use crate::say;
@@ -56,12 +56,13 @@ pub(crate) enum PagerAt<'a> {
 }
 
 /// Reserves the arena, hands its paged part to the pager at `at` asking for a budget of
-/// `memory_bytes`, starts the agent, and gives the arena to mimalloc. Returns the paged
-/// heap.
+/// `memory_bytes` (or joining the tenant `token` names, whose budget it shares), starts
+/// the agent, and gives the arena to mimalloc. Returns the paged heap.
 pub(crate) fn start(
     at: PagerAt<'_>,
     arena_bytes: u64,
     memory_bytes: u64,
+    token: Option<Token>,
 ) -> Result<(Served, *mut mi::mi_heap_t), String> {
     let calls = match at {
         PagerAt::Fd(fd) => {
@@ -82,7 +83,8 @@ pub(crate) fn start(
     let arena_start = base.div_ceil(crate::ARENA_ALIGN) * crate::ARENA_ALIGN;
     let bookkeeping = crate::arena_bookkeeping_bytes(arena_bytes);
     let paged = Range::new(arena_start + bookkeeping, arena_bytes - bookkeeping).map_err(|error| error.to_string())?;
-    let handed = hand_over(&calls, paged, Join::New(program_name()), memory_bytes / PAGE)
+    let join = token.map_or_else(|| Join::New(program_name()), Join::Tenant);
+    let handed = hand_over(&calls, paged, join, memory_bytes / PAGE)
         .map_err(|error| format!("handing the heap to the pager: {error}"))?;
     let agent = handed.agent;
     // Kept open by the agent for the process's life: the arena's registrations hang on

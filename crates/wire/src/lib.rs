@@ -21,6 +21,15 @@
 //!  (zaps the range) Zapped {errno}     ──▶ lets go
 //!  Bye                                 ──▶ (or the connection closes)
 //!
+//!  a launcher (znswap run --daemon), before its program starts:
+//!  Open {name, memory}                 ──▶ a tenant, held while this connection is open
+//!                              ◀── Welcome {tenant, token, budget} | Refused(reason)
+//!  (its program's processes say Hello with the token, and join the tenant)
+//!
+//!  anyone allowed (znswap status):
+//!  Status                              ──▶
+//!                              ◀── Status {daemon's figures, tenants}, TenantStatus × tenants
+//!
 //!  on the agent's socket:
 //!                                      ◀── Discard {batch, ranges}
 //!  (drops them) Discarded {batch}      ──▶
@@ -33,8 +42,8 @@ mod message;
 mod socket;
 
 pub use message::{
-    Hello, Join, Kind, Name, Range, Reason, ToDaemon, ToTenant, Token, MESSAGE_BYTES_MAX, NAME_BYTES, PAGE_BYTES,
-    RANGES_MAX, TOKEN_BYTES, USER_END, VERSION,
+    DaemonStatus, Hello, Join, Kind, Name, Range, Reason, TenantStatus, ToDaemon, ToTenant, Token, MESSAGE_BYTES_MAX,
+    NAME_BYTES, PAGE_BYTES, RANGES_MAX, TOKEN_BYTES, USER_END, VERSION,
 };
 pub use socket::{Channel, ChannelError, Listener, Peer, Received, FDS_MAX};
 

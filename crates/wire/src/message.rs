@@ -64,6 +64,35 @@ impl Range {
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub struct Token(pub [u8; TOKEN_BYTES]);
 
+impl Token {
+    /// As it travels in an environment variable.
+    pub fn to_hex(&self) -> String {
+        self.0.iter().map(|byte| format!("{byte:02x}")).collect()
+    }
+
+    pub fn from_hex(hex: &str) -> Option<Token> {
+        if hex.len() != 2 * TOKEN_BYTES || !hex.is_ascii() {
+            return None;
+        }
+        let mut token = [0; TOKEN_BYTES];
+        for (index, byte) in token.iter_mut().enumerate() {
+            *byte = u8::from_str_radix(&hex[2 * index..2 * index + 2], 16).ok()?;
+        }
+        Some(Token(token))
+    }
+
+    /// A new token from the kernel's random source.
+    pub fn random() -> std::io::Result<Token> {
+        let mut token = [0; TOKEN_BYTES];
+        // SAFETY: fills our own buffer.
+        let got = unsafe { libc::getrandom(token.as_mut_ptr().cast(), TOKEN_BYTES, 0) };
+        if got != TOKEN_BYTES as isize {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(Token(token))
+    }
+}
+
 impl std::fmt::Debug for Token {
     // A token is a credential: never printed whole.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -176,6 +205,17 @@ pub enum ToDaemon {
     Zapped {
         errno: u32,
     },
+    /// A launcher opens a tenant for the program it starts and every process that
+    /// program starts (`znswap run --daemon`): answered `Welcome` with the token its
+    /// processes join by, or `Refused`. The tenant's grant is held while this connection
+    /// is open or any process of the tenant is served.
+    Open {
+        name: Name,
+        memory_pages: u64,
+    },
+    /// What the daemon and each tenant hold and have done (`znswap status`): answered
+    /// `Status`, then one `TenantStatus` per tenant.
+    Status,
 }
 
 /// Why the daemon refuses a process.
@@ -250,6 +290,56 @@ pub enum ToTenant {
     /// A `RegionAdd`, `RegionRemove` or `Forked` is taken into account; for a
     /// `ProgramDiscard`, the process may zap the range now.
     Ack(Kind),
+    /// The daemon's figures; `tenants` `TenantStatus` messages follow.
+    Status(DaemonStatus),
+    TenantStatus(TenantStatus),
+}
+
+/// The daemon's own figures, as `znswap status` shows them. Pages are 4 KiB; counts are
+/// since the daemon started.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DaemonStatus {
+    pub pid: u32,
+    /// Tenants served now (as many `TenantStatus` follow).
+    pub tenants: u32,
+    pub uptime_ms: u64,
+    /// The daemon's `--memory`, and what of it is granted to tenants now.
+    pub memory_pages: u64,
+    pub granted_pages: u64,
+    /// The served heaps' pages in memory now.
+    pub resident_pages: u64,
+    /// Pages swapped out (as `TenantStatus::swap_outs`), read back, and lost to device
+    /// errors.
+    pub swap_outs: u64,
+    pub swap_ins: u64,
+    pub lost_pages: u64,
+    /// Data pages written for swap-outs and by the GC, and record pages (footers).
+    pub host_pages_written: u64,
+    pub gc_pages_written: u64,
+    pub record_pages_written: u64,
+    pub zone_resets: u64,
+    /// The device's usable size.
+    pub device_bytes: u64,
+}
+
+/// One tenant's figures (a program and the processes it started).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TenantStatus {
+    /// The engine's tenant: its swap-zones under the tenant policy, its GC bill.
+    pub tenant: u32,
+    /// Its processes served now.
+    pub processes: u32,
+    pub name: Name,
+    /// Its processes served since it began.
+    pub processes_joined: u64,
+    pub budget_pages: u64,
+    pub resident_pages: u64,
+    /// Its pages swapped out (gone from memory to the device, written or still there
+    /// from before), and read back.
+    pub swap_outs: u64,
+    pub swap_ins: u64,
+    /// Bytes the GC moved of its data (charged to it).
+    pub gc_bytes: u64,
 }
 
 /// Every message's kind, as on the wire: tenant to daemon below 0x80, daemon to
@@ -265,14 +355,18 @@ pub enum Kind {
     Bye = 0x06,
     ProgramDiscard = 0x07,
     Zapped = 0x08,
+    Open = 0x09,
+    Status = 0x0a,
     Welcome = 0x81,
     Refused = 0x82,
     Discard = 0x83,
     Ack = 0x84,
+    StatusReply = 0x85,
+    TenantStatus = 0x86,
 }
 
 impl Kind {
-    const ALL: [Kind; 12] = [
+    const ALL: [Kind; 16] = [
         Kind::Hello,
         Kind::RegionAdd,
         Kind::RegionRemove,
@@ -281,10 +375,14 @@ impl Kind {
         Kind::Bye,
         Kind::ProgramDiscard,
         Kind::Zapped,
+        Kind::Open,
+        Kind::Status,
         Kind::Welcome,
         Kind::Refused,
         Kind::Discard,
         Kind::Ack,
+        Kind::StatusReply,
+        Kind::TenantStatus,
     ];
 
     fn from_code(code: u16) -> Option<Kind> {
@@ -301,9 +399,12 @@ impl Kind {
             Kind::Hello => 88,
             Kind::RegionAdd | Kind::RegionRemove | Kind::ProgramDiscard => 16,
             Kind::Forked | Kind::Discarded | Kind::Refused | Kind::Ack | Kind::Zapped => 8,
-            Kind::Bye => 0,
+            Kind::Bye | Kind::Status => 0,
+            Kind::Open => NAME_BYTES + 8,
             Kind::Welcome => 32,
             Kind::Discard => 16,
+            Kind::StatusReply => 8 + 12 * 8,
+            Kind::TenantStatus => 8 + NAME_BYTES + 6 * 8,
         }
     }
 }
@@ -322,6 +423,8 @@ impl ToDaemon {
             ToDaemon::Bye => Kind::Bye,
             ToDaemon::ProgramDiscard(_) => Kind::ProgramDiscard,
             ToDaemon::Zapped { .. } => Kind::Zapped,
+            ToDaemon::Open { .. } => Kind::Open,
+            ToDaemon::Status => Kind::Status,
         }
     }
 
@@ -362,7 +465,11 @@ impl ToDaemon {
                 w.u32(0);
             }
             ToDaemon::Discarded { batch } => w.u64(*batch),
-            ToDaemon::Bye => {}
+            ToDaemon::Bye | ToDaemon::Status => {}
+            ToDaemon::Open { name, memory_pages } => {
+                w.bytes(&name.to_bytes());
+                w.u64(*memory_pages);
+            }
         }
         w.finish();
     }
@@ -416,6 +523,11 @@ impl ToDaemon {
                 r.zero_u32(kind)?;
                 ToDaemon::Zapped { errno }
             }
+            Kind::Open => {
+                let name = Name::from_bytes(r.bytes())?;
+                ToDaemon::Open { name, memory_pages: r.u64() }
+            }
+            Kind::Status => ToDaemon::Status,
             _ => unreachable!("Reader::start checked the direction"),
         };
         r.finish();
@@ -430,6 +542,8 @@ impl ToTenant {
             ToTenant::Refused(_) => Kind::Refused,
             ToTenant::Discard { .. } => Kind::Discard,
             ToTenant::Ack(_) => Kind::Ack,
+            ToTenant::Status(_) => Kind::StatusReply,
+            ToTenant::TenantStatus(_) => Kind::TenantStatus,
         }
     }
 
@@ -461,6 +575,41 @@ impl ToTenant {
                 w.u16(*of as u16);
                 w.u16(0);
                 w.u32(0);
+            }
+            ToTenant::Status(status) => {
+                w.u32(status.pid);
+                w.u32(status.tenants);
+                for figure in [
+                    status.uptime_ms,
+                    status.memory_pages,
+                    status.granted_pages,
+                    status.resident_pages,
+                    status.swap_outs,
+                    status.swap_ins,
+                    status.lost_pages,
+                    status.host_pages_written,
+                    status.gc_pages_written,
+                    status.record_pages_written,
+                    status.zone_resets,
+                    status.device_bytes,
+                ] {
+                    w.u64(figure);
+                }
+            }
+            ToTenant::TenantStatus(tenant) => {
+                w.u32(tenant.tenant);
+                w.u32(tenant.processes);
+                w.bytes(&tenant.name.to_bytes());
+                for figure in [
+                    tenant.processes_joined,
+                    tenant.budget_pages,
+                    tenant.resident_pages,
+                    tenant.swap_outs,
+                    tenant.swap_ins,
+                    tenant.gc_bytes,
+                ] {
+                    w.u64(figure);
+                }
             }
         }
         w.finish();
@@ -498,6 +647,37 @@ impl ToTenant {
                     return Err(WireError::Reserved { kind });
                 }
                 ToTenant::Ack(of)
+            }
+            Kind::StatusReply => ToTenant::Status(DaemonStatus {
+                pid: r.u32(),
+                tenants: r.u32(),
+                uptime_ms: r.u64(),
+                memory_pages: r.u64(),
+                granted_pages: r.u64(),
+                resident_pages: r.u64(),
+                swap_outs: r.u64(),
+                swap_ins: r.u64(),
+                lost_pages: r.u64(),
+                host_pages_written: r.u64(),
+                gc_pages_written: r.u64(),
+                record_pages_written: r.u64(),
+                zone_resets: r.u64(),
+                device_bytes: r.u64(),
+            }),
+            Kind::TenantStatus => {
+                let (tenant, processes) = (r.u32(), r.u32());
+                let name = Name::from_bytes(r.bytes())?;
+                ToTenant::TenantStatus(TenantStatus {
+                    tenant,
+                    processes,
+                    name,
+                    processes_joined: r.u64(),
+                    budget_pages: r.u64(),
+                    resident_pages: r.u64(),
+                    swap_outs: r.u64(),
+                    swap_ins: r.u64(),
+                    gc_bytes: r.u64(),
+                })
             }
             _ => unreachable!("Reader::start checked the direction"),
         };

@@ -6,8 +6,8 @@ use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use rand_core::{RngCore, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use znswap_wire::{
-    Channel, ChannelError, Hello, Join, Kind, Listener, Name, Range, Reason, ToDaemon, ToTenant, Token, WireError,
-    MESSAGE_BYTES_MAX, RANGES_MAX, USER_END,
+    Channel, ChannelError, DaemonStatus, Hello, Join, Kind, Listener, Name, Range, Reason, TenantStatus, ToDaemon,
+    ToTenant, Token, WireError, MESSAGE_BYTES_MAX, RANGES_MAX, USER_END,
 };
 
 fn range(start: u64, pages: u64) -> Range {
@@ -40,6 +40,8 @@ fn to_daemon_examples() -> Vec<ToDaemon> {
         ToDaemon::ProgramDiscard(range(0x7f12_3456_0000, 3)),
         ToDaemon::Zapped { errno: 0 },
         ToDaemon::Zapped { errno: libc::EINVAL as u32 },
+        ToDaemon::Open { name: Name::new("make").unwrap(), memory_pages: 16384 },
+        ToDaemon::Status,
     ]
 }
 
@@ -57,6 +59,33 @@ fn to_tenant_examples() -> Vec<ToTenant> {
         ToTenant::Ack(Kind::RegionAdd),
         ToTenant::Ack(Kind::Forked),
         ToTenant::Ack(Kind::ProgramDiscard),
+        ToTenant::Status(DaemonStatus {
+            pid: 77,
+            tenants: 2,
+            uptime_ms: 1,
+            memory_pages: 2,
+            granted_pages: 3,
+            resident_pages: 4,
+            swap_outs: 5,
+            swap_ins: 6,
+            lost_pages: 7,
+            host_pages_written: 8,
+            gc_pages_written: 9,
+            record_pages_written: 10,
+            zone_resets: 11,
+            device_bytes: u64::MAX,
+        }),
+        ToTenant::TenantStatus(TenantStatus {
+            tenant: 15,
+            processes: 3,
+            name: Name::new("memcached").unwrap(),
+            processes_joined: 40,
+            budget_pages: 1,
+            resident_pages: 2,
+            swap_outs: 3,
+            swap_ins: 4,
+            gc_bytes: 5,
+        }),
     ]
 }
 
@@ -167,6 +196,15 @@ fn each_field_is_checked() {
     let mut bad = ack.clone();
     bad[8..10].copy_from_slice(&(Kind::Hello as u16).to_le_bytes());
     assert_eq!(ToTenant::decode(&bad), Err(WireError::Ack { code: Kind::Hello as u16 }));
+    // A tenant's status names it as a Hello does.
+    let status = encode_to_tenant(&to_tenant_examples().into_iter().last().unwrap());
+    let mut bad = status.clone();
+    bad[16] = b'\t';
+    assert!(matches!(ToTenant::decode(&bad), Err(WireError::Name { why: "it has control characters" })));
+    let open = encode_to_daemon(&ToDaemon::Open { name: Name::new("make").unwrap(), memory_pages: 1 });
+    let mut bad = open.clone();
+    bad[8] = 0;
+    assert!(matches!(ToDaemon::decode(&bad), Err(WireError::Name { .. })), "an Open names its tenant");
     for reason in Reason::ALL {
         assert!(!reason.explain().is_empty());
         let refused = ToTenant::Refused(reason);

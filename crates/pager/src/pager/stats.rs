@@ -150,6 +150,8 @@ pager_stats! {
     /// Bytes the GC read from victims (gaps a read spans included).
     count gc_bytes_read,
     count gc_runs,
+    /// Zones reset (made empty again: one erase each, the wear a swap device takes).
+    count zone_resets,
     /// Open zones finished for their swap-zone going idle or unused (`Stats::zones_retired_idle`).
     count zones_retired_idle,
     /// Gauges: nanoseconds since the pager started, now and when its first swap-out
@@ -254,6 +256,7 @@ impl Shared {
             record_bytes_written: engine.record_pages_written * page,
             gc_bytes_read: engine.gc_pages_read * page,
             gc_runs: engine.gc_runs,
+            zone_resets: engine.resets,
             zones_retired_idle: engine.zones_retired_idle,
             uptime_ns: self.now(),
             first_swap_out_ns: core.first_swap_out_ns,
