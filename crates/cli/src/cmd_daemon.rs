@@ -4,12 +4,13 @@
 //! its heap over (its userfaultfd, `/proc/self/mem`, an agent socket), and the daemon's
 //! fault handlers, evictor and GC page it with everyone else's.
 //!
-//! Memory: `--memory` is what the served heaps may hold resident together. A program
-//! asks for its own `--memory`, granted while the grants fit (else refused with a
-//! message); the pager's budget is the sum granted, and each program's pages are held
-//! to its own grant (`Pager::set_tenant_budget`: each program is an engine tenant of its
-//! own). A fork's child serves its own heap (`crates/preload/src/served.rs`). Not yet:
-//! children paged, `znswap status`.
+//! Memory: `--memory` is what the served heaps may hold resident together. A tenant (a
+//! program and every program it executes: `daemon_tenants.rs`) asks for its own
+//! `--memory`, granted while the grants fit (else refused with a message); the pager's
+//! budget is the sum granted, and each tenant's pages are held to its own grant
+//! (`Pager::set_tenant_budget`: each is an engine tenant of its own). A fork's child
+//! serves its own heap (`crates/preload/src/served.rs`). `znswap status` asks the
+//! figures on the same socket. Not yet: forked children paged.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};

@@ -635,14 +635,15 @@ struct TenantSummary {
     name: String,
     /// The engine's tenant at the daemon.
     index: u32,
-    /// Processes of the tenant the daemon served: the program and those it executed
-    /// (none if the daemon did not answer at the end).
+    /// Programs of the tenant the daemon served: the program and those it executed, each
+    /// image counted (none if the daemon did not answer at the end).
     processes: Option<u64>,
     swapped_out_pages: u64,
     swapped_in_pages: u64,
     /// Bytes of the tenant's data the daemon's GC moved (charged to it).
     gc_bytes: u64,
-    /// The processes the program executed, by their own last figures.
+    /// The processes the programs it executed ran in (a process that executed again is
+    /// one), by their own last figures.
     executed: u64,
     /// The most anonymous memory any of them held (its heap within the tenant's grant).
     executed_memory_max_bytes: u64,
@@ -739,7 +740,7 @@ impl Summary {
                 let processes = match t.processes {
                     Some(processes) => format!(
                         "{} paged (the program and {} it executed)",
-                        crate::cmd_daemon::plural(processes, "process", "processes"),
+                        crate::cmd_daemon::plural(processes, "program", "programs"),
                         processes.saturating_sub(1)
                     ),
                     None => "the daemon did not say its figures at the end".to_string(),
@@ -783,8 +784,8 @@ impl Summary {
                 line(
                     "programs it executed",
                     format!(
-                        "{}, each a process of the tenant, its heap within the tenant's {}: the largest held max \
-                         {} anonymous{}",
+                        "ran in {} (one that executed again counted once), their heaps within the tenant's {}: \
+                         the largest held max {} anonymous{}",
                         crate::cmd_daemon::plural(t.executed, "process", "processes"),
                         format_size(r.memory_bytes),
                         format_size(t.executed_memory_max_bytes),

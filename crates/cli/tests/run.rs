@@ -680,7 +680,7 @@ fn programs_a_program_executes_join_its_tenant_and_status_shows_them() {
     let (stdout, stderr) = (String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
     assert!(output.status.success(), "{stdout}\n{stderr}");
     assert!(stdout.contains("ok heap 64 MiB") && stdout.contains("ok heap 48 MiB"), "{stdout}\n{stderr}");
-    assert!(stderr.contains("3 processes paged (the program and 2 it executed)"), "{stderr}");
+    assert!(stderr.contains("3 programs paged (the program and 2 it executed)"), "{stderr}");
     let summary: serde_json::Value = serde_json::from_slice(&std::fs::read(&stats).unwrap()).unwrap();
     let tenant = &summary["tenant"];
     assert_eq!((tenant["processes"].as_u64(), tenant["executed"].as_u64()), (Some(3), Some(2)), "{summary}");
