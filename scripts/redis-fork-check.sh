@@ -7,11 +7,14 @@
 # done, then loads the RDB into a plain redis-server: its digest must be the one taken
 # at the fork. Exits non-zero on any difference or wrong value.
 #
+# With --daemon, redis is a tenant of a `znswap daemon` started here on the device (the
+# child reads its parent's swapped pages from the daemon's snapshot of the fork).
+#
 # Usage: scripts/redis-fork-check.sh [--data 256M] [--memory 64M] [--znswap PATH] [--device PATH] [--encrypt]
-#        [--znswap-args "--park 16M --wp-async"]   (more flags for `znswap run`)
+#        [--daemon] [--znswap-args "--park 16M --wp-async"]   (more flags for `znswap run`)
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
-data=256M memory=64M znswap="" device="" encrypt=() extra=()
+data=256M memory=64M znswap="" device="" encrypt=() extra=() daemon=0
 while [ $# -gt 0 ]; do
     case "$1" in
         --data) data=$2; shift ;;
@@ -19,8 +22,9 @@ while [ $# -gt 0 ]; do
         --znswap) znswap=$2; shift ;;
         --device) device=$2; shift ;;
         --encrypt) encrypt=(--encrypt) ;;
+        --daemon) daemon=1 ;;
         --znswap-args) read -ra extra <<< "$2"; shift ;;
-        -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
         *) echo "unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
     shift
@@ -45,7 +49,20 @@ wait_port() {
     die "redis on port $1 did not start"
 }
 port=$(free_port)
-"$znswap" run "${encrypt[@]}" "${extra[@]}" --memory "$memory" --device "$device" --stats "$work/stats.json" -- \
+paging=(--device "$device")
+if [ "$daemon" = 1 ]; then
+    # The daemon has the device, --encrypt, and twice --memory (the tenant asks --memory).
+    "$znswap" daemon "${encrypt[@]}" --device "$device" --memory "$(python3 -c "import sys
+s = sys.argv[1]; units = {'K': 1 << 10, 'M': 1 << 20, 'G': 1 << 30}
+print(2 * (int(s[:-1]) * units[s[-1]] if s[-1] in units else int(s)))" "$memory")" \
+        --socket "$work/daemon.sock" 2>"$work/daemon.log" &
+    pids+=($!)
+    for _ in $(seq 1 100); do [ -S "$work/daemon.sock" ] && break; sleep 0.1; done
+    [ -S "$work/daemon.sock" ] || die "the daemon did not start: $(cat "$work/daemon.log")"
+    paging=(--daemon "$work/daemon.sock")
+    encrypt=()
+fi
+"$znswap" run "${encrypt[@]}" "${extra[@]}" --memory "$memory" "${paging[@]}" --stats "$work/stats.json" -- \
     redis-server --port "$port" --save "" --appendonly no --dir "$work" --dbfilename fork.rdb \
     --enable-debug-command local >"$work/paged.log" 2>&1 &
 pids+=($!)
@@ -64,8 +81,7 @@ status=$(redis-cli -p "$port" info persistence | tr -d '\r' | sed -n 's/^rdb_las
 [ "$status" = ok ] || die "BGSAVE under znswap run failed ($status); see $work/paged.log"
 after=$(redis-cli -p "$port" debug digest)
 redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
-wait "${pids[0]}" || true
-pids=()
+wait "${pids[-1]}" || true
 plain=$(free_port)
 redis-server --port "$plain" --save "" --appendonly no --dir "$work" --dbfilename fork.rdb \
     --enable-debug-command local >"$work/plain.log" 2>&1 &
@@ -89,7 +105,12 @@ echo "digest of the RDB:    $loaded ($keys keys)"
 [ "$loaded" = "$digest" ] || die "the RDB written by the forked child differs from the data at the fork"
 python3 - "$work/stats.json" "${#encrypt[@]}" <<'PY'
 import json, sys
-r = json.load(open(sys.argv[1]))["report"]
+summary = json.load(open(sys.argv[1]))
+if summary.get("tenant"):
+    t = summary["tenant"]
+    print("paged by the daemon: %d pages swapped out, %d in" % (t["swapped_out_pages"], t["swapped_in_pages"]))
+    sys.exit(0)
+r = summary["report"]
 print("paged: %d pages swapped out, %d in, %d sealed, %d lost; %d parked, %d not movable (shared with the child), %d unshared" % (
     r["swapped_out_pages"], r["swapped_in_pages"], r.get("pages_sealed", 0), r["lost_pages"],
     r.get("pages_parked", 0), r.get("park_refused", 0), r.get("pages_unshared", 0)))

@@ -19,7 +19,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use znswap_pager::connection::{self, Arrival};
+use znswap_pager::connection::{self, Arrival, ForkRegistry};
 use znswap_pager::{FaultMode, Pager, PagerConfig, PAGE_BYTES};
 use znswap_wire::{Channel, DaemonStatus, Join, Listener, Name, Reason, TenantStatus, ToDaemon, ToTenant, Token};
 use znswap_zoned::format_size;
@@ -73,6 +73,8 @@ pub fn default_socket() -> PathBuf {
 /// What every connection's thread shares.
 struct Daemon {
     pager: Pager,
+    /// Snapshots its processes' forks' children read.
+    forks: Arc<ForkRegistry>,
     tenants: Mutex<Tenants>,
     started: Instant,
     device_bytes: u64,
@@ -222,7 +224,8 @@ pub fn run(args: DaemonArgs) -> Result<()> {
     );
     let tenants = Tenants::new(pool_pages, floor_pages);
     pager.set_budget(tenants.budget_pages() * PAGE_BYTES as u64)?;
-    let daemon = Arc::new(Daemon { pager, tenants: Mutex::new(tenants), started: Instant::now(), device_bytes });
+    let forks = Arc::new(ForkRegistry::default());
+    let daemon = Arc::new(Daemon { pager, forks, tenants: Mutex::new(tenants), started: Instant::now(), device_bytes });
     stop_on_signals(stop_signals, socket.clone())?;
     eprintln!(
         "znswap daemon: serving {} with {} of memory on {} (`znswap run --daemon{} -- CMD`)",
@@ -326,6 +329,12 @@ fn serve_connection(daemon: &Daemon, channel: Channel, allowed: impl Fn(u32) -> 
         Ok(None) => {}
         Ok(Some((ToDaemon::Open { name, memory_pages }, _))) => serve_opener(daemon, &channel, pid, name, memory_pages),
         Ok(Some((ToDaemon::Status, _))) => serve_status(daemon, &channel),
+        Ok(Some((ToDaemon::ForkChild { token }, mut fds))) => {
+            let staging = fds.pop().expect("ForkChild comes with one descriptor");
+            if let Err(error) = daemon.forks.serve_child(&channel, pid, token, staging) {
+                eprintln!("znswap daemon: pid {pid}, a fork's child: {error}");
+            }
+        }
         Ok(Some((ToDaemon::Hello(hello), fds))) => match connection::take_hello(&channel, hello, fds, pid, 0) {
             Ok(arrival) => serve_process(daemon, &channel, pid, arrival),
             Err(error) => eprintln!("znswap daemon: pid {pid} refused: {error}"),
@@ -424,7 +433,7 @@ fn serve_process(daemon: &Daemon, channel: &Channel, pid: u32, arrival: Arrival)
             // (The token is the tenant's: a process that joined by it has it already.)
             let welcome = ToTenant::Welcome { tenant: index, token: Token([0; 16]), budget_pages: pages };
             if channel.send_to_tenant(&welcome).is_ok() {
-                if let Err(error) = connection::serve_calls(&daemon.pager, id, channel) {
+                if let Err(error) = connection::serve_calls(&daemon.pager, id, pid, channel, Some(&daemon.forks)) {
                     eprintln!("znswap daemon: pid {pid} (tenant {index}) let go: {error}");
                 }
             }

@@ -156,7 +156,7 @@ fn serve(
         (done, thread)
     };
     // The program's calls, until it ends (its end of the socket closes with it).
-    if let Err(error) = connection::serve_calls(&pager, id, &channel) {
+    if let Err(error) = connection::serve_calls(&pager, id, pid, &channel, None) {
         eprintln!("znswap run --serve: the program's connection: {error}");
     }
     governor.0.store(true, Relaxed);

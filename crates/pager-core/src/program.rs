@@ -152,6 +152,26 @@ impl PagerCore {
         let Some((owner, page)) = self.locate(address) else {
             return ChildPage::NotOurs;
         };
+        self.child_page_of(owner, page)
+    }
+
+    /// `child_page` for each page of region `owner` that is on the device or lost (those
+    /// a child reads other than as zero), by page index: a live core's snapshot for a
+    /// child served from elsewhere (a daemon's tenant that forks). Call it between
+    /// `fork_hold` and the fork, with the state held, as the frozen copy is made.
+    pub fn child_pages(&self, owner: u32) -> Vec<(u64, ChildPage)> {
+        let region = &self.regions[owner as usize];
+        assert!(region.live, "a snapshot of region {owner}, which is gone");
+        (0..region.pages)
+            .filter(|&page| matches!(region.state(page), PageState::Unmapped | PageState::Dropping))
+            .filter_map(|page| match self.child_page_of(owner, page) {
+                ChildPage::Zero => None,
+                other => Some((page, other)),
+            })
+            .collect()
+    }
+
+    fn child_page_of(&self, owner: u32, page: u64) -> ChildPage {
         let capacity = self.engine.config().geometry.zone_capacity_pages;
         let engine = self.engine.page_state(owner, page).expect("a live region's page");
         match (self.state(owner, page), engine) {

@@ -49,6 +49,7 @@ mod evict;
 mod fault;
 mod io;
 mod program;
+pub use program::{ForkFill, ForkSnapshot};
 mod shell;
 mod spaces;
 mod stats;

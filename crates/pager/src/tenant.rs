@@ -25,7 +25,7 @@ use znswap_pager_core::AddressRange;
 use znswap_wire::{Channel, ChannelError, Hello, Join, Range, Reason, ToDaemon, ToTenant, RANGES_MAX};
 
 use crate::uffd::{features, register_mode, Userfaultfd};
-use crate::PAGE_BYTES;
+use crate::{ForkFill, PAGE_BYTES};
 
 /// What a tenant process handed over, and which of the pager's tenants it is.
 pub struct TenantLink {
@@ -283,8 +283,11 @@ pub fn agent_loop(
 pub fn serve_orphaned_events(
     uffd: &Userfaultfd,
     dropped: &DroppedPages,
+    fetch: Option<&mut Fetch<'_>>,
     done: &mut Orphaned,
 ) -> Result<bool, TenantError> {
+    let mut fetch = fetch;
+    let mut fetched = crate::page_buffers::AlignedPage::ZERO;
     let zeros = crate::page_buffers::AlignedPage::ZERO;
     let mut any = false;
     while let Some(event) = uffd.read_event()? {
@@ -294,6 +297,15 @@ pub fn serve_orphaned_events(
         if write_protect {
             uffd.write_protect(page, PAGE_BYTES as u64, false, true)?;
         } else if dropped.is_dropped(page) {
+            let fill = fetch.as_mut().map_or(ForkFill::Lost, |fetch| fetch(page, &mut fetched.0));
+            if fill != ForkFill::Lost {
+                let bytes = if fill == ForkFill::Data { &fetched.0 } else { &zeros.0 };
+                if !uffd.copy(page, bytes, false, true)? {
+                    uffd.wake(page, PAGE_BYTES as u64)?;
+                }
+                done.fetched += 1;
+                continue;
+            }
             if uffd.features() & features::POISON == 0 {
                 return Err(TenantError::Protocol(format!(
                     "the page at {page:#x} is lost, and this kernel cannot poison it (UFFD_FEATURE_POISON)"
@@ -315,12 +327,19 @@ pub fn serve_orphaned_events(
     Ok(any)
 }
 
-/// What `serve_orphaned` did: pages lost (poisoned), pages zero-filled.
+/// What `serve_orphaned` did: pages lost (poisoned), pages zero-filled, dropped pages
+/// fetched (from a fork's snapshot).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Orphaned {
     pub lost: u64,
     pub zero_filled: u64,
+    pub fetched: u64,
 }
+
+/// Where a dropped page comes from when the pager is not there to serve it: a fork's
+/// snapshot at the daemon (`ForkFill::Data` into the buffer given, or `Zero`); `Lost`
+/// poisons it.
+pub type Fetch<'a> = dyn FnMut(u64, &mut [u8]) -> ForkFill + 'a;
 
 /// The pager serving this process is gone (its agent's connection ended while the
 /// process runs): the process serves its own arena's faults from now on, through its
@@ -334,13 +353,14 @@ pub fn serve_orphaned(
     uffd: &Userfaultfd,
     arena: Range,
     dropped: &DroppedPages,
+    mut fetch: Option<&mut Fetch<'_>>,
     stop: impl Fn() -> bool,
     report: impl Fn(Orphaned),
 ) -> Result<Orphaned, TenantError> {
     let mut done = Orphaned::default();
     uffd.wake(arena.start(), arena.len())?;
     while !stop() {
-        if uffd.poll(100)? && serve_orphaned_events(uffd, dropped, &mut done)? {
+        if uffd.poll(100)? && serve_orphaned_events(uffd, dropped, fetch.as_deref_mut(), &mut done)? {
             report(done);
         }
     }

@@ -334,7 +334,7 @@ fn tenant_process() {
         .unwrap();
         // The pager died under us (the test that says so): serve our own faults.
         if orphan {
-            serve_orphaned(&served.uffd, arena, &dropped, || false, |_| {}).unwrap();
+            serve_orphaned(&served.uffd, arena, &dropped, None, || false, |_| {}).unwrap();
         }
         count
     });

@@ -23,10 +23,11 @@ use std::sync::{Arc, Mutex};
 use libmimalloc_sys as mi;
 use znswap_pager::pager_thread::PagerThread;
 use znswap_pager::uffd::{features, register_mode, Userfaultfd};
+use znswap_pager::ForkFill;
 use znswap_pager::{
     agent_loop, hand_over, map_anonymous, serve_orphaned, serve_orphaned_events, DroppedPages, Orphaned, PAGE_BYTES,
 };
-use znswap_wire::{Channel, Join, Kind, Name, Range, ToDaemon, ToTenant, Token};
+use znswap_wire::{Channel, ForkPage, Join, Kind, Name, Range, ToDaemon, ToTenant, Token};
 
 use crate::alloc::Internal;
 use crate::say;
@@ -36,6 +37,13 @@ const PAGE: u64 = PAGE_BYTES as u64;
 pub(crate) struct Served {
     /// The calls this process makes to the pager, one at a time.
     calls: Mutex<Channel>,
+    /// Held by the agent while it drops a range, and by a fork from before the daemon's
+    /// snapshot until the fork is done: so what the child misses is what the snapshot
+    /// knows as dropped.
+    drops: Arc<Mutex<()>>,
+    /// The daemon's socket (`None` under `--serve`): a fork's child connects there to
+    /// read its parent's swapped pages.
+    daemon: Option<std::path::PathBuf>,
     /// The reserved mapping: the arena, its alignment and its unpaged bookkeeping.
     bounds: (u64, u64),
     /// The pages only the pager's device holds (for the agent, should the pager die).
@@ -64,6 +72,10 @@ pub(crate) fn start(
     memory_bytes: u64,
     token: Option<Token>,
 ) -> Result<(Served, *mut mi::mi_heap_t), String> {
+    let daemon = match &at {
+        PagerAt::Daemon(path) => Some(path.to_path_buf()),
+        PagerAt::Fd(_) => None,
+    };
     let calls = match at {
         PagerAt::Fd(fd) => {
             // Not inherited by programs this one executes.
@@ -92,10 +104,16 @@ pub(crate) fn start(
     let uffd = handed.uffd;
     let dropped = Arc::new(DroppedPages::new(paged));
     let agents_dropped = dropped.clone();
+    let drops = Arc::new(Mutex::new(()));
+    let agents_drops = drops.clone();
     PagerThread::spawn("znswap-agent", "agent", Some(crate::alloc::mark_internal_thread), move || {
         // Until the pager hangs up: a launcher does once this process is gone, a daemon
         // only if it dies.
-        if let Err(error) = agent_loop(&agent, paged, &agents_dropped, zap) {
+        let zap_held = |start, len| {
+            let _held = agents_drops.lock().unwrap_or_else(|p| p.into_inner());
+            zap(start, len)
+        };
+        if let Err(error) = agent_loop(&agent, paged, &agents_dropped, zap_held) {
             say!("znswap run: the pager's agent: {error}; stopping");
             std::process::abort();
         }
@@ -107,7 +125,7 @@ pub(crate) fn start(
              when touched); the rest of the heap stays, unpaged"
         );
         let report = |done: Orphaned| PAGES_LOST.store(done.lost, Relaxed);
-        if let Err(error) = serve_orphaned(&uffd, paged, &agents_dropped, || false, report) {
+        if let Err(error) = serve_orphaned(&uffd, paged, &agents_dropped, None, || false, report) {
             say!("znswap run: serving this process's own faults: {error}; stopping");
             std::process::abort();
         }
@@ -119,7 +137,7 @@ pub(crate) fn start(
     if znswap_pager::pagemap::page_at(paged.start()) {
         return Err("mimalloc's arena bookkeeping is larger than the memory kept unpaged for it".into());
     }
-    Ok((Served { calls: Mutex::new(calls), bounds: (base, base + reserved), dropped, paged }, heap))
+    Ok((Served { calls: Mutex::new(calls), drops, daemon, bounds: (base, base + reserved), dropped, paged }, heap))
 }
 
 impl Served {
@@ -127,14 +145,48 @@ impl Served {
         self.bounds
     }
 
+    /// Before a fork: the daemon keeps where this process's swapped pages are for the
+    /// child (`ToDaemon::Forking`), while this process's drops and discards are held
+    /// (until `fork_end`). Without a daemon, or with it gone, only the locks are held.
+    pub(crate) fn fork_begin(&self) -> Forking<'_> {
+        let calls = self.calls.lock().unwrap_or_else(|p| p.into_inner());
+        let drops = self.drops.lock().unwrap_or_else(|p| p.into_inner());
+        let asked =
+            self.daemon.is_some() && !PAGER_GONE.load(Relaxed) && calls.send_to_daemon(&ToDaemon::Forking, &[]).is_ok();
+        let token = match asked.then(|| calls.recv_to_tenant()) {
+            Some(Ok(Some(ToTenant::ForkSnapshot { token }))) => Some(token),
+            _ => None,
+        };
+        Forking { calls, _drops: drops, token, daemon: self.daemon.as_deref() }
+    }
+
+    /// After the fork, in the parent: the daemon told how it went (`pid`, -1 if it
+    /// failed); drops and discards go on.
+    pub(crate) fn fork_end(&self, forking: Forking<'_>, pid: libc::pid_t) {
+        if forking.token.is_some() {
+            let child = u32::try_from(pid).unwrap_or(0);
+            if forking.calls.send_to_daemon(&ToDaemon::Forked { child }, &[]).is_ok() {
+                let _ = forking.calls.recv_to_tenant();
+            }
+        }
+    }
+
     /// In a fork's child, before `fork` returns there: the heap is served by a thread of
     /// its own from now on, from what the parent knew at the fork (`DroppedPages`,
-    /// copied with the fork): a page out on the device then is poisoned when touched,
-    /// any other missing page is zero-filled. Its discards are its own (never sent on
-    /// the parent's connection).
-    pub(crate) fn in_child(&self) {
+    /// copied with the fork). A page out on the device then is read from the daemon's
+    /// snapshot of the fork (`reader`, when the parent got one), or else poisoned (SIGBUS
+    /// when touched); any other missing page is zero-filled. Its discards are its own
+    /// (never sent on the parent's connection).
+    pub(crate) fn in_child(&self, reader: Option<(Token, &std::path::Path)>) {
         PAGER_GONE.store(true, Relaxed);
         let started = (|| -> Result<(), String> {
+            let reader = match reader.map(|(token, path)| ForkReader::connect(path, token)).transpose() {
+                Ok(reader) => reader.map(|reader| Arc::new(Mutex::new(reader))),
+                Err(error) => {
+                    say!("znswap run: a fork's child cannot read its parent's swapped pages: {error}");
+                    None
+                }
+            };
             let uffd = Userfaultfd::new(0, features::POISON).map_err(|error| error.to_string())?;
             uffd.register(self.paged.start(), self.paged.len(), register_mode::MISSING)
                 .map_err(|error| error.to_string())?;
@@ -145,19 +197,20 @@ impl Served {
             let uffd = Arc::new(uffd);
             let (started, handed_over) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
             let (paged, dropped) = (self.paged, self.dropped.clone());
-            let thread = (uffd.clone(), started.clone(), handed_over.clone(), dropped.clone());
+            let thread = (uffd.clone(), started.clone(), handed_over.clone(), dropped.clone(), reader.clone());
             PagerThread::spawn(
                 "znswap-child",
                 "fork's heap server",
                 Some(crate::alloc::mark_internal_thread),
                 move || {
-                    let (uffd, started, handed_over, dropped) = thread;
+                    let (uffd, started, handed_over, dropped, reader) = thread;
                     started.store(true, Release);
                     while !handed_over.load(Acquire) {
                         std::thread::yield_now();
                     }
                     let report = |done: Orphaned| PAGES_LOST.store(done.lost, Relaxed);
-                    if let Err(error) = serve_orphaned(&uffd, paged, &dropped, || false, report) {
+                    let mut fetch = |address, page: &mut [u8]| fetch_from(&reader, address, page);
+                    if let Err(error) = serve_orphaned(&uffd, paged, &dropped, Some(&mut fetch), || false, report) {
                         say!("znswap run: serving a fork's heap: {error}; stopping");
                         std::process::abort();
                     }
@@ -165,9 +218,11 @@ impl Served {
             )
             .map_err(|error| error.to_string())?;
             let mut done = Orphaned::default();
+            let mut fetch = |address, page: &mut [u8]| fetch_from(&reader, address, page);
             while !started.load(Acquire) {
                 if uffd.poll(1).map_err(|error| error.to_string())? {
-                    serve_orphaned_events(&uffd, &dropped, &mut done).map_err(|error| error.to_string())?;
+                    serve_orphaned_events(&uffd, &dropped, Some(&mut fetch), &mut done)
+                        .map_err(|error| error.to_string())?;
                 }
             }
             handed_over.store(true, Release);
@@ -221,6 +276,89 @@ impl Served {
             crate::alloc::set_errno(errno);
         }
         rc
+    }
+}
+
+/// A fork under way (`Served::fork_begin`): the calls and the drops held, and the
+/// snapshot's token the child reads its parent's swapped pages by.
+pub(crate) struct Forking<'a> {
+    calls: std::sync::MutexGuard<'a, Channel>,
+    _drops: std::sync::MutexGuard<'a, ()>,
+    token: Option<Token>,
+    daemon: Option<&'a std::path::Path>,
+}
+
+impl Forking<'_> {
+    /// What the child needs to read its parent's swapped pages, if the daemon kept them.
+    pub(crate) fn token(&self) -> Option<(Token, &std::path::Path)> {
+        Some((self.token?, self.daemon?))
+    }
+}
+
+/// A fork's child's connection to the daemon's snapshot of its parent's heap
+/// (`ToDaemon::ForkChild`): pages come through a one-page memfd both map.
+struct ForkReader {
+    channel: Channel,
+    staging: *const u8,
+}
+
+// SAFETY: the staging page is only read by whoever holds the reader (behind a mutex).
+unsafe impl Send for ForkReader {}
+
+impl ForkReader {
+    fn connect(path: &std::path::Path, token: Token) -> Result<ForkReader, String> {
+        // SAFETY: a NUL-terminated name; a new descriptor or -1.
+        let fd = unsafe { libc::memfd_create(c"znswap-fork".as_ptr(), libc::MFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(format!("memfd_create: {}", std::io::Error::last_os_error()));
+        }
+        // SAFETY: ours from here on.
+        let memfd = unsafe { OwnedFd::from_raw_fd(fd) };
+        use std::os::fd::{AsFd, AsRawFd};
+        // SAFETY: sizing and mapping our own memfd.
+        let staging = unsafe {
+            if libc::ftruncate(memfd.as_raw_fd(), PAGE as i64) != 0 {
+                return Err(format!("sizing the staging page: {}", std::io::Error::last_os_error()));
+            }
+            libc::mmap(std::ptr::null_mut(), PAGE as usize, libc::PROT_READ, libc::MAP_SHARED, memfd.as_raw_fd(), 0)
+        };
+        if staging == libc::MAP_FAILED {
+            return Err(format!("mapping the staging page: {}", std::io::Error::last_os_error()));
+        }
+        let channel = Channel::connect(path).map_err(|error| format!("connecting to {}: {error}", path.display()))?;
+        channel
+            .send_to_daemon(&ToDaemon::ForkChild { token }, &[memfd.as_fd()])
+            .map_err(|error| format!("asking the daemon: {error}"))?;
+        match channel.recv_to_tenant() {
+            Ok(Some(ToTenant::Ack(Kind::ForkChild))) => Ok(ForkReader { channel, staging: staging.cast() }),
+            Ok(Some(ToTenant::Refused(reason))) => Err(format!("the daemon refused: {}", reason.explain())),
+            other => Err(format!("the daemon answered {other:?}")),
+        }
+    }
+
+    fn fetch(&mut self, address: u64, page: &mut [u8]) -> ForkFill {
+        let Ok(range) = Range::new(address, PAGE) else { return ForkFill::Lost };
+        if self.channel.send_to_daemon(&ToDaemon::ForkRead(range), &[]).is_err() {
+            return ForkFill::Lost;
+        }
+        match self.channel.recv_to_tenant() {
+            Ok(Some(ToTenant::ForkPage(ForkPage::Data))) => {
+                // SAFETY: the staging page, mapped for the reader's life; the daemon wrote
+                // it before answering and writes it again only when asked.
+                page.copy_from_slice(unsafe { std::slice::from_raw_parts(self.staging, PAGE as usize) });
+                ForkFill::Data
+            }
+            Ok(Some(ToTenant::ForkPage(ForkPage::Zero))) => ForkFill::Zero,
+            _ => ForkFill::Lost,
+        }
+    }
+}
+
+/// A dropped page from the fork's snapshot, if the child has one (else it is lost).
+fn fetch_from(reader: &Option<Arc<Mutex<ForkReader>>>, address: u64, page: &mut [u8]) -> ForkFill {
+    match reader {
+        Some(reader) => reader.lock().unwrap_or_else(|p| p.into_inner()).fetch(address, page),
+        None => ForkFill::Lost,
     }
 }
 

@@ -147,6 +147,9 @@ pub unsafe extern "C" fn fork() -> libc::pid_t {
     let heap = crate::alloc::PAGED_HEAP.load(Relaxed);
     let Some(pager) = runtime.pager() else {
         let Some(served) = runtime.served() else { unreachable!("paged here or served") };
+        // The daemon keeps where the heap's swapped pages are for the child, this
+        // process's drops and discards held until the fork is done.
+        let forking = served.fork_begin();
         let table = crate::mapping::table();
         let carved = crate::alloc::carved_table();
         // SAFETY: the program's own fork, in the calling thread; the child relies only
@@ -158,10 +161,15 @@ pub unsafe extern "C" fn fork() -> libc::pid_t {
         drop(carved);
         drop(table);
         if pid == 0 {
-            served.in_child();
+            served.in_child(forking.token());
+            // (The child's copies of the locks, let go: its own forks take them.)
+            drop(forking);
             crate::alloc::PAGED_HEAP.store(heap, Relaxed);
-        } else if pid > 0 {
-            FORKS.fetch_add(1, Relaxed);
+        } else {
+            served.fork_end(forking, pid);
+            if pid > 0 {
+                FORKS.fetch_add(1, Relaxed);
+            }
         }
         return pid;
     };

@@ -26,6 +26,16 @@
 //!                              ◀── Welcome {tenant, token, budget} | Refused(reason)
 //!  (its program's processes say Hello with the token, and join the tenant)
 //!
+//!  a process forking (on its calls), then its child (a connection of its own):
+//!  Forking                             ──▶ where its pages on the device are, kept
+//!                                      ◀── ForkSnapshot {token}
+//!  (fork) Forked {child}               ──▶
+//!                                      ◀── Ack(Forked)
+//!  child: ForkChild {token} + memfd    ──▶ checks the child's parent
+//!                                      ◀── Ack(ForkChild) | Refused
+//!  child: ForkRead(page)               ──▶ reads it into the memfd
+//!                                      ◀── ForkPage(Data | Zero | Lost)
+//!
 //!  anyone allowed (znswap status):
 //!  Status                              ──▶
 //!                              ◀── Status {daemon's figures, tenants}, TenantStatus × tenants
@@ -42,8 +52,8 @@ mod message;
 mod socket;
 
 pub use message::{
-    DaemonStatus, Hello, Join, Kind, Name, Range, Reason, TenantStatus, ToDaemon, ToTenant, Token, MESSAGE_BYTES_MAX,
-    NAME_BYTES, PAGE_BYTES, RANGES_MAX, TOKEN_BYTES, USER_END, VERSION,
+    DaemonStatus, ForkPage, Hello, Join, Kind, Name, Range, Reason, TenantStatus, ToDaemon, ToTenant, Token,
+    MESSAGE_BYTES_MAX, NAME_BYTES, PAGE_BYTES, RANGES_MAX, TOKEN_BYTES, USER_END, VERSION,
 };
 pub use socket::{Channel, ChannelError, Listener, Peer, Received, FDS_MAX};
 
@@ -70,6 +80,8 @@ pub enum WireError {
     Count { count: usize, bytes: usize },
     #[error("unknown refusal reason {code}")]
     Reason { code: u32 },
+    #[error("unknown fork page answer {code}")]
+    ForkPage { code: u32 },
     #[error("an acknowledgement of kind {code:#x}, which is never acknowledged")]
     Ack { code: u16 },
     #[error("{kind:?} takes {want} descriptors, {got} came with it")]

@@ -216,6 +216,18 @@ pub enum ToDaemon {
     /// What the daemon and each tenant hold and have done (`znswap status`): answered
     /// `Status`, then one `TenantStatus` per tenant.
     Status,
+    /// The process is about to fork (its drops and discards held until `Forked`): the
+    /// daemon keeps where its pages on the device are for the child, and answers
+    /// `ForkSnapshot` with the token the child asks for them by.
+    Forking,
+    /// A fork's child, on a connection of its own: it reads its parent's pages as at the
+    /// fork, with a one-page staging buffer (a memfd) the daemon writes them into.
+    /// Answered `Ack(ForkChild)` or `Refused`.
+    ForkChild {
+        token: Token,
+    },
+    /// The child faulted on this page (one page of its arena): answered `ForkPage`.
+    ForkRead(Range),
 }
 
 /// Why the daemon refuses a process.
@@ -293,6 +305,22 @@ pub enum ToTenant {
     /// The daemon's figures; `tenants` `TenantStatus` messages follow.
     Status(DaemonStatus),
     TenantStatus(TenantStatus),
+    /// The snapshot a `Forking` process's child reads by.
+    ForkSnapshot {
+        token: Token,
+    },
+    /// A `ForkRead` page: in the staging buffer, all zero, or lost (poison it).
+    ForkPage(ForkPage),
+}
+
+/// What a fork's child gets for a page (`ToTenant::ForkPage`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ForkPage {
+    /// Its bytes are in the staging buffer.
+    Data = 1,
+    Zero = 2,
+    /// Lost: the child must not get a guess (SIGBUS when touched).
+    Lost = 3,
 }
 
 /// The daemon's own figures, as `znswap status` shows them. Pages are 4 KiB; counts are
@@ -357,16 +385,21 @@ pub enum Kind {
     Zapped = 0x08,
     Open = 0x09,
     Status = 0x0a,
+    Forking = 0x0b,
+    ForkChild = 0x0c,
+    ForkRead = 0x0d,
     Welcome = 0x81,
     Refused = 0x82,
     Discard = 0x83,
     Ack = 0x84,
     StatusReply = 0x85,
     TenantStatus = 0x86,
+    ForkSnapshot = 0x87,
+    ForkPage = 0x88,
 }
 
 impl Kind {
-    const ALL: [Kind; 16] = [
+    const ALL: [Kind; 21] = [
         Kind::Hello,
         Kind::RegionAdd,
         Kind::RegionRemove,
@@ -377,12 +410,17 @@ impl Kind {
         Kind::Zapped,
         Kind::Open,
         Kind::Status,
+        Kind::Forking,
+        Kind::ForkChild,
+        Kind::ForkRead,
         Kind::Welcome,
         Kind::Refused,
         Kind::Discard,
         Kind::Ack,
         Kind::StatusReply,
         Kind::TenantStatus,
+        Kind::ForkSnapshot,
+        Kind::ForkPage,
     ];
 
     fn from_code(code: u16) -> Option<Kind> {
@@ -399,7 +437,9 @@ impl Kind {
             Kind::Hello => 88,
             Kind::RegionAdd | Kind::RegionRemove | Kind::ProgramDiscard => 16,
             Kind::Forked | Kind::Discarded | Kind::Refused | Kind::Ack | Kind::Zapped => 8,
-            Kind::Bye | Kind::Status => 0,
+            Kind::Bye | Kind::Status | Kind::Forking => 0,
+            Kind::ForkChild | Kind::ForkSnapshot | Kind::ForkRead => 16,
+            Kind::ForkPage => 8,
             Kind::Open => NAME_BYTES + 8,
             Kind::Welcome => 32,
             Kind::Discard => 16,
@@ -425,6 +465,9 @@ impl ToDaemon {
             ToDaemon::Zapped { .. } => Kind::Zapped,
             ToDaemon::Open { .. } => Kind::Open,
             ToDaemon::Status => Kind::Status,
+            ToDaemon::Forking => Kind::Forking,
+            ToDaemon::ForkChild { .. } => Kind::ForkChild,
+            ToDaemon::ForkRead(_) => Kind::ForkRead,
         }
     }
 
@@ -432,6 +475,7 @@ impl ToDaemon {
     pub fn fds(&self) -> usize {
         match self {
             ToDaemon::Hello(hello) => hello.fds(),
+            ToDaemon::ForkChild { .. } => 1,
             _ => 0,
         }
     }
@@ -465,7 +509,9 @@ impl ToDaemon {
                 w.u32(0);
             }
             ToDaemon::Discarded { batch } => w.u64(*batch),
-            ToDaemon::Bye | ToDaemon::Status => {}
+            ToDaemon::Bye | ToDaemon::Status | ToDaemon::Forking => {}
+            ToDaemon::ForkChild { token } => w.bytes(&token.0),
+            ToDaemon::ForkRead(range) => w.range(*range),
             ToDaemon::Open { name, memory_pages } => {
                 w.bytes(&name.to_bytes());
                 w.u64(*memory_pages);
@@ -528,6 +574,15 @@ impl ToDaemon {
                 ToDaemon::Open { name, memory_pages: r.u64() }
             }
             Kind::Status => ToDaemon::Status,
+            Kind::Forking => ToDaemon::Forking,
+            Kind::ForkChild => ToDaemon::ForkChild { token: Token(r.bytes()) },
+            Kind::ForkRead => {
+                let range = r.range()?;
+                if range.len() != PAGE_BYTES {
+                    return Err(WireError::Range { start: range.start(), len: range.len(), why: "it is not one page" });
+                }
+                ToDaemon::ForkRead(range)
+            }
             _ => unreachable!("Reader::start checked the direction"),
         };
         r.finish();
@@ -544,6 +599,8 @@ impl ToTenant {
             ToTenant::Ack(_) => Kind::Ack,
             ToTenant::Status(_) => Kind::StatusReply,
             ToTenant::TenantStatus(_) => Kind::TenantStatus,
+            ToTenant::ForkSnapshot { .. } => Kind::ForkSnapshot,
+            ToTenant::ForkPage(_) => Kind::ForkPage,
         }
     }
 
@@ -596,6 +653,11 @@ impl ToTenant {
                     w.u64(figure);
                 }
             }
+            ToTenant::ForkSnapshot { token } => w.bytes(&token.0),
+            ToTenant::ForkPage(page) => {
+                w.u32(*page as u32);
+                w.u32(0);
+            }
             ToTenant::TenantStatus(tenant) => {
                 w.u32(tenant.tenant);
                 w.u32(tenant.processes);
@@ -641,7 +703,16 @@ impl ToTenant {
             Kind::Ack => {
                 let code = r.u16();
                 let of = Kind::from_code(code)
-                    .filter(|k| matches!(k, Kind::RegionAdd | Kind::RegionRemove | Kind::Forked | Kind::ProgramDiscard))
+                    .filter(|k| {
+                        matches!(
+                            k,
+                            Kind::RegionAdd
+                                | Kind::RegionRemove
+                                | Kind::Forked
+                                | Kind::ProgramDiscard
+                                | Kind::ForkChild
+                        )
+                    })
                     .ok_or(WireError::Ack { code })?;
                 if r.u16() != 0 || r.u32() != 0 {
                     return Err(WireError::Reserved { kind });
@@ -664,6 +735,16 @@ impl ToTenant {
                 zone_resets: r.u64(),
                 device_bytes: r.u64(),
             }),
+            Kind::ForkSnapshot => ToTenant::ForkSnapshot { token: Token(r.bytes()) },
+            Kind::ForkPage => {
+                let code = r.u32();
+                let page = [ForkPage::Data, ForkPage::Zero, ForkPage::Lost]
+                    .into_iter()
+                    .find(|page| *page as u32 == code)
+                    .ok_or(WireError::ForkPage { code })?;
+                r.zero_u32(kind)?;
+                ToTenant::ForkPage(page)
+            }
             Kind::TenantStatus => {
                 let (tenant, processes) = (r.u32(), r.u32());
                 let name = Name::from_bytes(r.bytes())?;

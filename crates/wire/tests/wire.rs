@@ -6,8 +6,8 @@ use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use rand_core::{RngCore, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use znswap_wire::{
-    Channel, ChannelError, DaemonStatus, Hello, Join, Kind, Listener, Name, Range, Reason, TenantStatus, ToDaemon,
-    ToTenant, Token, WireError, MESSAGE_BYTES_MAX, RANGES_MAX, USER_END,
+    Channel, ChannelError, DaemonStatus, ForkPage, Hello, Join, Kind, Listener, Name, Range, Reason, TenantStatus,
+    ToDaemon, ToTenant, Token, WireError, MESSAGE_BYTES_MAX, RANGES_MAX, USER_END,
 };
 
 fn range(start: u64, pages: u64) -> Range {
@@ -42,6 +42,9 @@ fn to_daemon_examples() -> Vec<ToDaemon> {
         ToDaemon::Zapped { errno: libc::EINVAL as u32 },
         ToDaemon::Open { name: Name::new("make").unwrap(), memory_pages: 16384 },
         ToDaemon::Status,
+        ToDaemon::Forking,
+        ToDaemon::ForkChild { token: Token([3; 16]) },
+        ToDaemon::ForkRead(range(0x7f00_0000_1000, 1)),
     ]
 }
 
@@ -75,6 +78,10 @@ fn to_tenant_examples() -> Vec<ToTenant> {
             zone_resets: 11,
             device_bytes: u64::MAX,
         }),
+        ToTenant::ForkSnapshot { token: Token([9; 16]) },
+        ToTenant::ForkPage(ForkPage::Data),
+        ToTenant::ForkPage(ForkPage::Lost),
+        ToTenant::Ack(Kind::ForkChild),
         ToTenant::TenantStatus(TenantStatus {
             tenant: 15,
             processes: 3,
@@ -196,6 +203,15 @@ fn each_field_is_checked() {
     let mut bad = ack.clone();
     bad[8..10].copy_from_slice(&(Kind::Hello as u16).to_le_bytes());
     assert_eq!(ToTenant::decode(&bad), Err(WireError::Ack { code: Kind::Hello as u16 }));
+    // A fork's read is one page; its answer one of three.
+    let read = encode_to_daemon(&ToDaemon::ForkRead(range(0x1000, 1)));
+    let mut bad = read.clone();
+    bad[16..24].copy_from_slice(&8192u64.to_le_bytes());
+    assert!(matches!(ToDaemon::decode(&bad), Err(WireError::Range { why: "it is not one page", .. })));
+    let page = encode_to_tenant(&ToTenant::ForkPage(ForkPage::Zero));
+    let mut bad = page.clone();
+    bad[8..12].copy_from_slice(&4u32.to_le_bytes());
+    assert_eq!(ToTenant::decode(&bad), Err(WireError::ForkPage { code: 4 }));
     // A tenant's status names it as a Hello does.
     let status = encode_to_tenant(&to_tenant_examples().into_iter().last().unwrap());
     let mut bad = status.clone();

@@ -189,6 +189,98 @@ impl Pager {
     }
 }
 
+/// A served process's heap as it was at a fork, for its child (`docs/daemon.md`): where
+/// each page then on the device was, the zones holding them kept from reset until
+/// released (`release`, or dropped). The child's own server asks for those pages by
+/// address (`read`); every other page it misses was zero.
+pub struct ForkSnapshot {
+    shared: Arc<Shared>,
+    /// The arena's first address in the process, and its length.
+    arena: (u64, u64),
+    /// By page index, sorted: pages on the device, or lost.
+    pages: Vec<(u64, ChildPage)>,
+    /// Taken at release; reads hold it shared, so none runs across a reset.
+    hold: std::sync::RwLock<Option<ForkHold>>,
+}
+
+/// What a fork's child gets for a page it faults on (`ForkSnapshot::read`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ForkFill {
+    /// The page's bytes, in the buffer given.
+    Data,
+    /// It was all zero (or not on the device).
+    Zero,
+    /// Lost on the device, or the snapshot is released: the child must not get a guess.
+    Lost,
+}
+
+impl ForkSnapshot {
+    /// Pages it holds on the device (or lost).
+    pub fn pages(&self) -> usize {
+        self.pages.len()
+    }
+
+    /// The page at `address` (in the process) as it was at the fork, read into `page`
+    /// when it was on the device.
+    pub fn read(&self, address: u64, page: &mut [u8]) -> ForkFill {
+        assert_eq!(page.len(), PAGE_BYTES);
+        let (start, bytes) = self.arena;
+        if address < start || address - start >= bytes {
+            return ForkFill::Zero;
+        }
+        let index = (address - start) / PAGE_BYTES as u64;
+        let Ok(at) = self.pages.binary_search_by_key(&index, |&(page, _)| page) else { return ForkFill::Zero };
+        let held = self.hold.read().unwrap_or_else(|p| p.into_inner());
+        if held.is_none() {
+            return ForkFill::Lost;
+        }
+        match self.pages[at].1 {
+            ChildPage::Slot { zone, slot, sealed } => {
+                let read = self.shared.read_slots(zone, slot, page, None);
+                match read.and_then(|()| self.shared.open_page(page, sealed.as_ref())) {
+                    Ok(()) => ForkFill::Data,
+                    Err(_) => ForkFill::Lost,
+                }
+            }
+            ChildPage::Zero | ChildPage::NotOurs => ForkFill::Zero,
+            // (No parking under a daemon: a served process has no shadow.)
+            ChildPage::Lost | ChildPage::Shadow { .. } => ForkFill::Lost,
+        }
+    }
+
+    /// The child is gone or has exec'd: the zones held may be reset. Reads after it
+    /// answer `Lost`.
+    pub fn release(&self) {
+        let hold = self.hold.write().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(hold) = hold {
+            let now = self.shared.now();
+            self.shared.lock().fork_release(hold, now);
+        }
+    }
+}
+
+impl Drop for ForkSnapshot {
+    fn drop(&mut self) {
+        self.release();
+    }
+}
+
+impl Pager {
+    /// Served process `tenant` is about to fork (it holds its own drops and discards
+    /// until the fork is done, so what it misses at the fork is what the pager had
+    /// dropped): where each of its pages on the device is now, held there for the child.
+    /// `None`: not a process this pager serves.
+    pub fn tenant_fork_snapshot(&self, tenant: TenantId) -> Option<ForkSnapshot> {
+        let space = self.shared.spaces.served_now().iter().find(|space| space.id == tenant).cloned()?;
+        let mut state = self.shared.lock();
+        let hold = state.fork_hold();
+        let pages = state.child_pages(space.owner);
+        drop(state);
+        let hold = std::sync::RwLock::new(Some(hold));
+        Some(ForkSnapshot { shared: self.shared.clone(), arena: space.arena(), pages, hold })
+    }
+}
+
 impl Shared {
     /// Releases each fork's hold once its pipe reads end-of-file.
     /// Ends when no fork is left to watch (the next fork starts another).
