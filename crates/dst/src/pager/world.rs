@@ -1714,6 +1714,25 @@ impl World {
             let mut problems = Vec::new();
             for place in 0..REGION_PLACES {
                 let Some(region) = self.regions[place].as_mut() else { continue };
+                // A daemon's snapshot of the region for a served child (`child_pages`) names
+                // what `child_page` names for each page the child may miss.
+                let snapshot = self.core.child_pages(region.owner);
+                for (page, pte) in region.ptes.iter().enumerate() {
+                    if pte.mapped || pte.poisoned || region.lost[page] {
+                        continue;
+                    }
+                    let at = region.base + page as u64 * PAGE_BYTES as u64;
+                    let listed = snapshot.binary_search_by_key(&(page as u64), |&(page, _)| page).ok();
+                    let listed = listed.map(|at| snapshot[at].1);
+                    let wanted = match self.core.child_page(at) {
+                        child @ (ChildPage::Slot { .. } | ChildPage::Lost) => Some(child),
+                        ChildPage::Zero => None,
+                        ChildPage::Shadow { .. } | ChildPage::NotOurs => listed,
+                    };
+                    if listed != wanted {
+                        problems.push(format!("the snapshot names {listed:?} for {place}:{page}, not {wanted:?}"));
+                    }
+                }
                 // The parent's private pages are shared with the child now.
                 for pte in region.ptes.iter_mut().chain(region.shadow.iter_mut()) {
                     pte.shared |= pte.mapped;
