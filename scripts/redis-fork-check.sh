@@ -8,13 +8,15 @@
 # at the fork. Exits non-zero on any difference or wrong value.
 #
 # With --daemon, redis is a tenant of a `znswap daemon` started here on the device (the
-# child reads its parent's swapped pages from the daemon's snapshot of the fork).
+# child reads its parent's swapped pages from the daemon's snapshot of the fork); with
+# --memcached too, a memcached is another tenant of the same daemon, loaded, run and
+# swept by `znswap kv` (every value checked) while redis loads, forks and saves.
 #
 # Usage: scripts/redis-fork-check.sh [--data 256M] [--memory 64M] [--znswap PATH] [--device PATH] [--encrypt]
-#        [--daemon] [--znswap-args "--park 16M --wp-async"]   (more flags for `znswap run`)
+#        [--daemon [--memcached]] [--znswap-args "--park 16M --wp-async"]   (more flags for `znswap run`)
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
-data=256M memory=64M znswap="" device="" encrypt=() extra=() daemon=0
+data=256M memory=64M znswap="" device="" encrypt=() extra=() daemon=0 memcached=0
 while [ $# -gt 0 ]; do
     case "$1" in
         --data) data=$2; shift ;;
@@ -23,13 +25,15 @@ while [ $# -gt 0 ]; do
         --device) device=$2; shift ;;
         --encrypt) encrypt=(--encrypt) ;;
         --daemon) daemon=1 ;;
+        --memcached) memcached=1 ;;
         --znswap-args) read -ra extra <<< "$2"; shift ;;
-        -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
         *) echo "unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
     shift
 done
 die() { echo "error: $*" >&2; exit 1; }
+[ "$memcached" = 0 ] || [ "$daemon" = 1 ] || die "--memcached needs --daemon (it is a second tenant of the daemon)"
 command -v redis-server >/dev/null && command -v redis-cli >/dev/null ||
     die "needs redis-server and redis-cli (apt-get install redis-server redis-tools)"
 if [ -z "$znswap" ]; then
@@ -51,7 +55,7 @@ wait_port() {
 port=$(free_port)
 paging=(--device "$device")
 if [ "$daemon" = 1 ]; then
-    # The daemon has the device, --encrypt, and twice --memory (the tenant asks --memory).
+    # The daemon has the device, --encrypt, and twice --memory (each tenant asks --memory).
     "$znswap" daemon "${encrypt[@]}" --device "$device" --memory "$(python3 -c "import sys
 s = sys.argv[1]; units = {'K': 1 << 10, 'M': 1 << 20, 'G': 1 << 30}
 print(2 * (int(s[:-1]) * units[s[-1]] if s[-1] in units else int(s)))" "$memory")" \
@@ -61,6 +65,18 @@ print(2 * (int(s[:-1]) * units[s[-1]] if s[-1] in units else int(s)))" "$memory"
     [ -S "$work/daemon.sock" ] || die "the daemon did not start: $(cat "$work/daemon.log")"
     paging=(--daemon "$work/daemon.sock")
     encrypt=()
+fi
+if [ "$memcached" = 1 ]; then
+    command -v memcached >/dev/null || die "--memcached needs memcached (apt-get install memcached)"
+    mc_port=$(free_port)
+    "$znswap" run --memory "$memory" "${paging[@]}" --tenant memcached -- \
+        memcached -u root -m 1024 -p "$mc_port" -U 0 -t 2 >"$work/memcached.log" 2>&1 &
+    pids+=($!)
+    for _ in $(seq 1 100); do (exec 3<>"/dev/tcp/127.0.0.1/$mc_port") 2>/dev/null && break; sleep 0.1; done
+    # Loaded, run and swept while redis loads, forks and saves: every value checked.
+    "$znswap" kv --protocol memcache --addr "127.0.0.1:$mc_port" --data "$data" --value-bytes 1000 --seconds 10 \
+        --json >"$work/memcached.json" 2>"$work/memcached-kv.log" &
+    mc_kv=$!
 fi
 "$znswap" run "${encrypt[@]}" "${extra[@]}" --memory "$memory" "${paging[@]}" --stats "$work/stats.json" -- \
     redis-server --port "$port" --save "" --appendonly no --dir "$work" --dbfilename fork.rdb \
@@ -78,6 +94,16 @@ for _ in $(seq 1 600); do
     sleep 0.5
 done
 status=$(redis-cli -p "$port" info persistence | tr -d '\r' | sed -n 's/^rdb_last_bgsave_status://p')
+if [ "$memcached" = 1 ]; then
+    wait "$mc_kv" || die "znswap kv found wrong or missing values in memcached (or failed): $(tail -5 "$work/memcached-kv.log")"
+    python3 - "$work/memcached.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+print("memcached, the other tenant: run %.0f ops/s (p99 %.0f us), %d wrong, %d missing; sweep %d keys" % (
+    r["run"]["ops_per_s"], r["run"]["p99_us"], r["run"]["wrong"], r["run"]["missing"], r["sweep"]["keys"]))
+assert r["run"]["wrong"] == 0 and r["run"]["missing"] == 0 and r["sweep"]["wrong"] == 0 and r["sweep"]["missing"] == 0, r
+PY
+fi
 [ "$status" = ok ] || die "BGSAVE under znswap run failed ($status); see $work/paged.log"
 after=$(redis-cli -p "$port" debug digest)
 redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true

@@ -1,0 +1,82 @@
+//! `znswap-tenant-load`: the two tenants of `scripts/tenants.sh` (the paper's Fig. 11
+//! on real processes), each an unmodified program to run under `znswap run --daemon`.
+//!
+//! - `reader MIB SECONDS`: fills MIB of heap, then reads random 4 KiB pages for SECONDS,
+//!   timing each read: past its budget most are faults served from the device, so the
+//!   latencies are the swap-in's as the program sees them.
+//! - `writer MIB SECONDS`: fills MIB of heap, then rewrites random pages for SECONDS:
+//!   every rewrite dirties a page the pager wrote out before, so the device fills with
+//!   invalid slots and its GC runs.
+//!
+//! Every page read is checked against what was last written there (exit 1 on a wrong
+//! byte). Prints one JSON object: accesses, their rate and latency percentiles.
+
+use std::time::{Duration, Instant};
+
+use rand_core::{RngCore, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
+use znswap_workload::pattern;
+
+const PAGE: usize = 4096;
+
+fn check(page: &[u8], index: usize, version: u64) {
+    if let Some(offset) = pattern::first_wrong_byte(page, index as u64, version) {
+        eprintln!("wrong byte: page {index} offset {offset}, version {version}");
+        std::process::exit(1);
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let (Some(mode), Some(mib), Some(seconds)) = (
+        args.first().map(String::as_str),
+        args.get(1).and_then(|text| text.parse::<usize>().ok()),
+        args.get(2).and_then(|text| text.parse::<f64>().ok()),
+    ) else {
+        eprintln!("usage: znswap-tenant-load reader|writer MIB SECONDS");
+        std::process::exit(2);
+    };
+    if !matches!(mode, "reader" | "writer") || mib == 0 || !(seconds > 0.0) {
+        eprintln!("usage: znswap-tenant-load reader|writer MIB SECONDS (MIB and SECONDS above 0)");
+        std::process::exit(2);
+    }
+    let pages = mib * (1 << 20) / PAGE;
+    let mut heap = vec![0u8; pages * PAGE];
+    // Version 1 first: version 0 is all zero, which a pager keeps as no page at all.
+    let mut versions = vec![1u32; pages];
+    for (index, page) in heap.chunks_mut(PAGE).enumerate() {
+        pattern::fill(page, index as u64, 1);
+    }
+    let seed = std::process::id() as u64 ^ Instant::now().elapsed().as_nanos() as u64;
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+    let mut latency = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).expect("bounds");
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs_f64(seconds);
+    let mut accesses = 0u64;
+    while Instant::now() < deadline {
+        for _ in 0..64 {
+            let index = (rng.next_u64() % pages as u64) as usize;
+            let page = &mut heap[index * PAGE..(index + 1) * PAGE];
+            let at = Instant::now();
+            check(page, index, versions[index] as u64);
+            if mode == "writer" {
+                versions[index] += 1;
+                pattern::fill(page, index as u64, versions[index] as u64);
+            }
+            latency.saturating_record(at.elapsed().as_nanos() as u64);
+            accesses += 1;
+        }
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    let us = |quantile: f64| latency.value_at_quantile(quantile) as f64 / 1000.0;
+    println!(
+        "{{\"mode\":\"{mode}\",\"mib\":{mib},\"seconds\":{elapsed:.3},\"accesses\":{accesses},\
+         \"accesses_per_s\":{:.1},\"p50_us\":{:.2},\"p99_us\":{:.2},\"p999_us\":{:.2},\
+         \"accesses_over_20us\":{}}}",
+        accesses as f64 / elapsed,
+        us(0.5),
+        us(0.99),
+        us(0.999),
+        latency.count_between(20_000, u64::MAX)
+    );
+}

@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# Isolation between tenants of one `znswap daemon` (the paper's Fig. 11, on real
+# processes): a reader tenant, bound by its swap-ins, alone and then beside a writer
+# tenant whose rewrites keep the device's GC busy, under the tenant policy (a swap-zone
+# per tenant: the GC moves only the writer's data) and under per-core (one swap-zone:
+# the tenants' pages mixed in the GC's victims).
+#
+# Both tenants are `znswap-tenant-load` under `znswap run --daemon` (every page they
+# read checked). Per round and policy it prints the reader's accesses/s, its swap-in
+# bandwidth (its pages read back by the daemon, over its run) and its access latency
+# percentiles (a fault's as the program sees it), alone and beside the writer, and the
+# GC bytes charged to each tenant. The reader runs alone, then beside the writer, in
+# the same minutes; policies alternate round by round (this disk moves 2x in minutes).
+#
+# Usage: scripts/tenants.sh [--rounds 1] [--seconds 15] [--memory 16M] [--reader-mib 128]
+#        [--writer-mib 160] [--zones 24] [--zone-size 16M] [--policies "tenant per-core"]
+#        [--znswap PATH] [--json FILE]
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+rounds=1 seconds=15 memory=16M reader_mib=128 writer_mib=160 zones=24 zone_size=16M
+policies="tenant per-core" znswap="" json=""
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --rounds) rounds=$2; shift ;;
+        --seconds) seconds=$2; shift ;;
+        --memory) memory=$2; shift ;;
+        --reader-mib) reader_mib=$2; shift ;;
+        --writer-mib) writer_mib=$2; shift ;;
+        --zones) zones=$2; shift ;;
+        --zone-size) zone_size=$2; shift ;;
+        --policies) policies=$2; shift ;;
+        --znswap) znswap=$2; shift ;;
+        --json) json=$2; shift ;;
+        -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+        *) echo "unknown argument $1 (see --help)" >&2; exit 2 ;;
+    esac
+    shift
+done
+die() { echo "error: $*" >&2; exit 1; }
+if [ -z "$znswap" ]; then
+    (cd "$repo" && cargo build --release -q -p znswap -p znswap-preload)
+    znswap=$repo/target/release/znswap
+fi
+load=$(dirname "$znswap")/znswap-tenant-load
+[ -x "$load" ] || die "no $load (cargo build --release -p znswap)"
+work=$(mktemp -d)
+daemon_pid="" writer_pid=""
+cleanup() {
+    [ -z "$writer_pid" ] || kill "$writer_pid" 2>/dev/null || true
+    [ -z "$daemon_pid" ] || kill "$daemon_pid" 2>/dev/null || true
+    wait 2>/dev/null || true
+    rm -rf "$work"
+}
+trap cleanup EXIT
+device=$work/device.zns
+socket=$work/daemon.sock
+results=$work/results.jsonl
+
+# The daemon's memory: both tenants' grants.
+pool=$(python3 -c "import sys
+s = sys.argv[1]; units = {'K': 1 << 10, 'M': 1 << 20, 'G': 1 << 30}
+print(2 * (int(s[:-1]) * units[s[-1]] if s[-1] in units else int(s)))" "$memory")
+
+reader() {  # reader() OUT: one reader run, its own figures and its summary's
+    "$znswap" run --memory "$memory" --daemon "$socket" --tenant reader --stats "$1.summary" -- \
+        "$load" reader "$reader_mib" "$seconds" >"$1" 2>"$1.log" || die "the reader failed: $(tail -5 "$1.log")"
+}
+
+for round in $(seq 1 "$rounds"); do
+    order=$policies
+    # Alternate which policy goes first.
+    [ $((round % 2)) = 0 ] && order=$(echo "$policies" | tr ' ' '\n' | tac | tr '\n' ' ')
+    for policy in $order; do
+        echo "== round $round, policy $policy" >&2
+        "$znswap" device create --device "$device" --zones "$zones" --zone-size "$zone_size" --force >/dev/null
+        rm -f "$socket"
+        "$znswap" daemon --policy "$policy" --memory "$pool" --device "$device" --socket "$socket" \
+            2>"$work/daemon.log" &
+        daemon_pid=$!
+        for _ in $(seq 1 100); do [ -S "$socket" ] && break; sleep 0.1; done
+        [ -S "$socket" ] || die "the daemon did not start: $(cat "$work/daemon.log")"
+        echo "   reader alone ($seconds s)" >&2
+        reader "$work/alone.json"
+        "$znswap" run --memory "$memory" --daemon "$socket" --tenant writer -- \
+            "$load" writer "$writer_mib" 100000 >"$work/writer.json" 2>"$work/writer.log" &
+        writer_pid=$!
+        # Until the writer's rewrites have the GC moving data (or 60 s).
+        for _ in $(seq 1 600); do
+            moved=$("$znswap" status --socket "$socket" --json |
+                python3 -c 'import json,sys; print(json.load(sys.stdin)["daemon"]["gc_bytes_written"])')
+            [ "$moved" -gt 0 ] && break
+            sleep 0.1
+        done
+        echo "   reader beside the writer ($seconds s; the GC had moved $moved B)" >&2
+        reader "$work/beside.json"
+        "$znswap" status --socket "$socket" --json >"$work/status.json"
+        kill "$writer_pid"
+        wait "$writer_pid" 2>/dev/null || true
+        writer_pid=""
+        kill "$daemon_pid"
+        wait "$daemon_pid" 2>/dev/null || true
+        daemon_pid=""
+        python3 - "$work" "$round" "$policy" >>"$results" <<'PY'
+import json, sys
+work, round_, policy = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+def reader(name):
+    run = json.load(open(f"{work}/{name}.json"))
+    tenant = json.load(open(f"{work}/{name}.json.summary"))["tenant"]
+    return {
+        "accesses_per_s": run["accesses_per_s"],
+        "swap_in_mb_s": tenant["swapped_in_pages"] * 4096 / run["seconds"] / 1e6,
+        "p50_us": run["p50_us"], "p99_us": run["p99_us"], "p999_us": run["p999_us"],
+        "gc_bytes_charged": tenant["gc_bytes"],
+    }
+status = json.load(open(f"{work}/status.json"))
+writer = next((t for t in status["tenants"] if t["name"] == "writer"), None)
+print(json.dumps({
+    "round": round_, "policy": policy,
+    "alone": reader("alone"), "beside": reader("beside"),
+    "writer_gc_bytes_charged": writer["gc_bytes_moved"] if writer else None,
+    "device_waf": status["daemon"]["waf"],
+}))
+PY
+    done
+done
+
+python3 - "$results" "$json" <<'PY'
+import json, sys
+rows = [json.loads(line) for line in open(sys.argv[1])]
+if sys.argv[2]:
+    json.dump(rows, open(sys.argv[2], "w"), indent=1)
+mib = lambda b: "-" if b is None else f"{b / 2**20:.1f}"
+print(f"{'round':>5} {'policy':<8} | {'reader alone':^26} | {'beside the writer':^26} | {'bw':>5} {'p99':>5} | {'GC MiB charged':^16} | {'WAF':>4}")
+print(f"{'':>5} {'':<8} | {'acc/s':>7} {'MB/s':>6} {'p99 µs':>10} | {'acc/s':>7} {'MB/s':>6} {'p99 µs':>10} | {'ratio':>5} {'x':>5} | {'reader':>7} {'writer':>8} | {'':>4}")
+for r in rows:
+    a, b = r["alone"], r["beside"]
+    print(f"{r['round']:>5} {r['policy']:<8} | {a['accesses_per_s']:>7.0f} {a['swap_in_mb_s']:>6.1f} {a['p99_us']:>10.0f} | "
+          f"{b['accesses_per_s']:>7.0f} {b['swap_in_mb_s']:>6.1f} {b['p99_us']:>10.0f} | "
+          f"{b['swap_in_mb_s'] / a['swap_in_mb_s']:>5.2f} {b['p99_us'] / a['p99_us']:>5.2f} | "
+          f"{mib(b['gc_bytes_charged']):>7} {mib(r['writer_gc_bytes_charged']):>8} | {r['device_waf']:>4.2f}")
+print("(bw ratio: the reader's swap-in bandwidth beside the writer over alone; p99 x: its access p99 beside over alone;")
+print(" GC MiB charged: bytes of each tenant's data the GC moved while the reader ran beside the writer)")
+PY
