@@ -707,6 +707,74 @@ fn programs_a_program_executes_join_its_tenant_and_status_shows_them() {
     assert!(log.contains("(sleeper) closed: 1 process served"), "{log}");
 }
 
+/// A daemon meets connections that break its protocol: garbage bytes, a `Hello` naming
+/// another process's pid, a fork's child with a token of no fork, a tenant asking more
+/// memory than the daemon has. Each is refused (with the reason where one is sent) and
+/// logged, and the daemon goes on serving a program.
+#[test]
+fn a_daemon_refuses_garbage_and_strangers_and_serves_on() {
+    use std::os::fd::{AsFd, FromRawFd, OwnedFd};
+    use znswap_wire::{Channel, Hello, Join, Name, Range, Reason, ToDaemon, ToTenant, Token};
+    let dir = tempfile::tempdir().unwrap();
+    let (mut daemon, socket, log) = start_daemon(dir.path(), "32M");
+    let refused = |channel: &Channel| match channel.recv_to_tenant() {
+        Ok(Some(ToTenant::Refused(reason))) => Some(reason),
+        Ok(None) => None,
+        other => panic!("answered {other:?}"),
+    };
+    // Garbage: not a message.
+    let channel = Channel::connect(&socket).unwrap();
+    channel.send(b"\x07\x00garbage, not a message", &[]).unwrap();
+    assert_eq!(refused(&channel), Some(Reason::BadMessage));
+    // A Hello naming another process (pid 1), with the descriptors it takes.
+    let pipe = || {
+        let mut ends = [0; 2];
+        // SAFETY: a new pipe of our own.
+        assert_eq!(unsafe { libc::pipe(ends.as_mut_ptr()) }, 0);
+        // SAFETY: ours from here on.
+        unsafe { (OwnedFd::from_raw_fd(ends[0]), OwnedFd::from_raw_fd(ends[1])) }
+    };
+    let (a, b) = pipe();
+    let (c, _d) = pipe();
+    let hello = Hello {
+        pid: 1,
+        forked: false,
+        uffd_features: 0,
+        arena: Range::new(0x7f00_0000_0000, 1 << 30).unwrap(),
+        join: Join::New(Name::new("impostor").unwrap()),
+        memory_pages: 4096,
+    };
+    let channel = Channel::connect(&socket).unwrap();
+    channel.send_to_daemon(&ToDaemon::Hello(hello), &[a.as_fd(), b.as_fd(), c.as_fd()]).unwrap();
+    assert_eq!(refused(&channel), Some(Reason::NotAllowed));
+    // A fork's child whose token names no fork.
+    let channel = Channel::connect(&socket).unwrap();
+    channel.send_to_daemon(&ToDaemon::ForkChild { token: Token([0x5a; 16]) }, &[a.as_fd()]).unwrap();
+    assert_eq!(refused(&channel), Some(Reason::UnknownTenant));
+    // More memory than the daemon has.
+    let channel = Channel::connect(&socket).unwrap();
+    let greedy = ToDaemon::Open { name: Name::new("greedy").unwrap(), memory_pages: 1 << 20 };
+    channel.send_to_daemon(&greedy, &[]).unwrap();
+    assert_eq!(refused(&channel), Some(Reason::NoMemory));
+    drop(channel);
+
+    let output = output_within_limit(
+        Command::new(ZNSWAP)
+            .args(["run", "--memory", "16M", "--daemon"])
+            .arg(&socket)
+            .args(["--", HEAP_CHECK, "heap", "64"]),
+    );
+    let (stdout, stderr) = (String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    assert!(output.status.success() && stdout.starts_with("ok heap 64 MiB"), "{stdout}\n{stderr}");
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(daemon.id() as i32, libc::SIGTERM) };
+    assert!(daemon.wait().unwrap().success());
+    let log = std::fs::read_to_string(&log).unwrap();
+    for said in ["refused: ", "names pid 1, but the connection is from pid", "a token of no fork", "(NoMemory)"] {
+        assert!(log.contains(said), "the log does not say {said:?}:\n{log}");
+    }
+}
+
 /// `znswap daemon` killed while a program it pages runs: the program serves its own
 /// faults from then on, its first touch of a page the daemon had swapped out raises
 /// SIGBUS (never zeros: the heap checker checks every byte, and a wrong one exits 1),
