@@ -9,8 +9,9 @@
 //! `--memory`, granted while the grants fit (else refused with a message); the pager's
 //! budget is the sum granted, and each tenant's pages are held to its own grant
 //! (`Pager::set_tenant_budget`: each is an engine tenant of its own). A fork's child
-//! serves its own heap (`crates/preload/src/served.rs`). `znswap status` asks the
-//! figures on the same socket. Not yet: forked children paged.
+//! serves its own heap, reading the pages its parent had swapped out from a snapshot
+//! the daemon keeps of the fork (`connection::ForkRegistry`). `znswap status` asks the
+//! figures on the same socket. Not yet: forked children paged within their tenant.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};

@@ -96,10 +96,12 @@ pub struct Wakeups {
     pub io: bool,
     /// Faults waiting for room under the budget.
     pub room: bool,
+    /// Regions whose pages were not dropped as their process said (`take_false_drops`).
+    pub false_drops: bool,
 }
 
 impl Wakeups {
     pub fn any(self) -> bool {
-        self.evictors || self.io || self.room
+        self.evictors || self.io || self.room || self.false_drops
     }
 }

@@ -31,6 +31,12 @@ const READ_ATTEMPTS_MAX: u32 = 8;
 /// thrashed, winning back a few slots at a time, while faults waited for minutes).
 pub const ROOM_WAIT_MAX_NS: u64 = 50_000_000;
 
+/// Write faults on pages a region had not mapped, in a row with no missing fault, that
+/// reveal pages never dropped (`false_drop_suspected`): far more than the threads a
+/// process has (each raises one such fault per page dropped under it), far fewer than a
+/// spinning thread raises in a millisecond.
+pub const FALSE_DROP_FAULTS: u32 = 4096;
+
 /// How the fault reached the pager.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FaultKind {
@@ -270,6 +276,22 @@ impl PagerCore {
         self.missing_fault(fault, owner, page, now, actions)
     }
 
+    /// A write fault on a page of region `owner` the pager had not mapped. One comes from
+    /// each thread whose fault was read before the page went, and its retry is a missing
+    /// fault. Thousands in a row with no missing fault between mean the pages are still
+    /// there: a served process whose agent said it dropped pages it did not (its threads
+    /// and a handler would spin on them, and its memory pass its budget). Its region is
+    /// reported (`take_false_drops`), to be let go.
+    fn false_drop_suspected(&mut self, owner: u32) {
+        let region = &mut self.regions[owner as usize];
+        region.write_faults_unmapped = region.write_faults_unmapped.saturating_add(1);
+        if region.write_faults_unmapped == FALSE_DROP_FAULTS {
+            self.stats.false_drops += 1;
+            self.false_drops.push(owner);
+            self.wakeups.false_drops = true;
+        }
+    }
+
     fn zero_fill_if_unmapped(&mut self, fault: &mut Fault, owner: u32, page: u64) -> FaultStep {
         let generation = self.regions[owner as usize].generation;
         fault.progress = Progress::ZeroFilling { owner, page, generation };
@@ -349,6 +371,7 @@ impl PagerCore {
             // Dropped after its swap-out completed, or parked since the fault: the
             // writer retries, faults the page back in and writes to it then.
             actions.push(Action::Wake { address });
+            self.false_drop_suspected(owner);
             return;
         }
         if matches!(self.engine.page_state(owner, page), Ok(EnginePage::SwapCached { .. })) {
@@ -425,6 +448,7 @@ impl PagerCore {
             fault.counted = true;
             self.stats.missing_faults += 1;
         }
+        self.regions[owner as usize].write_faults_unmapped = 0;
         let state = self.state(owner, page);
         match state {
             // Its discard is under way: swap it in once that is done.

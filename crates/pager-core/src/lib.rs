@@ -330,6 +330,9 @@ pub struct CoreStats {
     /// found by a fault (`FaultStep::ZeroFill` landed on a page the pager had mapped).
     pub zapped_pages_found: u64,
     pub forks: u64,
+    /// Regions found with pages their process said it dropped and did not
+    /// (`take_false_drops`).
+    pub false_drops: u64,
     /// Budget changes (`set_budget`).
     pub budget_changes: u64,
     /// Victims picked from tenants over their own budgets (`set_tenant_budget`).
@@ -441,6 +444,8 @@ pub struct PagerCore {
     tenant_counts: Vec<(u64, u64)>,
     /// Each tenant's pages swapped out and read back (`TenantFigures`).
     tenant_traffic: Vec<(u64, u64)>,
+    /// Regions found with pages not dropped as their process said (`take_false_drops`).
+    false_drops: Vec<u32>,
     evictors_asleep: bool,
     io_asleep: bool,
     /// Eviction rounds handed out (`evict_round`): each names its victims.
@@ -523,6 +528,7 @@ impl PagerCore {
             tenant_budgeted: false,
             tenant_counts: vec![(0, 0); config.tenants.max(1) as usize],
             tenant_traffic: vec![(0, 0); config.tenants.max(1) as usize],
+            false_drops: Vec::new(),
             evictors_asleep: false,
             io_asleep: false,
             rounds: 0,
@@ -674,7 +680,7 @@ impl PagerCore {
     /// kept past the pager) is served beyond the budget rather than left waiting.
     pub fn shut_down(&mut self) {
         self.shut_down = true;
-        self.wakeups = Wakeups { evictors: true, io: true, room: true };
+        self.wakeups = Wakeups { evictors: true, io: true, room: true, false_drops: self.wakeups.false_drops };
     }
 
     /// A notice owed to the user since the last call (each said once in the pager's
@@ -686,6 +692,13 @@ impl PagerCore {
     /// The wake-ups owed since the last call.
     pub fn take_wakeups(&mut self) -> Wakeups {
         std::mem::take(&mut self.wakeups)
+    }
+
+    /// The regions whose process said it dropped pages it did not (found by the write
+    /// faults they raise, `Wakeups::false_drops`): only a served process's agent can, and
+    /// that process is to be let go.
+    pub fn take_false_drops(&mut self) -> Vec<u32> {
+        std::mem::take(&mut self.false_drops)
     }
 
     // ------------------------------------------------------------------ regions

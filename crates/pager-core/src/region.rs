@@ -21,6 +21,9 @@ pub(crate) struct Region {
     /// The page of the last missing fault, and how many faults in a row followed it.
     pub last_fault: u64,
     pub sequential_faults: u32,
+    /// Write faults on pages it had not mapped since its last missing fault
+    /// (`PagerCore::false_drop_suspected`).
+    pub write_faults_unmapped: u32,
     /// The program discarded some of it (`PagerCore::discard_range`): a page the pager
     /// mapped may have been zapped since, so its missing faults are not all stale.
     pub program_discards: bool,
@@ -101,6 +104,7 @@ impl Region {
             live: true,
             last_fault: u64::MAX,
             sequential_faults: 0,
+            write_faults_unmapped: 0,
             program_discards: false,
             shadow,
             seals: if sealed { PageTable::new(pages) } else { PageTable::default() },

@@ -225,7 +225,7 @@ impl ForkRegistry {
             let _ = channel.send_to_tenant(&ToTenant::Refused(Reason::UnknownTenant));
             return Err(ConnectionError::NotAFork { child });
         };
-        let staging = Staging::map(staging)?;
+        let mut staging = Staging::map(staging)?;
         channel.send_to_tenant(&ToTenant::Ack(Kind::ForkChild))?;
         let served = loop {
             match channel.recv_to_daemon()? {
@@ -285,8 +285,8 @@ impl Staging {
         Ok(Staging { at: at.cast() })
     }
 
-    fn page(&self) -> &mut [u8] {
-        // SAFETY: one mapped page, used by one thread (the child's connection) at a time.
+    fn page(&mut self) -> &mut [u8] {
+        // SAFETY: one mapped page of ours, borrowed as this mapping is.
         unsafe { std::slice::from_raw_parts_mut(self.at, crate::PAGE_BYTES) }
     }
 }

@@ -944,6 +944,10 @@ impl<'a> StateGuard<'a> {
         let shared = self.shared;
         let mut guard = self.guard.take().expect("held");
         let wakeups = guard.take_wakeups();
+        if wakeups.false_drops {
+            // (Said and marked under the lock: rare, and nothing here waits on it.)
+            shared.let_go_false_drops(guard.take_false_drops());
+        }
         HOLDS_STATE_LOCK.with(|held| held.set(false));
         shared.notify(wakeups);
         let guard = condvar.wait_timeout(guard, timeout).unwrap_or_else(|p| p.into_inner()).0;
@@ -956,7 +960,11 @@ impl Drop for StateGuard<'_> {
         let Some(mut guard) = self.guard.take() else { return };
         let wakeups = guard.take_wakeups();
         let notice = guard.take_notice();
+        let false_drops = if wakeups.false_drops { guard.take_false_drops() } else { Vec::new() };
         drop(guard);
+        if !false_drops.is_empty() {
+            self.shared.let_go_false_drops(false_drops);
+        }
         HOLDS_STATE_LOCK.with(|held| held.set(false));
         self.shared.notify(wakeups);
         if let Some(notice) = notice {
@@ -1186,6 +1194,29 @@ impl Shared {
         // a protocol broken) serves its own faults from then on through the same
         // registration (`serve_orphaned`), and its swapped-out pages must fault there
         // (SIGBUS), not read as the zero pages an unregistered arena would give.
+    }
+
+    /// Regions whose process said it dropped pages it kept (`PagerCore::take_false_drops`):
+    /// a served process's agent lied, and the process is let go (its agent's connection
+    /// ends with it, and it serves its own faults from then on) rather than have its
+    /// threads and a handler spin on its pages. The pager drops its own process's pages
+    /// itself, so there it is only said.
+    fn let_go_false_drops(&self, owners: Vec<u32>) {
+        for owner in owners {
+            match self.spaces.served_now().iter().find(|space| space.owner == owner) {
+                Some(space) => {
+                    if !space.gone.swap(true, Relaxed) {
+                        eprintln!(
+                            "znswap: process {} kept pages its agent said it dropped (writes to them fault again \
+                             and again): it is let go",
+                            space.pid()
+                        );
+                    }
+                    self.tenant_gone.store(true, Relaxed);
+                }
+                None => eprintln!("znswap: warning: pages of region {owner} were not dropped as the pager asked"),
+            }
+        }
     }
 
     /// The served processes an ioctl found gone are let go: by the evictor at rest.

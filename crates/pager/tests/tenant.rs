@@ -35,11 +35,21 @@ fn geometry() -> Geometry {
 /// Starts a tenant process (making `ops` accesses; its arena at `at` if not 0);
 /// returns it with its Hello's link and the daemon's end of its connection, welcomed.
 fn spawn_a_tenant(seed: u64, ops: u64, at: u64) -> (std::process::Child, TenantLink, Channel) {
-    spawn_a_tenant_with(seed, ops, at, false)
+    spawn_a_tenant_with(seed, ops, at, Tenant::Plain)
 }
 
-/// `spawn_a_tenant`; an `orphan` serves its own faults once its pager is gone.
-fn spawn_a_tenant_with(seed: u64, ops: u64, at: u64, orphan: bool) -> (std::process::Child, TenantLink, Channel) {
+/// How a tenant process behaves beyond its accesses.
+#[derive(Clone, Copy, PartialEq)]
+enum Tenant {
+    Plain,
+    /// Serves its own faults once its pager is gone.
+    Orphan,
+    /// Its agent says it dropped pages it keeps (and, let go, serves its own faults).
+    Liar,
+}
+
+/// `spawn_a_tenant`, a tenant behaving as `kind` says.
+fn spawn_a_tenant_with(seed: u64, ops: u64, at: u64, kind: Tenant) -> (std::process::Child, TenantLink, Channel) {
     let (daemon, tenant) = Channel::pair().unwrap();
     let mut command = Command::new(std::env::current_exe().unwrap());
     command
@@ -48,7 +58,8 @@ fn spawn_a_tenant_with(seed: u64, ops: u64, at: u64, orphan: bool) -> (std::proc
         .env("ZNSWAP_TEST_TENANT_SEED", seed.to_string())
         .env("ZNSWAP_TEST_TENANT_OPS", ops.to_string())
         .env("ZNSWAP_TEST_TENANT_AT", at.to_string())
-        .env("ZNSWAP_TEST_TENANT_ORPHAN", if orphan { "1" } else { "0" })
+        .env("ZNSWAP_TEST_TENANT_ORPHAN", if kind == Tenant::Plain { "0" } else { "1" })
+        .env("ZNSWAP_TEST_TENANT_LIES", if kind == Tenant::Liar { "1" } else { "0" })
         .stdin(Stdio::piped())
         .stdout(Stdio::piped());
     tenant.keep_in_child(&mut command);
@@ -266,9 +277,30 @@ fn two_processes_share_one_pager_and_each_reads_back_its_own() {
 /// the tenant, whose agent's connection ends): the tenant serves its own faults, and its
 /// first touch of a page the pager had swapped out raises SIGBUS. Never a page read as
 /// zeros: the tenant checks every read, and a wrong one ends it with a panic instead.
+/// A tenant whose agent says it dropped pages it kept (broken, or cheating its budget):
+/// its writes to those pages (write-protected for their swap-out) fault again and again
+/// on pages the pager holds as gone. The pager finds it out and lets it go instead of
+/// spinning on it with the tenant; the tenant then serves its own faults, and since it
+/// dropped nothing, every read it checks is right.
+#[test]
+fn a_tenant_whose_agent_lies_about_drops_is_let_go_not_spun_on() {
+    let (mut child, link, _daemon) = spawn_a_tenant_with(37, OPS, 0, Tenant::Liar);
+    let device: Arc<dyn ZonedDevice> = Arc::new(MemDevice::new(geometry()).unwrap());
+    let (pager, _) = Pager::serve_tenant(device, config(BUDGET_PAGES, false), link).unwrap();
+    let watchdog = watchdog(child.id());
+    let (line, _out) = wait_until_checked(&mut child);
+    let stats = pager.stats();
+    drop(pager);
+    drop(child.stdin.take());
+    let status = child.wait().unwrap();
+    drop(watchdog);
+    assert!(status.success() && line.contains("checked"), "the tenant failed ({status}); it said {line:?}");
+    assert_eq!(stats.false_drops, 1, "found out once: {stats:?}");
+}
+
 #[test]
 fn a_tenant_whose_pager_dies_gets_sigbus_for_its_swapped_pages_never_zeros() {
-    let (mut child, link, _daemon) = spawn_a_tenant_with(31, 100_000_000, 0, true);
+    let (mut child, link, _daemon) = spawn_a_tenant_with(31, 100_000_000, 0, Tenant::Orphan);
     let device: Arc<dyn ZonedDevice> = Arc::new(MemDevice::new(geometry()).unwrap());
     let (pager, _) = Pager::serve_tenant(device, config(BUDGET_PAGES, false), link).unwrap();
     let watchdog = watchdog(child.id());
@@ -325,9 +357,14 @@ fn tenant_process() {
     let served = hand_over(&calls, arena, Join::New(Name::new("tenant test").unwrap()), BUDGET_PAGES).unwrap();
     assert_eq!(served.budget_pages, BUDGET_PAGES);
     let orphan = std::env::var("ZNSWAP_TEST_TENANT_ORPHAN").is_ok_and(|value| value == "1");
+    let lies = std::env::var("ZNSWAP_TEST_TENANT_LIES").is_ok_and(|value| value == "1");
     let agent = std::thread::spawn(move || {
+        // (A liar says it dropped nothing it dropped: no page is lost should it be let go.)
         let dropped = DroppedPages::new(arena);
         let count = agent_loop(&served.agent, arena, &dropped, |start, len| {
+            if lies {
+                return 0;
+            }
             // SAFETY: pages of our own arena the pager wrote out (agent_loop checked).
             unsafe { libc::madvise(start as *mut libc::c_void, len as usize, libc::MADV_DONTNEED) }
         })
@@ -346,12 +383,17 @@ fn tenant_process() {
     // SAFETY: one byte per page of our own mapping.
     assert_eq!(unsafe { libc::mincore(base as *mut libc::c_void, len as usize, residency.as_mut_ptr()) }, 0);
     let resident = residency.iter().filter(|&&byte| byte & 1 != 0).count() as u64;
-    assert!(resident < ARENA_PAGES / 2, "{resident} of {ARENA_PAGES} pages resident: the agent's drops did not happen");
+    assert!(
+        lies || resident < ARENA_PAGES / 2,
+        "{resident} of {ARENA_PAGES} pages resident: the agent's drops did not happen"
+    );
     println!("checked {ARENA_PAGES} pages and {ops} accesses, {resident} pages resident");
     std::io::stdout().flush().unwrap();
     // Wait for the test to stop the pager (stdin closes), then leave.
     let mut rest = String::new();
     let _ = std::io::stdin().read_line(&mut rest);
-    let dropped = agent.join().unwrap();
-    assert!(dropped > 0, "the pager asked for drops");
+    if !lies {
+        let dropped = agent.join().unwrap();
+        assert!(dropped > 0, "the pager asked for drops");
+    }
 }

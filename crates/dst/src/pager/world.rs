@@ -785,6 +785,12 @@ impl World {
             self.coverage.swap_full_notices += 1;
         }
         let wakeups = self.core.take_wakeups();
+        if wakeups.false_drops {
+            // Only a served process's agent can say it dropped what it kept: this pager
+            // drops its own pages, so its write faults never reveal one.
+            let owners = self.core.take_false_drops();
+            self.violation(format!("regions {owners:?} suspected of pages not dropped"));
+        }
         if wakeups.evictors {
             for evictor in self.evictors.iter_mut().flatten() {
                 evictor.woken = true;

@@ -68,6 +68,9 @@ pager_stats! {
     /// Ioctls on a served process that found it gone (`Pager::serve_tenant`), and its
     /// victims read as zeroes because it was.
     count served_process_gone,
+    /// Served processes let go for keeping pages their agent said it dropped
+    /// (`PagerCore::take_false_drops`).
+    count false_drops,
     count swap_outs_written,
     count swap_outs_clean,
     /// Pages read back that kept their slot and were written since (a write-protect
@@ -214,6 +217,7 @@ impl Shared {
             wp_markers_cleared: c.wp_markers_cleared.load(Relaxed),
             moves_misreported: c.moves_misreported.load(Relaxed),
             served_process_gone: c.served_process_gone.load(Relaxed),
+            false_drops: core.false_drops,
             swap_outs_written: core.swap_outs_written,
             swap_outs_clean: engine.swap_cache_hits,
             swap_cache_dirtied: core.swap_cache_dirtied,
