@@ -113,18 +113,8 @@ fn wait_until_checked(child: &mut std::process::Child) -> (String, BufReader<std
 /// Serves the tenant process until it has checked its data, and returns the pager's
 /// figures.
 fn serve_a_tenant(encrypt: bool, seed: u64) -> znswap_pager::PagerStats {
-    let (mut child, pager, _, slack) = start_a_tenant(encrypt, seed, OPS);
-    let watchdog = watchdog(child.id());
-    // The tenant says when every page it read was right (or fails, and exits).
-    let (line, _out) = wait_until_checked(&mut child);
-    let stats = pager.stats();
-    drop(pager);
-    // Only now may it go (a tenant that dies under its pager is a later step).
-    drop(child.stdin.take());
-    let status = child.wait().unwrap();
-    drop(watchdog);
-    assert!(status.success(), "the tenant failed ({status}); it said {line:?}");
-    assert!(line.contains("checked"), "the tenant said {line:?}");
+    let (child, pager, _, slack) = start_a_tenant(encrypt, seed, OPS);
+    let stats = serve_until_checked(child, pager);
     assert!(
         stats.resident_pages_max <= BUDGET_PAGES + slack + 64,
         "resident max {} over budget {BUDGET_PAGES} + slack {slack}",
@@ -134,6 +124,22 @@ fn serve_a_tenant(encrypt: bool, seed: u64) -> znswap_pager::PagerStats {
     assert!(stats.swap_outs_written > 3000, "the tenant's pages went to the device: {stats:?}");
     assert!(stats.swap_in_reads > 1000, "and came back: {stats:?}");
     assert!(stats.swap_outs_zero > 0, "all-zero pages are seen through its memory: {stats:?}");
+    stats
+}
+
+/// Serves the tenant process `child` with `pager` until it says every page it read was
+/// right (or fails), then stops the pager and lets the tenant end, which must be a
+/// success; returns the pager's figures.
+fn serve_until_checked(mut child: std::process::Child, pager: Pager) -> znswap_pager::PagerStats {
+    let watchdog = watchdog(child.id());
+    let (line, _out) = wait_until_checked(&mut child);
+    let stats = pager.stats();
+    drop(pager);
+    // Only now may it go (its harness waits for its stdin to close).
+    drop(child.stdin.take());
+    let status = child.wait().unwrap();
+    drop(watchdog);
+    assert!(status.success() && line.contains("checked"), "the tenant failed ({status}); it said {line:?}");
     stats
 }
 
@@ -284,17 +290,10 @@ fn two_processes_share_one_pager_and_each_reads_back_its_own() {
 /// dropped nothing, every read it checks is right.
 #[test]
 fn a_tenant_whose_agent_lies_about_drops_is_let_go_not_spun_on() {
-    let (mut child, link, _daemon) = spawn_a_tenant_with(37, OPS, 0, Tenant::Liar);
+    let (child, link, _daemon) = spawn_a_tenant_with(37, OPS, 0, Tenant::Liar);
     let device: Arc<dyn ZonedDevice> = Arc::new(MemDevice::new(geometry()).unwrap());
     let (pager, _) = Pager::serve_tenant(device, config(BUDGET_PAGES, false), link).unwrap();
-    let watchdog = watchdog(child.id());
-    let (line, _out) = wait_until_checked(&mut child);
-    let stats = pager.stats();
-    drop(pager);
-    drop(child.stdin.take());
-    let status = child.wait().unwrap();
-    drop(watchdog);
-    assert!(status.success() && line.contains("checked"), "the tenant failed ({status}); it said {line:?}");
+    let stats = serve_until_checked(child, pager);
     assert_eq!(stats.false_drops, 1, "found out once: {stats:?}");
 }
 
