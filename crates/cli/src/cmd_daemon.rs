@@ -95,7 +95,11 @@ impl Daemon {
     fn begin(&self, name: &str, pages: u64, opened: bool) -> Result<(u32, u64, Token), Reason> {
         let token = Token::random().map_err(|_| Reason::Full)?;
         let mut tenants = self.tenants.lock().unwrap();
-        let tenant = tenants.begin(name, pages, opened, token, |index| self.pager.tenant_figures(index))?;
+        let tenant = tenants.begin(name, pages, opened, token, |index| {
+            // (No process of the index is served: its latencies are a former tenant's.)
+            self.pager.reset_tenant_fault_latency(index);
+            self.pager.tenant_figures(index)
+        })?;
         let (index, pages) = (tenant.index, tenant.pages);
         self.set_budgets(&tenants, index, Some(pages));
         Ok((index, pages, token))
@@ -148,6 +152,7 @@ impl Daemon {
             .iter()
             .map(|tenant| {
                 let figures = tenant.figures(self.pager.tenant_figures(tenant.index));
+                let (fault_p99_ns, faults) = self.pager.tenant_fault_latency(tenant.index, 0.99);
                 TenantStatus {
                     tenant: tenant.index,
                     processes: tenant.processes,
@@ -158,6 +163,8 @@ impl Daemon {
                     swap_outs: figures.swap_outs,
                     swap_ins: figures.swap_ins,
                     gc_bytes: figures.gc_bytes,
+                    faults,
+                    fault_p99_ns,
                 }
             })
             .collect();

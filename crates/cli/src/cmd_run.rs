@@ -642,6 +642,9 @@ struct TenantSummary {
     swapped_in_pages: u64,
     /// Bytes of the tenant's data the daemon's GC moved (charged to it).
     gc_bytes: u64,
+    /// The tenant's faults the daemon served, and their latency's 99th percentile.
+    faults: u64,
+    fault_p99_us: f64,
     /// The processes the programs it executed ran in (a process that executed again is
     /// one), by their own last figures.
     executed: u64,
@@ -662,6 +665,8 @@ impl TenantSummary {
             swapped_out_pages: status.as_ref().map_or(0, |status| status.swap_outs),
             swapped_in_pages: status.as_ref().map_or(0, |status| status.swap_ins),
             gc_bytes: status.as_ref().map_or(0, |status| status.gc_bytes),
+            faults: status.as_ref().map_or(0, |status| status.faults),
+            fault_p99_us: status.as_ref().map_or(0.0, |status| status.fault_p99_ns as f64 / 1000.0),
             executed: executed.len() as u64,
             executed_memory_max_bytes: executed.iter().map(|r| r.memory_used_max_bytes).max().unwrap_or(0),
             executed_cpu_ns: executed.iter().map(|r| r.cpu_ns).sum(),
@@ -746,6 +751,12 @@ impl Summary {
                     None => "the daemon did not say its figures at the end".to_string(),
                 };
                 line("tenant", format!("{} (tenant {} of the daemon): {processes}", t.name, t.index));
+                if t.faults > 0 {
+                    line(
+                        "faults",
+                        format!("{} served by the daemon, p99 {:.0} µs (read to wake)", t.faults, t.fault_p99_us),
+                    );
+                }
                 line(
                     "swapped out / in",
                     format!(

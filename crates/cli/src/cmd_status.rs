@@ -73,6 +73,10 @@ struct TenantFigures {
     swapped_out_pages: u64,
     swapped_in_pages: u64,
     gc_bytes_moved: u64,
+    /// Its processes' faults served by the daemon, and their latency's 99th percentile
+    /// (from reading the fault to waking the thread).
+    faults: u64,
+    fault_p99_us: f64,
 }
 
 pub fn run(args: StatusArgs) -> Result<()> {
@@ -157,6 +161,8 @@ fn figures(socket: &std::path::Path, d: &DaemonStatus, tenants: &[TenantStatus],
                 swapped_out_pages: t.swap_outs,
                 swapped_in_pages: t.swap_ins,
                 gc_bytes_moved: t.gc_bytes,
+                faults: t.faults,
+                fault_p99_us: t.fault_p99_ns as f64 / 1000.0,
             })
             .collect(),
     }
@@ -208,12 +214,12 @@ fn table(s: &Status, tbw: Option<f64>) -> String {
         return out;
     }
     out.push_str(&format!(
-        "\n  {:>6}  {:<20} {:>9} {:>10} {:>10} {:>12} {:>12} {:>10}\n",
-        "tenant", "name", "processes", "budget", "resident", "swapped out", "read back", "GC moved"
+        "\n  {:>6}  {:<20} {:>9} {:>10} {:>10} {:>12} {:>12} {:>10} {:>12}\n",
+        "tenant", "name", "processes", "budget", "resident", "swapped out", "read back", "GC moved", "fault p99"
     ));
     for t in &s.tenants {
         out.push_str(&format!(
-            "  {:>6}  {:<20} {:>9} {:>10} {:>10} {:>12} {:>12} {:>10}\n",
+            "  {:>6}  {:<20} {:>9} {:>10} {:>10} {:>12} {:>12} {:>10} {:>12}\n",
             t.tenant,
             t.name,
             format!("{} / {}", t.processes, t.processes_joined),
@@ -221,7 +227,8 @@ fn table(s: &Status, tbw: Option<f64>) -> String {
             format_size(t.resident_bytes),
             t.swapped_out_pages,
             t.swapped_in_pages,
-            format_size(t.gc_bytes_moved)
+            format_size(t.gc_bytes_moved),
+            if t.faults == 0 { "-".to_string() } else { format!("{:.0} µs", t.fault_p99_us) }
         ));
     }
     out.push_str("  (processes: served now / since the tenant began; swapped out and read back: pages)\n");
@@ -295,6 +302,13 @@ fn prometheus(s: &Status) -> String {
         "Bytes of a tenant's data the GC moved (charged to it).",
         &each(&|t| t.gc_bytes_moved as f64),
     );
+    metric("tenant_faults_total", "counter", "A tenant's faults the daemon served.", &each(&|t| t.faults as f64));
+    metric(
+        "tenant_fault_p99_seconds",
+        "gauge",
+        "The 99th percentile of a tenant's fault latency.",
+        &each(&|t| t.fault_p99_us / 1e6),
+    );
     out
 }
 
@@ -336,6 +350,8 @@ mod tests {
             swap_outs: 100,
             swap_ins: 40,
             gc_bytes: 25 * PAGE,
+            faults: 60,
+            fault_p99_ns: 250_000,
         };
         figures(std::path::Path::new("/s"), &daemon, &[tenant], Some(600.0))
     }
@@ -351,6 +367,7 @@ mod tests {
         let table = table(&s, Some(600.0));
         assert!(table.contains("WAF 1.25") && table.contains("600 TBW lasts"), "{table}");
         assert!(table.contains("1 / 4"), "processes now / joined: {table}");
+        assert!(table.contains("250 µs"), "the tenant's fault p99: {table}");
     }
 
     #[test]

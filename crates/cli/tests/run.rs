@@ -691,6 +691,8 @@ fn programs_a_program_executes_join_its_tenant_and_status_shows_them() {
     assert!(most > 8 << 20 && most < 28 << 20, "the largest executed process held {most} B: {summary}");
     assert!(tenant["swapped_out_pages"].as_u64().unwrap() > 16384, "both heaps swapped: {summary}");
     assert!(tenant["swapped_in_pages"].as_u64().unwrap() > 8192, "and read back: {summary}");
+    assert!(tenant["faults"].as_u64().unwrap() > 8192, "the daemon timed the tenant's faults: {summary}");
+    assert!(tenant["fault_p99_us"].as_f64().unwrap() > 0.0, "{summary}");
 
     // SAFETY: signalling our own children.
     unsafe { libc::kill(sleeper.id() as i32, libc::SIGTERM) };

@@ -50,6 +50,14 @@ impl LatencyHistogram {
         self.sum_ns.fetch_add(ns, Relaxed);
     }
 
+    /// Forgets every value recorded (a histogram of a tenant's, for the next tenant).
+    pub fn reset(&self) {
+        for count in &self.counts {
+            count.store(0, Relaxed);
+        }
+        self.sum_ns.store(0, Relaxed);
+    }
+
     /// All values recorded, summed.
     pub fn sum(&self) -> u64 {
         self.sum_ns.load(Relaxed)

@@ -492,6 +492,7 @@ impl Pager {
             crate::tenant::TenantSpace::new(mem, channel, pid),
             owner,
             id,
+            tenant,
         );
         if let Err(error) = served.add(space) {
             let now = self.shared.now();
@@ -550,7 +551,10 @@ impl Pager {
             colocation: colocate::Colocation::new(config.colocate, process),
             pager_tids: Default::default(),
             started: Instant::now(),
-            counters: Counters::default(),
+            counters: Counters {
+                tenant_fault_latency: (0..config.tenants.max(1)).map(|_| Default::default()).collect(),
+                ..Counters::default()
+            },
         });
         let (handlers, registration) = match config.fault_mode {
             FaultMode::HandlerThreads(count) => (count.max(1), None),
@@ -733,6 +737,23 @@ impl Pager {
     pub fn fault_latency(&self, q: f64) -> (u64, u64) {
         let histogram = &self.shared.counters.fault_latency;
         (histogram.quantile(q), histogram.count())
+    }
+
+    /// The fault latency of the engine tenant `tenant`'s served processes, at quantile
+    /// `q`, in nanoseconds; and how many were recorded (since `reset_tenant_fault_latency`).
+    pub fn tenant_fault_latency(&self, tenant: u32, q: f64) -> (u64, u64) {
+        match self.shared.counters.tenant_fault_latency.get(tenant as usize) {
+            Some(histogram) => (histogram.quantile(q), histogram.count()),
+            None => (0, 0),
+        }
+    }
+
+    /// Forgets the fault latencies recorded for the engine tenant `tenant` (a new tenant
+    /// takes its index).
+    pub fn reset_tenant_fault_latency(&self, tenant: u32) {
+        if let Some(histogram) = self.shared.counters.tenant_fault_latency.get(tenant as usize) {
+            histogram.reset();
+        }
     }
 
     /// Host memory the engine uses per 4 KiB of swap capacity.

@@ -368,6 +368,9 @@ pub struct TenantStatus {
     pub swap_ins: u64,
     /// Bytes the GC moved of its data (charged to it).
     pub gc_bytes: u64,
+    /// Its processes' faults served, and their latency's 99th percentile, in ns.
+    pub faults: u64,
+    pub fault_p99_ns: u64,
 }
 
 /// Every message's kind, as on the wire: tenant to daemon below 0x80, daemon to
@@ -444,7 +447,7 @@ impl Kind {
             Kind::Welcome => 32,
             Kind::Discard => 16,
             Kind::StatusReply => 8 + 12 * 8,
-            Kind::TenantStatus => 8 + NAME_BYTES + 6 * 8,
+            Kind::TenantStatus => 8 + NAME_BYTES + 8 * 8,
         }
     }
 }
@@ -669,6 +672,8 @@ impl ToTenant {
                     tenant.swap_outs,
                     tenant.swap_ins,
                     tenant.gc_bytes,
+                    tenant.faults,
+                    tenant.fault_p99_ns,
                 ] {
                     w.u64(figure);
                 }
@@ -758,6 +763,8 @@ impl ToTenant {
                     swap_outs: r.u64(),
                     swap_ins: r.u64(),
                     gc_bytes: r.u64(),
+                    faults: r.u64(),
+                    fault_p99_ns: r.u64(),
                 })
             }
             _ => unreachable!("Reader::start checked the direction"),

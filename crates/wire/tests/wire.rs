@@ -92,6 +92,8 @@ fn to_tenant_examples() -> Vec<ToTenant> {
             swap_outs: 3,
             swap_ins: 4,
             gc_bytes: 5,
+            faults: 6,
+            fault_p99_ns: 7,
         }),
     ]
 }

@@ -258,7 +258,13 @@ impl Shared {
             fault = fault.from_pager_thread();
         }
         self.resolve(fault, scratch);
-        self.counters.fault_latency.record(started.elapsed().as_nanos() as u64);
+        let ns = started.elapsed().as_nanos() as u64;
+        self.counters.fault_latency.record(ns);
+        if space.served.is_some() {
+            if let Some(histogram) = self.counters.tenant_fault_latency.get(space.tenant as usize) {
+                histogram.record(ns);
+            }
+        }
         true
     }
 

@@ -31,6 +31,8 @@ pub(crate) struct Space {
     /// Its region in the core (a served process's arena).
     pub(crate) owner: u32,
     pub(crate) id: TenantId,
+    /// The engine tenant it is charged to.
+    pub(crate) tenant: u32,
     /// An ioctl found the process gone: its region is let go at the evictor's next rest.
     pub(crate) gone: AtomicBool,
 }
@@ -45,6 +47,7 @@ impl Space {
             served: None,
             owner: u32::MAX,
             id: TenantId(0),
+            tenant: 0,
             gone: AtomicBool::new(false),
         }
     }
@@ -219,9 +222,10 @@ pub(crate) fn served_space(
     served: TenantSpace,
     owner: u32,
     id: TenantId,
+    tenant: u32,
 ) -> Space {
     let (base, len) = arena;
-    Space { uffd, window, base, len, served: Some(served), owner, id, gone: AtomicBool::new(false) }
+    Space { uffd, window, base, len, served: Some(served), owner, id, tenant, gone: AtomicBool::new(false) }
 }
 
 #[cfg(test)]
@@ -249,6 +253,7 @@ mod tests {
             served: None,
             owner: 0,
             id: a,
+            tenant: 0,
             gone: AtomicBool::new(false),
         };
         assert_eq!(space.to_core(0x7f00_0000_1000), Some(first + 4096));

@@ -192,6 +192,8 @@ pub(super) struct Counters {
     pub(super) evictor_idle_ns: AtomicU64,
     pub(super) io_idle_ns: AtomicU64,
     pub(super) fault_latency: crate::latency::LatencyHistogram,
+    /// The same, per engine tenant (a served process's faults, under its tenant).
+    pub(super) tenant_fault_latency: Box<[crate::latency::LatencyHistogram]>,
 }
 
 impl Shared {
