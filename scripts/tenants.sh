@@ -111,6 +111,8 @@ def reader(name):
         "swap_in_mb_s": tenant["swapped_in_pages"] * 4096 / run["seconds"] / 1e6,
         "p50_us": run["p50_us"], "p99_us": run["p99_us"], "p999_us": run["p999_us"],
         "gc_bytes_charged": tenant["gc_bytes"],
+        # The daemon's own timing of its faults (read to wake), beside the program's.
+        "daemon_fault_p99_us": tenant.get("fault_p99_us"),
     }
 status = json.load(open(f"{work}/status.json"))
 writer = next((t for t in status["tenants"] if t["name"] == "writer"), None)
