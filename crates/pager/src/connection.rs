@@ -28,7 +28,7 @@ pub enum ConnectionError {
     Unexpected(Box<ToDaemon>),
     #[error("pid {child} asked for a fork's pages with a token of no fork of its parent")]
     NotAFork { child: u32 },
-    #[error("its fork's staging buffer is not a page of shared memory")]
+    #[error("its fork's staging buffer is not a page of memory sealed against shrinking (a memfd with F_SEAL_SHRINK)")]
     Staging,
     #[error(transparent)]
     Channel(#[from] znswap_wire::ChannelError),
@@ -201,11 +201,6 @@ impl ForkRegistry {
         }
     }
 
-    /// Snapshots held now.
-    pub fn held(&self) -> usize {
-        self.forks.lock().unwrap_or_else(|p| p.into_inner()).len()
-    }
-
     /// A fork's child (pid `child`) asks for its parent's pages with `token`, staging
     /// them in `staging` (a memfd of one page): checked (the token, and that its parent
     /// is the process that forked), then served until it hangs up, which lets the
@@ -261,6 +256,13 @@ struct Staging {
 
 impl Staging {
     fn map(fd: std::os::fd::OwnedFd) -> Result<Staging, ConnectionError> {
+        // Sealed against shrinking: a child that truncated it under the mapping would
+        // make the daemon's next write into it a SIGBUS in the daemon.
+        // SAFETY: reads the seals of a descriptor we own (fails on anything not a memfd).
+        let seals = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GET_SEALS) };
+        if seals < 0 || seals & libc::F_SEAL_SHRINK == 0 {
+            return Err(ConnectionError::Staging);
+        }
         // SAFETY: plain data, filled by fstat.
         let mut stat: libc::stat = unsafe { std::mem::zeroed() };
         // SAFETY: a descriptor we own, and a stat buffer of ours.

@@ -308,17 +308,19 @@ unsafe impl Send for ForkReader {}
 impl ForkReader {
     fn connect(path: &std::path::Path, token: Token) -> Result<ForkReader, String> {
         // SAFETY: a NUL-terminated name; a new descriptor or -1.
-        let fd = unsafe { libc::memfd_create(c"znswap-fork".as_ptr(), libc::MFD_CLOEXEC) };
+        let fd = unsafe { libc::memfd_create(c"znswap-fork".as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING) };
         if fd < 0 {
             return Err(format!("memfd_create: {}", std::io::Error::last_os_error()));
         }
         // SAFETY: ours from here on.
         let memfd = unsafe { OwnedFd::from_raw_fd(fd) };
         use std::os::fd::{AsFd, AsRawFd};
-        // SAFETY: sizing and mapping our own memfd.
+        // SAFETY: sizing, sealing (the daemon maps it only so) and mapping our own memfd.
         let staging = unsafe {
-            if libc::ftruncate(memfd.as_raw_fd(), PAGE as i64) != 0 {
-                return Err(format!("sizing the staging page: {}", std::io::Error::last_os_error()));
+            if libc::ftruncate(memfd.as_raw_fd(), PAGE as i64) != 0
+                || libc::fcntl(memfd.as_raw_fd(), libc::F_ADD_SEALS, libc::F_SEAL_SHRINK | libc::F_SEAL_SEAL) != 0
+            {
+                return Err(format!("sizing and sealing the staging page: {}", std::io::Error::last_os_error()));
             }
             libc::mmap(std::ptr::null_mut(), PAGE as usize, libc::PROT_READ, libc::MAP_SHARED, memfd.as_raw_fd(), 0)
         };
