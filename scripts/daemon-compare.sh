@@ -70,7 +70,10 @@ one() {  # one MODE ROUND: a server paged by MODE (run or daemon), loaded, run, 
     local mode=$1 round=$2 paging=(--device "$device")
     if [ "$mode" = daemon ]; then
         rm -f "$work/daemon.sock"
-        "$znswap" daemon --device "$device" --memory "$memory" --socket "$work/daemon.sock" 2>"$work/daemon.log" &
+        # On the server's CPUs, where the in-process pager's threads run (they are the
+        # server process's).
+        $(pin "$server_cpus") "$znswap" daemon --device "$device" --memory "$memory" --socket "$work/daemon.sock" \
+            2>"$work/daemon.log" &
         daemon_pid=$!
         for _ in $(seq 1 100); do [ -S "$work/daemon.sock" ] && break; sleep 0.1; done
         paging=(--daemon "$work/daemon.sock")
