@@ -92,7 +92,7 @@ impl Daemon {
     }
 
     /// Begins a tenant (see `Tenants::begin`), its budget set: its index, grant and token.
-    fn begin(&self, name: &str, pages: u64, opened: bool) -> Result<(u32, u64, Token), Reason> {
+    fn begin(&self, name: &Name, pages: u64, opened: bool) -> Result<(u32, u64, Token), Reason> {
         let token = Token::random().map_err(|_| Reason::Full)?;
         let mut tenants = self.tenants.lock().unwrap();
         let tenant = tenants.begin(name, pages, opened, token, |index| {
@@ -127,7 +127,7 @@ impl Daemon {
             "znswap daemon: tenant {} ({}) closed: {} served, {} pages swapped out, {} in, {} moved by GC; all \
              programs so far: {} pages swapped out, {} in, {} lost",
             gone.index,
-            gone.name,
+            gone.name.as_str(),
             plural(gone.joined, "process", "processes"),
             figures.swap_outs,
             figures.swap_ins,
@@ -156,7 +156,7 @@ impl Daemon {
                 TenantStatus {
                     tenant: tenant.index,
                     processes: tenant.processes,
-                    name: Name::new(&tenant.name).unwrap_or_else(|_| Name::new("?").expect("a valid name")),
+                    name: tenant.name.clone(),
                     processes_joined: tenant.joined,
                     budget_pages: tenant.pages,
                     resident_pages: figures.resident_pages,
@@ -375,7 +375,7 @@ fn serve_status(daemon: &Daemon, channel: &Channel) {
 /// program's processes to join with, held until the launcher hangs up (and its last
 /// process leaves). The launcher may ask the figures meanwhile (for its summary).
 fn serve_opener(daemon: &Daemon, channel: &Channel, pid: u32, name: Name, memory_pages: u64) {
-    let (index, pages, token) = match daemon.begin(name.as_str(), memory_pages, true) {
+    let (index, pages, token) = match daemon.begin(&name, memory_pages, true) {
         Ok(begun) => begun,
         Err(reason) => {
             let _ = channel.send_to_tenant(&ToTenant::Refused(reason));
@@ -418,7 +418,7 @@ fn serve_opener(daemon: &Daemon, channel: &Channel, pid: u32, name: Name, memory
 fn serve_process(daemon: &Daemon, channel: &Channel, pid: u32, arrival: Arrival) {
     let Arrival { hello, link } = arrival;
     let joined = match &hello.join {
-        Join::New(name) => daemon.begin(name.as_str(), hello.memory_pages, false).map(|(index, pages, _)| {
+        Join::New(name) => daemon.begin(name, hello.memory_pages, false).map(|(index, pages, _)| {
             eprintln!(
                 "znswap daemon: pid {pid} ({}) joined with {} of memory",
                 name.as_str(),

@@ -155,19 +155,8 @@ struct OpenTenant {
 impl OpenTenant {
     /// The tenant's figures now, as the daemon counts them.
     fn status(&self) -> Option<znswap_wire::TenantStatus> {
-        self.channel.send_to_daemon(&znswap_wire::ToDaemon::Status, &[]).ok()?;
-        let Ok(Some(znswap_wire::ToTenant::Status(daemon))) = self.channel.recv_to_tenant() else { return None };
-        let mut found = None;
-        for _ in 0..daemon.tenants {
-            match self.channel.recv_to_tenant() {
-                Ok(Some(znswap_wire::ToTenant::TenantStatus(tenant))) if tenant.tenant == self.index => {
-                    found = Some(tenant)
-                }
-                Ok(Some(znswap_wire::ToTenant::TenantStatus(_))) => {}
-                _ => return None,
-            }
-        }
-        found
+        let (_, tenants) = crate::cmd_status::ask(&self.channel).ok()?;
+        tenants.into_iter().find(|tenant| tenant.tenant == self.index)
     }
 }
 

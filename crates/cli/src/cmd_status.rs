@@ -85,7 +85,8 @@ pub fn run(args: StatusArgs) -> Result<()> {
         "--endurance-tbw must be a positive number of terabytes"
     );
     let socket = args.socket.clone().unwrap_or_else(crate::cmd_daemon::default_socket);
-    let (daemon, tenants) = ask(&socket).with_context(|| {
+    let asked = Channel::connect(&socket).map_err(anyhow::Error::from).and_then(|channel| ask(&channel));
+    let (daemon, tenants) = asked.with_context(|| {
         format!(
             "no znswap daemon answers at {}: start one with `znswap daemon`, or give its socket with --socket",
             socket.display()
@@ -102,9 +103,9 @@ pub fn run(args: StatusArgs) -> Result<()> {
     Ok(())
 }
 
-/// The daemon's answer to `Status`: its figures and each tenant's.
-fn ask(socket: &std::path::Path) -> Result<(DaemonStatus, Vec<TenantStatus>)> {
-    let channel = Channel::connect(socket)?;
+/// The daemon's answer to `Status` on `channel`: its figures and each tenant's (also
+/// asked by `znswap run --daemon` for its summary, on the connection holding its tenant).
+pub fn ask(channel: &Channel) -> Result<(DaemonStatus, Vec<TenantStatus>)> {
     channel.send_to_daemon(&ToDaemon::Status, &[])?;
     let daemon = match channel.recv_to_tenant()? {
         Some(ToTenant::Status(daemon)) => daemon,

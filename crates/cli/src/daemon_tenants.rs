@@ -16,7 +16,7 @@
 //! Plain bookkeeping, no I/O: the daemon's connection threads call it under one lock.
 
 use znswap_pager::TenantFigures;
-use znswap_wire::{Reason, Token};
+use znswap_wire::{Name, Reason, Token};
 
 /// Tenants served at once at most: the engine's tenants.
 pub const TENANTS_MAX: u32 = 16;
@@ -24,7 +24,7 @@ pub const TENANTS_MAX: u32 = 16;
 pub struct Tenant {
     /// The engine's tenant.
     pub index: u32,
-    pub name: String,
+    pub name: Name,
     /// Its grant of the daemon's memory, in pages.
     pub pages: u64,
     token: Token,
@@ -88,7 +88,7 @@ impl Tenants {
     /// engine tenant's figures now, by its index.
     pub fn begin(
         &mut self,
-        name: &str,
+        name: &Name,
         pages: u64,
         opened: bool,
         token: Token,
@@ -102,7 +102,7 @@ impl Tenants {
         let processes = u32::from(!opened);
         self.tenants.push(Tenant {
             index,
-            name: name.to_string(),
+            name: name.clone(),
             pages,
             token,
             opened,
@@ -148,6 +148,10 @@ impl Tenants {
 mod tests {
     use super::*;
 
+    fn name(name: &str) -> Name {
+        Name::new(name).unwrap()
+    }
+
     fn token(byte: u8) -> Token {
         Token([byte; 16])
     }
@@ -155,7 +159,7 @@ mod tests {
     #[test]
     fn a_tenant_holds_its_grant_while_its_opener_or_a_process_is_there() {
         let mut tenants = Tenants::new(1000, 10);
-        let make = tenants.begin("make", 300, true, token(1), |_| TenantFigures::default()).unwrap().index;
+        let make = tenants.begin(&name("make"), 300, true, token(1), |_| TenantFigures::default()).unwrap().index;
         assert_eq!(tenants.granted_pages(), 300);
         // Its processes join by token; a wrong token joins nothing.
         assert_eq!(tenants.join(&token(1)).unwrap().processes, 1);
@@ -169,7 +173,7 @@ mod tests {
         assert_eq!(tenants.granted_pages(), 0);
         assert!(matches!(tenants.join(&token(1)), Err(Reason::UnknownTenant)), "its token dies with it");
         // A lone process is a tenant of its own, let go when it leaves.
-        let lone = tenants.begin("redis", 5, false, token(2), |_| TenantFigures::default()).unwrap();
+        let lone = tenants.begin(&name("redis"), 5, false, token(2), |_| TenantFigures::default()).unwrap();
         assert_eq!((lone.pages, lone.processes), (10, 1), "the floor, and itself");
         let lone = lone.index;
         assert!(tenants.leave(lone).is_some());
@@ -179,14 +183,17 @@ mod tests {
     #[test]
     fn grants_fit_the_pool_and_the_engines_tenants() {
         let mut tenants = Tenants::new(100, 1);
-        let first = tenants.begin("a", 60, true, token(1), |_| TenantFigures::default()).unwrap().index;
-        assert!(matches!(tenants.begin("b", 41, true, token(2), |_| TenantFigures::default()), Err(Reason::NoMemory)));
-        let second = tenants.begin("b", 40, true, token(2), |_| TenantFigures::default()).unwrap().index;
+        let first = tenants.begin(&name("a"), 60, true, token(1), |_| TenantFigures::default()).unwrap().index;
+        assert!(matches!(
+            tenants.begin(&name("b"), 41, true, token(2), |_| TenantFigures::default()),
+            Err(Reason::NoMemory)
+        ));
+        let second = tenants.begin(&name("b"), 40, true, token(2), |_| TenantFigures::default()).unwrap().index;
         assert_ne!(first, second);
         tenants.close(first).unwrap();
         // Its index is used again; figures count from the new tenant's start.
         let since = TenantFigures { swap_outs: 7, swap_ins: 3, gc_bytes: 4096, ..TenantFigures::default() };
-        let third = tenants.begin("c", 10, true, token(3), |index| {
+        let third = tenants.begin(&name("c"), 10, true, token(3), |index| {
             assert_eq!(index, first);
             since
         });
@@ -195,8 +202,8 @@ mod tests {
         assert_eq!((figures.swap_outs, figures.swap_ins, figures.gc_bytes, figures.resident_pages), (3, 0, 4096, 5));
         let mut full = Tenants::new(u64::MAX, 1);
         for index in 0..TENANTS_MAX {
-            full.begin("x", 1, true, token(index as u8), |_| TenantFigures::default()).unwrap();
+            full.begin(&name("x"), 1, true, token(index as u8), |_| TenantFigures::default()).unwrap();
         }
-        assert!(matches!(full.begin("y", 1, true, token(99), |_| TenantFigures::default()), Err(Reason::Full)));
+        assert!(matches!(full.begin(&name("y"), 1, true, token(99), |_| TenantFigures::default()), Err(Reason::Full)));
     }
 }

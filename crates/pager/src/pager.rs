@@ -680,11 +680,6 @@ impl Pager {
         Ok(self.shared.lock().set_tenant_budget(tenant, bytes.map(|bytes| bytes / PAGE_BYTES as u64))?)
     }
 
-    /// The engine tenant `tenant`'s resident pages now.
-    pub fn tenant_resident_pages(&self, tenant: u32) -> u64 {
-        self.shared.lock().tenant_pages(tenant).0
-    }
-
     /// What the engine tenant `tenant` holds and has done (`znswap status`).
     pub fn tenant_figures(&self, tenant: u32) -> znswap_pager_core::TenantFigures {
         self.shared.lock().tenant_figures(tenant)

@@ -240,7 +240,7 @@ fn two_processes_share_one_pager_and_each_reads_back_its_own() {
             let mut most = [0u64; 2];
             while !done.load(std::sync::atomic::Ordering::Relaxed) {
                 for (tenant, most) in most.iter_mut().enumerate() {
-                    *most = (*most).max(pager.tenant_resident_pages(tenant as u32));
+                    *most = (*most).max(pager.tenant_figures(tenant as u32).resident_pages);
                 }
                 std::thread::sleep(Duration::from_micros(200));
             }

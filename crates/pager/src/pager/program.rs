@@ -215,11 +215,6 @@ pub enum ForkFill {
 }
 
 impl ForkSnapshot {
-    /// Pages it holds on the device (or lost).
-    pub fn pages(&self) -> usize {
-        self.pages.len()
-    }
-
     /// The page at `address` (in the process) as it was at the fork, read into `page`
     /// when it was on the device.
     pub fn read(&self, address: u64, page: &mut [u8]) -> ForkFill {
