@@ -426,7 +426,9 @@ fn serve_process(daemon: &Daemon, channel: &Channel, pid: u32, arrival: Arrival)
             );
             (index, pages)
         }),
-        Join::Tenant(token) => daemon.tenants.lock().unwrap().join(token).map(|tenant| (tenant.index, tenant.pages)),
+        Join::Tenant(token) | Join::ForkChild { tenant: token, .. } => {
+            daemon.tenants.lock().unwrap().join(token).map(|tenant| (tenant.index, tenant.pages))
+        }
     };
     let (index, pages) = match joined {
         Ok(joined) => joined,
@@ -435,8 +437,37 @@ fn serve_process(daemon: &Daemon, channel: &Channel, pid: u32, arrival: Arrival)
             return daemon.refused(&format!("pid {pid}"), hello.memory_pages, reason);
         }
     };
+    // A fork's child: paged from the fork on, within its parent's tenant, reading the
+    // pages then on the device from the fork's snapshot (held until it is let go here).
+    let inherit = match hello.join {
+        Join::ForkChild { fork, .. } => match daemon.forks.take(pid, fork) {
+            Ok(snapshot) if snapshot.tenant() == index => Some((fork, snapshot)),
+            taken => {
+                let why = match taken {
+                    Ok(_) => {
+                        daemon.forks.release(&fork);
+                        "its fork's parent is of another tenant".to_string()
+                    }
+                    Err(error) => error.to_string(),
+                };
+                let _ = channel.send_to_tenant(&ToTenant::Refused(Reason::UnknownTenant));
+                eprintln!("znswap daemon: pid {pid} (tenant {index}), a fork's child, refused: {why}");
+                let mut tenants = daemon.tenants.lock().unwrap();
+                if let Some(gone) = tenants.leave(index) {
+                    daemon.let_go(&tenants, gone);
+                }
+                return;
+            }
+        },
+        _ => None,
+    };
     let link = znswap_pager::TenantLink { tenant: index, ..link };
-    match daemon.pager.add_tenant(link) {
+    let added = match &inherit {
+        Some((_, snapshot)) => daemon.pager.add_forked_tenant(link, snapshot),
+        None => daemon.pager.add_tenant(link),
+    };
+    let mut inherit = inherit;
+    match added {
         Ok(id) => {
             // (The token is the tenant's: a process that joined by it has it already.)
             let welcome = ToTenant::Welcome { tenant: index, token: Token([0; 16]), budget_pages: pages };
@@ -448,9 +479,18 @@ fn serve_process(daemon: &Daemon, channel: &Channel, pid: u32, arrival: Arrival)
             daemon.pager.remove_tenant(id);
         }
         Err(error) => {
+            // A fork's child not paged here serves its own heap, and reads its parent's
+            // pages from the snapshot (let go when it exits).
+            if let Some((fork, _)) = inherit.take() {
+                daemon.forks.give_back(&fork);
+            }
             let _ = channel.send_to_tenant(&ToTenant::Refused(Reason::Full));
             eprintln!("znswap daemon: pid {pid} (tenant {index}) cannot be served: {error}");
         }
+    }
+    // (Its region is gone: the slots it inherited may be reset now.)
+    if let Some((fork, _)) = inherit {
+        daemon.forks.release(&fork);
     }
     let mut tenants = daemon.tenants.lock().unwrap();
     if let Some(gone) = tenants.leave(index) {

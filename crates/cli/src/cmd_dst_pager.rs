@@ -60,6 +60,8 @@ struct PagerCoverage {
     child_reads_slot: u64,
     child_reads_zero: u64,
     child_reads_shadow: u64,
+    served_children: u64,
+    inherited_reads: u64,
     seeds_with_parking: u64,
     seeds_wp_async: u64,
     scans: u64,
@@ -157,6 +159,8 @@ pub fn dst(request: &PagerDstRequest) -> Result<bool> {
         coverage.child_reads_slot += c.child_reads_slot;
         coverage.child_reads_zero += c.child_reads_zero;
         coverage.child_reads_shadow += c.child_reads_shadow;
+        coverage.served_children += c.served_children;
+        coverage.inherited_reads += c.inherited_reads;
         coverage.seeds_with_parking += (c.parks > 0) as u64;
         coverage.seeds_wp_async += report.scenario.wp_async as u64;
         coverage.scans += c.scans;
@@ -255,6 +259,8 @@ pub fn dst(request: &PagerDstRequest) -> Result<bool> {
             ("child reads from held slots", coverage.child_reads_slot),
             ("child reads of zero pages", coverage.child_reads_zero),
             ("child reads of parked pages (its shadow)", coverage.child_reads_shadow),
+            ("forks whose child the pager served too", coverage.served_children),
+            ("pages served children read from their parents' slots", coverage.inherited_reads),
             ("seeds that parked pages (inactive list)", coverage.seeds_with_parking),
             ("victims parked (moved to the shadow)", coverage.parks),
             ("seeds with asynchronous write protection", coverage.seeds_wp_async),

@@ -733,8 +733,8 @@ impl Summary {
             if let Some(t) = &self.tenant {
                 let processes = match t.processes {
                     Some(processes) => format!(
-                        "{} paged (the program and {} it executed)",
-                        crate::cmd_daemon::plural(processes, "program", "programs"),
+                        "{} paged (the program and {} it forked or executed)",
+                        crate::cmd_daemon::plural(processes, "process", "processes"),
                         processes.saturating_sub(1)
                     ),
                     None => "the daemon did not say its figures at the end".to_string(),

@@ -125,6 +125,21 @@ impl Engine {
         Ok(true)
     }
 
+    /// A page never written out whose content was lost elsewhere (a fork's child served
+    /// by the pager, inheriting a parent's slot that no longer reads): held `Lost` from
+    /// now on, as a swapped page given up is, and reported the same way. `false`: the
+    /// page is not `Zero` (nothing changed).
+    pub fn mark_lost(&mut self, owner: u32, page: u64) -> Result<bool, EngineError> {
+        self.owners.check(owner, page)?;
+        if self.owners.get(owner, page) != PageState::Zero {
+            return Ok(false);
+        }
+        self.owners.set(owner, page, PageState::Lost);
+        self.stats.pages_lost += 1;
+        self.events.push_back(Event::Lost { owner, page });
+        Ok(true)
+    }
+
     // --------------------------------------------------------- swap cache (§4.3)
 
     pub(crate) fn swap_cache_admits(&self) -> bool {

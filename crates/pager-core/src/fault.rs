@@ -5,7 +5,7 @@ use znswap_core::{EngineError, IoError, IoId, PageState as EnginePage, ReadOutco
 
 use crate::action::{Action, Actions, CopyFrom};
 use crate::readahead::Claim;
-use crate::{Notice, PageState, PagerCore, Sealed, PAGE_BYTES, READAHEAD_PAGES_MAX};
+use crate::{ChildPage, Notice, PageState, PagerCore, Sealed, PAGE_BYTES, READAHEAD_PAGES_MAX};
 
 /// Never-written pages mapped with a fault that continues a sequential run, beyond the
 /// faulting page: they cost no I/O (zero fill), and one fault, one lock hold and one
@@ -166,6 +166,13 @@ enum Progress {
     /// Asked the shell to open a sealed page in the read-ahead cache
     /// (`FaultStep::OpenCached`).
     OpeningCached(OpeningCached),
+    /// Reading a page a fork's child inherited from its parent's slot (one page, into
+    /// the fault's page buffer).
+    ReadingInherited {
+        owner: u32,
+        page: u64,
+        generation: u64,
+    },
     /// Asked the shell to map zeroes where nothing is mapped (`FaultStep::ZeroFill`).
     ZeroFilling {
         owner: u32,
@@ -223,7 +230,13 @@ impl PagerCore {
     /// `NotOurs`; carry out `actions` before releasing the lock each time.
     pub fn fault(&mut self, fault: &mut Fault, now: u64, actions: &mut Actions) -> FaultStep {
         assert!(
-            !matches!(fault.progress, Progress::Reading(_) | Progress::ZeroFilling { .. } | Progress::OpeningCached(_)),
+            !matches!(
+                fault.progress,
+                Progress::Reading(_)
+                    | Progress::ReadingInherited { .. }
+                    | Progress::ZeroFilling { .. }
+                    | Progress::OpeningCached(_)
+            ),
             "a fault with a read, a zero fill or an open outstanding called again"
         );
         let address = fault.address;
@@ -536,6 +549,9 @@ impl PagerCore {
                 sequential
             }
         };
+        if let Some(step) = self.inherited_fault(fault, owner, page, actions) {
+            return step;
+        }
         let answer = match self.engine.swap_in(owner, page, now) {
             Ok(answer) => answer,
             // The I/O table is full: completions make room.
@@ -628,6 +644,91 @@ impl PagerCore {
         }
     }
 
+    /// A missing fault on a page a fork's child inherited (`region_add_inherited`): read
+    /// from the parent's slot, once (another fault on it waits for that read), or
+    /// poisoned if the device had lost it. `None`: not such a page.
+    fn inherited_fault(
+        &mut self,
+        fault: &mut Fault,
+        owner: u32,
+        page: u64,
+        actions: &mut Actions,
+    ) -> Option<FaultStep> {
+        let region = &mut self.regions[owner as usize];
+        let generation = region.generation;
+        let entry = region.inherited.get_mut(&page)?;
+        if entry.reading {
+            return Some(FaultStep::Again(Pause::Micros(50)));
+        }
+        match entry.from {
+            ChildPage::Slot { zone, slot, sealed } => {
+                entry.reading = true;
+                fault.progress = Progress::ReadingInherited { owner, page, generation };
+                self.stats.swap_in_reads += 1;
+                self.stats.inherited_reads += 1;
+                self.count_tenant_traffic(owner, 0, 1);
+                Some(FaultStep::Read { zone, slot, pages: 1, into: ReadInto::FaultPage, sealed })
+            }
+            _ => {
+                region.inherited.remove(&page);
+                self.engine_lost_inherited(owner, page, actions);
+                Some(FaultStep::Done)
+            }
+        }
+    }
+
+    /// An inherited page that cannot be read: the engine holds it lost (as for a swapped
+    /// page whose read failed), and the page is poisoned.
+    fn engine_lost_inherited(&mut self, owner: u32, page: u64, actions: &mut Actions) {
+        let lost = self.engine.mark_lost(owner, page).expect("a registered page");
+        assert!(lost, "{owner}:{page}: an inherited page the engine holds");
+        self.after_engine();
+        self.poison(owner, page, actions);
+    }
+
+    /// The read of an inherited page is done: the page is mapped writable (its data is
+    /// the child's own from now on, never written out: dirty), read again, or poisoned after
+    /// `READ_ATTEMPTS_MAX` failures. Discarded meanwhile by the program (its entry gone),
+    /// nothing is mapped: the retried fault finds a page that reads zero.
+    fn inherited_read_done(
+        &mut self,
+        fault: &mut Fault,
+        result: Result<(), IoError>,
+        now: u64,
+        actions: &mut Actions,
+    ) -> FaultStep {
+        let Progress::ReadingInherited { owner, page, generation } = fault.progress else {
+            unreachable!("an inherited read outstanding");
+        };
+        fault.progress = Progress::Started { owner, generation, sequential: false };
+        let address = fault.address;
+        if !self.same_region(owner, generation) {
+            actions.push(Action::Wake { address });
+            return FaultStep::Done;
+        }
+        let region = &mut self.regions[owner as usize];
+        let Some(entry) = region.inherited.get_mut(&page).filter(|entry| entry.reading) else {
+            return FaultStep::Again(Pause::None);
+        };
+        if result.is_err() {
+            self.stats.device_errors += 1;
+            entry.reading = false;
+            fault.read_failures += 1;
+            if fault.read_failures < READ_ATTEMPTS_MAX {
+                return FaultStep::Again(Pause::None);
+            }
+            region.inherited.remove(&page);
+            self.engine_lost_inherited(owner, page, actions);
+            return FaultStep::Done;
+        }
+        region.inherited.remove(&page);
+        let answer = self.engine.swap_in(owner, page, now).expect("swap-in of an inherited page");
+        assert_eq!(answer, SwapIn::Zero, "{owner}:{page}: an inherited page the engine holds");
+        actions.push(Action::Copy { address, pages: 1, from: CopyFrom::FaultPage, write_protect: false });
+        self.mark_resident(owner, page);
+        FaultStep::Done
+    }
+
     /// The cache page `index` of those a fault asked to open (`FaultStep::OpenCached`'s
     /// `around`, after its own): its entry and what opens it.
     pub fn fault_cache_around(&self, fault: &Fault, index: u32) -> (u32, Sealed) {
@@ -679,6 +780,9 @@ impl PagerCore {
         now: u64,
         actions: &mut Actions,
     ) -> FaultStep {
+        if let Progress::ReadingInherited { .. } = fault.progress {
+            return self.inherited_read_done(fault, result, now, actions);
+        }
         let Progress::Reading(reading) = fault.progress else {
             panic!("fault_read_done without a read outstanding");
         };
@@ -783,6 +887,7 @@ impl PagerCore {
             if next >= region_pages
                 || self.state(owner, next) != PageState::Unmapped
                 || self.engine.page_state(owner, next) != Ok(EnginePage::Zero)
+                || self.regions[owner as usize].inherited.contains_key(&next)
             {
                 break;
             }

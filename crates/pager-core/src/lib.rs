@@ -223,6 +223,8 @@ pub enum CoreError {
     WpAsyncNeedsPark,
     #[error("with asynchronous write protection every region needs a shadow to park its pages in")]
     WpAsyncNeedsShadow,
+    #[error("a fork's child inherits page {page}, which is {what}: only slots on the device and lost pages are")]
+    NotInheritable { page: u64, what: &'static str },
 }
 
 /// Something the user should hear about, once.
@@ -274,6 +276,9 @@ pub struct CoreStats {
     pub zero_fills: u64,
     /// Pages read from the device for faults (read-ahead pages included).
     pub swap_in_reads: u64,
+    /// Of those, pages a fork's child read from its parent's slots at the fork
+    /// (`region_add_inherited`).
+    pub inherited_reads: u64,
     /// Pages read after a faulting page's into the read-ahead cache (holes between
     /// valid slots included).
     pub readahead_pages_read: u64,
@@ -735,6 +740,66 @@ impl PagerCore {
         Ok(owner)
     }
 
+    /// Takes the region of a fork's child, whose pages are what its parent's were at the
+    /// fork (a daemon's tenant that forks, `docs/daemon.md`): `resident` (page indexes)
+    /// are mapped in the child, its copies, and counted resident here as pages never
+    /// written out; `inherited` (`child_pages` of the parent's region, taken with the
+    /// zones held from reset until the child is gone) are the pages the child reads from
+    /// the parent's slots when it faults on them; `poisoned` (`poisoned_pages` of the
+    /// parent's region) hold the poison markers the child's page table copied, lost to
+    /// it too. Every other page is missing and zero, as in a new region. Call
+    /// `region_remove` before the parent's hold is let go.
+    #[allow(clippy::too_many_arguments)]
+    pub fn region_add_inherited(
+        &mut self,
+        base: u64,
+        pages: u64,
+        tenant: u32,
+        resident: &[u64],
+        poisoned: &[u64],
+        inherited: &[(u64, ChildPage)],
+        now: u64,
+    ) -> Result<u32, CoreError> {
+        for &(page, from) in inherited {
+            let what = match from {
+                ChildPage::Slot { .. } | ChildPage::Lost => None,
+                ChildPage::Zero => Some("zero"),
+                ChildPage::NotOurs => Some("not the pager's"),
+                ChildPage::Shadow { .. } => Some("parked"),
+            };
+            if let Some(what) = what {
+                return Err(CoreError::NotInheritable { page, what });
+            }
+            if page >= pages {
+                return Err(CoreError::NotInheritable { page, what: "past the region's end" });
+            }
+        }
+        let owner = self.region_add(base, pages, tenant, None)?;
+        for &page in resident.iter().filter(|&&page| page < pages) {
+            if self.state(owner, page) != PageState::Unmapped {
+                continue;
+            }
+            let answer = self.engine.swap_in(owner, page, now).expect("swap-in of a new region's page");
+            assert_eq!(answer, znswap_core::SwapIn::Zero, "{owner}:{page}: a new region holds nothing");
+            self.mark_resident(owner, page);
+        }
+        for &page in poisoned.iter().filter(|&&page| page < pages) {
+            if self.state(owner, page) == PageState::Unmapped
+                && self.engine.mark_lost(owner, page).expect("a new region's page")
+            {
+                self.set_state(owner, page, PageState::Poisoned);
+            }
+        }
+        self.after_engine();
+        let region = &mut self.regions[owner as usize];
+        for &(page, from) in inherited {
+            if region.state(page) == PageState::Unmapped {
+                region.inherited.insert(page, region::Inherited { from, reading: false });
+            }
+        }
+        Ok(owner)
+    }
+
     /// Forgets a region before it is unmapped: its slots are freed at once; its pages on
     /// their way out or awaiting a discard are let go as their I/O completes.
     pub fn region_remove(&mut self, owner: u32, now: u64) {
@@ -750,6 +815,7 @@ impl PagerCore {
         region.states = Vec::new();
         region.seals = Default::default();
         region.digests = Default::default();
+        region.inherited = Default::default();
         self.parked.retain(|parked| parked.owner != owner);
         self.engine.free(owner, 0..pages, now).expect("freeing a registered region");
         self.stats.resident_pages -= resident;
@@ -917,6 +983,11 @@ impl PagerCore {
                     PageState::Removed | PageState::ParkingRemoved => engine == Engine::Zero,
                 };
                 assert!(agrees, "page {owner}:{page} is {state:?} for the pager but {engine:?} for the engine");
+                assert!(
+                    !region.inherited.contains_key(&(page as u64))
+                        || state == PageState::Unmapped && engine == Engine::Zero,
+                    "page {owner}:{page} is inherited from a fork's parent but {state:?} / {engine:?}"
+                );
                 resident += state.is_resident() as u64;
                 writing += matches!(state, PageState::Writing | PageState::WritingParked) as u64;
                 parked += (state == PageState::Parked) as u64;

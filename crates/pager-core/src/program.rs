@@ -74,6 +74,9 @@ impl PagerCore {
             let last = (end.min(region.end()) - region.base) / page_bytes;
             self.regions[owner as usize].program_discards |= !zap_under_lock;
             self.stats.program_discarded_pages += last - first;
+            // Inherited pages read zero once discarded (a read of one in flight is
+            // dropped at its end, `inherited_read_done`).
+            self.regions[owner as usize].inherited.retain(|&page, _| page < first || page >= last);
             for page in first..last {
                 match self.state(owner, page) {
                     // Nothing mapped: the engine's copy (if any) goes below; a read in
@@ -171,6 +174,13 @@ impl PagerCore {
             .collect()
     }
 
+    /// The pages of region `owner` holding a poison marker (`PageState::Poisoned`), which
+    /// a fork's child's page table copies: for `region_add_inherited`.
+    pub fn poisoned_pages(&self, owner: u32) -> Vec<u64> {
+        let region = &self.regions[owner as usize];
+        (0..region.pages).filter(|&page| region.state(page) == PageState::Poisoned).collect()
+    }
+
     fn child_page_of(&self, owner: u32, page: u64) -> ChildPage {
         let capacity = self.engine.config().geometry.zone_capacity_pages;
         let engine = self.engine.page_state(owner, page).expect("a live region's page");
@@ -188,7 +198,13 @@ impl PagerCore {
             }
             // A marker the child inherits (so it does not fault): lost there too.
             (PageState::Poisoned, _) => ChildPage::Lost,
-            (PageState::Unmapped | PageState::Dropping, EnginePage::Zero) => ChildPage::Zero,
+            // A page this region (itself a fork's child) inherited and has not read yet:
+            // its parent's slot, held from reset by that fork's snapshot and by this one's.
+            (PageState::Unmapped, EnginePage::Zero) => match self.regions[owner as usize].inherited.get(&page) {
+                Some(inherited) => inherited.from,
+                None => ChildPage::Zero,
+            },
+            (PageState::Dropping, EnginePage::Zero) => ChildPage::Zero,
             (PageState::Unmapped | PageState::Dropping, EnginePage::Lost) => ChildPage::Lost,
             (
                 PageState::Unmapped | PageState::Dropping,

@@ -1,6 +1,8 @@
 //! The region table: the pager's page table of each region it manages.
 
-use crate::{Digest, PageState, Seal, PAGE_BYTES};
+use std::collections::BTreeMap;
+
+use crate::{ChildPage, Digest, PageState, Seal, PAGE_BYTES};
 
 pub(crate) struct Region {
     /// Distinguishes this region from a later one reusing its owner id (and perhaps its
@@ -43,6 +45,21 @@ pub(crate) struct Region {
     /// move that failed with the page found at its shadow page was done
     /// (`park_outcome`).
     pub stale_shadow: PageTable<bool>,
+    /// A fork's child served by this pager (`PagerCore::region_add_inherited`): its
+    /// pages that were on the device at the fork, by page, read from the parent's slots
+    /// (held from reset by the fork's snapshot) when it first faults on them. An entry
+    /// leaves when its page lands or the program discards it; each names an `Unmapped`
+    /// page the engine holds nothing of.
+    pub inherited: BTreeMap<u64, Inherited>,
+}
+
+/// A page a fork's child inherited from its parent's slots.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Inherited {
+    /// `ChildPage::Slot` or `ChildPage::Lost`.
+    pub from: ChildPage,
+    /// A fault is reading it (others wait for that one).
+    pub reading: bool,
 }
 
 /// A value per page (a seal, a digest), in chunks made when a page of theirs is first
@@ -110,6 +127,7 @@ impl Region {
             seals: if sealed { PageTable::new(pages) } else { PageTable::default() },
             digests: if digests { PageTable::new(pages) } else { PageTable::default() },
             stale_shadow: if shadow.is_some() { PageTable::new(pages) } else { PageTable::default() },
+            inherited: BTreeMap::new(),
         }
     }
 

@@ -126,15 +126,16 @@ pub fn serve_calls(
             Some((ToDaemon::Bye, _)) | None => break,
             Some((message, _)) => {
                 if let (Some(token), Some(forks)) = (forking, forks) {
-                    forks.release(&token);
+                    forks.release_untaken(&token);
                 }
                 return Err(ConnectionError::Unexpected(Box::new(message)));
             }
         }
     }
-    // A fork that never said how it went: its child (if any) reads nothing.
+    // A fork that never said how it went: its child reads nothing, unless it came for
+    // the snapshot already (then it is let go when that child is).
     if let (Some(token), Some(forks)) = (forking, forks) {
-        forks.release(&token);
+        forks.release_untaken(&token);
     }
     Ok(())
 }
@@ -154,6 +155,8 @@ struct ServedFork {
     /// The forking process.
     parent: u32,
     snapshot: std::sync::Arc<ForkSnapshot>,
+    /// Its child came for it (to read its pages, or to be paged): once only.
+    taken: bool,
 }
 
 impl ForkRegistry {
@@ -163,7 +166,7 @@ impl ForkRegistry {
         let snapshot = pager.tenant_fork_snapshot(id)?;
         // (A snapshot dropped is released.)
         let token = Token::random().ok()?;
-        let fork = ServedFork { token, parent, snapshot: std::sync::Arc::new(snapshot) };
+        let fork = ServedFork { token, parent, snapshot: std::sync::Arc::new(snapshot), taken: false };
         self.forks.lock().unwrap_or_else(|p| p.into_inner()).push(fork);
         Some(token)
     }
@@ -193,11 +196,43 @@ impl ForkRegistry {
 
     /// Lets snapshot `token` go (if it still is).
     pub fn release(&self, token: &Token) {
+        self.release_if(token, |_| true)
+    }
+
+    /// Lets snapshot `token` go unless its child came for it (whose server lets it go).
+    fn release_untaken(&self, token: &Token) {
+        self.release_if(token, |fork| !fork.taken)
+    }
+
+    fn release_if(&self, token: &Token, and: impl Fn(&ServedFork) -> bool) {
         let mut forks = self.forks.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(at) = forks.iter().position(|fork| fork.token == *token) {
+        if let Some(at) = forks.iter().position(|fork| fork.token == *token && and(fork)) {
             let fork = forks.swap_remove(at);
             drop(forks);
             fork.snapshot.release();
+        }
+    }
+
+    /// The snapshot `token` names, for the fork's child `child` (checked: the token, that
+    /// the forking process is its parent, and that no child came for it before). Let it
+    /// go (`release`) once the child is no longer served.
+    pub fn take(&self, child: u32, token: Token) -> Result<std::sync::Arc<ForkSnapshot>, ConnectionError> {
+        let mut forks = self.forks.lock().unwrap_or_else(|p| p.into_inner());
+        let parent = parent_of(child);
+        let fork = forks.iter_mut().find(|fork| fork.token == token && !fork.taken && Some(fork.parent) == parent);
+        let Some(fork) = fork else {
+            return Err(ConnectionError::NotAFork { child });
+        };
+        fork.taken = true;
+        Ok(fork.snapshot.clone())
+    }
+
+    /// Snapshot `token`, taken for a child the daemon then could not page, is the
+    /// child's to read again (`serve_child`), as if never taken.
+    pub fn give_back(&self, token: &Token) {
+        let mut forks = self.forks.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(fork) = forks.iter_mut().find(|fork| fork.token == *token) {
+            fork.taken = false;
         }
     }
 
@@ -212,13 +247,12 @@ impl ForkRegistry {
         token: Token,
         staging: std::os::fd::OwnedFd,
     ) -> Result<(), ConnectionError> {
-        let found = {
-            let forks = self.forks.lock().unwrap_or_else(|p| p.into_inner());
-            forks.iter().find(|fork| fork.token == token).map(|fork| (fork.parent, fork.snapshot.clone()))
-        };
-        let Some((_, snapshot)) = found.filter(|(parent, _)| parent_of(child) == Some(*parent)) else {
-            let _ = channel.send_to_tenant(&ToTenant::Refused(Reason::UnknownTenant));
-            return Err(ConnectionError::NotAFork { child });
+        let snapshot = match self.take(child, token) {
+            Ok(snapshot) => snapshot,
+            Err(error) => {
+                let _ = channel.send_to_tenant(&ToTenant::Refused(Reason::UnknownTenant));
+                return Err(error);
+            }
         };
         let mut staging = Staging::map(staging)?;
         channel.send_to_tenant(&ToTenant::Ack(Kind::ForkChild))?;

@@ -47,6 +47,7 @@ struct PageRegion {
 const PAGEMAP_SCAN: u64 = (3 << 30) | ((std::mem::size_of::<PmScanArg>() as u64) << 16) | ((b'f' as u64) << 8) | 16;
 const PM_SCAN_WP_MATCHING: u64 = 1 << 0;
 const PAGE_IS_WRITTEN: u64 = 1 << 1;
+const PAGE_IS_PRESENT: u64 = 1 << 3;
 
 /// Runs the output buffer holds before a scan goes on from where it stopped.
 const RUNS_PER_CALL: usize = 256;
@@ -76,17 +77,29 @@ impl WrittenScan {
     /// protects them again (the range must be registered with a `WP_ASYNC`
     /// userfaultfd).
     pub fn scan(&mut self, start: u64, end: u64, protect: bool, found: &mut dyn FnMut(u64, u64)) -> io::Result<()> {
+        let flags = if protect { PM_SCAN_WP_MATCHING } else { 0 };
+        self.scan_category(start, end, flags, PAGE_IS_WRITTEN, found)
+    }
+
+    fn scan_category(
+        &mut self,
+        start: u64,
+        end: u64,
+        flags: u64,
+        category: u64,
+        found: &mut dyn FnMut(u64, u64),
+    ) -> io::Result<()> {
         let mut from = start;
         while from < end {
             let mut arg = PmScanArg {
                 size: std::mem::size_of::<PmScanArg>() as u64,
-                flags: if protect { PM_SCAN_WP_MATCHING } else { 0 },
+                flags,
                 start: from,
                 end,
                 vec: self.runs.as_mut_ptr() as u64,
                 vec_len: self.runs.len() as u64,
-                category_mask: PAGE_IS_WRITTEN,
-                return_mask: PAGE_IS_WRITTEN,
+                category_mask: category,
+                return_mask: category,
                 ..PmScanArg::default()
             };
             // SAFETY: the argument and the buffer it names outlive the call, and the
@@ -105,6 +118,24 @@ impl WrittenScan {
         }
         Ok(())
     }
+}
+
+/// The pages mapped in `start..end` of process `pid` (page indexes from `start`), from
+/// its page map (`PAGEMAP_SCAN`, no page touched): a fork's child's copies of its
+/// parent's pages, which a pager taking the child counts resident. Read by the pager
+/// itself, so they are the kernel's word, not the child's. (Pages the kernel's own swap
+/// holds, and markers, are not mapped: not counted.)
+pub fn present_pages(pid: u32, start: u64, end: u64) -> io::Result<Vec<u64>> {
+    let page = crate::PAGE_BYTES as u64;
+    let mut scan = WrittenScan {
+        file: File::open(format!("/proc/{pid}/pagemap"))?,
+        runs: vec![PageRegion::default(); RUNS_PER_CALL],
+    };
+    let mut pages = Vec::new();
+    scan.scan_category(start, end, 0, PAGE_IS_PRESENT, &mut |from, to| {
+        pages.extend((from - start) / page..(to - start) / page);
+    })?;
+    Ok(pages)
 }
 
 /// Whether a page is at `address`: present, or a swap entry the kernel's own swap left
@@ -158,6 +189,9 @@ mod tests {
             assert!(page_at(second), "written");
             assert_eq!(libc::madvise(second as *mut libc::c_void, PAGE_BYTES, libc::MADV_DONTNEED), 0);
             assert!(!page_at(second), "discarded");
+            (first as *mut u8).write_volatile(1);
+            let present = present_pages(std::process::id(), first, second + PAGE_BYTES as u64).unwrap();
+            assert_eq!(present, vec![0], "only the first page is mapped now");
             libc::munmap(base, 2 * PAGE_BYTES);
         }
     }

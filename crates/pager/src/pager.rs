@@ -241,6 +241,15 @@ pub enum PagerError {
     /// A pager serving another process cannot do this yet (`Pager::serve_tenant`).
     #[error("serving another process's memory: {0}")]
     Tenant(&'static str),
+    #[error("{what}: {source}")]
+    Io { what: &'static str, source: std::io::Error },
+}
+
+/// What a fork's child served from its fork on starts with (`Pager::add_forked_tenant`):
+/// the pages mapped in it (indexes), and its parent's snapshot.
+struct Inheritance<'a> {
+    present: &'a [u64],
+    snapshot: &'a ForkSnapshot,
 }
 
 pub(crate) struct Shared {
@@ -473,6 +482,24 @@ impl Pager {
     /// the mem file, and its agent drops what was written out (`tenant.rs`). Charged to
     /// the engine's tenant `link.tenant` (swap-zones under the tenant policy, GC).
     pub fn add_tenant(&self, link: TenantLink) -> Result<TenantId, PagerError> {
+        self.add_served(link, None)
+    }
+
+    /// `add_tenant` for a fork's child of a served process, paged from the fork on: its
+    /// mapped pages (read from its page map) are its own copies, counted resident and
+    /// evicted as any; its pages that were on the device at the fork are read from the
+    /// parent's slots in `snapshot` when it faults on them. Call `remove_tenant` before
+    /// the snapshot is let go.
+    pub fn add_forked_tenant(&self, link: TenantLink, snapshot: &ForkSnapshot) -> Result<TenantId, PagerError> {
+        if snapshot.arena() != (link.arena.start(), link.arena.len()) {
+            return Err(PagerError::Tenant("a fork's child handed over an arena other than its parent's"));
+        }
+        let present = crate::pagemap::present_pages(link.pid, link.arena.start(), link.arena.end())
+            .map_err(|error| PagerError::Io { what: "reading a fork's child's page map", source: error })?;
+        self.add_served(link, Some(Inheritance { present: &present, snapshot }))
+    }
+
+    fn add_served(&self, link: TenantLink, inherit: Option<Inheritance<'_>>) -> Result<TenantId, PagerError> {
         let spaces::Spaces::Served(served) = &self.shared.spaces else {
             return Err(PagerError::Tenant("this pager serves its own process (Pager::serve serves others)"));
         };
@@ -484,7 +511,14 @@ impl Pager {
         let TenantLink { uffd, mem, channel, arena, tenant, pid } = link;
         let pages = arena.len() / PAGE_BYTES as u64;
         let (window, id) = served.reserve(arena.len());
-        let owner = self.shared.lock().region_add(window, pages, tenant, None)?;
+        let owner = match inherit {
+            None => self.shared.lock().region_add(window, pages, tenant, None)?,
+            Some(Inheritance { present, snapshot }) => {
+                let now = self.shared.now();
+                let (poisoned, inherited) = (snapshot.poisoned(), snapshot.pages());
+                self.shared.lock().region_add_inherited(window, pages, tenant, present, poisoned, inherited, now)?
+            }
+        };
         let space = spaces::served_space(
             uffd,
             window,

@@ -257,8 +257,21 @@ pub fn agent_loop(
     dropped_pages: &DroppedPages,
     zap: impl Fn(u64, u64) -> i32,
 ) -> Result<u64, TenantError> {
+    // A pager killed with a message of ours unread resets the connection rather than
+    // closing it: gone all the same.
+    let reset = |error: &std::io::Error| {
+        matches!(error.kind(), std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::BrokenPipe)
+    };
+    let gone =
+        |error: &znswap_wire::ChannelError| matches!(error, znswap_wire::ChannelError::Io(error) if reset(error));
     let mut dropped = 0;
-    while let Some(message) = agent.recv_to_tenant()? {
+    loop {
+        let message = match agent.recv_to_tenant() {
+            Ok(Some(message)) => message,
+            Ok(None) => break,
+            Err(error) if gone(&error) => break,
+            Err(error) => return Err(error.into()),
+        };
         let ToTenant::Discard { batch, ranges } = message else {
             return Err(TenantError::Protocol(format!("the agent got {message:?}")));
         };
@@ -273,7 +286,10 @@ pub fn agent_loop(
             }
             dropped += range.len() / PAGE_BYTES as u64;
         }
-        agent.send_to_daemon(&ToDaemon::Discarded { batch }, &[])?;
+        match agent.send_to_daemon(&ToDaemon::Discarded { batch }, &[]) {
+            Err(error) if reset(&error) => break,
+            sent => sent?,
+        }
     }
     Ok(dropped)
 }

@@ -50,6 +50,9 @@ pub(crate) struct Served {
     dropped: Arc<DroppedPages>,
     /// The paged part of the arena.
     paged: Range,
+    /// The daemon's tenant this process is of (`znswap run --daemon`): a fork's child
+    /// joins it, paged from the fork on.
+    tenant: Option<Token>,
 }
 
 /// The pager died while this process ran: its faults are served here since.
@@ -98,14 +101,32 @@ pub(crate) fn start(
     let join = token.map_or_else(|| Join::New(program_name()), Join::Tenant);
     let handed = hand_over(&calls, paged, join, memory_bytes / PAGE)
         .map_err(|error| format!("handing the heap to the pager: {error}"))?;
+    let dropped = Arc::new(DroppedPages::new(paged));
+    let drops = Arc::new(Mutex::new(()));
+    spawn_agent(handed, paged, dropped.clone(), drops.clone())?;
+    let heap = crate::manage_arena(arena_start, arena_bytes)?;
+    // Nothing of the paged part was touched (a touch is a fault the launcher served, and
+    // leaves the page mapped).
+    if znswap_pager::pagemap::page_at(paged.start()) {
+        return Err("mimalloc's arena bookkeeping is larger than the memory kept unpaged for it".into());
+    }
+    let bounds = (base, base + reserved);
+    Ok((Served { calls: Mutex::new(calls), drops, daemon, bounds, dropped, paged, tenant: token }, heap))
+}
+
+/// Starts the agent of a process handed over (`handed`): it drops what the pager wrote
+/// out until the pager hangs up, then serves the process's own faults.
+fn spawn_agent(
+    handed: znswap_pager::HandedOver,
+    paged: Range,
+    dropped: Arc<DroppedPages>,
+    drops: Arc<Mutex<()>>,
+) -> Result<(), String> {
     let agent = handed.agent;
     // Kept open by the agent for the process's life: the arena's registrations hang on
     // it, and it serves the faults itself should the pager die.
     let uffd = handed.uffd;
-    let dropped = Arc::new(DroppedPages::new(paged));
-    let agents_dropped = dropped.clone();
-    let drops = Arc::new(Mutex::new(()));
-    let agents_drops = drops.clone();
+    let (agents_dropped, agents_drops) = (dropped, drops);
     PagerThread::spawn("znswap-agent", "agent", Some(crate::alloc::mark_internal_thread), move || {
         // Until the pager hangs up: a launcher does once this process is gone, a daemon
         // only if it dies.
@@ -130,14 +151,8 @@ pub(crate) fn start(
             std::process::abort();
         }
     })
-    .map_err(|error| format!("starting the pager's agent: {error}"))?;
-    let heap = crate::manage_arena(arena_start, arena_bytes)?;
-    // Nothing of the paged part was touched (a touch is a fault the launcher served, and
-    // leaves the page mapped).
-    if znswap_pager::pagemap::page_at(paged.start()) {
-        return Err("mimalloc's arena bookkeeping is larger than the memory kept unpaged for it".into());
-    }
-    Ok((Served { calls: Mutex::new(calls), drops, daemon, bounds: (base, base + reserved), dropped, paged }, heap))
+    .map(|_| ())
+    .map_err(|error| format!("starting the pager's agent: {error}"))
 }
 
 impl Served {
@@ -171,13 +186,27 @@ impl Served {
         }
     }
 
-    /// In a fork's child, before `fork` returns there: the heap is served by a thread of
-    /// its own from now on, from what the parent knew at the fork (`DroppedPages`,
-    /// copied with the fork). A page out on the device then is read from the daemon's
-    /// snapshot of the fork (`reader`, when the parent got one), or else poisoned (SIGBUS
-    /// when touched); any other missing page is zero-filled. Its discards are its own
-    /// (never sent on the parent's connection).
-    pub(crate) fn in_child(&self, reader: Option<(Token, &std::path::Path)>) {
+    /// In a fork's child, before `fork` returns there. A child of a daemon's tenant
+    /// joins the tenant (`Join::ForkChild`): the daemon pages it from the fork on,
+    /// within the tenant's budget, and reads the pages then on the device from its
+    /// snapshot of the fork; `forking`'s connection becomes the child's own. Otherwise
+    /// (no tenant, or the daemon refuses) the heap is served by a thread of the child's
+    /// own from now on, from what the parent knew at the fork (`DroppedPages`, copied
+    /// with the fork): a page out on the device then is read from the daemon's
+    /// snapshot (when the parent got one), or else poisoned (SIGBUS when touched); any
+    /// other missing page is zero-filled, and the child's memory is not paged. Its
+    /// discards are its own (never sent on the parent's connection).
+    pub(crate) fn in_child(&self, forking: &mut Forking<'_>) {
+        if let (Some((fork, path)), Some(tenant)) = (forking.token(), self.tenant) {
+            match self.join_as_child(path, tenant, fork) {
+                Ok(calls) => {
+                    *forking.calls = calls;
+                    return;
+                }
+                Err(error) => say!("znswap run: a fork's child cannot be paged by the daemon ({error}); it serves its own heap, unpaged"),
+            }
+        }
+        let reader = forking.token();
         PAGER_GONE.store(true, Relaxed);
         let started = (|| -> Result<(), String> {
             let reader = match reader.map(|(token, path)| ForkReader::connect(path, token)).transpose() {
@@ -232,6 +261,16 @@ impl Served {
             say!("znswap run: a fork's child cannot serve its heap: {error}; stopping");
             std::process::abort();
         }
+    }
+
+    /// A fork's child hands its heap to the daemon at `path`, as a process of tenant
+    /// `tenant` inheriting the pages of fork `fork`; returns its own connection.
+    fn join_as_child(&self, path: &std::path::Path, tenant: Token, fork: Token) -> Result<Channel, String> {
+        let calls = Channel::connect(path).map_err(|error| format!("connecting: {error}"))?;
+        let handed =
+            hand_over(&calls, self.paged, Join::ForkChild { tenant, fork }, 0).map_err(|error| error.to_string())?;
+        spawn_agent(handed, self.paged, self.dropped.clone(), self.drops.clone())?;
+        Ok(calls)
     }
 
     /// The program discards `[start, start + len)`: the pager frees the range's slots

@@ -149,7 +149,7 @@ pub unsafe extern "C" fn fork() -> libc::pid_t {
         let Some(served) = runtime.served() else { unreachable!("paged here or served") };
         // The daemon keeps where the heap's swapped pages are for the child, this
         // process's drops and discards held until the fork is done.
-        let forking = served.fork_begin();
+        let mut forking = served.fork_begin();
         let table = crate::mapping::table();
         let carved = crate::alloc::carved_table();
         // SAFETY: the program's own fork, in the calling thread; the child relies only
@@ -161,7 +161,7 @@ pub unsafe extern "C" fn fork() -> libc::pid_t {
         drop(carved);
         drop(table);
         if pid == 0 {
-            served.in_child(forking.token());
+            served.in_child(&mut forking);
             // (The child's copies of the locks, let go: its own forks take them.)
             drop(forking);
             crate::alloc::PAGED_HEAP.store(heap, Relaxed);

@@ -146,6 +146,10 @@ pub enum Join {
     New(Name),
     /// A later process of the tenant the token names.
     Tenant(Token),
+    /// A fork's child of a process of the tenant `tenant` names, paged within it: its
+    /// pages that were on the device at the fork are read from the daemon's snapshot of
+    /// the fork, which `fork` names (`ToTenant::ForkSnapshot`).
+    ForkChild { tenant: Token, fork: Token },
 }
 
 /// The first message on a connection.
@@ -454,6 +458,9 @@ impl Kind {
 
 const HELLO_FORKED: u32 = 1 << 0;
 const HELLO_BY_TOKEN: u32 = 1 << 1;
+/// With `HELLO_BY_TOKEN`: a fork's child (`Join::ForkChild`), whose fork's token is the
+/// name field's first bytes.
+const HELLO_FORK_CHILD: u32 = 1 << 2;
 
 impl ToDaemon {
     pub fn kind(&self) -> Kind {
@@ -491,6 +498,11 @@ impl ToDaemon {
                 let (by_token, token, name) = match &hello.join {
                     Join::New(name) => (0, [0; TOKEN_BYTES], name.to_bytes()),
                     Join::Tenant(token) => (HELLO_BY_TOKEN, token.0, [0; NAME_BYTES]),
+                    Join::ForkChild { tenant, fork } => {
+                        let mut name = [0; NAME_BYTES];
+                        name[..TOKEN_BYTES].copy_from_slice(&fork.0);
+                        (HELLO_BY_TOKEN | HELLO_FORK_CHILD, tenant.0, name)
+                    }
                 };
                 w.u32(hello.pid);
                 w.u32(if hello.forked { HELLO_FORKED } else { 0 } | by_token);
@@ -529,14 +541,22 @@ impl ToDaemon {
             Kind::Hello => {
                 let pid = r.u32();
                 let flags = r.u32();
-                if flags & !(HELLO_FORKED | HELLO_BY_TOKEN) != 0 {
+                if flags & !(HELLO_FORKED | HELLO_BY_TOKEN | HELLO_FORK_CHILD) != 0
+                    || flags & HELLO_FORK_CHILD != 0 && flags & HELLO_BY_TOKEN == 0
+                {
                     return Err(WireError::Flags { kind, flags });
                 }
                 let uffd_features = r.u64();
                 let arena = r.range()?;
                 let token = Token(r.bytes());
                 let name = r.bytes::<NAME_BYTES>();
-                let join = if flags & HELLO_BY_TOKEN != 0 {
+                let join = if flags & HELLO_FORK_CHILD != 0 {
+                    if name[TOKEN_BYTES..] != [0; NAME_BYTES - TOKEN_BYTES] {
+                        return Err(WireError::Reserved { kind });
+                    }
+                    let fork = Token(name[..TOKEN_BYTES].try_into().expect("a token's bytes"));
+                    Join::ForkChild { tenant: token, fork }
+                } else if flags & HELLO_BY_TOKEN != 0 {
                     if name != [0; NAME_BYTES] {
                         return Err(WireError::Name { why: "a process joining by token sends no name" });
                     }

@@ -324,6 +324,78 @@ fn fork_snapshot(mib: usize) -> String {
     format!("fork: 2 children checked {mib} MiB snapshots")
 }
 
+/// A heap of `mib` MiB, then a fork whose child checks the heap as at the fork (while
+/// the parent rewrites it), then allocates `child_mib` MiB of its own, writes and checks
+/// it twice, and says the largest anonymous resident set it saw (`RssAnon`, sampled
+/// after each MiB): under a pager that pages the child, bounded by the budget, not by
+/// what it allocated.
+fn fork_grow(mib: usize, child_mib: usize) -> String {
+    let mut chunks = aligned_chunks(mib, 1);
+    let mut pipe = [0; 2];
+    // SAFETY: a two-descriptor array of ours.
+    assert_eq!(unsafe { libc::pipe(pipe.as_mut_ptr()) }, 0, "pipe: {}", std::io::Error::last_os_error());
+    // SAFETY: the child reads and allocates memory, writes to its pipe and exits.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork: {}", std::io::Error::last_os_error());
+    if pid == 0 {
+        let mut largest = rss_anon_kib();
+        for (index, chunk) in chunks.iter().enumerate() {
+            check(chunk, index, 1, "the forked child's snapshot");
+            largest = largest.max(rss_anon_kib());
+        }
+        let mut own = Vec::with_capacity(child_mib);
+        for index in 0..child_mib {
+            own.push(aligned_chunks(1, 10 + index as u64).pop().expect("a chunk"));
+            largest = largest.max(rss_anon_kib());
+        }
+        for version in [10, 30] {
+            for (index, chunk) in own.iter_mut().enumerate() {
+                check(chunk, 0, version + index as u64, "the forked child's own memory");
+                fill(chunk, 0, version + 20 + index as u64);
+                largest = largest.max(rss_anon_kib());
+            }
+        }
+        let said = largest.to_string();
+        // SAFETY: writes our own bytes to our pipe, then ends the child without the
+        // parent's exit handlers.
+        unsafe {
+            libc::write(pipe[1], said.as_ptr().cast(), said.len());
+            libc::_exit(0)
+        };
+    }
+    // SAFETY: the write end is the child's.
+    unsafe { libc::close(pipe[1]) };
+    for (index, chunk) in chunks.iter_mut().enumerate() {
+        fill(chunk, index, 2);
+    }
+    let mut status = 0;
+    // SAFETY: waits for our own child.
+    unsafe { libc::waitpid(pid, &mut status, 0) };
+    if !(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0) {
+        eprintln!("the forked child failed its checks (status {status:#x})");
+        std::process::exit(1);
+    }
+    let mut said = [0u8; 32];
+    // SAFETY: reads into our buffer from our pipe.
+    let read = unsafe { libc::read(pipe[0], said.as_mut_ptr().cast(), said.len()) };
+    let largest: u64 =
+        std::str::from_utf8(&said[..read.max(0) as usize]).ok().and_then(|text| text.parse().ok()).unwrap_or(0);
+    for (index, chunk) in chunks.iter().enumerate() {
+        check(chunk, index, 2, "the parent's heap after the fork");
+    }
+    format!("fork-grow: the child checked {mib} MiB as at the fork and {child_mib} MiB of its own; its anonymous resident set at most {largest} KiB")
+}
+
+/// This process's anonymous resident memory (`RssAnon` of `/proc/self/status`), KiB.
+fn rss_anon_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("RssAnon:"))
+        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
 /// A heap of `mib` MiB, then `fork` and `exec` of `/bin/sh -c 'exit 7'` in the child, as
 /// a shell or make runs its commands (the child touches nothing of the heap), twice;
 /// then the heap is checked.
@@ -584,6 +656,7 @@ fn main() {
         Some("early-threads") => early_threads(),
         Some("fork") => fork_snapshot(number(1, 64)),
         Some("fork-exec") => fork_exec(number(1, 64)),
+        Some("fork-grow") => fork_grow(number(1, 64), number(2, 200)),
         Some("daemonize") => daemonize(),
         Some("aligned") => aligned(number(1, 64), number(2, 256)),
         Some("exit-fast") => {
@@ -594,7 +667,7 @@ fn main() {
             unsafe { libc::_exit(3) };
         }
         _ => {
-            eprintln!("usage: znswap-heap-check heap|io|threads|early-threads|realloc|dontneed|mmap|fork|fork-exec|exec|thp|daemonize|exit-fast|aligned [MIB] [THREADS|ALIGN_KIB]");
+            eprintln!("usage: znswap-heap-check heap|io|threads|early-threads|realloc|dontneed|mmap|fork|fork-exec|fork-grow|exec|thp|daemonize|exit-fast|aligned [MIB] [THREADS|ALIGN_KIB]");
             std::process::exit(2);
         }
     };

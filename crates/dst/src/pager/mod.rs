@@ -195,7 +195,11 @@ fn report(
         resets_deferred: engine_stats.resets_deferred,
         core: world.map(|world| world.core.stats()).unwrap_or_default(),
         coverage: world
-            .map(|world| Coverage { tenant_victims: world.core.stats().tenant_victims, ..world.coverage.clone() })
+            .map(|world| Coverage {
+                tenant_victims: world.core.stats().tenant_victims,
+                inherited_reads: world.core.stats().inherited_reads,
+                ..world.coverage.clone()
+            })
             .unwrap_or_default(),
         scenario,
     }

@@ -84,6 +84,9 @@ pub struct ModelRegion {
     pub zapped: Vec<bool>,
     /// The shadow's entries: parked pages, and copies awaiting their discard.
     pub shadow: Vec<Pte>,
+    /// A fork's child served by the pager (`PagerCore::region_add_inherited`): the
+    /// parent region's owner, whose slots (and altered pages) it reads.
+    pub parent_owner: Option<u32>,
 }
 
 impl ModelRegion {
@@ -161,6 +164,10 @@ pub struct Coverage {
     pub child_reads_slot: u64,
     pub child_reads_zero: u64,
     pub child_reads_lost: u64,
+    /// Forks whose child the pager served (a region of its own inheriting the
+    /// parent's pages), and the pages such children read from their parents' slots.
+    pub served_children: u64,
+    pub inherited_reads: u64,
     /// Sealed pages: written, altered on the device, failed to open when read.
     pub pages_sealed: u64,
     pub pages_altered: u64,
@@ -219,6 +226,9 @@ struct ForkModel {
     /// (place, page, where the child reads it, the versions it may hold, and for a
     /// parked page what its copy of the shadow page held at the fork).
     pages: Vec<(usize, u64, ChildPage, [Option<u64>; 4], Option<u64>)>,
+    /// The place of the child's region, when the pager serves the child too: removed
+    /// (the child exited) before the hold is let go.
+    served: Option<usize>,
     release_step: u64,
     next_read_step: u64,
 }
@@ -514,6 +524,7 @@ impl World {
                     window_write: vec![None; pages as usize],
                     zapped: vec![false; pages as usize],
                     shadow: vec![Pte::default(); pages as usize],
+                    parent_owner: None,
                 });
                 self.after_lock_step();
                 true
@@ -1334,10 +1345,11 @@ impl World {
                     versions.contains(&stored)
                 })
         });
-        let altered = self
-            .altered
-            .iter()
-            .any(|&(owner, lost, version)| owner == region.owner && lost == page && versions.contains(&Some(version)));
+        let altered = self.altered.iter().any(|&(owner, lost, version)| {
+            (owner == region.owner || Some(owner) == region.parent_owner)
+                && lost == page
+                && versions.contains(&Some(version))
+        });
         if engine != Ok(EnginePage::Lost) || !(in_offline_zone || altered) {
             self.violation(format!(
                 "page {place}:{page} poisoned (engine: {engine:?}), but v{expected} was not lost with an offline zone"
@@ -1771,12 +1783,33 @@ impl World {
             for problem in problems {
                 self.violation(problem);
             }
+            let served = if chance(&mut self.rng, 0.5) { self.add_served_child() } else { None };
             let release_step = self.step + 2_000 + below(&mut self.rng, 30_000);
             let next_read_step = self.step + 1 + below(&mut self.rng, 40);
-            self.fork = Some(ForkModel { hold, pages, release_step, next_read_step });
+            self.fork = Some(ForkModel { hold, pages, served, release_step, next_read_step });
             return;
         };
-        if self.step >= fork.release_step {
+        // (A served child is swept with the rest: its hold stays to the end.)
+        if self.step >= fork.release_step && !(self.sweeping && fork.served.is_some()) {
+            // A served child exits first: its region goes, then the slots it read may.
+            if let Some(place) = fork.served.take() {
+                // (Removed as churn removes: unused, and no pager thread reading it.)
+                let readers = self.mappings_readers;
+                match self.regions[place].as_ref().filter(|region| region.parent_owner.is_some()) {
+                    Some(region) if region.busy > 0 || readers > 0 => {
+                        fork.served = Some(place);
+                        fork.release_step = self.step + 100;
+                        self.fork = Some(fork);
+                        return;
+                    }
+                    Some(_) => {
+                        let region = self.regions[place].take().expect("live");
+                        self.core.region_remove(region.owner, self.now_ns);
+                        self.after_lock_step();
+                    }
+                    None => {}
+                }
+            }
             self.core.fork_release(fork.hold, self.now_ns);
             self.after_lock_step();
             let interval = self.scenario.fork_steps;
@@ -1835,6 +1868,85 @@ impl World {
             }
         }
         self.fork = Some(fork);
+    }
+
+    /// The fork's child is served by this pager too (a daemon's tenant that forks): a
+    /// region of its own in a free place, whose mapped pages are copies of the parent
+    /// region's (written or not, never write-protected: the child's registration is
+    /// new) and whose pages then on the device it reads from the parent's slots when it
+    /// faults on them. Only of a region with no discard under way and no parking (a
+    /// daemon parks nothing); `None` if there is none, or no free place.
+    fn add_served_child(&mut self) -> Option<usize> {
+        if self.scenario.park_pages > 0 {
+            return None;
+        }
+        let free = (0..REGION_PLACES).find(|&place| self.regions[place].is_none())?;
+        let discarding = match self.discard {
+            ProgramDiscard::Idle => None,
+            ProgramDiscard::Queued { place, .. } | ProgramDiscard::Read { place, .. } => Some(place),
+        };
+        let quiet = |region: &ModelRegion| {
+            region.pre.iter().all(Option::is_none)
+                && region.alt.iter().all(Option::is_none)
+                && !region.zapped.iter().any(|&zapped| zapped)
+                && !region.ptes.iter().any(|pte| pte.tainted)
+                && region.parent_owner.is_none()
+        };
+        let parents: Vec<usize> = (0..REGION_PLACES)
+            .filter(|&place| Some(place) != discarding && self.regions[place].as_ref().is_some_and(quiet))
+            .collect();
+        if parents.is_empty() {
+            return None;
+        }
+        let parent = self.regions[parents[below(&mut self.rng, parents.len() as u64) as usize]].as_ref().expect("live");
+        let inherited = self.core.child_pages(parent.owner);
+        let poisoned = self.core.poisoned_pages(parent.owner);
+        let resident: Vec<u64> =
+            (0..parent.ptes.len()).filter(|&page| parent.ptes[page].mapped).map(|page| page as u64).collect();
+        let ptes: Vec<Pte> = parent
+            .ptes
+            .iter()
+            .map(|pte| Pte {
+                mapped: pte.mapped,
+                write_protected: false,
+                poisoned: pte.poisoned,
+                version: pte.version,
+                from_device: false,
+                tainted: false,
+                shared: false,
+            })
+            .collect();
+        let oracle: Vec<u64> = (0..ptes.len())
+            .map(|page| if parent.ptes[page].mapped { parent.ptes[page].version } else { parent.oracle[page] })
+            .collect();
+        // A marker the child inherits: the loss was the parent's to check.
+        let lost: Vec<bool> = ptes.iter().map(|pte| pte.poisoned).collect();
+        let (pages, parent_owner) = (ptes.len(), parent.owner);
+        let base = ((free as u64) + 1) << PLACE_SHIFT;
+        let tenant = below(&mut self.rng, self.scenario.tenants as u64) as u32;
+        let added =
+            self.core.region_add_inherited(base, pages as u64, tenant, &resident, &poisoned, &inherited, self.now_ns);
+        self.after_lock_step();
+        let Ok(owner) = added else {
+            self.coverage.regions_refused += 1;
+            return None;
+        };
+        self.coverage.served_children += 1;
+        self.regions[free] = Some(ModelRegion {
+            owner,
+            base,
+            ptes,
+            oracle,
+            lost,
+            busy: 0,
+            alt: vec![None; pages],
+            pre: vec![None; pages],
+            window_write: vec![None; pages],
+            zapped: vec![false; pages],
+            shadow: vec![Pte::default(); pages],
+            parent_owner: Some(parent_owner),
+        });
+        Some(free)
     }
 
     // ------------------------------------------------------------------ regions
@@ -1896,7 +2008,9 @@ impl World {
     /// share of the regions once.
     pub fn start_sweep(&mut self) {
         self.sweeping = true;
-        if let Some(fork) = self.fork.take() {
+        // A served child's region reads its parent's held slots: it is swept too, and
+        // the hold stays.
+        if let Some(fork) = self.fork.take_if(|fork| fork.served.is_none()) {
             self.core.fork_release(fork.hold, self.now_ns);
             self.after_lock_step();
         }

@@ -199,6 +199,10 @@ pub struct ForkSnapshot {
     arena: (u64, u64),
     /// By page index, sorted: pages on the device, or lost.
     pages: Vec<(u64, ChildPage)>,
+    /// Pages holding a poison marker, which the child's page table copies.
+    poisoned: Vec<u64>,
+    /// The engine tenant the forking process is charged to.
+    tenant: u32,
     /// Taken at release; reads hold it shared, so none runs across a reset.
     hold: std::sync::RwLock<Option<ForkHold>>,
 }
@@ -243,6 +247,26 @@ impl ForkSnapshot {
         }
     }
 
+    /// The engine tenant the forking process is charged to (its child's is the same).
+    pub fn tenant(&self) -> u32 {
+        self.tenant
+    }
+
+    /// The arena's first address in the process, and its length.
+    pub(crate) fn arena(&self) -> (u64, u64) {
+        self.arena
+    }
+
+    /// Where each page then on the device (or lost) was, by page index.
+    pub(crate) fn pages(&self) -> &[(u64, ChildPage)] {
+        &self.pages
+    }
+
+    /// Pages holding a poison marker at the fork.
+    pub(crate) fn poisoned(&self) -> &[u64] {
+        &self.poisoned
+    }
+
     /// The child is gone or has exec'd: the zones held may be reset. Reads after it
     /// answer `Lost`.
     pub fn release(&self) {
@@ -270,9 +294,11 @@ impl Pager {
         let mut state = self.shared.lock();
         let hold = state.fork_hold();
         let pages = state.child_pages(space.owner);
+        let poisoned = state.poisoned_pages(space.owner);
         drop(state);
         let hold = std::sync::RwLock::new(Some(hold));
-        Some(ForkSnapshot { shared: self.shared.clone(), arena: space.arena(), pages, hold })
+        let arena = space.arena();
+        Some(ForkSnapshot { shared: self.shared.clone(), arena, pages, poisoned, tenant: space.tenant, hold })
     }
 }
 
