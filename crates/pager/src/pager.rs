@@ -261,6 +261,10 @@ pub(crate) struct Shared {
     /// rest (else it would pick, fail to protect and pick again the dead process's pages,
     /// as fast as it can).
     tenant_gone: AtomicBool,
+    /// Forks' children served whose agent has not answered yet: an agent's thread start
+    /// may fault on the heap (glibc reads the program's locale there), so no handler
+    /// waits on agents meanwhile (`fault_discard_take`).
+    agents_starting: AtomicU32,
     /// Seals pages as appends write them and opens them after reads
     /// (`PagerConfig::encrypt`).
     sealer: Option<znswap_seal::Sealer>,
@@ -511,24 +515,41 @@ impl Pager {
         let TenantLink { uffd, mem, channel, arena, tenant, pid } = link;
         let pages = arena.len() / PAGE_BYTES as u64;
         let (window, id) = served.reserve(arena.len());
-        let owner = match inherit {
-            None => self.shared.lock().region_add(window, pages, tenant, None)?,
+        let starting = inherit.is_some();
+        if starting {
+            // Before its pages can be in a discard batch.
+            self.shared.agents_starting.fetch_add(1, Relaxed);
+        }
+        let added = match inherit {
+            None => self.shared.lock().region_add(window, pages, tenant, None),
             Some(Inheritance { present, snapshot }) => {
                 let now = self.shared.now();
                 let (poisoned, inherited) = (snapshot.poisoned(), snapshot.pages());
-                self.shared.lock().region_add_inherited(window, pages, tenant, present, poisoned, inherited, now)?
+                self.shared.lock().region_add_inherited(window, pages, tenant, present, poisoned, inherited, now)
+            }
+        };
+        let owner = match added {
+            Ok(owner) => owner,
+            Err(error) => {
+                if starting {
+                    self.shared.agents_starting.fetch_sub(1, Relaxed);
+                }
+                return Err(error.into());
             }
         };
         let space = spaces::served_space(
             uffd,
             window,
             (arena.start(), arena.len()),
-            crate::tenant::TenantSpace::new(mem, channel, pid),
+            crate::tenant::TenantSpace::new(mem, channel, pid, starting),
             owner,
             id,
             tenant,
         );
         if let Err(error) = served.add(space) {
+            if starting {
+                self.shared.agents_starting.fetch_sub(1, Relaxed);
+            }
             let now = self.shared.now();
             self.shared.lock().region_remove(owner, now);
             return Err(PagerError::Uffd(UffdError::Ioctl { op: "epoll_ctl", source: error }));
@@ -559,6 +580,7 @@ impl Pager {
         let shared = Arc::new(Shared {
             spaces,
             tenant_gone: AtomicBool::new(false),
+            agents_starting: AtomicU32::new(0),
             sealer,
             digest_key: config.wp_async.then(digest_key),
             misreport_moves_every: config.misreport_moves_every as u64,
@@ -1235,6 +1257,7 @@ impl Shared {
     pub(super) fn remove_space(&self, id: TenantId) {
         let spaces::Spaces::Served(served) = &self.spaces else { return };
         let Some(space) = served.remove(id) else { return };
+        self.agent_heard(&space);
         let _mappings = self.mappings.write().unwrap_or_else(|p| p.into_inner());
         let mut state = self.lock();
         let now = self.now();

@@ -50,6 +50,8 @@ pub(crate) struct TenantSpace {
     pub(crate) pid: u32,
     mem: OwnedFd,
     agent: Mutex<Agent>,
+    /// A fork's child whose agent has not answered a discard yet.
+    pub(crate) starting: std::sync::atomic::AtomicBool,
 }
 
 struct Agent {
@@ -60,8 +62,10 @@ struct Agent {
 }
 
 impl TenantSpace {
-    pub(crate) fn new(mem: OwnedFd, channel: Channel, pid: u32) -> TenantSpace {
-        TenantSpace { pid, mem, agent: Mutex::new(Agent { channel, next_batch: 1, gone: false }) }
+    /// `starting`: a fork's child, whose agent may still be starting (`Shared::agents_starting`).
+    pub(crate) fn new(mem: OwnedFd, channel: Channel, pid: u32, starting: bool) -> TenantSpace {
+        let agent = Mutex::new(Agent { channel, next_batch: 1, gone: false });
+        TenantSpace { pid, mem, agent, starting: std::sync::atomic::AtomicBool::new(starting) }
     }
 
     /// The tenant's page at `address` into `into` (a page). A write meanwhile may tear

@@ -182,6 +182,14 @@ impl Shared {
     /// Served processes' pages: each process's agent drops its own (`TenantSpace::discard`),
     /// the ranges of one process at a time, translated into its addresses. (A range never
     /// spans two: each lies in one region.)
+    /// A served process's agent answered (or the process left): no longer counted in
+    /// `agents_starting`.
+    pub(super) fn agent_heard(&self, space: &super::spaces::Space) {
+        if space.served.as_ref().is_some_and(|served| served.starting.swap(false, Relaxed)) {
+            self.agents_starting.fetch_sub(1, Relaxed);
+        }
+    }
+
     fn discard_served(&self, ranges: &[AddressRange]) {
         let mut rest = ranges;
         let mut translated = Vec::with_capacity(ranges.len());
@@ -199,6 +207,8 @@ impl Shared {
                     .map(|range| AddressRange { start: space.to_process(range.start as u64) as usize, len: range.len }),
             );
             space.served.as_ref().expect("a served space").discard(&translated);
+            // (Answered, or found gone: either way not starting.)
+            self.agent_heard(&space);
             rest = &rest[same..];
         }
     }

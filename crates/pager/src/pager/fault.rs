@@ -107,10 +107,10 @@ impl<'a> FaultShell for Live<'a, FaultRole<'a>> {
 
     fn fault_discard_take(&mut self) -> Option<DiscardBatch> {
         // Served processes' pages are dropped by their agents: a handler waiting for an
-        // agent could wait for a fault of that agent's own (a fork's child's agent
-        // reads the program's locale in the heap as its thread starts), which only a
-        // handler serves. The evictor drops them; handlers only serve faults.
-        if !self.shared.spaces.is_own() {
+        // agent could wait for a fault of that agent's own (a fork's child's agent reads
+        // the program's locale in the heap as its thread starts), which only a handler
+        // serves. While a child's agent may be starting, the evictor drops them alone.
+        if self.shared.agents_starting.load(Relaxed) > 0 {
             return None;
         }
         // Only tried, never waited for: the state lock is held.
