@@ -466,8 +466,7 @@ fn serve_process(daemon: &Daemon, channel: &Channel, pid: u32, arrival: Arrival)
         Some((_, snapshot)) => daemon.pager.add_forked_tenant(link, snapshot),
         None => daemon.pager.add_tenant(link),
     };
-    let mut inherit = inherit;
-    match added {
+    let paged = match added {
         Ok(id) => {
             // (The token is the tenant's: a process that joined by it has it already.)
             let welcome = ToTenant::Welcome { tenant: index, token: Token([0; 16]), budget_pages: pages };
@@ -477,20 +476,23 @@ fn serve_process(daemon: &Daemon, channel: &Channel, pid: u32, arrival: Arrival)
                 }
             }
             daemon.pager.remove_tenant(id);
+            true
         }
         Err(error) => {
-            // A fork's child not paged here serves its own heap, and reads its parent's
-            // pages from the snapshot (let go when it exits).
-            if let Some((fork, _)) = inherit.take() {
-                daemon.forks.give_back(&fork);
-            }
             let _ = channel.send_to_tenant(&ToTenant::Refused(Reason::Full));
             eprintln!("znswap daemon: pid {pid} (tenant {index}) cannot be served: {error}");
+            false
         }
-    }
-    // (Its region is gone: the slots it inherited may be reset now.)
+    };
     if let Some((fork, _)) = inherit {
-        daemon.forks.release(&fork);
+        if paged {
+            // Its region is gone: the slots it inherited may be reset now.
+            daemon.forks.release(&fork);
+        } else {
+            // Not paged here, it serves its own heap and reads its parent's pages from
+            // the snapshot (let go when it exits).
+            daemon.forks.give_back(&fork);
+        }
     }
     let mut tenants = daemon.tenants.lock().unwrap();
     if let Some(gone) = tenants.leave(index) {
