@@ -12,13 +12,19 @@
 # GC bytes charged to each tenant. The reader runs alone, then beside the writer, in
 # the same minutes; policies alternate round by round (this disk moves 2x in minutes).
 #
+# --write-limit RATE gives each tenant that share of the device's writes (the paper's
+# Fig. 11 limits both cgroups alike): a tenant's swap-outs and the GC's moves of its
+# pages together, so under the tenant policy the writer pays for its own GC, and under
+# per-core the reader pays for the GC's moves of its pages. The table then shows what
+# the writer wrote a second (swap-outs + GC) and how long each waited for its share.
+#
 # Usage: scripts/tenants.sh [--rounds 1] [--seconds 15] [--memory 16M] [--reader-mib 128]
 #        [--writer-mib 160] [--zones 24] [--zone-size 16M] [--policies "tenant per-core"]
-#        [--znswap PATH] [--json FILE]
+#        [--write-limit RATE] [--znswap PATH] [--json FILE]
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 rounds=1 seconds=15 memory=16M reader_mib=128 writer_mib=160 zones=24 zone_size=16M
-policies="tenant per-core" znswap="" json=""
+policies="tenant per-core" znswap="" json="" write_limit=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --rounds) rounds=$2; shift ;;
@@ -29,9 +35,10 @@ while [ $# -gt 0 ]; do
         --zones) zones=$2; shift ;;
         --zone-size) zone_size=$2; shift ;;
         --policies) policies=$2; shift ;;
+        --write-limit) write_limit=$2; shift ;;
         --znswap) znswap=$2; shift ;;
         --json) json=$2; shift ;;
-        -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
         *) echo "unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
     shift
@@ -61,8 +68,11 @@ pool=$(python3 -c "import sys
 s = sys.argv[1]; units = {'K': 1 << 10, 'M': 1 << 20, 'G': 1 << 30}
 print(2 * (int(s[:-1]) * units[s[-1]] if s[-1] in units else int(s)))" "$memory")
 
+limit=()
+[ -z "$write_limit" ] || limit=(--write-limit "$write_limit")
+
 reader() {  # reader() OUT: one reader run, its own figures and its summary's
-    "$znswap" run --memory "$memory" --daemon "$socket" --tenant reader --stats "$1.summary" -- \
+    "$znswap" run --memory "$memory" --daemon "$socket" --tenant reader "${limit[@]}" --stats "$1.summary" -- \
         "$load" reader "$reader_mib" "$seconds" >"$1" 2>"$1.log" || die "the reader failed: $(tail -5 "$1.log")"
 }
 
@@ -81,7 +91,7 @@ for round in $(seq 1 "$rounds"); do
         [ -S "$socket" ] || die "the daemon did not start: $(cat "$work/daemon.log")"
         echo "   reader alone ($seconds s)" >&2
         reader "$work/alone.json"
-        "$znswap" run --memory "$memory" --daemon "$socket" --tenant writer -- \
+        "$znswap" run --memory "$memory" --daemon "$socket" --tenant writer "${limit[@]}" -- \
             "$load" writer "$writer_mib" 100000 >"$work/writer.json" 2>"$work/writer.log" &
         writer_pid=$!
         # Until the writer's rewrites have the GC moving data (or 60 s).
@@ -92,6 +102,7 @@ for round in $(seq 1 "$rounds"); do
             sleep 0.1
         done
         echo "   reader beside the writer ($seconds s; the GC had moved $moved B)" >&2
+        "$znswap" status --socket "$socket" --json >"$work/status-before.json"
         reader "$work/beside.json"
         "$znswap" status --socket "$socket" --json >"$work/status.json"
         kill "$writer_pid"
@@ -111,15 +122,27 @@ def reader(name):
         "swap_in_mb_s": tenant["swapped_in_pages"] * 4096 / run["seconds"] / 1e6,
         "p50_us": run["p50_us"], "p99_us": run["p99_us"], "p999_us": run["p999_us"],
         "gc_bytes_charged": tenant["gc_bytes"],
+        "throttled_s": tenant.get("throttled_seconds"),
         # The daemon's own timing of its faults (read to wake), beside the program's.
         "daemon_fault_p99_us": tenant.get("fault_p99_us"),
     }
 status = json.load(open(f"{work}/status.json"))
-writer = next((t for t in status["tenants"] if t["name"] == "writer"), None)
+before = json.load(open(f"{work}/status-before.json"))
+writer_of = lambda s: next((t for t in s["tenants"] if t["name"] == "writer"), None)
+writer, writer_before = writer_of(status), writer_of(before)
+seconds = status["daemon"]["uptime_seconds"] - before["daemon"]["uptime_seconds"]
+def writer_delta(key):
+    return (writer[key] - writer_before[key]) if writer and writer_before else None
+written, gc = writer_delta("written_bytes"), writer_delta("gc_bytes_moved")
 print(json.dumps({
     "round": round_, "policy": policy,
     "alone": reader("alone"), "beside": reader("beside"),
     "writer_gc_bytes_charged": writer["gc_bytes_moved"] if writer else None,
+    # What the writer wrote a second while the reader ran beside it: its swap-outs and
+    # the GC's moves of its pages (what its write limit charges).
+    "writer_write_mb_s": (written + gc) / seconds / 1e6 if written is not None else None,
+    "writer_throttled_s": writer_delta("throttled_seconds"),
+    "write_limit": writer.get("write_limit_bytes_per_second") if writer else None,
     "device_waf": status["daemon"]["waf"],
 }))
 PY
@@ -132,14 +155,18 @@ rows = [json.loads(line) for line in open(sys.argv[1])]
 if sys.argv[2]:
     json.dump(rows, open(sys.argv[2], "w"), indent=1)
 mib = lambda b: "-" if b is None else f"{b / 2**20:.1f}"
-print(f"{'round':>5} {'policy':<8} | {'reader alone':^26} | {'beside the writer':^26} | {'bw':>5} {'p99':>5} | {'GC MiB charged':^16} | {'WAF':>4}")
-print(f"{'':>5} {'':<8} | {'acc/s':>7} {'MB/s':>6} {'p99 µs':>10} | {'acc/s':>7} {'MB/s':>6} {'p99 µs':>10} | {'ratio':>5} {'x':>5} | {'reader':>7} {'writer':>8} | {'':>4}")
+print(f"{'round':>5} {'policy':<8} | {'reader alone':^26} | {'beside the writer':^26} | {'bw':>5} {'p99':>5} | {'GC MiB charged':^16} | {'writer':^14} | {'WAF':>4}")
+print(f"{'':>5} {'':<8} | {'acc/s':>7} {'MB/s':>6} {'p99 µs':>10} | {'acc/s':>7} {'MB/s':>6} {'p99 µs':>10} | {'ratio':>5} {'x':>5} | {'reader':>7} {'writer':>8} | {'MB/s':>6} {'held s':>7} | {'':>4}")
+num = lambda v, f: "-" if v is None else format(v, f)
 for r in rows:
     a, b = r["alone"], r["beside"]
     print(f"{r['round']:>5} {r['policy']:<8} | {a['accesses_per_s']:>7.0f} {a['swap_in_mb_s']:>6.1f} {a['p99_us']:>10.0f} | "
           f"{b['accesses_per_s']:>7.0f} {b['swap_in_mb_s']:>6.1f} {b['p99_us']:>10.0f} | "
           f"{b['swap_in_mb_s'] / a['swap_in_mb_s']:>5.2f} {b['p99_us'] / a['p99_us']:>5.2f} | "
-          f"{mib(b['gc_bytes_charged']):>7} {mib(r['writer_gc_bytes_charged']):>8} | {r['device_waf']:>4.2f}")
+          f"{mib(b['gc_bytes_charged']):>7} {mib(r['writer_gc_bytes_charged']):>8} | "
+          f"{num(r.get('writer_write_mb_s'), '6.1f')} {num(r.get('writer_throttled_s'), '7.1f')} | {r['device_waf']:>4.2f}")
 print("(bw ratio: the reader's swap-in bandwidth beside the writer over alone; p99 x: its access p99 beside over alone;")
-print(" GC MiB charged: bytes of each tenant's data the GC moved while the reader ran beside the writer)")
+print(" GC MiB charged: bytes of each tenant's data the GC moved while the reader ran beside the writer;")
+print(" writer MB/s: its swap-outs and the GC's moves of its pages a second while the reader ran beside it, and the")
+print(" seconds it was held back by its write limit then)")
 PY

@@ -27,7 +27,7 @@ use znswap_zoned::format_size;
 
 use crate::daemon_tenants::{Tenant, Tenants, TENANTS_MAX};
 use crate::device_path;
-use crate::flags::{size, DeviceFlag, EncryptFlag, PolicyFlag};
+use crate::flags::{rate, size, DeviceFlag, EncryptFlag, PolicyFlag};
 
 #[derive(Args)]
 pub struct DaemonArgs {
@@ -51,6 +51,14 @@ pub struct DaemonArgs {
     /// all, and each connection's user (SO_PEERCRED) is checked.
     #[arg(long = "allow-uid", value_name = "UID")]
     allow_uids: Vec<u32>,
+    /// Each tenant's share of the device's writes: at most RATE bytes a second (e.g.
+    /// 8M) of its swap-outs and of the GC's moves of its pages together, so a tenant
+    /// pays for the GC its rewrites cause (with --policy tenant, only its own data is
+    /// moved for it). Past its share a tenant's pages stay until its allowance catches
+    /// up, and its faults wait: it slows, the others do not. A program may ask for less
+    /// (`znswap run --daemon --write-limit`) [default: no limit]
+    #[arg(long, value_name = "RATE", value_parser = rate)]
+    write_limit: Option<u64>,
 }
 
 /// Processes served at once at most: a region each (`TENANTS_MAX` tenants share them).
@@ -79,20 +87,33 @@ struct Daemon {
     tenants: Mutex<Tenants>,
     started: Instant,
     device_bytes: u64,
+    /// `--write-limit`: each tenant's at most, bytes a second.
+    write_limit: Option<u64>,
 }
 
 impl Daemon {
-    /// The pager's budget and tenant `index`'s (`None`: let go) after the grants moved.
-    fn set_budgets(&self, tenants: &Tenants, index: u32, pages: Option<u64>) {
+    /// The pager's budget and tenant `index`'s memory and write limit (`None`: let go)
+    /// after the grants moved.
+    fn set_budgets(&self, tenants: &Tenants, index: u32, grant: Option<(u64, Option<u64>)>) {
         let budget = self.pager.set_budget(tenants.budget_pages() * PAGE_BYTES as u64);
-        let tenant = self.pager.set_tenant_budget(index, pages.map(|pages| pages * PAGE_BYTES as u64));
-        if let Err(error) = budget.and(tenant) {
+        let tenant = self.pager.set_tenant_budget(index, grant.map(|(pages, _)| pages * PAGE_BYTES as u64));
+        let writes = self.pager.set_tenant_write_limit(index, grant.and_then(|(_, write_limit)| write_limit));
+        if let Err(error) = budget.and(tenant).and(writes) {
             eprintln!("znswap daemon: the budget: {error}");
         }
     }
 
+    /// The write limit a tenant asking `asked` (bytes a second, 0: none of its own) gets:
+    /// the smaller of its own and the daemon's.
+    fn write_limit_for(&self, asked: u64) -> Option<u64> {
+        match (self.write_limit, (asked > 0).then_some(asked)) {
+            (Some(ours), Some(asked)) => Some(ours.min(asked)),
+            (ours, asked) => ours.or(asked),
+        }
+    }
+
     /// Begins a tenant (see `Tenants::begin`), its budget set: its index, grant and token.
-    fn begin(&self, name: &Name, pages: u64, opened: bool) -> Result<(u32, u64, Token), Reason> {
+    fn begin(&self, name: &Name, pages: u64, write_limit: u64, opened: bool) -> Result<(u32, u64, Token), Reason> {
         let token = Token::random().map_err(|_| Reason::Full)?;
         let mut tenants = self.tenants.lock().unwrap();
         let tenant = tenants.begin(name, pages, opened, token, |index| {
@@ -101,7 +122,7 @@ impl Daemon {
             self.pager.tenant_figures(index)
         })?;
         let (index, pages) = (tenant.index, tenant.pages);
-        self.set_budgets(&tenants, index, Some(pages));
+        self.set_budgets(&tenants, index, Some((pages, self.write_limit_for(write_limit))));
         Ok((index, pages, token))
     }
 
@@ -165,6 +186,10 @@ impl Daemon {
                     gc_bytes: figures.gc_bytes,
                     faults,
                     fault_p99_ns,
+                    written_bytes: figures.written_bytes,
+                    write_limit: figures.write_limit.unwrap_or(0),
+                    throttled_ns: figures.throttled_ns,
+                    forgiven_bytes: figures.forgiven_bytes,
                 }
             })
             .collect();
@@ -233,7 +258,14 @@ pub fn run(args: DaemonArgs) -> Result<()> {
     let tenants = Tenants::new(pool_pages, floor_pages);
     pager.set_budget(tenants.budget_pages() * PAGE_BYTES as u64)?;
     let forks = Arc::new(ForkRegistry::default());
-    let daemon = Arc::new(Daemon { pager, forks, tenants: Mutex::new(tenants), started: Instant::now(), device_bytes });
+    let daemon = Arc::new(Daemon {
+        pager,
+        forks,
+        tenants: Mutex::new(tenants),
+        started: Instant::now(),
+        device_bytes,
+        write_limit: args.write_limit,
+    });
     stop_on_signals(stop_signals, socket.clone())?;
     eprintln!(
         "znswap daemon: serving {} with {} of memory on {} (`znswap run --daemon{} -- CMD`)",
@@ -335,7 +367,9 @@ fn serve_connection(daemon: &Daemon, channel: Channel, allowed: impl Fn(u32) -> 
     match channel.recv_to_daemon() {
         // A launcher checking that the daemon is there.
         Ok(None) => {}
-        Ok(Some((ToDaemon::Open { name, memory_pages }, _))) => serve_opener(daemon, &channel, pid, name, memory_pages),
+        Ok(Some((ToDaemon::Open { name, memory_pages, write_limit }, _))) => {
+            serve_opener(daemon, &channel, pid, name, memory_pages, write_limit)
+        }
         Ok(Some((ToDaemon::Status, _))) => serve_status(daemon, &channel),
         Ok(Some((ToDaemon::ForkChild { token }, mut fds))) => {
             let staging = fds.pop().expect("ForkChild comes with one descriptor");
@@ -374,8 +408,8 @@ fn serve_status(daemon: &Daemon, channel: &Channel) {
 /// A launcher's tenant (`znswap run --daemon`): granted, its token sent for its
 /// program's processes to join with, held until the launcher hangs up (and its last
 /// process leaves). The launcher may ask the figures meanwhile (for its summary).
-fn serve_opener(daemon: &Daemon, channel: &Channel, pid: u32, name: Name, memory_pages: u64) {
-    let (index, pages, token) = match daemon.begin(&name, memory_pages, true) {
+fn serve_opener(daemon: &Daemon, channel: &Channel, pid: u32, name: Name, memory_pages: u64, write_limit: u64) {
+    let (index, pages, token) = match daemon.begin(&name, memory_pages, write_limit, true) {
         Ok(begun) => begun,
         Err(reason) => {
             let _ = channel.send_to_tenant(&ToTenant::Refused(reason));
@@ -384,9 +418,12 @@ fn serve_opener(daemon: &Daemon, channel: &Channel, pid: u32, name: Name, memory
     };
     if channel.send_to_tenant(&ToTenant::Welcome { tenant: index, token, budget_pages: pages }).is_ok() {
         eprintln!(
-            "znswap daemon: tenant {index} ({}) opened by pid {pid} with {} of memory",
+            "znswap daemon: tenant {index} ({}) opened by pid {pid} with {} of memory{}",
             name.as_str(),
-            format_size(pages * PAGE_BYTES as u64)
+            format_size(pages * PAGE_BYTES as u64),
+            daemon
+                .write_limit_for(write_limit)
+                .map_or(String::new(), |rate| format!(", writing at most {}/s", format_size(rate)))
         );
         loop {
             match channel.recv_to_daemon() {
@@ -418,7 +455,7 @@ fn serve_opener(daemon: &Daemon, channel: &Channel, pid: u32, name: Name, memory
 fn serve_process(daemon: &Daemon, channel: &Channel, pid: u32, arrival: Arrival) {
     let Arrival { hello, link } = arrival;
     let joined = match &hello.join {
-        Join::New(name) => daemon.begin(name, hello.memory_pages, false).map(|(index, pages, _)| {
+        Join::New(name) => daemon.begin(name, hello.memory_pages, 0, false).map(|(index, pages, _)| {
             eprintln!(
                 "znswap daemon: pid {pid} ({}) joined with {} of memory",
                 name.as_str(),

@@ -57,6 +57,8 @@ struct PagerCoverage {
     budget_changes: u64,
     tenant_budget_changes: u64,
     tenant_victims: u64,
+    write_limit_changes: u64,
+    write_throttled_ms: u64,
     child_reads_slot: u64,
     child_reads_zero: u64,
     child_reads_shadow: u64,
@@ -156,6 +158,8 @@ pub fn dst(request: &PagerDstRequest) -> Result<bool> {
         coverage.budget_changes += c.budget_changes;
         coverage.tenant_budget_changes += c.tenant_budget_changes;
         coverage.tenant_victims += c.tenant_victims;
+        coverage.write_limit_changes += c.write_limit_changes;
+        coverage.write_throttled_ms += c.write_throttled_ms;
         coverage.child_reads_slot += c.child_reads_slot;
         coverage.child_reads_zero += c.child_reads_zero;
         coverage.child_reads_shadow += c.child_reads_shadow;
@@ -256,6 +260,8 @@ pub fn dst(request: &PagerDstRequest) -> Result<bool> {
             ("budget changes", coverage.budget_changes),
             ("tenant budgets set or lifted", coverage.tenant_budget_changes),
             ("victims from tenants over their budgets", coverage.tenant_victims),
+            ("tenant write limits set or lifted", coverage.write_limit_changes),
+            ("ms tenants waited for their write limits", coverage.write_throttled_ms),
             ("child reads from held slots", coverage.child_reads_slot),
             ("child reads of zero pages", coverage.child_reads_zero),
             ("child reads of parked pages (its shadow)", coverage.child_reads_shadow),

@@ -66,8 +66,8 @@ pub struct RunArgs {
     /// what it asks the daemon for; the device, --policy and --encrypt are the daemon's.
     /// The program is a tenant of the daemon, and so is every program it executes (a
     /// shell's commands, a build's compilers): their heaps are held to --memory together.
-    /// A forked child that does not execute is not paged: it serves its own heap from the
-    /// fork on, and its touch of a page swapped out then raises SIGBUS. Should the daemon
+    /// A forked child is paged within the same tenant, reading the pages swapped out at
+    /// the fork as they were then. Should the daemon
     /// stop, the program goes on with what it holds, and its touch of a page the daemon
     /// had swapped out raises SIGBUS.
     #[arg(long, value_name = "SOCKET", num_args = 0..=1, default_missing_value = "",
@@ -77,6 +77,12 @@ pub struct RunArgs {
     /// [default: the command's name].
     #[arg(long, value_name = "NAME", requires = "daemon")]
     tenant: Option<String>,
+    /// Under --daemon: what the tenant may write to the device, at most RATE bytes a
+    /// second (e.g. 8M) of its swap-outs and the GC's moves of its pages together (the
+    /// daemon's own --write-limit, if smaller, applies instead). Past it the program
+    /// slows: its pages stay until its allowance catches up, and its faults wait.
+    #[arg(long, value_name = "RATE", value_parser = crate::flags::rate, requires = "daemon")]
+    write_limit: Option<u64>,
     /// Also write the summary as JSON to FILE (checked before the program starts).
     #[arg(long, value_name = "FILE")]
     stats: Option<PathBuf>,
@@ -291,7 +297,11 @@ fn prepare_for_daemon(
         ),
     };
     let name = tenant_name(args)?;
-    let open = znswap_wire::ToDaemon::Open { name: name.clone(), memory_pages: args.memory.memory / PAGE_BYTES as u64 };
+    let open = znswap_wire::ToDaemon::Open {
+        name: name.clone(),
+        memory_pages: args.memory.memory / PAGE_BYTES as u64,
+        write_limit: args.write_limit.unwrap_or(0),
+    };
     channel.send_to_daemon(&open, &[]).with_context(|| format!("asking the daemon at {}", socket.display()))?;
     let (index, token) = match channel.recv_to_tenant() {
         Ok(Some(znswap_wire::ToTenant::Welcome { tenant, token, .. })) => (tenant, token),
@@ -634,6 +644,11 @@ struct TenantSummary {
     /// The tenant's faults the daemon served, and their latency's 99th percentile.
     faults: u64,
     fault_p99_us: f64,
+    /// Bytes its swap-outs wrote; its write limit (bytes a second) if it had one, and
+    /// how long its swap-outs waited for it.
+    written_bytes: u64,
+    write_limit_bytes_per_second: Option<u64>,
+    throttled_seconds: f64,
     /// The processes the programs it executed ran in (a process that executed again is
     /// one), by their own last figures.
     executed: u64,
@@ -656,6 +671,11 @@ impl TenantSummary {
             gc_bytes: status.as_ref().map_or(0, |status| status.gc_bytes),
             faults: status.as_ref().map_or(0, |status| status.faults),
             fault_p99_us: status.as_ref().map_or(0.0, |status| status.fault_p99_ns as f64 / 1000.0),
+            written_bytes: status.as_ref().map_or(0, |status| status.written_bytes),
+            write_limit_bytes_per_second: status
+                .as_ref()
+                .and_then(|status| (status.write_limit > 0).then_some(status.write_limit)),
+            throttled_seconds: status.as_ref().map_or(0.0, |status| status.throttled_ns as f64 / 1e9),
             executed: executed.len() as u64,
             executed_memory_max_bytes: executed.iter().map(|r| r.memory_used_max_bytes).max().unwrap_or(0),
             executed_cpu_ns: executed.iter().map(|r| r.cpu_ns).sum(),
@@ -757,6 +777,17 @@ impl Summary {
                         format_size(t.gc_bytes)
                     ),
                 );
+                if let Some(rate) = t.write_limit_bytes_per_second {
+                    line(
+                        "write limit",
+                        format!(
+                            "{}/s of swap-outs and GC moves; it wrote {} and waited {:.1} s for its share",
+                            format_size(rate),
+                            format_size(t.written_bytes + t.gc_bytes),
+                            t.throttled_seconds
+                        ),
+                    );
+                }
             }
             let executed = self.tenant.as_ref().filter(|t| t.executed > 0);
             line(

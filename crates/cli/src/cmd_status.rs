@@ -77,6 +77,14 @@ struct TenantFigures {
     /// (from reading the fault to waking the thread).
     faults: u64,
     fault_p99_us: f64,
+    /// Bytes its swap-outs wrote; its share of the device's writes (bytes a second, its
+    /// swap-outs' and the GC's moves of its pages together; none: unlimited), and how
+    /// long it waited for that share.
+    written_bytes: u64,
+    write_limit_bytes_per_second: Option<u64>,
+    throttled_seconds: f64,
+    /// Bytes of its charges forgiven when it was held back longest (half a second).
+    write_forgiven_bytes: u64,
 }
 
 pub fn run(args: StatusArgs) -> Result<()> {
@@ -164,6 +172,10 @@ fn figures(socket: &std::path::Path, d: &DaemonStatus, tenants: &[TenantStatus],
                 gc_bytes_moved: t.gc_bytes,
                 faults: t.faults,
                 fault_p99_us: t.fault_p99_ns as f64 / 1000.0,
+                written_bytes: t.written_bytes,
+                write_limit_bytes_per_second: (t.write_limit > 0).then_some(t.write_limit),
+                throttled_seconds: t.throttled_ns as f64 / 1e9,
+                write_forgiven_bytes: t.forgiven_bytes,
             })
             .collect(),
     }
@@ -215,12 +227,26 @@ fn table(s: &Status, tbw: Option<f64>) -> String {
         return out;
     }
     out.push_str(&format!(
-        "\n  {:>6}  {:<20} {:>9} {:>10} {:>10} {:>12} {:>12} {:>10} {:>12}\n",
-        "tenant", "name", "processes", "budget", "resident", "swapped out", "read back", "GC moved", "fault p99"
+        "\n  {:>6}  {:<20} {:>9} {:>10} {:>10} {:>12} {:>12} {:>10} {:>10} {:>12} {:>16}\n",
+        "tenant",
+        "name",
+        "processes",
+        "budget",
+        "resident",
+        "swapped out",
+        "read back",
+        "written",
+        "GC moved",
+        "fault p99",
+        "write limit"
     ));
     for t in &s.tenants {
+        let limit = match t.write_limit_bytes_per_second {
+            None => "-".to_string(),
+            Some(rate) => format!("{}/s ({:.0} s)", format_size(rate), t.throttled_seconds),
+        };
         out.push_str(&format!(
-            "  {:>6}  {:<20} {:>9} {:>10} {:>10} {:>12} {:>12} {:>10} {:>12}\n",
+            "  {:>6}  {:<20} {:>9} {:>10} {:>10} {:>12} {:>12} {:>10} {:>10} {:>12} {:>16}\n",
             t.tenant,
             t.name,
             format!("{} / {}", t.processes, t.processes_joined),
@@ -228,11 +254,16 @@ fn table(s: &Status, tbw: Option<f64>) -> String {
             format_size(t.resident_bytes),
             t.swapped_out_pages,
             t.swapped_in_pages,
+            format_size(t.written_bytes),
             format_size(t.gc_bytes_moved),
-            if t.faults == 0 { "-".to_string() } else { format!("{:.0} µs", t.fault_p99_us) }
+            if t.faults == 0 { "-".to_string() } else { format!("{:.0} µs", t.fault_p99_us) },
+            limit
         ));
     }
-    out.push_str("  (processes: served now / since the tenant began; swapped out and read back: pages)\n");
+    out.push_str(
+        "  (processes: served now / since the tenant began; swapped out and read back: pages; write limit: its \
+         swap-outs' and GC moves' bytes a second, and the time it waited for them)\n",
+    );
     out
 }
 
@@ -303,6 +334,18 @@ fn prometheus(s: &Status) -> String {
         "Bytes of a tenant's data the GC moved (charged to it).",
         &each(&|t| t.gc_bytes_moved as f64),
     );
+    metric(
+        "tenant_written_bytes_total",
+        "counter",
+        "Bytes a tenant's swap-outs wrote.",
+        &each(&|t| t.written_bytes as f64),
+    );
+    metric(
+        "tenant_write_throttled_seconds_total",
+        "counter",
+        "Time a tenant's swap-outs waited for its write limit.",
+        &each(&|t| t.throttled_seconds),
+    );
     metric("tenant_faults_total", "counter", "A tenant's faults the daemon served.", &each(&|t| t.faults as f64));
     metric(
         "tenant_fault_p99_seconds",
@@ -353,6 +396,10 @@ mod tests {
             gc_bytes: 25 * PAGE,
             faults: 60,
             fault_p99_ns: 250_000,
+            written_bytes: 90 * PAGE,
+            write_limit: 8 << 20,
+            throttled_ns: 3_000_000_000,
+            forgiven_bytes: 0,
         };
         figures(std::path::Path::new("/s"), &daemon, &[tenant], Some(600.0))
     }
@@ -369,6 +416,7 @@ mod tests {
         assert!(table.contains("WAF 1.25") && table.contains("600 TBW lasts"), "{table}");
         assert!(table.contains("1 / 4"), "processes now / joined: {table}");
         assert!(table.contains("250 µs"), "the tenant's fault p99: {table}");
+        assert!(table.contains("8 MiB/s (3 s)"), "the tenant's write limit and its wait: {table}");
     }
 
     #[test]

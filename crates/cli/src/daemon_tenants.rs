@@ -45,6 +45,9 @@ impl Tenant {
             swap_outs: now.swap_outs - self.since.swap_outs,
             swap_ins: now.swap_ins - self.since.swap_ins,
             gc_bytes: now.gc_bytes - self.since.gc_bytes,
+            written_bytes: now.written_bytes - self.since.written_bytes,
+            throttled_ns: now.throttled_ns - self.since.throttled_ns,
+            forgiven_bytes: now.forgiven_bytes - self.since.forgiven_bytes,
             ..now
         }
     }
@@ -192,14 +195,31 @@ mod tests {
         assert_ne!(first, second);
         tenants.close(first).unwrap();
         // Its index is used again; figures count from the new tenant's start.
-        let since = TenantFigures { swap_outs: 7, swap_ins: 3, gc_bytes: 4096, ..TenantFigures::default() };
+        let since = TenantFigures {
+            swap_outs: 7,
+            swap_ins: 3,
+            gc_bytes: 4096,
+            written_bytes: 4096,
+            throttled_ns: 100,
+            ..TenantFigures::default()
+        };
         let third = tenants.begin(&name("c"), 10, true, token(3), |index| {
             assert_eq!(index, first);
             since
         });
-        let now = TenantFigures { swap_outs: 10, swap_ins: 3, gc_bytes: 8192, resident_pages: 5, kept_pages: 4 };
+        let now = TenantFigures {
+            swap_outs: 10,
+            swap_ins: 3,
+            gc_bytes: 8192,
+            resident_pages: 5,
+            kept_pages: 4,
+            written_bytes: 12288,
+            write_limit: Some(1 << 20),
+            throttled_ns: 250,
+        };
         let figures = third.unwrap().figures(now);
         assert_eq!((figures.swap_outs, figures.swap_ins, figures.gc_bytes, figures.resident_pages), (3, 0, 4096, 5));
+        assert_eq!((figures.written_bytes, figures.throttled_ns, figures.write_limit), (8192, 150, Some(1 << 20)));
         let mut full = Tenants::new(u64::MAX, 1);
         for index in 0..TENANTS_MAX {
             full.begin(&name("x"), 1, true, token(index as u8), |_| TenantFigures::default()).unwrap();

@@ -152,6 +152,15 @@ pub fn size(text: &str) -> Result<u64, String> {
     znswap_zoned::parse_size(text)
 }
 
+/// Bytes a second: a size (`8M`), optionally with `/s` (`8M/s`); not zero.
+pub fn rate(text: &str) -> Result<u64, String> {
+    let bytes = size(text.strip_suffix("/s").unwrap_or(text))?;
+    if bytes == 0 {
+        return Err("a rate of 0 would stop every write: leave the flag out for no limit".into());
+    }
+    Ok(bytes)
+}
+
 fn policy(name: &str) -> Result<PolicyKind, String> {
     PolicyKind::from_name(name)
         .ok_or_else(|| format!("unknown policy {name:?}: use one of {}", PolicyKind::NAMES.join(", ")))

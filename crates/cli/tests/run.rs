@@ -766,7 +766,7 @@ fn a_daemon_refuses_garbage_and_strangers_and_serves_on() {
     assert_eq!(refused(&channel), Some(Reason::UnknownTenant));
     // More memory than the daemon has.
     let channel = Channel::connect(&socket).unwrap();
-    let greedy = ToDaemon::Open { name: Name::new("greedy").unwrap(), memory_pages: 1 << 20 };
+    let greedy = ToDaemon::Open { name: Name::new("greedy").unwrap(), memory_pages: 1 << 20, write_limit: 0 };
     channel.send_to_daemon(&greedy, &[]).unwrap();
     assert_eq!(refused(&channel), Some(Reason::NoMemory));
     drop(channel);

@@ -186,6 +186,8 @@ pub struct Engine {
     pub(crate) stats: Stats,
     pub(crate) tenant_slots: Vec<u64>,
     pub(crate) tenant_gc_bytes: Vec<u64>,
+    /// Bytes each tenant's swap-outs appended (written pages, not swap-cache hits).
+    pub(crate) tenant_host_bytes: Vec<u64>,
     pub(crate) next_ticket: u64,
     pub(crate) now_ns: u64,
     /// Epochs so far (the access history's clock): 1/16 of the policy's
@@ -269,6 +271,7 @@ impl Engine {
             stats: Stats::default(),
             tenant_slots: vec![0; config.tenants_max as usize],
             tenant_gc_bytes: vec![0; config.tenants_max as usize],
+            tenant_host_bytes: vec![0; config.tenants_max as usize],
             next_ticket: 1,
             now_ns: 0,
             epoch: 0,
@@ -303,6 +306,13 @@ impl Engine {
     /// GC bytes moved on behalf of each tenant (charged to its I/O budget).
     pub fn tenant_gc_bytes(&self) -> &[u64] {
         &self.tenant_gc_bytes
+    }
+
+    /// Bytes each tenant's swap-outs wrote to the device (its appended pages; a page
+    /// whose swap cache slot held it wrote nothing). With `tenant_gc_bytes`, what a
+    /// tenant's share of the device's writes is charged.
+    pub fn tenant_host_bytes(&self) -> &[u64] {
+        &self.tenant_host_bytes
     }
 
     /// Pages of GC move buffer the driver must preallocate (`Buf::Gc(0 .. n)`).

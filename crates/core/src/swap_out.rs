@@ -305,6 +305,7 @@ impl Engine {
         self.stats.host_pages_written += 1;
         self.cache_window_host += 1;
         let tenant = self.owners.tenant(owner);
+        self.tenant_host_bytes[tenant as usize] += crate::config::PAGE_BYTES as u64;
         let outcome = match self.owners.get(owner, page) {
             PageState::SwapOutInFlight { ticket: current, dirtied } if current == ticket.0 => {
                 if dirtied || dirty {

@@ -289,6 +289,14 @@ impl Evictor {
                         did.rounds += 1;
                         let now = shell.now();
                         let pause = shell.core().evict_pick(&mut self.round, now);
+                        if !self.round.needs_hand_over() && shell.core().evictor_held_back() {
+                            // Nothing to pick but pages of tenants past their write
+                            // limits: asleep, a fault wanting room (or a budget) wakes it
+                            // at once, as a pause would not.
+                            shell.mappings_release();
+                            shell.core().evictor_sleeps();
+                            return Next::Wait(WaitOn::Evictors);
+                        }
                         shell.unlock();
                         if !self.round.needs_hand_over() {
                             shell.mappings_release();

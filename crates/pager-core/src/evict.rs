@@ -5,6 +5,7 @@ use znswap_core::{Event, PageState as EnginePage, SwapOutError, SwapOutOutcome};
 
 use crate::action::{Action, Actions};
 use crate::fault::Pause;
+use crate::region::Region;
 use crate::{Digest, DropKind, Dropping, OutPage, PageState, PagerCore, PAGE_BYTES};
 
 /// Largest eviction round, in batches (see `evict_hand_over`).
@@ -89,6 +90,9 @@ pub struct EvictRound {
     ranges: Vec<ProtectRange>,
     /// With asynchronous write protection: where the victims to park are, to scan.
     scans: Vec<ScanSpan>,
+    /// Each tenant held back by its write limit this round (kept to spare an
+    /// allocation a round).
+    throttled: Vec<bool>,
     /// With asynchronous write protection the ranges are protected before the moves:
     /// the hand may clear a page's bit in its first sweep of a round and pick it in the
     /// second, and protecting its address once it is parked would leave a write-protect
@@ -367,6 +371,13 @@ impl PagerCore {
         }
     }
 
+    /// The last round picked nothing, and tenants past their write limits were passed
+    /// over: the evictor is to sleep rather than pause, so that a fault wanting room
+    /// wakes it (`WaitOn::Evictors`' timeout brings it back to see the allowances).
+    pub fn evictor_held_back(&self) -> bool {
+        self.held_back
+    }
+
     /// An evictor is about to wait: whoever gives it work under the lock wakes it.
     pub fn evictor_sleeps(&mut self) {
         self.evictors_asleep = true;
@@ -397,6 +408,7 @@ impl PagerCore {
             ranges: Vec::with_capacity(ROUND_BATCHES_MAX * batch + 2 * self.config.regions_max as usize + 2),
             scans: Vec::with_capacity(if self.config.wp_async { ROUND_BATCHES_MAX * batch } else { 0 }),
             protect_first: self.config.wp_async,
+            throttled: Vec::with_capacity(self.write_limits_len()),
         }
     }
 
@@ -447,6 +459,21 @@ impl PagerCore {
         } else {
             Vec::new()
         };
+        // Tenants past their share of the device's writes are passed over until their
+        // allowance catches up (`src/write_limit.rs`).
+        let mut throttled = std::mem::take(&mut round.throttled);
+        let throttle_wait = if self.write_limited { self.refresh_write_limits(&mut throttled, now) } else { None };
+        let passed_over = |regions: &[Region], owner: usize| {
+            let region = &regions[owner];
+            !region.live
+                || (tenants_first && !over[owner])
+                || (throttle_wait.is_some() && throttled[region.tenant as usize])
+        };
+        // With every region passed over, the hand would go round for ever.
+        let none_to_pick = (0..self.regions.len()).all(|owner| passed_over(&self.regions, owner));
+        if none_to_pick {
+            direct_room = 0;
+        }
         let capacity = round.victims.capacity();
         let parks = (0..self.regions.len() as u32).any(|owner| self.parks_in(owner));
         let mut park_room = if parks {
@@ -455,6 +482,9 @@ impl PagerCore {
         } else {
             0
         };
+        if none_to_pick {
+            park_room = 0;
+        }
         // Two sweeps at most: the first may only clear reference bits.
         let limit: u64 = 2 * self.regions.iter().filter(|r| r.live).map(|r| r.pages).sum::<u64>();
         // (Computed before the tenants' pass over: a sweep of only theirs ends sooner.)
@@ -472,7 +502,7 @@ impl PagerCore {
                 owner = 0;
             }
             let region = &self.regions[owner as usize];
-            if !region.live || page >= region.pages || (tenants_first && !over[owner as usize]) {
+            if page >= region.pages || passed_over(&self.regions, owner as usize) {
                 owner += 1;
                 page = 0;
                 open = false;
@@ -590,7 +620,12 @@ impl PagerCore {
         }
         // With nothing to do outside the lock there is no hand-over: the round ends here.
         self.round_in_flight = round.needs_hand_over();
-        (round.victims.is_empty() && writes == 0).then_some(Pause::Micros(NOTHING_PICKED_PAUSE_US))
+        round.throttled = throttled;
+        let nothing = round.victims.is_empty() && writes == 0;
+        // Nothing picked while tenants wait for their allowances: the evictor sleeps
+        // (`evictor_held_back`) until woken or its wait's timeout.
+        self.held_back = nothing && throttle_wait.is_some();
+        (nothing && !self.held_back).then_some(Pause::Micros(NOTHING_PICKED_PAUSE_US))
     }
 
     /// The round's moves are done (outside the lock): settles each victim to park, before

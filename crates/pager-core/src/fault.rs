@@ -510,7 +510,9 @@ impl PagerCore {
         let over = self.stats.resident_pages >= self.config.budget_pages + self.config.slack_pages
             || self.tenant_room(owner) == 0;
         if over && !self.shut_down {
-            if fault.waiting_since_ns == 0 {
+            // A tenant held back by its write limit waits as long as the limit says:
+            // that wait is not room failing to come.
+            if fault.waiting_since_ns == 0 || (self.tenant_room(owner) == 0 && self.write_throttled(owner)) {
                 fault.waiting_since_ns = now.max(1);
             }
             let waited_long = now.saturating_sub(fault.waiting_since_ns) > ROOM_WAIT_MAX_NS;

@@ -84,6 +84,7 @@ mod program;
 mod readahead;
 mod region;
 mod swap_cache;
+mod write_limit;
 
 pub use action::{Action, Actions, CopyFrom, Wakeups};
 pub use actor::{Evictor, EvictorDid, EvictorShell, FaultShell, FaultTask, IoShell, IoThread, Next, Shell, WaitOn};
@@ -95,6 +96,7 @@ pub use fault::{Fault, FaultKind, FaultStep, Pause, ReadInto, ROOM_WAIT_MAX_NS, 
 pub use io::{IoCompletion, IoPlan, PageSource};
 pub use page::PageState;
 pub use program::{ChildPage, ForkHold};
+pub use write_limit::WRITE_HOLD_MAX_NS;
 
 use serde::Serialize;
 use znswap_core::{Config, ConfigError, Engine, Geometry, OwnerError, PolicyKind, RecordEncoding};
@@ -191,8 +193,16 @@ pub struct TenantFigures {
     /// faults (read-ahead included).
     pub swap_outs: u64,
     pub swap_ins: u64,
+    /// Bytes its swap-outs wrote (appended pages).
+    pub written_bytes: u64,
     /// Bytes of its data the GC moved: charged to it (the paper's §4.3).
     pub gc_bytes: u64,
+    /// Its share of the device's writes, bytes a second (`set_tenant_write_limit`).
+    pub write_limit: Option<u64>,
+    /// How long its swap-outs waited for that share (nanoseconds), and the bytes it was
+    /// forgiven when held back longest (`src/write_limit.rs`).
+    pub throttled_ns: u64,
+    pub forgiven_bytes: u64,
 }
 
 /// Why the core cannot start, or cannot take a region. Typed: the shell wraps it.
@@ -449,6 +459,12 @@ pub struct PagerCore {
     tenant_counts: Vec<(u64, u64)>,
     /// Each tenant's pages swapped out and read back (`TenantFigures`).
     tenant_traffic: Vec<(u64, u64)>,
+    /// Each tenant's share of the device's writes (`set_tenant_write_limit`), and
+    /// whether any has a limit.
+    write_limits: Vec<write_limit::WriteLimit>,
+    write_limited: bool,
+    /// The last eviction round found only pages of tenants past their write limits.
+    held_back: bool,
     /// Regions found with pages not dropped as their process said (`take_false_drops`).
     false_drops: Vec<u32>,
     evictors_asleep: bool,
@@ -533,6 +549,9 @@ impl PagerCore {
             tenant_budgeted: false,
             tenant_counts: vec![(0, 0); config.tenants.max(1) as usize],
             tenant_traffic: vec![(0, 0); config.tenants.max(1) as usize],
+            write_limits: vec![Default::default(); config.tenants.max(1) as usize],
+            write_limited: false,
+            held_back: false,
             false_drops: Vec::new(),
             evictors_asleep: false,
             io_asleep: false,
@@ -627,21 +646,76 @@ impl PagerCore {
         Ok(())
     }
 
+    /// Limits what `tenant`'s swap-outs and the GC's moves of its pages write together
+    /// to `bytes_per_s` (`None`: no limit), from `now`: `src/write_limit.rs`. Over it,
+    /// the evictor passes the tenant's pages over, and its faults wait for room in its
+    /// own budget (as long as it takes: the wait is the limit at work, not room that
+    /// does not come).
+    pub fn set_tenant_write_limit(&mut self, tenant: u32, bytes_per_s: Option<u64>, now: u64) -> Result<(), CoreError> {
+        let tenants = self.write_limits.len() as u32;
+        if tenant >= tenants {
+            return Err(CoreError::NoSuchTenant { tenant, tenants });
+        }
+        let charged = self.tenant_charged_bytes(tenant);
+        self.write_limits[tenant as usize].set(bytes_per_s.filter(|&rate| rate > 0), charged, now);
+        self.write_limited = self.write_limits.iter().any(|limit| limit.rate().is_some());
+        self.wake_evictor();
+        Ok(())
+    }
+
+    /// What `tenant`'s share of the device's writes is charged: the bytes its swap-outs
+    /// appended and the GC wrote moving its pages.
+    fn tenant_charged_bytes(&self, tenant: u32) -> u64 {
+        let engine_bytes = |counts: &[u64]| counts.get(tenant as usize).copied().unwrap_or(0);
+        engine_bytes(self.engine.tenant_host_bytes()) + engine_bytes(self.engine.tenant_gc_bytes())
+    }
+
+    /// Brings each limited tenant's allowance to `now`: whether each may be evicted
+    /// from (`throttled[tenant]` false), and the shortest wait of those that may not.
+    pub(crate) fn refresh_write_limits(&mut self, throttled: &mut Vec<bool>, now: u64) -> Option<u64> {
+        throttled.clear();
+        let mut wait_min = None::<u64>;
+        for tenant in 0..self.write_limits.len() as u32 {
+            let charged = self.tenant_charged_bytes(tenant);
+            let wait = self.write_limits[tenant as usize].wait_ns(charged, now);
+            throttled.push(wait > 0);
+            if wait > 0 {
+                wait_min = Some(wait_min.map_or(wait, |min| min.min(wait)));
+            }
+        }
+        wait_min
+    }
+
+    pub(crate) fn write_limits_len(&self) -> usize {
+        self.write_limits.len()
+    }
+
+    /// Whether `owner`'s tenant is held back by its write limit (as the evictor last
+    /// found it).
+    pub(crate) fn write_throttled(&self, owner: u32) -> bool {
+        self.write_limited && self.write_limits[self.regions[owner as usize].tenant as usize].throttled()
+    }
+
     /// `tenant`'s pages counted resident, and those of them kept (not on their way out).
     pub fn tenant_pages(&self, tenant: u32) -> (u64, u64) {
         self.tenant_counts[tenant as usize]
     }
 
-    /// What `tenant` holds and has done (`znswap status`).
-    pub fn tenant_figures(&self, tenant: u32) -> TenantFigures {
+    /// What `tenant` holds and has done (`znswap status`), by `now`.
+    pub fn tenant_figures(&self, tenant: u32, now: u64) -> TenantFigures {
         let (resident_pages, kept_pages) = self.tenant_counts[tenant as usize];
         let (swap_outs, swap_ins) = self.tenant_traffic[tenant as usize];
+        let limit = &self.write_limits[tenant as usize];
         TenantFigures {
             resident_pages,
             kept_pages,
             swap_outs,
             swap_ins,
+            written_bytes: self.engine.tenant_host_bytes().get(tenant as usize).copied().unwrap_or(0),
             gc_bytes: self.engine.tenant_gc_bytes().get(tenant as usize).copied().unwrap_or(0),
+            write_limit: limit.rate(),
+            throttled_ns: limit.throttled_ns(now),
+            forgiven_bytes: limit.forgiven_bytes(),
         }
     }
 

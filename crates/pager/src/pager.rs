@@ -736,9 +736,18 @@ impl Pager {
         Ok(self.shared.lock().set_tenant_budget(tenant, bytes.map(|bytes| bytes / PAGE_BYTES as u64))?)
     }
 
+    /// Limits what the engine tenant `tenant` writes to the device, its swap-outs and
+    /// the GC's moves of its pages together, to `bytes_per_s` (`None`: no limit): the
+    /// daemon's share of the device per tenant (the paper's §4.3).
+    pub fn set_tenant_write_limit(&self, tenant: u32, bytes_per_s: Option<u64>) -> Result<(), PagerError> {
+        let now = self.shared.now();
+        Ok(self.shared.lock().set_tenant_write_limit(tenant, bytes_per_s, now)?)
+    }
+
     /// What the engine tenant `tenant` holds and has done (`znswap status`).
     pub fn tenant_figures(&self, tenant: u32) -> znswap_pager_core::TenantFigures {
-        self.shared.lock().tenant_figures(tenant)
+        let now = self.shared.now();
+        self.shared.lock().tenant_figures(tenant, now)
     }
 
     /// The resident budget now, in bytes.

@@ -7,7 +7,7 @@
 use crate::WireError;
 
 /// The protocol's version; a peer speaking another is refused (`Reason::Version`).
-pub const VERSION: u16 = 1;
+pub const VERSION: u16 = 2;
 pub const PAGE_BYTES: u64 = 4096;
 /// One past the highest user-space address a range may reach (57-bit address spaces).
 pub const USER_END: u64 = 1 << 56;
@@ -216,6 +216,9 @@ pub enum ToDaemon {
     Open {
         name: Name,
         memory_pages: u64,
+        /// What the tenant may write to the device a second, its swap-outs and the GC's
+        /// moves of its pages together (0: no limit of its own; the daemon's applies).
+        write_limit: u64,
     },
     /// What the daemon and each tenant hold and have done (`znswap status`): answered
     /// `Status`, then one `TenantStatus` per tenant.
@@ -375,6 +378,13 @@ pub struct TenantStatus {
     /// Its processes' faults served, and their latency's 99th percentile, in ns.
     pub faults: u64,
     pub fault_p99_ns: u64,
+    /// Bytes its swap-outs wrote; its write limit, bytes a second (0: none); how long
+    /// its swap-outs waited for it, in ns.
+    pub written_bytes: u64,
+    pub write_limit: u64,
+    pub throttled_ns: u64,
+    /// Bytes of its charges forgiven when it was held back longest.
+    pub forgiven_bytes: u64,
 }
 
 /// Every message's kind, as on the wire: tenant to daemon below 0x80, daemon to
@@ -447,11 +457,11 @@ impl Kind {
             Kind::Bye | Kind::Status | Kind::Forking => 0,
             Kind::ForkChild | Kind::ForkSnapshot | Kind::ForkRead => 16,
             Kind::ForkPage => 8,
-            Kind::Open => NAME_BYTES + 8,
+            Kind::Open => NAME_BYTES + 16,
             Kind::Welcome => 32,
             Kind::Discard => 16,
             Kind::StatusReply => 8 + 12 * 8,
-            Kind::TenantStatus => 8 + NAME_BYTES + 8 * 8,
+            Kind::TenantStatus => 8 + NAME_BYTES + 12 * 8,
         }
     }
 }
@@ -527,9 +537,10 @@ impl ToDaemon {
             ToDaemon::Bye | ToDaemon::Status | ToDaemon::Forking => {}
             ToDaemon::ForkChild { token } => w.bytes(&token.0),
             ToDaemon::ForkRead(range) => w.range(*range),
-            ToDaemon::Open { name, memory_pages } => {
+            ToDaemon::Open { name, memory_pages, write_limit } => {
                 w.bytes(&name.to_bytes());
                 w.u64(*memory_pages);
+                w.u64(*write_limit);
             }
         }
         w.finish();
@@ -594,7 +605,7 @@ impl ToDaemon {
             }
             Kind::Open => {
                 let name = Name::from_bytes(r.bytes())?;
-                ToDaemon::Open { name, memory_pages: r.u64() }
+                ToDaemon::Open { name, memory_pages: r.u64(), write_limit: r.u64() }
             }
             Kind::Status => ToDaemon::Status,
             Kind::Forking => ToDaemon::Forking,
@@ -694,6 +705,10 @@ impl ToTenant {
                     tenant.gc_bytes,
                     tenant.faults,
                     tenant.fault_p99_ns,
+                    tenant.written_bytes,
+                    tenant.write_limit,
+                    tenant.throttled_ns,
+                    tenant.forgiven_bytes,
                 ] {
                     w.u64(figure);
                 }
@@ -785,6 +800,10 @@ impl ToTenant {
                     gc_bytes: r.u64(),
                     faults: r.u64(),
                     fault_p99_ns: r.u64(),
+                    written_bytes: r.u64(),
+                    write_limit: r.u64(),
+                    throttled_ns: r.u64(),
+                    forgiven_bytes: r.u64(),
                 })
             }
             _ => unreachable!("Reader::start checked the direction"),

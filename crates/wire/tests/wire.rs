@@ -7,7 +7,7 @@ use rand_core::{RngCore, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use znswap_wire::{
     Channel, ChannelError, DaemonStatus, ForkPage, Hello, Join, Kind, Listener, Name, Range, Reason, TenantStatus,
-    ToDaemon, ToTenant, Token, WireError, MESSAGE_BYTES_MAX, RANGES_MAX, USER_END,
+    ToDaemon, ToTenant, Token, WireError, MESSAGE_BYTES_MAX, RANGES_MAX, USER_END, VERSION,
 };
 
 fn range(start: u64, pages: u64) -> Range {
@@ -48,7 +48,7 @@ fn to_daemon_examples() -> Vec<ToDaemon> {
         ToDaemon::ProgramDiscard(range(0x7f12_3456_0000, 3)),
         ToDaemon::Zapped { errno: 0 },
         ToDaemon::Zapped { errno: libc::EINVAL as u32 },
-        ToDaemon::Open { name: Name::new("make").unwrap(), memory_pages: 16384 },
+        ToDaemon::Open { name: Name::new("make").unwrap(), memory_pages: 16384, write_limit: 8 << 20 },
         ToDaemon::Status,
         ToDaemon::Forking,
         ToDaemon::ForkChild { token: Token([3; 16]) },
@@ -102,6 +102,10 @@ fn to_tenant_examples() -> Vec<ToTenant> {
             gc_bytes: 5,
             faults: 6,
             fault_p99_ns: 7,
+            written_bytes: 8,
+            write_limit: 9,
+            throttled_ns: 10,
+            forgiven_bytes: 11,
         }),
     ]
 }
@@ -162,7 +166,7 @@ fn each_field_is_checked() {
     // Header: kind, length, version, reserved.
     assert_eq!(patched(0, &0x7fu16.to_le_bytes()), Err(WireError::Kind { code: 0x7f }));
     assert!(matches!(patched(2, &79u16.to_le_bytes()), Err(WireError::Length { .. })));
-    assert_eq!(patched(4, &2u16.to_le_bytes()), Err(WireError::Version { version: 2 }));
+    assert_eq!(patched(4, &(VERSION + 1).to_le_bytes()), Err(WireError::Version { version: VERSION + 1 }));
     assert_eq!(patched(6, &1u16.to_le_bytes()), Err(WireError::Reserved { kind: Kind::Hello }));
     // Hello's body at 8: pid 4, flags 4, features 8, arena 16, token 16, name 32, memory 8.
     assert_eq!(patched(12, &4u32.to_le_bytes()), Err(WireError::Flags { kind: Kind::Hello, flags: 4 }));
@@ -227,7 +231,7 @@ fn each_field_is_checked() {
     let mut bad = status.clone();
     bad[16] = b'\t';
     assert!(matches!(ToTenant::decode(&bad), Err(WireError::Name { why: "it has control characters" })));
-    let open = encode_to_daemon(&ToDaemon::Open { name: Name::new("make").unwrap(), memory_pages: 1 });
+    let open = encode_to_daemon(&ToDaemon::Open { name: Name::new("make").unwrap(), memory_pages: 1, write_limit: 0 });
     let mut bad = open.clone();
     bad[8] = 0;
     assert!(matches!(ToDaemon::decode(&bad), Err(WireError::Name { .. })), "an Open names its tenant");

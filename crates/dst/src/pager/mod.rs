@@ -197,6 +197,10 @@ fn report(
         coverage: world
             .map(|world| Coverage {
                 tenant_victims: world.core.stats().tenant_victims,
+                write_throttled_ms: (0..world.scenario.tenants)
+                    .map(|tenant| world.core.tenant_figures(tenant, world.now_ns).throttled_ns)
+                    .sum::<u64>()
+                    / 1_000_000,
                 inherited_reads: world.core.stats().inherited_reads,
                 ..world.coverage.clone()
             })

@@ -40,6 +40,10 @@ const WAIT_TIMEOUT_STEPS: u64 = 4_000;
 const ACCESS_ATTEMPTS_MAX: u32 = 100_000;
 /// Steps one access may take before it counts as a hang.
 const ACCESS_STEPS_MAX: u64 = 400_000;
+/// Steps a tenant may be held back by its write limit at most (a step's clock moves
+/// 1 µs on average, and more with its longer gaps), once for each thread of the tenant
+/// ahead of this one waiting for room.
+const WRITE_HOLD_STEPS: u64 = znswap_pager_core::WRITE_HOLD_MAX_NS / 1_000;
 
 /// One page table entry, as the kernel would hold it.
 #[derive(Clone, Copy, Debug, Default)]
@@ -160,6 +164,10 @@ pub struct Coverage {
     /// evictor picked from tenants over theirs.
     pub tenant_budget_changes: u64,
     pub tenant_victims: u64,
+    /// Tenants' write limits set or lifted, and how long tenants' swap-outs waited for
+    /// them (simulated milliseconds, summed).
+    pub write_limit_changes: u64,
+    pub write_throttled_ms: u64,
     /// The child's reads of its snapshot: from held slots, zero pages, lost pages.
     pub child_reads_slot: u64,
     pub child_reads_zero: u64,
@@ -355,7 +363,7 @@ pub struct World {
     /// it run as before.
     moves_rng: Rng,
     pub step: u64,
-    now_ns: u64,
+    pub(crate) now_ns: u64,
     pub regions: Vec<Option<ModelRegion>>,
     /// userfaultfd events not yet read by a handler: (address, kind).
     events: VecDeque<(u64, FaultKind)>,
@@ -1236,13 +1244,24 @@ impl World {
         self.apps[index].phase = next;
     }
 
+    /// Steps an access may take before it counts as a hang: more once tenants have write
+    /// limits, whose waits are the limits at work.
+    fn access_steps_max(&self) -> u64 {
+        let holds = if self.coverage.write_limit_changes > 0 { self.apps.len() as u64 * WRITE_HOLD_STEPS } else { 0 };
+        ACCESS_STEPS_MAX + holds
+    }
+
     /// One try of an access: it completes, or faults.
     fn access(&mut self, index: usize, place: usize, page: u64, write: bool) -> AppPhase {
+        let steps_max = self.access_steps_max();
         let app = &mut self.apps[index];
         app.attempts += 1;
-        if app.attempts > ACCESS_ATTEMPTS_MAX || self.step - app.started_step > ACCESS_STEPS_MAX {
+        if app.attempts > ACCESS_ATTEMPTS_MAX || self.step - app.started_step > steps_max {
             let (attempts, steps) = (app.attempts, self.step - app.started_step);
             let state = self.core.page_state(self.regions[place].as_ref().expect("live").owner, page);
+            if std::env::var_os("ZNSWAP_PAGER_TRACE").is_some() {
+                eprintln!("{}", self.describe());
+            }
             self.violation(format!(
                 "an access to {place}:{page} (write {write}) never completes: {attempts} tries in {steps} steps, page {state:?}"
             ));
@@ -1996,6 +2015,20 @@ impl World {
                 };
                 self.core.set_tenant_budget(tenant, own).expect("a tenant budget within the core's bounds");
                 self.coverage.tenant_budget_changes += 1;
+                // A share of the device's writes (the daemon's --write-limit): from one
+                // that holds a tenant back most of the time to one that never does. (At
+                // 4 MiB/s a zone's GC moves charged at once hold a tenant back for a
+                // fraction of the simulated second-odd an access may take.)
+                if below(&mut self.rng, 2) == 0 {
+                    let rate = match below(&mut self.rng, 4) {
+                        0 => None,
+                        1 => Some(4 << 20),
+                        2 => Some(16 << 20),
+                        _ => Some(256 << 20),
+                    };
+                    self.core.set_tenant_write_limit(tenant, rate, self.now_ns).expect("a tenant of the core");
+                    self.coverage.write_limit_changes += 1;
+                }
             }
         }
         self.after_lock_step();
@@ -2008,6 +2041,15 @@ impl World {
     /// share of the regions once.
     pub fn start_sweep(&mut self) {
         self.sweeping = true;
+        // Write limits go: the sweep reads every page back, and a tenant held to a few
+        // MiB/s of a simulated device whose GC moves its pages over and over (charged to
+        // it) would take simulated minutes to swap its way through.
+        if self.coverage.write_limit_changes > 0 {
+            for tenant in 0..self.scenario.tenants {
+                self.core.set_tenant_write_limit(tenant, None, self.now_ns).expect("a tenant of the core");
+            }
+            self.after_lock_step();
+        }
         // A served child's region reads its parent's held slots: it is swept too, and
         // the hold stays.
         if let Some(fork) = self.fork.take_if(|fork| fork.served.is_none()) {
@@ -2098,7 +2140,7 @@ impl World {
         for index in 0..self.apps.len() {
             let app = &self.apps[index];
             if let AppPhase::Blocked { place, page, write } = app.phase {
-                if self.step - app.started_step > ACCESS_STEPS_MAX {
+                if self.step - app.started_step > self.access_steps_max() {
                     if std::env::var_os("ZNSWAP_PAGER_TRACE").is_some() {
                         eprintln!("{}", self.describe());
                     }
