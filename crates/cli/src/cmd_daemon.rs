@@ -118,7 +118,7 @@ impl Daemon {
         let mut tenants = self.tenants.lock().unwrap();
         let tenant = tenants.begin(name, pages, opened, token, |index| {
             // (No process of the index is served: its latencies are a former tenant's.)
-            self.pager.reset_tenant_fault_latency(index);
+            self.pager.tenant_begins(index);
             self.pager.tenant_figures(index)
         })?;
         let (index, pages) = (tenant.index, tenant.pages);

@@ -188,6 +188,12 @@ pub struct Engine {
     pub(crate) tenant_gc_bytes: Vec<u64>,
     /// Bytes each tenant's swap-outs appended (written pages, not swap-cache hits).
     pub(crate) tenant_host_bytes: Vec<u64>,
+    /// `tenant_gc_bytes` at the start of the last swap cache window and of this one
+    /// (`adapt_swap_cache`): whether the GC moved a tenant's pages lately.
+    pub(crate) tenant_gc_bytes_windows: Vec<u64>,
+    /// Each tenant's `Stats::swap_cache_hits`.
+    pub(crate) tenant_cache_hits: Vec<u64>,
+    pub(crate) tenant_gc_bytes_window_start: Vec<u64>,
     pub(crate) next_ticket: u64,
     pub(crate) now_ns: u64,
     /// Epochs so far (the access history's clock): 1/16 of the policy's
@@ -272,6 +278,9 @@ impl Engine {
             tenant_slots: vec![0; config.tenants_max as usize],
             tenant_gc_bytes: vec![0; config.tenants_max as usize],
             tenant_host_bytes: vec![0; config.tenants_max as usize],
+            tenant_gc_bytes_windows: vec![0; config.tenants_max as usize],
+            tenant_cache_hits: vec![0; config.tenants_max as usize],
+            tenant_gc_bytes_window_start: vec![0; config.tenants_max as usize],
             next_ticket: 1,
             now_ns: 0,
             epoch: 0,
@@ -313,6 +322,12 @@ impl Engine {
     /// tenant's share of the device's writes is charged.
     pub fn tenant_host_bytes(&self) -> &[u64] {
         &self.tenant_host_bytes
+    }
+
+    /// Each tenant's pages evicted clean, their swap cache slot still theirs (its share
+    /// of `Stats::swap_cache_hits`).
+    pub fn tenant_swap_cache_hits(&self) -> &[u64] {
+        &self.tenant_cache_hits
     }
 
     /// Pages of GC move buffer the driver must preallocate (`Buf::Gc(0 .. n)`).

@@ -96,7 +96,7 @@ impl Engine {
             return ReadOutcome::Failed;
         }
         let tenant = self.owners.tenant(owner);
-        let cached = self.swap_cache_admits() && !self.slots.zone(zone).in_gc;
+        let cached = self.swap_cache_admits(tenant) && !self.slots.zone(zone).in_gc;
         if cached {
             self.set_slot(zone, zone_slot, SlotState::SwapCached, Some(tenant));
             self.owners.set(owner, page, PageState::SwapCached { address });
@@ -142,16 +142,21 @@ impl Engine {
 
     // --------------------------------------------------------- swap cache (§4.3)
 
-    pub(crate) fn swap_cache_admits(&self) -> bool {
+    /// Whether a page of `tenant` swapped in keeps its slot as its swap cache.
+    pub(crate) fn swap_cache_admits(&self, tenant: u16) -> bool {
         match self.config.swap_cache {
             SwapCacheMode::Off => false,
             // Linux `vm_swap_full()`: more than half the slots in use.
             SwapCacheMode::StaticHalf => (self.valid_total + self.cached_total) * 2 < self.derived.total_slots,
-            // No static cutoff: keep cached slots while the GC is not short of zones and
-            // the WAF-driven allowance is not exceeded.
+            // No static cutoff: keep cached slots while the WAF-driven allowance is not
+            // exceeded and the GC is not short of zones, or is but moves none of this
+            // tenant's pages (its own swap-zones under the tenant policy): dropping its
+            // cache would not help the GC, only make the tenant write its clean pages
+            // again (and turn its zones into the GC's next victims).
             SwapCacheMode::Adaptive => {
                 self.cached_total < self.cache_limit_slots
-                    && self.empty_zones.len() as u32 >= self.derived.gc_low_watermark_zones
+                    && (self.empty_zones.len() as u32 >= self.derived.gc_low_watermark_zones
+                        || !self.gc_moved_lately(tenant))
             }
         }
     }
@@ -173,6 +178,22 @@ impl Engine {
         };
         self.cache_window_host = 0;
         self.cache_window_gc = 0;
+        // The GC bytes at the start of the window now ending become the mark
+        // `gc_moved_lately` counts from: two windows.
+        for (mark, (next, now)) in self
+            .tenant_gc_bytes_windows
+            .iter_mut()
+            .zip(self.tenant_gc_bytes_window_start.iter_mut().zip(&self.tenant_gc_bytes))
+        {
+            *mark = *next;
+            *next = *now;
+        }
+    }
+
+    /// Whether the GC moved pages of `tenant` in this swap cache window or the last.
+    fn gc_moved_lately(&self, tenant: u16) -> bool {
+        let tenant = tenant as usize;
+        self.tenant_gc_bytes[tenant] > self.tenant_gc_bytes_windows[tenant]
     }
 
     pub(crate) fn note_gc_write(&mut self) {

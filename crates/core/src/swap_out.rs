@@ -40,6 +40,7 @@ impl Engine {
                     let ticket = self.ticket();
                     self.stats.swap_outs += 1;
                     self.stats.swap_cache_hits += 1;
+                    self.tenant_cache_hits[tenant as usize] += 1;
                     self.events.push_back(Event::SwapOutDone {
                         ticket,
                         owner,

@@ -388,7 +388,7 @@ impl PagerCore {
             return;
         }
         if matches!(self.engine.page_state(owner, page), Ok(EnginePage::SwapCached { .. })) {
-            self.swap_cache.dirtied();
+            self.swap_cache[self.regions[owner as usize].tenant as usize].dirtied();
             self.stats.swap_cache_dirtied += 1;
         }
         self.engine.dirtied(owner, page, now).expect("dirtied on a registered page");
@@ -862,8 +862,11 @@ impl PagerCore {
         // tells at its parking), so it always keeps the slot; and every page is mapped
         // protected, so that a scan sees the writes since it came back.
         let wp_async = self.config.wp_async;
-        let skip_cache =
-            cached && !write && !wp_async && !self.swap_cache.keep(page, self.engine.stats().swap_cache_hits);
+        let skip_cache = cached && !write && !wp_async && {
+            let tenant = self.regions[owner as usize].tenant as usize;
+            let clean = self.engine.tenant_swap_cache_hits().get(tenant).copied().unwrap_or(0);
+            !self.swap_cache[tenant].keep(page, clean)
+        };
         self.stats.swap_cache_skipped += skip_cache as u64;
         let write = write || skip_cache;
         let write_protect = wp_async || cached && !write;

@@ -486,7 +486,8 @@ pub struct PagerCore {
     /// Which pages of the shell's read-ahead cache hold what.
     readahead: ReadaheadCache,
     /// Whether pages read back keep their slots.
-    swap_cache: swap_cache::SwapCacheFeedback,
+    /// Each tenant's swap cache feedback.
+    swap_cache: Vec<swap_cache::SwapCacheFeedback>,
     /// `append_done`'s dirtied flags: the pager reports writes during write-out through
     /// `Engine::dirtied`, so no append ever carries a dirtied page of its own.
     no_dirtied: Vec<bool>,
@@ -565,7 +566,7 @@ impl PagerCore {
             append_pages_max,
             no_dirtied: vec![false; append_pages_max],
             readahead: ReadaheadCache::new(config.readahead_pages),
-            swap_cache: swap_cache::SwapCacheFeedback::default(),
+            swap_cache: vec![Default::default(); config.tenants.max(1) as usize],
             config,
         })
     }
@@ -694,6 +695,15 @@ impl PagerCore {
     /// found it).
     pub(crate) fn write_throttled(&self, owner: u32) -> bool {
         self.write_limited && self.write_limits[self.regions[owner as usize].tenant as usize].throttled()
+    }
+
+    /// A new tenant takes `tenant`'s index: its swap cache is judged on its own outcomes,
+    /// not its predecessor's.
+    pub fn tenant_begins(&mut self, tenant: u32) {
+        let clean_total = self.engine.tenant_swap_cache_hits().get(tenant as usize).copied().unwrap_or(0);
+        if let Some(feedback) = self.swap_cache.get_mut(tenant as usize) {
+            *feedback = swap_cache::SwapCacheFeedback::counting_from(clean_total);
+        }
     }
 
     /// `tenant`'s pages counted resident, and those of them kept (not on their way out).

@@ -18,6 +18,11 @@
 //! off the program's path. One page in [`PROBE_EVERY`] (by page number, so the choice is
 //! deterministic) always keeps it: while the cache is off, the probes still tell how it
 //! would do.
+//!
+//! Counted per tenant: a daemon's tenants are different programs, and one that writes
+//! every page it reads back (a tenant rewriting its data) must not turn the cache off
+//! for one that only reads (which would then write each clean page it evicts again,
+//! found by `scripts/tenants.sh`).
 
 /// Pages whose number is a multiple of this always keep their slot: the feedback that
 /// can turn the swap cache back on.
@@ -46,6 +51,11 @@ pub(crate) struct SwapCacheFeedback {
 }
 
 impl SwapCacheFeedback {
+    /// Nothing known yet, the engine's clean evictions counted from `clean_total` on.
+    pub(crate) fn counting_from(clean_total: u64) -> SwapCacheFeedback {
+        SwapCacheFeedback { clean_seen: clean_total, ..Default::default() }
+    }
+
     /// Whether `page`, just read back, keeps its slot; `clean_total` is the engine's
     /// count of clean evictions so far (`swap_cache_hits`).
     pub(crate) fn keep(&mut self, page: u64, clean_total: u64) -> bool {

@@ -800,7 +800,7 @@ impl Pager {
     }
 
     /// The fault latency of the engine tenant `tenant`'s served processes, at quantile
-    /// `q`, in nanoseconds; and how many were recorded (since `reset_tenant_fault_latency`).
+    /// `q`, in nanoseconds; and how many were recorded (since `tenant_begins`).
     pub fn tenant_fault_latency(&self, tenant: u32, q: f64) -> (u64, u64) {
         match self.shared.counters.tenant_fault_latency.get(tenant as usize) {
             Some(histogram) => (histogram.quantile(q), histogram.count()),
@@ -808,12 +808,13 @@ impl Pager {
         }
     }
 
-    /// Forgets the fault latencies recorded for the engine tenant `tenant` (a new tenant
-    /// takes its index).
-    pub fn reset_tenant_fault_latency(&self, tenant: u32) {
+    /// A new tenant takes the engine tenant `tenant`: what was learnt of the former (its
+    /// faults' latencies, how its swap cache paid) is forgotten.
+    pub fn tenant_begins(&self, tenant: u32) {
         if let Some(histogram) = self.shared.counters.tenant_fault_latency.get(tenant as usize) {
             histogram.reset();
         }
+        self.shared.lock().tenant_begins(tenant);
     }
 
     /// Host memory the engine uses per 4 KiB of swap capacity.
