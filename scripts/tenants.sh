@@ -9,8 +9,9 @@
 # read checked). Per round and policy it prints the reader's accesses/s, its swap-in
 # bandwidth (its pages read back by the daemon, over its run) and its access latency
 # percentiles (a fault's as the program sees it), alone and beside the writer, and the
-# GC bytes charged to each tenant. The reader runs alone, then beside the writer, in
-# the same minutes; policies alternate round by round (this disk moves 2x in minutes).
+# GC bytes charged to each tenant. The reader runs alone, beside the writer, and alone
+# again, in the same minutes ("alone" is the mean of the two); policies alternate round
+# by round (this disk moves 2x in minutes).
 #
 # --write-limit RATE gives each tenant that share of the device's writes (the paper's
 # Fig. 11 limits both cgroups alike): a tenant's swap-outs and the GC's moves of its
@@ -108,6 +109,9 @@ for round in $(seq 1 "$rounds"); do
         kill "$writer_pid"
         wait "$writer_pid" 2>/dev/null || true
         writer_pid=""
+        # Alone again, so that "alone" is the mean of before and after (the disk drifts).
+        echo "   reader alone again ($seconds s)" >&2
+        reader "$work/after.json"
         kill "$daemon_pid"
         wait "$daemon_pid" 2>/dev/null || true
         daemon_pid=""
@@ -134,9 +138,14 @@ seconds = status["daemon"]["uptime_seconds"] - before["daemon"]["uptime_seconds"
 def writer_delta(key):
     return (writer[key] - writer_before[key]) if writer and writer_before else None
 written, gc = writer_delta("written_bytes"), writer_delta("gc_bytes_moved")
+before_alone, after_alone = reader("alone"), reader("after")
+# The reader alone: the mean of its runs before and after the one beside the writer.
+alone = {key: (before_alone[key] + after_alone[key]) / 2
+         for key in ("accesses_per_s", "swap_in_mb_s", "p50_us", "p99_us", "p999_us")}
+alone.update(before=before_alone, after=after_alone)
 print(json.dumps({
     "round": round_, "policy": policy,
-    "alone": reader("alone"), "beside": reader("beside"),
+    "alone": alone, "beside": reader("beside"),
     "writer_gc_bytes_charged": writer["gc_bytes_moved"] if writer else None,
     # What the writer wrote a second while the reader ran beside it: its swap-outs and
     # the GC's moves of its pages (what its write limit charges).
@@ -165,7 +174,14 @@ for r in rows:
           f"{b['swap_in_mb_s'] / a['swap_in_mb_s']:>5.2f} {b['p99_us'] / a['p99_us']:>5.2f} | "
           f"{mib(b['gc_bytes_charged']):>7} {mib(r['writer_gc_bytes_charged']):>8} | "
           f"{num(r.get('writer_write_mb_s'), '6.1f')} {num(r.get('writer_throttled_s'), '7.1f')} | {r['device_waf']:>4.2f}")
-print("(bw ratio: the reader's swap-in bandwidth beside the writer over alone; p99 x: its access p99 beside over alone;")
+import statistics
+for policy in dict.fromkeys(r["policy"] for r in rows):
+    mine = [r for r in rows if r["policy"] == policy]
+    bw = statistics.median(r["beside"]["swap_in_mb_s"] / r["alone"]["swap_in_mb_s"] for r in mine)
+    p99 = statistics.median(r["beside"]["p99_us"] / r["alone"]["p99_us"] for r in mine)
+    print(f"{policy}: median over {len(mine)} rounds: bandwidth {bw:.2f} of alone, p99 {p99:.2f}x alone")
+print("(alone: the mean of the reader's runs before and after the one beside the writer; bw ratio: its swap-in")
+print(" bandwidth beside the writer over alone; p99 x: its access p99 beside over alone;")
 print(" GC MiB charged: bytes of each tenant's data the GC moved while the reader ran beside the writer;")
 print(" writer MB/s: its swap-outs and the GC's moves of its pages a second while the reader ran beside it, and the")
 print(" seconds it was held back by its write limit then)")

@@ -59,6 +59,12 @@ pub struct DaemonArgs {
     /// (`znswap run --daemon --write-limit`) [default: no limit]
     #[arg(long, value_name = "RATE", value_parser = rate)]
     write_limit: Option<u64>,
+    /// Each tenant's swap limit: at most SIZE of its pages on the device (swapped out, or
+    /// kept as their swap cache), so that no tenant fills the device the others swap to.
+    /// At it, a tenant's pages stay in memory past its --memory (said once in the log). A
+    /// program may ask for less (`znswap run --daemon --swap-limit`) [default: no limit]
+    #[arg(long, value_name = "SIZE", value_parser = size)]
+    swap_limit: Option<u64>,
 }
 
 /// Processes served at once at most: a region each (`TENANTS_MAX` tenants share them).
@@ -89,31 +95,35 @@ struct Daemon {
     device_bytes: u64,
     /// `--write-limit`: each tenant's at most, bytes a second.
     write_limit: Option<u64>,
+    /// `--swap-limit`: each tenant's at most, in pages.
+    swap_limit_pages: Option<u64>,
 }
 
 impl Daemon {
-    /// The pager's budget and tenant `index`'s memory and write limit (`None`: let go)
-    /// after the grants moved.
-    fn set_budgets(&self, tenants: &Tenants, index: u32, grant: Option<(u64, Option<u64>)>) {
+    /// The pager's budget and tenant `index`'s memory and limits (`None`: let go) after
+    /// the grants moved.
+    fn set_budgets(&self, tenants: &Tenants, index: u32, grant: Option<(u64, Limits)>) {
         let budget = self.pager.set_budget(tenants.budget_pages() * PAGE_BYTES as u64);
         let tenant = self.pager.set_tenant_budget(index, grant.map(|(pages, _)| pages * PAGE_BYTES as u64));
-        let writes = self.pager.set_tenant_write_limit(index, grant.and_then(|(_, write_limit)| write_limit));
-        if let Err(error) = budget.and(tenant).and(writes) {
+        let limits = grant.map(|(_, limits)| limits).unwrap_or_default();
+        let writes = self.pager.set_tenant_write_limit(index, limits.write);
+        let swap = self.pager.set_tenant_swap_limit(index, limits.swap_pages.map(|pages| pages * PAGE_BYTES as u64));
+        if let Err(error) = budget.and(tenant).and(writes).and(swap) {
             eprintln!("znswap daemon: the budget: {error}");
         }
     }
 
-    /// The write limit a tenant asking `asked` (bytes a second, 0: none of its own) gets:
-    /// the smaller of its own and the daemon's.
-    fn write_limit_for(&self, asked: u64) -> Option<u64> {
-        match (self.write_limit, (asked > 0).then_some(asked)) {
-            (Some(ours), Some(asked)) => Some(ours.min(asked)),
-            (ours, asked) => ours.or(asked),
+    /// The limits a tenant asking `asked` (0: none of its own) gets: for each, the
+    /// smaller of its own and the daemon's.
+    fn limits_for(&self, asked: Limits) -> Limits {
+        Limits {
+            write: smaller(self.write_limit, asked.write),
+            swap_pages: smaller(self.swap_limit_pages, asked.swap_pages),
         }
     }
 
     /// Begins a tenant (see `Tenants::begin`), its budget set: its index, grant and token.
-    fn begin(&self, name: &Name, pages: u64, write_limit: u64, opened: bool) -> Result<(u32, u64, Token), Reason> {
+    fn begin(&self, name: &Name, pages: u64, limits: Limits, opened: bool) -> Result<(u32, u64, Token), Reason> {
         let token = Token::random().map_err(|_| Reason::Full)?;
         let mut tenants = self.tenants.lock().unwrap();
         let tenant = tenants.begin(name, pages, opened, token, |index| {
@@ -122,7 +132,7 @@ impl Daemon {
             self.pager.tenant_figures(index)
         })?;
         let (index, pages) = (tenant.index, tenant.pages);
-        self.set_budgets(&tenants, index, Some((pages, self.write_limit_for(write_limit))));
+        self.set_budgets(&tenants, index, Some((pages, self.limits_for(limits))));
         Ok((index, pages, token))
     }
 
@@ -189,7 +199,9 @@ impl Daemon {
                     written_bytes: figures.written_bytes,
                     write_limit: figures.write_limit.unwrap_or(0),
                     throttled_ns: figures.throttled_ns,
-                    forgiven_bytes: figures.forgiven_bytes,
+                    grace_bytes: figures.grace_bytes,
+                    swap_pages: figures.swap_slots,
+                    swap_limit_pages: figures.swap_limit.unwrap_or(0),
                 }
             })
             .collect();
@@ -265,6 +277,7 @@ pub fn run(args: DaemonArgs) -> Result<()> {
         started: Instant::now(),
         device_bytes,
         write_limit: args.write_limit,
+        swap_limit_pages: args.swap_limit.map(|bytes| (bytes / PAGE_BYTES as u64).max(1)),
     });
     stop_on_signals(stop_signals, socket.clone())?;
     eprintln!(
@@ -314,6 +327,37 @@ fn listen(path: &Path, open: bool) -> Result<Listener> {
             .with_context(|| format!("opening {} to the users of --allow-uid", path.display()))?;
     }
     Ok(listener)
+}
+
+/// A tenant's limits on the device (`None`: none).
+#[derive(Clone, Copy, Default)]
+struct Limits {
+    /// Bytes a second of its swap-outs and GC moves (`--write-limit`).
+    write: Option<u64>,
+    /// Pages on the device (`--swap-limit`).
+    swap_pages: Option<u64>,
+}
+
+impl Limits {
+    /// `, writing at most 8 MiB/s, swapping at most 1 GiB`, or nothing.
+    fn describe(&self) -> String {
+        let mut out = String::new();
+        if let Some(rate) = self.write {
+            out += &format!(", writing at most {}/s", format_size(rate));
+        }
+        if let Some(pages) = self.swap_pages {
+            out += &format!(", swapping at most {}", format_size(pages * PAGE_BYTES as u64));
+        }
+        out
+    }
+}
+
+/// The smaller of two limits, either absent.
+fn smaller(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
 }
 
 /// `1 process`, `2 processes`.
@@ -367,8 +411,12 @@ fn serve_connection(daemon: &Daemon, channel: Channel, allowed: impl Fn(u32) -> 
     match channel.recv_to_daemon() {
         // A launcher checking that the daemon is there.
         Ok(None) => {}
-        Ok(Some((ToDaemon::Open { name, memory_pages, write_limit }, _))) => {
-            serve_opener(daemon, &channel, pid, name, memory_pages, write_limit)
+        Ok(Some((ToDaemon::Open { name, memory_pages, write_limit, swap_limit_pages }, _))) => {
+            let asked = Limits {
+                write: (write_limit > 0).then_some(write_limit),
+                swap_pages: (swap_limit_pages > 0).then_some(swap_limit_pages),
+            };
+            serve_opener(daemon, &channel, pid, name, memory_pages, asked)
         }
         Ok(Some((ToDaemon::Status, _))) => serve_status(daemon, &channel),
         Ok(Some((ToDaemon::ForkChild { token }, mut fds))) => {
@@ -408,8 +456,8 @@ fn serve_status(daemon: &Daemon, channel: &Channel) {
 /// A launcher's tenant (`znswap run --daemon`): granted, its token sent for its
 /// program's processes to join with, held until the launcher hangs up (and its last
 /// process leaves). The launcher may ask the figures meanwhile (for its summary).
-fn serve_opener(daemon: &Daemon, channel: &Channel, pid: u32, name: Name, memory_pages: u64, write_limit: u64) {
-    let (index, pages, token) = match daemon.begin(&name, memory_pages, write_limit, true) {
+fn serve_opener(daemon: &Daemon, channel: &Channel, pid: u32, name: Name, memory_pages: u64, asked: Limits) {
+    let (index, pages, token) = match daemon.begin(&name, memory_pages, asked, true) {
         Ok(begun) => begun,
         Err(reason) => {
             let _ = channel.send_to_tenant(&ToTenant::Refused(reason));
@@ -421,9 +469,7 @@ fn serve_opener(daemon: &Daemon, channel: &Channel, pid: u32, name: Name, memory
             "znswap daemon: tenant {index} ({}) opened by pid {pid} with {} of memory{}",
             name.as_str(),
             format_size(pages * PAGE_BYTES as u64),
-            daemon
-                .write_limit_for(write_limit)
-                .map_or(String::new(), |rate| format!(", writing at most {}/s", format_size(rate)))
+            daemon.limits_for(asked).describe()
         );
         loop {
             match channel.recv_to_daemon() {
@@ -455,7 +501,7 @@ fn serve_opener(daemon: &Daemon, channel: &Channel, pid: u32, name: Name, memory
 fn serve_process(daemon: &Daemon, channel: &Channel, pid: u32, arrival: Arrival) {
     let Arrival { hello, link } = arrival;
     let joined = match &hello.join {
-        Join::New(name) => daemon.begin(name, hello.memory_pages, 0, false).map(|(index, pages, _)| {
+        Join::New(name) => daemon.begin(name, hello.memory_pages, Limits::default(), false).map(|(index, pages, _)| {
             eprintln!(
                 "znswap daemon: pid {pid} ({}) joined with {} of memory",
                 name.as_str(),

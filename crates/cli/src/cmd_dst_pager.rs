@@ -59,6 +59,8 @@ struct PagerCoverage {
     tenant_victims: u64,
     write_limit_changes: u64,
     write_throttled_ms: u64,
+    swap_limit_changes: u64,
+    swap_limit_overruns: u64,
     child_reads_slot: u64,
     child_reads_zero: u64,
     child_reads_shadow: u64,
@@ -160,6 +162,8 @@ pub fn dst(request: &PagerDstRequest) -> Result<bool> {
         coverage.tenant_victims += c.tenant_victims;
         coverage.write_limit_changes += c.write_limit_changes;
         coverage.write_throttled_ms += c.write_throttled_ms;
+        coverage.swap_limit_changes += c.swap_limit_changes;
+        coverage.swap_limit_overruns += c.swap_limit_overruns;
         coverage.child_reads_slot += c.child_reads_slot;
         coverage.child_reads_zero += c.child_reads_zero;
         coverage.child_reads_shadow += c.child_reads_shadow;
@@ -262,6 +266,8 @@ pub fn dst(request: &PagerDstRequest) -> Result<bool> {
             ("victims from tenants over their budgets", coverage.tenant_victims),
             ("tenant write limits set or lifted", coverage.write_limit_changes),
             ("ms tenants waited for their write limits", coverage.write_throttled_ms),
+            ("tenant swap limits set or lifted", coverage.swap_limit_changes),
+            ("faults past their budget at their tenant's swap limit", coverage.swap_limit_overruns),
             ("child reads from held slots", coverage.child_reads_slot),
             ("child reads of zero pages", coverage.child_reads_zero),
             ("child reads of parked pages (its shadow)", coverage.child_reads_shadow),

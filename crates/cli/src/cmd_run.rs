@@ -83,6 +83,11 @@ pub struct RunArgs {
     /// slows: its pages stay until its allowance catches up, and its faults wait.
     #[arg(long, value_name = "RATE", value_parser = crate::flags::rate, requires = "daemon")]
     write_limit: Option<u64>,
+    /// Under --daemon: the tenant's swap limit, at most SIZE of its pages on the device
+    /// (the daemon's own --swap-limit, if smaller, applies instead). At it, the program's
+    /// pages stay in memory, past --memory.
+    #[arg(long, value_name = "SIZE", value_parser = crate::flags::size, requires = "daemon")]
+    swap_limit: Option<u64>,
     /// Also write the summary as JSON to FILE (checked before the program starts).
     #[arg(long, value_name = "FILE")]
     stats: Option<PathBuf>,
@@ -301,6 +306,8 @@ fn prepare_for_daemon(
         name: name.clone(),
         memory_pages: args.memory.memory / PAGE_BYTES as u64,
         write_limit: args.write_limit.unwrap_or(0),
+        // (At least a page: 0 says no limit.)
+        swap_limit_pages: args.swap_limit.map_or(0, |bytes| (bytes / PAGE_BYTES as u64).max(1)),
     };
     channel.send_to_daemon(&open, &[]).with_context(|| format!("asking the daemon at {}", socket.display()))?;
     let (index, token) = match channel.recv_to_tenant() {
@@ -649,6 +656,11 @@ struct TenantSummary {
     written_bytes: u64,
     write_limit_bytes_per_second: Option<u64>,
     throttled_seconds: f64,
+    /// Bytes let through past its share when it was held back longest (a round each
+    /// half second held).
+    write_grace_bytes: u64,
+    /// Its swap limit, if it had one.
+    swap_limit_bytes: Option<u64>,
     /// The processes the programs it executed ran in (a process that executed again is
     /// one), by their own last figures.
     executed: u64,
@@ -676,6 +688,10 @@ impl TenantSummary {
                 .as_ref()
                 .and_then(|status| (status.write_limit > 0).then_some(status.write_limit)),
             throttled_seconds: status.as_ref().map_or(0.0, |status| status.throttled_ns as f64 / 1e9),
+            write_grace_bytes: status.as_ref().map_or(0, |status| status.grace_bytes),
+            swap_limit_bytes: status.as_ref().and_then(|status| {
+                (status.swap_limit_pages > 0).then_some(status.swap_limit_pages * PAGE_BYTES as u64)
+            }),
             executed: executed.len() as u64,
             executed_memory_max_bytes: executed.iter().map(|r| r.memory_used_max_bytes).max().unwrap_or(0),
             executed_cpu_ns: executed.iter().map(|r| r.cpu_ns).sum(),

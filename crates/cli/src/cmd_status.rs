@@ -83,8 +83,13 @@ struct TenantFigures {
     written_bytes: u64,
     write_limit_bytes_per_second: Option<u64>,
     throttled_seconds: f64,
-    /// Bytes of its charges forgiven when it was held back longest (half a second).
-    write_forgiven_bytes: u64,
+    /// Bytes let through past its share when it was held back longest (a round each
+    /// half second held).
+    write_grace_bytes: u64,
+    /// Its pages on the device (swapped out, or kept as their swap cache), and its swap
+    /// limit.
+    swap_bytes: u64,
+    swap_limit_bytes: Option<u64>,
 }
 
 pub fn run(args: StatusArgs) -> Result<()> {
@@ -175,7 +180,9 @@ fn figures(socket: &std::path::Path, d: &DaemonStatus, tenants: &[TenantStatus],
                 written_bytes: t.written_bytes,
                 write_limit_bytes_per_second: (t.write_limit > 0).then_some(t.write_limit),
                 throttled_seconds: t.throttled_ns as f64 / 1e9,
-                write_forgiven_bytes: t.forgiven_bytes,
+                write_grace_bytes: t.grace_bytes,
+                swap_bytes: t.swap_pages * PAGE,
+                swap_limit_bytes: (t.swap_limit_pages > 0).then_some(t.swap_limit_pages * PAGE),
             })
             .collect(),
     }
@@ -227,12 +234,13 @@ fn table(s: &Status, tbw: Option<f64>) -> String {
         return out;
     }
     out.push_str(&format!(
-        "\n  {:>6}  {:<20} {:>9} {:>10} {:>10} {:>12} {:>12} {:>10} {:>10} {:>12} {:>16}\n",
+        "\n  {:>6}  {:<20} {:>9} {:>10} {:>10} {:>20} {:>12} {:>12} {:>10} {:>10} {:>12} {:>16}\n",
         "tenant",
         "name",
         "processes",
         "budget",
         "resident",
+        "on device",
         "swapped out",
         "read back",
         "written",
@@ -245,13 +253,18 @@ fn table(s: &Status, tbw: Option<f64>) -> String {
             None => "-".to_string(),
             Some(rate) => format!("{}/s ({:.0} s)", format_size(rate), t.throttled_seconds),
         };
+        let on_device = match t.swap_limit_bytes {
+            Some(limit) => format!("{} / {}", format_size(t.swap_bytes), format_size(limit)),
+            None => format_size(t.swap_bytes),
+        };
         out.push_str(&format!(
-            "  {:>6}  {:<20} {:>9} {:>10} {:>10} {:>12} {:>12} {:>10} {:>10} {:>12} {:>16}\n",
+            "  {:>6}  {:<20} {:>9} {:>10} {:>10} {:>20} {:>12} {:>12} {:>10} {:>10} {:>12} {:>16}\n",
             t.tenant,
             t.name,
             format!("{} / {}", t.processes, t.processes_joined),
             format_size(t.budget_bytes),
             format_size(t.resident_bytes),
+            on_device,
             t.swapped_out_pages,
             t.swapped_in_pages,
             format_size(t.written_bytes),
@@ -261,8 +274,9 @@ fn table(s: &Status, tbw: Option<f64>) -> String {
         ));
     }
     out.push_str(
-        "  (processes: served now / since the tenant began; swapped out and read back: pages; write limit: its \
-         swap-outs' and GC moves' bytes a second, and the time it waited for them)\n",
+        "  (processes: served now / since the tenant began; on device: its pages there, and its swap limit; swapped \
+         out and read back: pages; write limit: its swap-outs' and GC moves' bytes a second, and the time it \
+         waited for them)\n",
     );
     out
 }
@@ -335,6 +349,12 @@ fn prometheus(s: &Status) -> String {
         &each(&|t| t.gc_bytes_moved as f64),
     );
     metric(
+        "tenant_swap_bytes",
+        "gauge",
+        "A tenant's pages on the device (swapped out, or kept as their swap cache).",
+        &each(&|t| t.swap_bytes as f64),
+    );
+    metric(
         "tenant_written_bytes_total",
         "counter",
         "Bytes a tenant's swap-outs wrote.",
@@ -399,7 +419,9 @@ mod tests {
             written_bytes: 90 * PAGE,
             write_limit: 8 << 20,
             throttled_ns: 3_000_000_000,
-            forgiven_bytes: 0,
+            grace_bytes: 0,
+            swap_pages: 30,
+            swap_limit_pages: 256,
         };
         figures(std::path::Path::new("/s"), &daemon, &[tenant], Some(600.0))
     }
@@ -417,6 +439,7 @@ mod tests {
         assert!(table.contains("1 / 4"), "processes now / joined: {table}");
         assert!(table.contains("250 µs"), "the tenant's fault p99: {table}");
         assert!(table.contains("8 MiB/s (3 s)"), "the tenant's write limit and its wait: {table}");
+        assert!(table.contains("120 KiB / 1 MiB"), "the tenant's pages on the device and its swap limit: {table}");
     }
 
     #[test]

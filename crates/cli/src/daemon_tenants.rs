@@ -47,7 +47,7 @@ impl Tenant {
             gc_bytes: now.gc_bytes - self.since.gc_bytes,
             written_bytes: now.written_bytes - self.since.written_bytes,
             throttled_ns: now.throttled_ns - self.since.throttled_ns,
-            forgiven_bytes: now.forgiven_bytes - self.since.forgiven_bytes,
+            grace_bytes: now.grace_bytes - self.since.grace_bytes,
             ..now
         }
     }
@@ -216,6 +216,7 @@ mod tests {
             written_bytes: 12288,
             write_limit: Some(1 << 20),
             throttled_ns: 250,
+            ..TenantFigures::default()
         };
         let figures = third.unwrap().figures(now);
         assert_eq!((figures.swap_outs, figures.swap_ins, figures.gc_bytes, figures.resident_pages), (3, 0, 4096, 5));

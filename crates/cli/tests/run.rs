@@ -543,7 +543,33 @@ fn the_programs_anonymous_memory_stays_within_memory() {
 
 /// `znswap daemon --memory MEMORY` on a device of its own in `dir`, listening once this
 /// returns: the daemon, its socket and its log.
-fn start_daemon(dir: &Path, memory: &str) -> (std::process::Child, PathBuf, PathBuf) {
+/// A daemon the test started, killed if the test fails before stopping it: else it
+/// would live on holding the test's output pipes, and the test run would wait for it.
+struct DaemonChild(std::process::Child);
+
+impl std::ops::Deref for DaemonChild {
+    type Target = std::process::Child;
+    fn deref(&self) -> &std::process::Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for DaemonChild {
+    fn deref_mut(&mut self) -> &mut std::process::Child {
+        &mut self.0
+    }
+}
+
+impl Drop for DaemonChild {
+    fn drop(&mut self) {
+        if matches!(self.0.try_wait(), Ok(None)) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
+fn start_daemon(dir: &Path, memory: &str) -> (DaemonChild, PathBuf, PathBuf) {
     ensure_library();
     let device = device(dir);
     let socket = dir.join("znswap.sock");
@@ -562,7 +588,7 @@ fn start_daemon(dir: &Path, memory: &str) -> (std::process::Child, PathBuf, Path
         assert!(daemon.try_wait().unwrap().is_none(), "the daemon ended: {}", std::fs::read_to_string(&log).unwrap());
         std::thread::sleep(Duration::from_millis(20));
     }
-    (daemon, socket, log)
+    (DaemonChild(daemon), socket, log)
 }
 
 /// `znswap daemon` serving two programs at once from one device (`znswap run --daemon`),
@@ -720,6 +746,63 @@ fn programs_a_program_executes_join_its_tenant_and_status_shows_them() {
     assert!(log.contains("(sleeper) closed: 1 process served"), "{log}");
 }
 
+/// A tenant's limits on the device hold: with `--write-limit 8M` what its swap-outs and
+/// the GC's moves of its pages wrote is within 8 MiB a second of its run (and a burst,
+/// and the rounds let through when it was held longest), where unlimited it writes its 40-odd MiB
+/// in a second or two; with `--swap-limit 16M` its 48 MiB heap in 8 MiB cannot all go to
+/// the device, so it grows past its memory, every byte still right, and the daemon says
+/// why.
+#[test]
+fn a_tenants_write_and_swap_limits_hold() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut daemon, socket, log) = start_daemon(dir.path(), "48M");
+    let stats = dir.path().join("summary.json");
+    let run = |limit: &[&str]| {
+        let started = Instant::now();
+        let output = output_within_limit(
+            Command::new(ZNSWAP)
+                .args(["run", "--memory", "8M", "--stats"])
+                .arg(&stats)
+                .arg("--daemon")
+                .arg(&socket)
+                .args(limit)
+                .args(["--", HEAP_CHECK, "heap", "48"]),
+        );
+        let (stdout, stderr) = (String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+        assert!(output.status.success() && stdout.starts_with("ok heap 48 MiB"), "{stdout}\n{stderr}");
+        let summary: serde_json::Value = serde_json::from_slice(&std::fs::read(&stats).unwrap()).unwrap();
+        (summary, started.elapsed().as_secs_f64(), stderr.into_owned())
+    };
+
+    let (summary, seconds, stderr) = run(&["--write-limit", "8M"]);
+    let tenant = &summary["tenant"];
+    let rate = 8u64 << 20;
+    assert_eq!(tenant["write_limit_bytes_per_second"], rate, "{summary}");
+    assert!(stderr.contains("write limit") && stderr.contains("8 MiB/s"), "{stderr}");
+    let charged = tenant["written_bytes"].as_u64().unwrap() + tenant["gc_bytes"].as_u64().unwrap();
+    assert!(charged > 32 << 20, "the heap was written out: {summary}");
+    // A burst (100 ms of the rate), a round of appends in flight, the rounds let through.
+    let slack = rate / 10 + (2 << 20) + tenant["write_grace_bytes"].as_u64().unwrap();
+    assert!(
+        charged as f64 <= rate as f64 * seconds + slack as f64,
+        "wrote {charged} B in {seconds:.2} s at a limit of {rate} B/s: {summary}"
+    );
+    assert!(tenant["throttled_seconds"].as_f64().unwrap() > 0.5, "it was held back: {summary}");
+
+    let (summary, _, _) = run(&["--swap-limit", "16M"]);
+    assert_eq!(summary["tenant"]["swap_limit_bytes"], 16 << 20, "{summary}");
+    let most = summary["report"]["memory_used_max_bytes"].as_u64().unwrap();
+    assert!(most > 24 << 20, "its heap grew past its 8 MiB once 16 MiB were on the device: {most} B, {summary}");
+
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(daemon.id() as i32, libc::SIGTERM) };
+    assert!(daemon.wait().unwrap().success());
+    let log = std::fs::read_to_string(&log).unwrap();
+    assert!(log.contains("reached its swap limit (16 MiB on the device)"), "{log}");
+    assert!(log.contains(", writing at most 8 MiB/s") && log.contains(", swapping at most 16 MiB"), "{log}");
+    assert!(log.lines().filter(|line| line.contains(" closed: ")).all(|line| line.ends_with(" 0 lost")), "{log}");
+}
+
 /// A daemon meets connections that break its protocol: garbage bytes, a `Hello` naming
 /// another process's pid, a fork's child with a token of no fork, a tenant asking more
 /// memory than the daemon has. Each is refused (with the reason where one is sent) and
@@ -766,7 +849,12 @@ fn a_daemon_refuses_garbage_and_strangers_and_serves_on() {
     assert_eq!(refused(&channel), Some(Reason::UnknownTenant));
     // More memory than the daemon has.
     let channel = Channel::connect(&socket).unwrap();
-    let greedy = ToDaemon::Open { name: Name::new("greedy").unwrap(), memory_pages: 1 << 20, write_limit: 0 };
+    let greedy = ToDaemon::Open {
+        name: Name::new("greedy").unwrap(),
+        memory_pages: 1 << 20,
+        write_limit: 0,
+        swap_limit_pages: 0,
+    };
     channel.send_to_daemon(&greedy, &[]).unwrap();
     assert_eq!(refused(&channel), Some(Reason::NoMemory));
     drop(channel);

@@ -324,6 +324,11 @@ impl Engine {
         &self.tenant_host_bytes
     }
 
+    /// Each tenant's slots in use: its pages on the device (valid) and its swap cache.
+    pub fn tenant_slots(&self) -> &[u64] {
+        &self.tenant_slots
+    }
+
     /// Each tenant's pages evicted clean, their swap cache slot still theirs (its share
     /// of `Stats::swap_cache_hits`).
     pub fn tenant_swap_cache_hits(&self) -> &[u64] {

@@ -90,9 +90,9 @@ pub struct EvictRound {
     ranges: Vec<ProtectRange>,
     /// With asynchronous write protection: where the victims to park are, to scan.
     scans: Vec<ScanSpan>,
-    /// Each tenant held back by its write limit this round (kept to spare an
-    /// allocation a round).
-    throttled: Vec<bool>,
+    /// Each tenant held back this round, by its write limit or its swap limit (kept to
+    /// spare an allocation a round).
+    held: Vec<bool>,
     /// With asynchronous write protection the ranges are protected before the moves:
     /// the hand may clear a page's bit in its first sweep of a round and pick it in the
     /// second, and protecting its address once it is parked would leave a write-protect
@@ -331,7 +331,7 @@ impl PagerCore {
         let low_watermark = self.config.budget_pages - self.config.evict_batch_pages as u64;
         // Pages taken by a discard under way still count as pressure, as they always did
         // (measured against the previous pager: the eviction pacing is unchanged).
-        let leaving = self.writing_pages + self.dropping_pages();
+        let leaving = self.writing_pages + self.dropping_pages() + self.swap_limited_pages();
         (self.stats.resident_pages.saturating_sub(leaving) > low_watermark || self.any_tenant_over())
             && !self.out_free.is_empty()
             && !self.engine.swap_full()
@@ -408,7 +408,7 @@ impl PagerCore {
             ranges: Vec::with_capacity(ROUND_BATCHES_MAX * batch + 2 * self.config.regions_max as usize + 2),
             scans: Vec::with_capacity(if self.config.wp_async { ROUND_BATCHES_MAX * batch } else { 0 }),
             protect_first: self.config.wp_async,
-            throttled: Vec::with_capacity(self.write_limits_len()),
+            held: Vec::with_capacity(self.write_limits_len()),
         }
     }
 
@@ -461,13 +461,12 @@ impl PagerCore {
         };
         // Tenants past their share of the device's writes are passed over until their
         // allowance catches up (`src/write_limit.rs`).
-        let mut throttled = std::mem::take(&mut round.throttled);
-        let throttle_wait = if self.write_limited { self.refresh_write_limits(&mut throttled, now) } else { None };
+        // So are those at their swap limits.
+        let mut held = std::mem::take(&mut round.held);
+        let any_held = self.tenants_held(&mut held, now);
         let passed_over = |regions: &[Region], owner: usize| {
             let region = &regions[owner];
-            !region.live
-                || (tenants_first && !over[owner])
-                || (throttle_wait.is_some() && throttled[region.tenant as usize])
+            !region.live || (tenants_first && !over[owner]) || (any_held && held[region.tenant as usize])
         };
         // With every region passed over, the hand would go round for ever.
         let none_to_pick = (0..self.regions.len()).all(|owner| passed_over(&self.regions, owner));
@@ -620,11 +619,11 @@ impl PagerCore {
         }
         // With nothing to do outside the lock there is no hand-over: the round ends here.
         self.round_in_flight = round.needs_hand_over();
-        round.throttled = throttled;
+        round.held = held;
         let nothing = round.victims.is_empty() && writes == 0;
-        // Nothing picked while tenants wait for their allowances: the evictor sleeps
-        // (`evictor_held_back`) until woken or its wait's timeout.
-        self.held_back = nothing && throttle_wait.is_some();
+        // Nothing picked while tenants are held: the evictor sleeps (`evictor_held_back`)
+        // until woken or its wait's timeout.
+        self.held_back = nothing && any_held;
         (nothing && !self.held_back).then_some(Pause::Micros(NOTHING_PICKED_PAUSE_US))
     }
 

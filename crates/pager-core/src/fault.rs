@@ -507,7 +507,8 @@ impl PagerCore {
         // bounded resident set), unless no room can come: swap is full and nothing is on
         // its way out. Then the resident set grows past the budget, counted and said
         // once, rather than hang the program.
-        let over = self.stats.resident_pages >= self.config.budget_pages + self.config.slack_pages
+        let over = self.stats.resident_pages.saturating_sub(self.swap_limited_pages())
+            >= self.config.budget_pages + self.config.slack_pages
             || self.tenant_room(owner) == 0;
         if over && !self.shut_down {
             // A tenant held back by its write limit waits as long as the limit says:
@@ -516,12 +517,21 @@ impl PagerCore {
                 fault.waiting_since_ns = now.max(1);
             }
             let waited_long = now.saturating_sub(fault.waiting_since_ns) > ROOM_WAIT_MAX_NS;
-            if !self.no_room_can_come() && !waited_long {
+            // A tenant at its swap limit beyond its own budget: none of its pages may go.
+            let tenant = self.regions[owner as usize].tenant;
+            let tenant_swap_full = self.tenant_room(owner) == 0 && self.tenant_swap_full(tenant);
+            if !self.no_room_can_come() && !waited_long && !tenant_swap_full {
                 self.wake_evictor();
                 return FaultStep::WaitRoom { discard: !self.to_drop.is_empty() };
             }
             self.stats.budget_overruns += 1;
-            if !self.swap_full_said {
+            if tenant_swap_full {
+                self.stats.swap_limit_overruns += 1;
+                if !self.swap_limit_said[tenant as usize] {
+                    self.swap_limit_said[tenant as usize] = true;
+                    self.notice = Some(Notice::TenantSwapFull { tenant, slots: self.swap_limits[tenant as usize] });
+                }
+            } else if !self.swap_full_said {
                 self.swap_full_said = true;
                 let swap = self.engine.swap_inf();
                 self.notice = Some(if waited_long {

@@ -199,10 +199,14 @@ pub struct TenantFigures {
     pub gc_bytes: u64,
     /// Its share of the device's writes, bytes a second (`set_tenant_write_limit`).
     pub write_limit: Option<u64>,
+    /// Its slots in use (its pages on the device and its swap cache), and its swap limit
+    /// in slots (`set_tenant_swap_limit`).
+    pub swap_slots: u64,
+    pub swap_limit: Option<u64>,
     /// How long its swap-outs waited for that share (nanoseconds), and the bytes it was
-    /// forgiven when held back longest (`src/write_limit.rs`).
+    /// let through past its share when held back longest (`src/write_limit.rs`).
     pub throttled_ns: u64,
-    pub forgiven_bytes: u64,
+    pub grace_bytes: u64,
 }
 
 /// Why the core cannot start, or cannot take a region. Typed: the shell wraps it.
@@ -249,6 +253,9 @@ pub enum Notice {
     /// pager threads kept from a CPU (seen: the message blamed a full device with 70 of
     /// 80 zones empty).
     RoomTooSlow { empty_zones: u32, zones: u32 },
+    /// A tenant reached its swap limit (`set_tenant_swap_limit`): its resident set grows
+    /// past its budget.
+    TenantSwapFull { tenant: u32, slots: u64 },
 }
 
 impl std::fmt::Display for Notice {
@@ -266,6 +273,13 @@ impl std::fmt::Display for Notice {
                 "swap-out cannot make room fast enough: the device is nearly full ({empty_zones} of {zones} zones \
                  empty) and its GC wins back little, so the resident set grows past the budget; use a larger \
                  device or a larger budget"
+            ),
+            Notice::TenantSwapFull { tenant, slots } => write!(
+                f,
+                "tenant {tenant} reached its swap limit ({} MiB on the device): its pages stay in memory, past its \
+                 memory budget, until some of its swapped pages are read back or freed; give it a larger swap limit \
+                 or more memory",
+                slots * PAGE_BYTES as u64 >> 20
             ),
             Notice::RoomTooSlow { empty_zones, zones } => write!(
                 f,
@@ -324,6 +338,8 @@ pub struct CoreStats {
     /// Faults served beyond the budget because swap was full and no room could come, or
     /// because room did not come within `ROOM_WAIT_MAX_NS`.
     pub budget_overruns: u64,
+    /// Of them, faults of tenants at their swap limits (`set_tenant_swap_limit`).
+    pub swap_limit_overruns: u64,
     /// Victims written (or unprotected) between their pick and their hand-over: kept.
     pub evictions_raced: u64,
     /// Pages whose only copy the device lost (the engine's `Event::Lost`).
@@ -463,8 +479,14 @@ pub struct PagerCore {
     /// whether any has a limit.
     write_limits: Vec<write_limit::WriteLimit>,
     write_limited: bool,
-    /// The last eviction round found only pages of tenants past their write limits.
+    /// The last eviction round found only pages of tenants past their write limits or
+    /// at their swap limits.
     held_back: bool,
+    /// Each tenant's swap limit in slots (`set_tenant_swap_limit`; `u64::MAX`: none),
+    /// and whether its reaching it was said.
+    swap_limits: Vec<u64>,
+    swap_limit_said: Vec<bool>,
+    swap_limited: bool,
     /// Regions found with pages not dropped as their process said (`take_false_drops`).
     false_drops: Vec<u32>,
     evictors_asleep: bool,
@@ -553,6 +575,9 @@ impl PagerCore {
             write_limits: vec![Default::default(); config.tenants.max(1) as usize],
             write_limited: false,
             held_back: false,
+            swap_limits: vec![u64::MAX; config.tenants.max(1) as usize],
+            swap_limit_said: vec![false; config.tenants.max(1) as usize],
+            swap_limited: false,
             false_drops: Vec::new(),
             evictors_asleep: false,
             io_asleep: false,
@@ -664,6 +689,44 @@ impl PagerCore {
         Ok(())
     }
 
+    /// Holds `tenant`'s slots (its pages on the device, written out or kept as their
+    /// swap cache) to `slots` (`None`: no limit), as `memory.swap.max` holds a cgroup's,
+    /// so that no tenant fills the device others swap to. At it, the evictor passes the
+    /// tenant's pages over, and its faults beyond its budget go past the budget at once
+    /// (counted as budget overruns, said once: `Notice::TenantSwapFull`) rather than wait
+    /// for room no swap-out may make.
+    pub fn set_tenant_swap_limit(&mut self, tenant: u32, slots: Option<u64>) -> Result<(), CoreError> {
+        let tenants = self.swap_limits.len() as u32;
+        if tenant >= tenants {
+            return Err(CoreError::NoSuchTenant { tenant, tenants });
+        }
+        self.swap_limits[tenant as usize] = slots.unwrap_or(u64::MAX);
+        self.swap_limited = self.swap_limits.iter().any(|&limit| limit != u64::MAX);
+        self.wake_evictor();
+        self.wakeups.room = true;
+        Ok(())
+    }
+
+    /// Whether `tenant` holds as many slots as its swap limit lets it.
+    pub(crate) fn tenant_swap_full(&self, tenant: u32) -> bool {
+        let limit = self.swap_limits[tenant as usize];
+        limit != u64::MAX && self.engine.tenant_slots().get(tenant as usize).copied().unwrap_or(0) >= limit
+    }
+
+    /// Pages of tenants at their swap limits: no eviction may take them, so they are not
+    /// counted against the pager's budget (each such tenant is still held to its own),
+    /// or the tenants beside would wait for room that cannot come (the pager DST found
+    /// faults waiting out `ROOM_WAIT_MAX_NS` one by one so).
+    pub(crate) fn swap_limited_pages(&self) -> u64 {
+        if !self.swap_limited {
+            return 0;
+        }
+        (0..self.swap_limits.len() as u32)
+            .filter(|&tenant| self.tenant_swap_full(tenant))
+            .map(|tenant| self.tenant_counts[tenant as usize].0)
+            .sum()
+    }
+
     /// What `tenant`'s share of the device's writes is charged: the bytes its swap-outs
     /// appended and the GC wrote moving its pages.
     fn tenant_charged_bytes(&self, tenant: u32) -> u64 {
@@ -671,20 +734,22 @@ impl PagerCore {
         engine_bytes(self.engine.tenant_host_bytes()) + engine_bytes(self.engine.tenant_gc_bytes())
     }
 
-    /// Brings each limited tenant's allowance to `now`: whether each may be evicted
-    /// from (`throttled[tenant]` false), and the shortest wait of those that may not.
-    pub(crate) fn refresh_write_limits(&mut self, throttled: &mut Vec<bool>, now: u64) -> Option<u64> {
-        throttled.clear();
-        let mut wait_min = None::<u64>;
+    /// Which tenants the evictor passes over now (`held[tenant]`): those past their
+    /// write limits (each allowance brought to `now`) or at their swap limits. Returns
+    /// whether any is.
+    pub(crate) fn tenants_held(&mut self, held: &mut Vec<bool>, now: u64) -> bool {
+        held.clear();
+        let mut any = false;
         for tenant in 0..self.write_limits.len() as u32 {
-            let charged = self.tenant_charged_bytes(tenant);
-            let wait = self.write_limits[tenant as usize].wait_ns(charged, now);
-            throttled.push(wait > 0);
-            if wait > 0 {
-                wait_min = Some(wait_min.map_or(wait, |min| min.min(wait)));
-            }
+            let throttled = self.write_limited && {
+                let charged = self.tenant_charged_bytes(tenant);
+                self.write_limits[tenant as usize].wait_ns(charged, now) > 0
+            };
+            let at_limit = self.tenant_swap_full(tenant);
+            held.push(throttled || at_limit);
+            any |= throttled || at_limit;
         }
-        wait_min
+        any
     }
 
     pub(crate) fn write_limits_len(&self) -> usize {
@@ -698,8 +763,11 @@ impl PagerCore {
     }
 
     /// A new tenant takes `tenant`'s index: its swap cache is judged on its own outcomes,
-    /// not its predecessor's.
+    /// not its predecessor's, and its swap limit's notice is said anew.
     pub fn tenant_begins(&mut self, tenant: u32) {
+        if let Some(said) = self.swap_limit_said.get_mut(tenant as usize) {
+            *said = false;
+        }
         let clean_total = self.engine.tenant_swap_cache_hits().get(tenant as usize).copied().unwrap_or(0);
         if let Some(feedback) = self.swap_cache.get_mut(tenant as usize) {
             *feedback = swap_cache::SwapCacheFeedback::counting_from(clean_total);
@@ -725,7 +793,9 @@ impl PagerCore {
             gc_bytes: self.engine.tenant_gc_bytes().get(tenant as usize).copied().unwrap_or(0),
             write_limit: limit.rate(),
             throttled_ns: limit.throttled_ns(now),
-            forgiven_bytes: limit.forgiven_bytes(),
+            grace_bytes: limit.grace_bytes(),
+            swap_slots: self.engine.tenant_slots().get(tenant as usize).copied().unwrap_or(0),
+            swap_limit: Some(self.swap_limits[tenant as usize]).filter(|&slots| slots != u64::MAX),
         }
     }
 
@@ -750,9 +820,12 @@ impl PagerCore {
 
     /// Whether `tenant` keeps more pages than its low watermark, a batch under its own
     /// budget: eviction then takes its pages first.
+    /// (Not a tenant at its swap limit: none of its pages may go.)
     pub(crate) fn tenant_over(&self, tenant: u32) -> bool {
         let budget = self.tenant_budgets[tenant as usize];
-        budget != u64::MAX && self.tenant_pages(tenant).1 > budget.saturating_sub(self.config.evict_batch_pages as u64)
+        budget != u64::MAX
+            && self.tenant_pages(tenant).1 > budget.saturating_sub(self.config.evict_batch_pages as u64)
+            && !self.tenant_swap_full(tenant)
     }
 
     /// Whether any tenant is over its own budget (`tenant_over`).

@@ -744,6 +744,13 @@ impl Pager {
         Ok(self.shared.lock().set_tenant_write_limit(tenant, bytes_per_s, now)?)
     }
 
+    /// Holds the engine tenant `tenant`'s pages on the device (written out, or kept as
+    /// their swap cache) to `bytes` (`None`: no limit): at it, its pages stay in memory
+    /// past its budget (`PagerCore::set_tenant_swap_limit`).
+    pub fn set_tenant_swap_limit(&self, tenant: u32, bytes: Option<u64>) -> Result<(), PagerError> {
+        Ok(self.shared.lock().set_tenant_swap_limit(tenant, bytes.map(|bytes| bytes / PAGE_BYTES as u64))?)
+    }
+
     /// What the engine tenant `tenant` holds and has done (`znswap status`).
     pub fn tenant_figures(&self, tenant: u32) -> znswap_pager_core::TenantFigures {
         let now = self.shared.now();

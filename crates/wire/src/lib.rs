@@ -22,7 +22,7 @@
 //!  Bye                                 ──▶ (or the connection closes)
 //!
 //!  a launcher (znswap run --daemon), before its program starts:
-//!  Open {name, memory, write limit}    ──▶ a tenant, held while this connection is open
+//!  Open {name, memory, limits}         ──▶ a tenant, held while this connection is open
 //!                              ◀── Welcome {tenant, token, budget} | Refused(reason)
 //!  (its program's processes say Hello with the token, and join the tenant)
 //!

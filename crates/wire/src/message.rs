@@ -219,6 +219,8 @@ pub enum ToDaemon {
         /// What the tenant may write to the device a second, its swap-outs and the GC's
         /// moves of its pages together (0: no limit of its own; the daemon's applies).
         write_limit: u64,
+        /// Pages the tenant may hold on the device (0: no limit of its own).
+        swap_limit_pages: u64,
     },
     /// What the daemon and each tenant hold and have done (`znswap status`): answered
     /// `Status`, then one `TenantStatus` per tenant.
@@ -383,8 +385,12 @@ pub struct TenantStatus {
     pub written_bytes: u64,
     pub write_limit: u64,
     pub throttled_ns: u64,
-    /// Bytes of its charges forgiven when it was held back longest.
-    pub forgiven_bytes: u64,
+    /// Bytes let through past its share when it was held back longest.
+    pub grace_bytes: u64,
+    /// Its pages on the device (swapped out, or kept as their swap cache), and its swap
+    /// limit in pages (0: none).
+    pub swap_pages: u64,
+    pub swap_limit_pages: u64,
 }
 
 /// Every message's kind, as on the wire: tenant to daemon below 0x80, daemon to
@@ -457,11 +463,11 @@ impl Kind {
             Kind::Bye | Kind::Status | Kind::Forking => 0,
             Kind::ForkChild | Kind::ForkSnapshot | Kind::ForkRead => 16,
             Kind::ForkPage => 8,
-            Kind::Open => NAME_BYTES + 16,
+            Kind::Open => NAME_BYTES + 24,
             Kind::Welcome => 32,
             Kind::Discard => 16,
             Kind::StatusReply => 8 + 12 * 8,
-            Kind::TenantStatus => 8 + NAME_BYTES + 12 * 8,
+            Kind::TenantStatus => 8 + NAME_BYTES + 14 * 8,
         }
     }
 }
@@ -537,10 +543,11 @@ impl ToDaemon {
             ToDaemon::Bye | ToDaemon::Status | ToDaemon::Forking => {}
             ToDaemon::ForkChild { token } => w.bytes(&token.0),
             ToDaemon::ForkRead(range) => w.range(*range),
-            ToDaemon::Open { name, memory_pages, write_limit } => {
+            ToDaemon::Open { name, memory_pages, write_limit, swap_limit_pages } => {
                 w.bytes(&name.to_bytes());
                 w.u64(*memory_pages);
                 w.u64(*write_limit);
+                w.u64(*swap_limit_pages);
             }
         }
         w.finish();
@@ -605,7 +612,7 @@ impl ToDaemon {
             }
             Kind::Open => {
                 let name = Name::from_bytes(r.bytes())?;
-                ToDaemon::Open { name, memory_pages: r.u64(), write_limit: r.u64() }
+                ToDaemon::Open { name, memory_pages: r.u64(), write_limit: r.u64(), swap_limit_pages: r.u64() }
             }
             Kind::Status => ToDaemon::Status,
             Kind::Forking => ToDaemon::Forking,
@@ -708,7 +715,9 @@ impl ToTenant {
                     tenant.written_bytes,
                     tenant.write_limit,
                     tenant.throttled_ns,
-                    tenant.forgiven_bytes,
+                    tenant.grace_bytes,
+                    tenant.swap_pages,
+                    tenant.swap_limit_pages,
                 ] {
                     w.u64(figure);
                 }
@@ -803,7 +812,9 @@ impl ToTenant {
                     written_bytes: r.u64(),
                     write_limit: r.u64(),
                     throttled_ns: r.u64(),
-                    forgiven_bytes: r.u64(),
+                    grace_bytes: r.u64(),
+                    swap_pages: r.u64(),
+                    swap_limit_pages: r.u64(),
                 })
             }
             _ => unreachable!("Reader::start checked the direction"),

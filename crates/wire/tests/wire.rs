@@ -48,7 +48,12 @@ fn to_daemon_examples() -> Vec<ToDaemon> {
         ToDaemon::ProgramDiscard(range(0x7f12_3456_0000, 3)),
         ToDaemon::Zapped { errno: 0 },
         ToDaemon::Zapped { errno: libc::EINVAL as u32 },
-        ToDaemon::Open { name: Name::new("make").unwrap(), memory_pages: 16384, write_limit: 8 << 20 },
+        ToDaemon::Open {
+            name: Name::new("make").unwrap(),
+            memory_pages: 16384,
+            write_limit: 8 << 20,
+            swap_limit_pages: 1 << 18,
+        },
         ToDaemon::Status,
         ToDaemon::Forking,
         ToDaemon::ForkChild { token: Token([3; 16]) },
@@ -105,7 +110,9 @@ fn to_tenant_examples() -> Vec<ToTenant> {
             written_bytes: 8,
             write_limit: 9,
             throttled_ns: 10,
-            forgiven_bytes: 11,
+            grace_bytes: 11,
+            swap_pages: 12,
+            swap_limit_pages: 13,
         }),
     ]
 }
@@ -231,7 +238,12 @@ fn each_field_is_checked() {
     let mut bad = status.clone();
     bad[16] = b'\t';
     assert!(matches!(ToTenant::decode(&bad), Err(WireError::Name { why: "it has control characters" })));
-    let open = encode_to_daemon(&ToDaemon::Open { name: Name::new("make").unwrap(), memory_pages: 1, write_limit: 0 });
+    let open = encode_to_daemon(&ToDaemon::Open {
+        name: Name::new("make").unwrap(),
+        memory_pages: 1,
+        write_limit: 0,
+        swap_limit_pages: 0,
+    });
     let mut bad = open.clone();
     bad[8] = 0;
     assert!(matches!(ToDaemon::decode(&bad), Err(WireError::Name { .. })), "an Open names its tenant");

@@ -197,6 +197,7 @@ fn report(
         coverage: world
             .map(|world| Coverage {
                 tenant_victims: world.core.stats().tenant_victims,
+                swap_limit_overruns: world.core.stats().swap_limit_overruns,
                 write_throttled_ms: (0..world.scenario.tenants)
                     .map(|tenant| world.core.tenant_figures(tenant, world.now_ns).throttled_ns)
                     .sum::<u64>()

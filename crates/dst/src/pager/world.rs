@@ -168,6 +168,10 @@ pub struct Coverage {
     /// them (simulated milliseconds, summed).
     pub write_limit_changes: u64,
     pub write_throttled_ms: u64,
+    /// Tenants' swap limits set or lifted, and faults that went past their tenant's
+    /// budget at its swap limit.
+    pub swap_limit_changes: u64,
+    pub swap_limit_overruns: u64,
     /// The child's reads of its snapshot: from held slots, zero pages, lost pages.
     pub child_reads_slot: u64,
     pub child_reads_zero: u64,
@@ -2028,6 +2032,16 @@ impl World {
                     };
                     self.core.set_tenant_write_limit(tenant, rate, self.now_ns).expect("a tenant of the core");
                     self.coverage.write_limit_changes += 1;
+                }
+                // A swap limit (the daemon's --swap-limit), from a few batches of slots to
+                // none: at it, the tenant's faults go past its budget.
+                if below(&mut self.rng, 4) == 0 {
+                    let slots = match below(&mut self.rng, 3) {
+                        0 => None,
+                        _ => Some(16 + below(&mut self.rng, 512)),
+                    };
+                    self.core.set_tenant_swap_limit(tenant, slots).expect("a tenant of the core");
+                    self.coverage.swap_limit_changes += 1;
                 }
             }
         }
