@@ -371,9 +371,10 @@ impl PagerCore {
         }
     }
 
-    /// The last round picked nothing, and tenants past their write limits were passed
-    /// over: the evictor is to sleep rather than pause, so that a fault wanting room
-    /// wakes it (`WaitOn::Evictors`' timeout brings it back to see the allowances).
+    /// The last round picked nothing, and tenants past their write limits or at their
+    /// swap limits were passed over: the evictor is to sleep rather than pause, so that a
+    /// fault wanting room wakes it (`WaitOn::Evictors`' timeout brings it back to see the
+    /// allowances).
     pub fn evictor_held_back(&self) -> bool {
         self.held_back
     }
@@ -460,8 +461,8 @@ impl PagerCore {
             Vec::new()
         };
         // Tenants past their share of the device's writes are passed over until their
-        // allowance catches up (`src/write_limit.rs`).
-        // So are those at their swap limits.
+        // allowance catches up (`src/write_limit.rs`), and those at their swap limits.
+        // (Not the inactive list's writes: parking is off under the daemon.)
         let mut held = std::mem::take(&mut round.held);
         let any_held = self.tenants_held(&mut held, now);
         let passed_over = |regions: &[Region], owner: usize| {
