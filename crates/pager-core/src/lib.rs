@@ -279,7 +279,7 @@ impl std::fmt::Display for Notice {
                 "tenant {tenant} reached its swap limit ({} MiB on the device): its pages stay in memory, past its \
                  memory budget, until some of its swapped pages are read back or freed; give it a larger swap limit \
                  or more memory",
-                slots * PAGE_BYTES as u64 >> 20
+                (slots * PAGE_BYTES as u64) >> 20
             ),
             Notice::RoomTooSlow { empty_zones, zones } => write!(
                 f,
