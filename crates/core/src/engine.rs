@@ -191,9 +191,9 @@ pub struct Engine {
     /// `tenant_gc_bytes` at the start of the last swap cache window and of this one
     /// (`adapt_swap_cache`): whether the GC moved a tenant's pages lately.
     pub(crate) tenant_gc_bytes_windows: Vec<u64>,
+    pub(crate) tenant_gc_bytes_window_start: Vec<u64>,
     /// Each tenant's `Stats::swap_cache_hits`.
     pub(crate) tenant_cache_hits: Vec<u64>,
-    pub(crate) tenant_gc_bytes_window_start: Vec<u64>,
     pub(crate) next_ticket: u64,
     pub(crate) now_ns: u64,
     /// Epochs so far (the access history's clock): 1/16 of the policy's

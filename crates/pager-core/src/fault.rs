@@ -507,19 +507,20 @@ impl PagerCore {
         // bounded resident set), unless no room can come: swap is full and nothing is on
         // its way out. Then the resident set grows past the budget, counted and said
         // once, rather than hang the program.
-        let over = self.stats.resident_pages.saturating_sub(self.swap_limited_pages())
-            >= self.config.budget_pages + self.config.slack_pages
-            || self.tenant_room(owner) == 0;
+        let tenant_full = self.tenant_room(owner) == 0;
+        let over = tenant_full
+            || self.stats.resident_pages.saturating_sub(self.swap_limited_pages())
+                >= self.config.budget_pages + self.config.slack_pages;
         if over && !self.shut_down {
             // A tenant held back by its write limit waits as long as the limit says:
             // that wait is not room failing to come.
-            if fault.waiting_since_ns == 0 || (self.tenant_room(owner) == 0 && self.write_throttled(owner)) {
+            if fault.waiting_since_ns == 0 || (tenant_full && self.write_throttled(owner)) {
                 fault.waiting_since_ns = now.max(1);
             }
             let waited_long = now.saturating_sub(fault.waiting_since_ns) > ROOM_WAIT_MAX_NS;
             // A tenant at its swap limit beyond its own budget: none of its pages may go.
             let tenant = self.regions[owner as usize].tenant;
-            let tenant_swap_full = self.tenant_room(owner) == 0 && self.tenant_swap_full(tenant);
+            let tenant_swap_full = tenant_full && self.tenant_swap_full(tenant);
             if !self.no_room_can_come() && !waited_long && !tenant_swap_full {
                 self.wake_evictor();
                 return FaultStep::WaitRoom { discard: !self.to_drop.is_empty() };
@@ -873,9 +874,9 @@ impl PagerCore {
         // protected, so that a scan sees the writes since it came back.
         let wp_async = self.config.wp_async;
         let skip_cache = cached && !write && !wp_async && {
-            let tenant = self.regions[owner as usize].tenant as usize;
-            let clean = self.engine.tenant_swap_cache_hits().get(tenant).copied().unwrap_or(0);
-            !self.swap_cache[tenant].keep(page, clean)
+            let tenant = self.regions[owner as usize].tenant;
+            let clean = crate::of_tenant(self.engine.tenant_swap_cache_hits(), tenant);
+            !self.swap_cache[tenant as usize].keep(page, clean)
         };
         self.stats.swap_cache_skipped += skip_cache as u64;
         let write = write || skip_cache;

@@ -209,6 +209,12 @@ pub struct TenantFigures {
     pub grace_bytes: u64,
 }
 
+/// `tenant`'s entry of one of the engine's per-tenant counts (0 past the engine's
+/// tenants).
+pub(crate) fn of_tenant(counts: &[u64], tenant: u32) -> u64 {
+    counts.get(tenant as usize).copied().unwrap_or(0)
+}
+
 /// Why the core cannot start, or cannot take a region. Typed: the shell wraps it.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -710,7 +716,7 @@ impl PagerCore {
     /// Whether `tenant` holds as many slots as its swap limit lets it.
     pub(crate) fn tenant_swap_full(&self, tenant: u32) -> bool {
         let limit = self.swap_limits[tenant as usize];
-        limit != u64::MAX && self.engine.tenant_slots().get(tenant as usize).copied().unwrap_or(0) >= limit
+        limit != u64::MAX && of_tenant(self.engine.tenant_slots(), tenant) >= limit
     }
 
     /// Pages of tenants at their swap limits: no eviction may take them, so they are not
@@ -730,8 +736,7 @@ impl PagerCore {
     /// What `tenant`'s share of the device's writes is charged: the bytes its swap-outs
     /// appended and the GC wrote moving its pages.
     fn tenant_charged_bytes(&self, tenant: u32) -> u64 {
-        let engine_bytes = |counts: &[u64]| counts.get(tenant as usize).copied().unwrap_or(0);
-        engine_bytes(self.engine.tenant_host_bytes()) + engine_bytes(self.engine.tenant_gc_bytes())
+        of_tenant(self.engine.tenant_host_bytes(), tenant) + of_tenant(self.engine.tenant_gc_bytes(), tenant)
     }
 
     /// Which tenants the evictor passes over now (`held[tenant]`): those past their
@@ -739,6 +744,9 @@ impl PagerCore {
     /// whether any is.
     pub(crate) fn tenants_held(&mut self, held: &mut Vec<bool>, now: u64) -> bool {
         held.clear();
+        if !self.write_limited && !self.swap_limited {
+            return false;
+        }
         let mut any = false;
         for tenant in 0..self.write_limits.len() as u32 {
             let throttled = self.write_limited && {
@@ -768,7 +776,7 @@ impl PagerCore {
         if let Some(said) = self.swap_limit_said.get_mut(tenant as usize) {
             *said = false;
         }
-        let clean_total = self.engine.tenant_swap_cache_hits().get(tenant as usize).copied().unwrap_or(0);
+        let clean_total = of_tenant(self.engine.tenant_swap_cache_hits(), tenant);
         if let Some(feedback) = self.swap_cache.get_mut(tenant as usize) {
             *feedback = swap_cache::SwapCacheFeedback::counting_from(clean_total);
         }
@@ -789,12 +797,12 @@ impl PagerCore {
             kept_pages,
             swap_outs,
             swap_ins,
-            written_bytes: self.engine.tenant_host_bytes().get(tenant as usize).copied().unwrap_or(0),
-            gc_bytes: self.engine.tenant_gc_bytes().get(tenant as usize).copied().unwrap_or(0),
+            written_bytes: of_tenant(self.engine.tenant_host_bytes(), tenant),
+            gc_bytes: of_tenant(self.engine.tenant_gc_bytes(), tenant),
             write_limit: limit.rate(),
             throttled_ns: limit.throttled_ns(now),
             grace_bytes: limit.grace_bytes(),
-            swap_slots: self.engine.tenant_slots().get(tenant as usize).copied().unwrap_or(0),
+            swap_slots: of_tenant(self.engine.tenant_slots(), tenant),
             swap_limit: Some(self.swap_limits[tenant as usize]).filter(|&slots| slots != u64::MAX),
         }
     }

@@ -179,9 +179,6 @@ impl Shared {
         }
     }
 
-    /// Served processes' pages: each process's agent drops its own (`TenantSpace::discard`),
-    /// the ranges of one process at a time, translated into its addresses. (A range never
-    /// spans two: each lies in one region.)
     /// A served process's agent answered (or the process left): no longer counted in
     /// `agents_starting`.
     pub(super) fn agent_heard(&self, space: &super::spaces::Space) {
@@ -190,6 +187,9 @@ impl Shared {
         }
     }
 
+    /// Served processes' pages: each process's agent drops its own (`TenantSpace::discard`),
+    /// the ranges of one process at a time, translated into its addresses. (A range never
+    /// spans two: each lies in one region.)
     fn discard_served(&self, ranges: &[AddressRange]) {
         let mut rest = ranges;
         let mut translated = Vec::with_capacity(ranges.len());
