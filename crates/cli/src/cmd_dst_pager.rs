@@ -66,6 +66,10 @@ struct PagerCoverage {
     child_reads_shadow: u64,
     served_children: u64,
     inherited_reads: u64,
+    seeds_with_late_agents: u64,
+    discards_late: u64,
+    late_answers: u64,
+    discards_unsent: u64,
     seeds_with_parking: u64,
     seeds_wp_async: u64,
     scans: u64,
@@ -169,6 +173,10 @@ pub fn dst(request: &PagerDstRequest) -> Result<bool> {
         coverage.child_reads_shadow += c.child_reads_shadow;
         coverage.served_children += c.served_children;
         coverage.inherited_reads += c.inherited_reads;
+        coverage.seeds_with_late_agents += (c.discards_late > 0) as u64;
+        coverage.discards_late += c.discards_late;
+        coverage.late_answers += c.late_answers;
+        coverage.discards_unsent += c.discards_unsent;
         coverage.seeds_with_parking += (c.parks > 0) as u64;
         coverage.seeds_wp_async += report.scenario.wp_async as u64;
         coverage.scans += c.scans;
@@ -273,6 +281,10 @@ pub fn dst(request: &PagerDstRequest) -> Result<bool> {
             ("child reads of parked pages (its shadow)", coverage.child_reads_shadow),
             ("forks whose child the pager served too", coverage.served_children),
             ("pages served children read from their parents' slots", coverage.inherited_reads),
+            ("seeds whose agents answered discards late", coverage.seeds_with_late_agents),
+            ("  discards answered late (the pager went on)", coverage.discards_late),
+            ("  late answers taken by the evictor", coverage.late_answers),
+            ("  discards not asked while an answer was owed", coverage.discards_unsent),
             ("seeds that parked pages (inactive list)", coverage.seeds_with_parking),
             ("victims parked (moved to the shadow)", coverage.parks),
             ("seeds with asynchronous write protection", coverage.seeds_wp_async),

@@ -803,6 +803,83 @@ fn a_tenants_write_and_swap_limits_hold() {
     assert!(log.lines().filter(|line| line.contains(" closed: ")).all(|line| line.ends_with(" 0 lost")), "{log}");
 }
 
+/// A tenant stopped (SIGSTOP: a shell's Ctrl-Z, a debugger) holds up no other: the
+/// daemon asks its agent to drop pages written out and, with no answer in 2 ms, goes on
+/// (the pages wait for the answer) instead of waiting with every tenant's evictions
+/// behind it. A second program then runs within its memory while the first is stopped,
+/// and the first, continued, finishes with every byte right.
+#[test]
+fn a_stopped_tenant_holds_up_no_other() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut daemon, socket, log) = start_daemon(dir.path(), "48M");
+    let mut stopped = Command::new(ZNSWAP)
+        .args(["run", "--memory", "8M", "--daemon"])
+        .arg(&socket)
+        .args(["--", HEAP_CHECK, "heap", "160"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let children = format!("/proc/{0}/task/{0}/children", stopped.id());
+    let started = Instant::now();
+    let program: i32 = loop {
+        if let Some(pid) = std::fs::read_to_string(&children).ok().and_then(|pids| pids.trim().parse().ok()) {
+            break pid;
+        }
+        assert!(started.elapsed() < Duration::from_secs(20), "the program did not start");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    // Stopped until its agent has been asked a discard it could not answer: its pages
+    // are being written out all along, so a stop lands on one soon.
+    let late = |log: &Path| std::fs::read_to_string(log).unwrap().contains("has not answered a discard");
+    for _ in 0..100 {
+        std::thread::sleep(Duration::from_millis(100));
+        assert!(stopped.try_wait().unwrap().is_none(), "the program ended before a stop caught a discard");
+        // SAFETY: signalling the program this test started.
+        unsafe { libc::kill(program, libc::SIGSTOP) };
+        std::thread::sleep(Duration::from_millis(300));
+        if late(&log) {
+            break;
+        }
+        // SAFETY: as above.
+        unsafe { libc::kill(program, libc::SIGCONT) };
+    }
+    assert!(late(&log), "no stop caught a discard: {}", std::fs::read_to_string(&log).unwrap());
+
+    let stats = dir.path().join("summary.json");
+    let other = output_within_limit(
+        Command::new(ZNSWAP)
+            .args(["run", "--memory", "8M", "--stats"])
+            .arg(&stats)
+            .arg("--daemon")
+            .arg(&socket)
+            .args(["--", HEAP_CHECK, "heap", "48"]),
+    );
+    let (stdout, stderr) = (String::from_utf8_lossy(&other.stdout), String::from_utf8_lossy(&other.stderr));
+    assert!(other.status.success() && stdout.starts_with("ok heap 48 MiB"), "{stdout}\n{stderr}");
+    // Its pages were evicted as they should be: with the evictor waiting on the stopped
+    // agent, its faults would have gone past its memory one after another.
+    let summary: serde_json::Value = serde_json::from_slice(&std::fs::read(&stats).unwrap()).unwrap();
+    let most = summary["report"]["memory_used_max_bytes"].as_u64().unwrap();
+    assert!(most < 20 << 20, "the program beside a stopped one held {most} B in 8 MiB: {summary}");
+
+    // SAFETY: as above.
+    unsafe { libc::kill(program, libc::SIGCONT) };
+    let status = stopped.wait().unwrap();
+    let mut stdout = String::new();
+    stopped.stdout.take().unwrap().read_to_string(&mut stdout).unwrap();
+    let mut stderr = String::new();
+    stopped.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
+    assert!(status.success() && stdout.starts_with("ok heap 160 MiB"), "{stdout}\n{stderr}");
+
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(daemon.id() as i32, libc::SIGTERM) };
+    assert!(daemon.wait().unwrap().success());
+    let log = std::fs::read_to_string(&log).unwrap();
+    assert!(log.lines().filter(|line| line.contains(" closed: ")).all(|line| line.ends_with(" 0 lost")), "{log}");
+}
+
 /// A daemon meets connections that break its protocol: garbage bytes, a `Hello` naming
 /// another process's pid, a fork's child with a token of no fork, a tenant asking more
 /// memory than the daemon has. Each is refused (with the reason where one is sent) and

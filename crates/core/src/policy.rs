@@ -133,6 +133,14 @@ pub trait Policy: Send {
         None
     }
 
+    /// The swap-zone and GC stream a tenant's pages go to, if the policy gives each
+    /// tenant its own: when a new tenant takes an index, the engine finishes their open
+    /// zones (`Engine::tenant_begins`), so the newcomer's pages do not share a zone with
+    /// its predecessor's, garbage once it left, whose collection would move them.
+    fn tenant_swap_zones(&self, _tenant: u32, _info: &SwapInfo) -> Option<(SwapZoneId, u32)> {
+        None
+    }
+
     /// What the 16 samples of `PageInfo::access_history` span (the paper's: one device
     /// write, an epoch being 1/16 of the device written). The engine reads it once, at
     /// start.
@@ -356,9 +364,11 @@ impl Policy for LifetimePolicy {
     }
 }
 
-/// Tenant (the paper's cgroup policy): a swap-zone per tenant, multiplexed; per-tenant
-/// slot limits; under the low watermark, the tenant most over its limit has its zone with
-/// the fewest valid slots reclaimed.
+/// Tenant (the paper's cgroup policy): a swap-zone per tenant, multiplexed, and a GC
+/// stream per tenant as far as there are streams (so the GC's moves of one tenant's pages
+/// do not land beside another's, whose rewrites would have them moved again, charged to
+/// the first); per-tenant slot limits; under the low watermark, the tenant most over its
+/// limit has its zone with the fewest valid slots reclaimed.
 #[derive(Debug)]
 pub struct TenantPolicy {
     /// Slot limit per tenant; `u64::MAX` for none.
@@ -380,6 +390,14 @@ impl Policy for TenantPolicy {
 
     fn swap_zone(&mut self, page: &PageInfo, view: &dyn PolicyView) -> SwapZoneId {
         page.tenant as u32 % view.swap_inf().swap_zones
+    }
+
+    fn gc_stream(&mut self, page: &PageInfo, view: &dyn PolicyView) -> u32 {
+        page.tenant as u32 % view.swap_inf().gc_streams
+    }
+
+    fn tenant_swap_zones(&self, tenant: u32, info: &SwapInfo) -> Option<(SwapZoneId, u32)> {
+        Some((tenant % info.swap_zones, tenant % info.gc_streams))
     }
 
     fn low_watermark(&mut self, view: &dyn PolicyView, reclaim: &mut Vec<u32>) {
@@ -456,7 +474,8 @@ impl PolicyKind {
         match self {
             PolicyKind::HotCold => 2,
             PolicyKind::Lifetime => LifetimePolicy::CLASSES,
-            PolicyKind::PerCore | PolicyKind::Tenant => 1,
+            PolicyKind::Tenant => crate::config::GC_STREAMS_MAX,
+            PolicyKind::PerCore => 1,
         }
     }
 

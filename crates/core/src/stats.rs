@@ -48,6 +48,9 @@ pub struct Stats {
     /// Open zones finished because their swap-zone took no page for a device write, or
     /// the policy stopped using it (`Policy::swap_zones_in_use`).
     pub zones_retired_idle: u64,
+    /// Open zones finished because a new tenant took their tenant's index
+    /// (`Engine::tenant_begins`).
+    pub zones_retired_tenant: u64,
     /// Pages the GC moved to a lower stream than the policy's because theirs could not
     /// open a zone without taking the last empty one.
     pub gc_stream_fallbacks: u64,
@@ -89,6 +92,7 @@ impl Stats {
             resets_partial: self.resets_partial - earlier.resets_partial,
             finishes: self.finishes - earlier.finishes,
             zones_retired_idle: self.zones_retired_idle - earlier.zones_retired_idle,
+            zones_retired_tenant: self.zones_retired_tenant - earlier.zones_retired_tenant,
             gc_stream_fallbacks: self.gc_stream_fallbacks - earlier.gc_stream_fallbacks,
             finish_errors: self.finish_errors - earlier.finish_errors,
             append_errors: self.append_errors - earlier.append_errors,

@@ -112,6 +112,29 @@ impl Engine {
         }
     }
 
+    /// A new tenant takes `tenant`'s index. Under a policy that gives each tenant its
+    /// own swap-zone and GC stream (`Policy::tenant_swap_zones`), their open zones are
+    /// finished: the predecessor's pages there are garbage now, and the newcomer's
+    /// appended beside them would be what the GC moves (and charges it for) when it
+    /// collects that zone, a cheap victim. Finished, the zone holds only garbage and the
+    /// newcomer starts a zone of its own. A zone with a chunk pending (footer mode) is
+    /// left, and so is one nothing was put in yet.
+    pub fn tenant_begins(&mut self, tenant: u32) {
+        let info = self.swap_inf();
+        let policy = self.policy.as_ref().expect("policy present");
+        let Some((user, stream)) = policy.tenant_swap_zones(tenant, &info) else { return };
+        for swap_zone in [user.min(info.swap_zones - 1), self.gc_swap_zone() + stream.min(info.gc_streams - 1)] {
+            let sz = &self.swap_zones[swap_zone as usize];
+            if sz.zone == NO_ZONE || sz.pending.is_some() || self.slots.zone(sz.zone).reserved == 0 {
+                continue;
+            }
+            let zone = sz.zone;
+            self.detach_zone(swap_zone);
+            self.want_finish(zone);
+            self.stats.zones_retired_tenant += 1;
+        }
+    }
+
     /// Queues a Finish for an open zone that takes no more appends; `progress` sends it
     /// once the zone's appends in flight are done.
     pub(crate) fn want_finish(&mut self, zone: u32) {

@@ -1004,3 +1004,66 @@ fn more_gc_streams_need_no_larger_reserve() {
     }
     h.engine.check_invariants();
 }
+
+#[test]
+fn a_new_tenant_at_an_index_starts_a_zone_of_its_own() {
+    // Tenant 1's first program swaps out five pages and leaves: its zone stays open with
+    // 27 slots unwritten and five of garbage. The next program at index 1 must not append
+    // beside them, or the GC, collecting that cheap victim, would move its pages and
+    // charge it. Without `tenant_begins` (the control) it does.
+    let zone_of = |h: &Harness, owner: u32, page: u64| {
+        h.engine.page_state(owner, page).unwrap().address().expect("on the device").zone(32)
+    };
+    for tell in [false, true] {
+        let mut h = Harness::with_policy(Config::new(geometry(16)), PolicyKind::Tenant.build(2));
+        h.engine.register_owner(0, 16, 0).unwrap();
+        h.engine.register_owner(1, 5, 1).unwrap();
+        for page in 0..5 {
+            h.swap_out(0, page, page);
+            h.swap_out(1, page, 100 + page);
+        }
+        h.settle();
+        let before = zone_of(&h, 1, 0);
+        assert_ne!(before, zone_of(&h, 0, 0), "a swap-zone per tenant");
+        h.engine.free(1, 0..5, h.now).unwrap();
+        assert!(h.engine.unregister_owner(1).unwrap());
+        h.settle();
+        if tell {
+            h.engine.tenant_begins(1);
+            // Said twice: nothing more to finish.
+            h.engine.tenant_begins(1);
+        }
+        h.engine.register_owner(2, 5, 1).unwrap();
+        for page in 0..5 {
+            // (The finished zone is open until its Finish is done: a new zone may wait.)
+            while let Err(error) = h.engine.swap_out(2, page, 200 + page, h.now) {
+                assert_eq!(error, SwapOutError::Backpressure);
+                h.settle();
+            }
+        }
+        h.settle();
+        let after = zone_of(&h, 2, 0);
+        let stats = h.engine.stats().clone();
+        if !tell {
+            assert_eq!(after, before, "the control: the newcomer appends beside its predecessor's garbage");
+            assert_eq!(stats.zones_retired_tenant, 0);
+            continue;
+        }
+        assert_ne!(after, before, "the newcomer has a zone of its own");
+        assert_eq!(stats.zones_retired_tenant, 1, "{stats:?}");
+        assert!(stats.finishes >= 1, "{stats:?}");
+        // Finished and all garbage, the predecessor's zone is reset at once.
+        assert_eq!(h.engine.zn_inf(before).written_slots, 0, "{:?}", h.engine.zn_inf(before));
+        assert!(stats.resets >= 1, "{stats:?}");
+        // Tenant 0's zone took its next page where it left off.
+        let zone0 = zone_of(&h, 0, 0);
+        h.swap_out(0, 5, 5);
+        h.settle();
+        assert_eq!(zone_of(&h, 0, 5), zone0);
+        for page in 0..5 {
+            assert_eq!(h.swap_in(2, page), Some(200 + page));
+            assert_eq!(h.swap_in(0, page), Some(page));
+        }
+        h.engine.check_invariants();
+    }
+}

@@ -67,6 +67,11 @@ const SEED_TESTS: &[SeedTest] = &[
         r.stats.zones_retired_idle > 0
     }),
     (
+        "seeds_with_tenant_zone_finished_share",
+        "seeds that finished a tenant's zone for a new tenant at its index",
+        |r| r.stats.zones_retired_tenant > 0,
+    ),
+    (
         "seeds_with_gc_stream_fallback_share",
         "seeds where a GC stream sent pages to a lower one for want of a zone",
         |r| r.stats.gc_stream_fallbacks > 0,

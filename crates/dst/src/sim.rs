@@ -252,6 +252,9 @@ struct Progress {
     stuck_since_op: Option<u64>,
 }
 
+/// Ops between two tenants beginning anew at an index, under the tenant policy.
+const TENANT_BEGINS_OPS: u64 = 30_000;
+
 const VIOLATIONS_MAX: usize = 32;
 
 impl Sim {
@@ -423,6 +426,11 @@ impl Sim {
             Workload::UniformRead => self.overwrite_op(false),
             Workload::Churn => self.churn_op(),
             Workload::Generated(_) => self.generated_op(),
+        }
+        // A new tenant takes an index now and then (the daemon's tenants come and go):
+        // its zones are finished, appends in flight or not.
+        if self.scenario.policy == PolicyKind::Tenant && op % TENANT_BEGINS_OPS == TENANT_BEGINS_OPS / 2 {
+            self.engine.tenant_begins((op / TENANT_BEGINS_OPS) as u32 % self.scenario.tenants);
         }
         self.engine.tick(self.now_ns);
         self.pump(false);

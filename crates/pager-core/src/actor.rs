@@ -10,7 +10,8 @@
 //! is what runs.
 //!
 //! ```text
-//!  evictor:  Check ──Sleep──> Wait(Evictors)            (lock held into the wait)
+//!  evictor:  Check (late discards answered since: done) ──Sleep──> Wait(Evictors)
+//!              │                                       (lock held into the wait)
 //!              │ ├──Discard──> Discard(Take → Madvise → Done) ──> Check
 //!              │ └──Evict────> Park(a move a step; settled under the lock) → Protect(range 0..n)
 //!              │                 → ZeroCheck → HandOver ──> Check
@@ -24,7 +25,7 @@
 
 use znswap_core::{IoError, IoRequest};
 
-use crate::evict::{AddressRange, DiscardBatch, EvictRound, EvictorWork, ParkOutcome};
+use crate::evict::{DiscardBatch, EvictRound, EvictorWork, ParkOutcome};
 use crate::fault::{Fault, FaultKind, FaultStep, Pause, ReadInto};
 use crate::io::{IoCompletion, IoPlan};
 use crate::{Actions, Digest, PagerCore, Sealed};
@@ -83,8 +84,10 @@ pub trait Shell {
     /// Takes `mappings` shared: regions stay mapped until the release.
     fn mappings_read(&mut self);
     fn mappings_release(&mut self);
-    /// `MADV_DONTNEED` over `ranges`, outside the state lock, under `mappings`.
-    fn discard_pages(&mut self, ranges: &[AddressRange]);
+    /// `MADV_DONTNEED` over `batch.ranges()`, outside the state lock, under `mappings`.
+    /// A served process's ranges its agent has not dropped by the return are said with
+    /// `batch.delay` (`DropDelay`).
+    fn discard_pages(&mut self, batch: &mut DiscardBatch);
 }
 
 /// The evictor's work outside the state lock.
@@ -98,6 +101,9 @@ pub trait EvictorShell: Shell {
     fn park(&mut self, address: u64, shadow: u64) -> ParkOutcome;
     /// Whether the write-protected victim at `address` reads all zeroes.
     fn page_is_zero(&mut self, address: u64) -> bool;
+    /// Under the state lock, never waiting: whether the agent of region `owner`'s process
+    /// has now answered the discard it was late to answer (`DropDelay::Late`), or is gone.
+    fn late_answered(&mut self, owner: u32) -> bool;
     /// With asynchronous write protection (`CoreConfig::wp_async`): the pages of
     /// `start..end` written since they were last protected (`PAGEMAP_SCAN`), each run
     /// given to `found` as `start..end`; pages with nothing mapped scan as written too.
@@ -180,7 +186,7 @@ fn discard_step(shell: &mut impl Shell, phase: DiscardPhase, batch: &mut Discard
             }
         }
         DiscardPhase::Madvise => {
-            shell.discard_pages(batch.ranges());
+            shell.discard_pages(batch);
             Ok(DiscardPhase::Done)
         }
         DiscardPhase::Done => {
@@ -273,6 +279,15 @@ impl Evictor {
                 // the victims are protected and read.
                 shell.mappings_read();
                 shell.lock();
+                // Discards their agents were late to answer: those answered since.
+                let mut index = 0;
+                while let Some(&owner) = shell.core().late_owners().get(index) {
+                    if shell.late_answered(owner) {
+                        shell.core().late_discard_done(owner);
+                    } else {
+                        index += 1;
+                    }
+                }
                 match shell.core().evictor_work() {
                     EvictorWork::Sleep => {
                         shell.mappings_release();

@@ -302,6 +302,24 @@ pub struct DiscardBatch {
     dropping: Vec<Dropping>,
     addresses: Vec<u64>,
     ranges: Vec<AddressRange>,
+    /// Ranges the shell did not drop by its return (`delay`), by index.
+    delayed: Vec<(usize, DropDelay)>,
+    /// The same, by region, as `discard_done` finds them.
+    delayed_owners: Vec<(u32, DropDelay)>,
+}
+
+/// Why a discard's pages of one process were not dropped by the shell's return. Only a
+/// served process's pages can be (`docs/daemon.md`): its agent thread drops them, and it
+/// may be slow to answer or not answer for a long time (stopped by SIGSTOP or a
+/// debugger, held by a fork), and the pager must not wait for it meanwhile.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DropDelay {
+    /// Asked, not answered yet: the pages stay `Dropping` (faults on them wait, and the
+    /// agent zaps them before it answers) until the answer (`late_discard_done`).
+    Late,
+    /// Not asked: the process's agent owes the answer to an earlier discard. They await
+    /// the next.
+    Unsent,
 }
 
 impl DiscardBatch {
@@ -313,6 +331,13 @@ impl DiscardBatch {
 
     pub fn is_empty(&self) -> bool {
         self.dropping.is_empty()
+    }
+
+    /// The shell did not drop `ranges()[range]` (yet): every range of a region must be
+    /// said alike.
+    pub fn delay(&mut self, range: usize, delay: DropDelay) {
+        debug_assert!(range < self.ranges.len());
+        self.delayed.push((range, delay));
     }
 }
 
@@ -362,7 +387,7 @@ impl PagerCore {
     /// it for its zero check (found by the pager DST), a fault inside the evictor. A
     /// second evictor still discards beside a round.
     pub fn evictor_work(&self) -> EvictorWork {
-        if !self.to_drop.is_empty() {
+        if self.discard_wanted() {
             EvictorWork::Discard
         } else if self.eviction_wanted() && !self.round_in_flight {
             EvictorWork::Evict
@@ -971,7 +996,23 @@ impl PagerCore {
             dropping: Vec::with_capacity(pages),
             addresses: Vec::with_capacity(pages),
             ranges: Vec::with_capacity(pages),
+            delayed: Vec::with_capacity(pages),
+            delayed_owners: Vec::with_capacity(self.config.regions_max as usize),
         }
+    }
+
+    /// Whether pages await a discard that may be asked now: some not of a region whose
+    /// agent owes an answer (`DropDelay::Late`).
+    pub(crate) fn discard_wanted(&self) -> bool {
+        if self.late_owners.is_empty() {
+            return !self.to_drop.is_empty();
+        }
+        self.to_drop.iter().any(|dropping| !self.late_owners.contains(&dropping.owner))
+    }
+
+    /// The regions whose agents owe the answer to a discard (`DropDelay::Late`).
+    pub fn late_owners(&self) -> &[u32] {
+        &self.late_owners
     }
 
     /// Takes the pages awaiting their discard; the shell discards `batch.ranges()`
@@ -984,6 +1025,21 @@ impl PagerCore {
             return false;
         }
         std::mem::swap(&mut self.to_drop, &mut batch.dropping);
+        if !self.late_owners.is_empty() {
+            // A region whose agent owes an answer is asked nothing more until it gives
+            // it: its pages stay.
+            let mut index = 0;
+            while index < batch.dropping.len() {
+                if self.late_owners.contains(&batch.dropping[index].owner) {
+                    self.to_drop.push(batch.dropping.swap_remove(index));
+                } else {
+                    index += 1;
+                }
+            }
+            if batch.dropping.is_empty() {
+                return false;
+            }
+        }
         self.discarding_pages += batch.dropping.len() as u64;
         batch.addresses.clear();
         let mut copies = 0;
@@ -1016,27 +1072,92 @@ impl PagerCore {
 
     /// The batch is discarded: its pages are unmapped, and leave the resident set.
     /// Returns how many pages it held.
+    ///
+    /// The pages of regions the shell delayed (`DiscardBatch::delay`) are not: those
+    /// asked wait for their agent's answer, those not asked for the next discard.
     pub fn discard_done(&mut self, batch: &mut DiscardBatch) -> usize {
-        let mut pages = 0;
-        for index in 0..batch.dropping.len() {
-            let Dropping { owner, page, generation, kind } = batch.dropping[index];
-            if kind == DropKind::ShadowCopy {
-                if self.same_region(owner, generation) {
-                    self.regions[owner as usize].stale_shadow.set(page, false);
-                }
-                continue;
-            }
-            pages += 1;
-            if self.same_region(owner, generation) {
-                self.set_state(owner, page, PageState::Unmapped);
+        batch.delayed_owners.clear();
+        for index in 0..batch.delayed.len() {
+            let (range, delay) = batch.delayed[index];
+            // (A region gone meanwhile: its pages are dropped below, as any freed region's.)
+            let Some((owner, _)) = self.locate(batch.ranges[range].start as u64) else { continue };
+            match batch.delayed_owners.iter().find(|&&(delayed, _)| delayed == owner) {
+                Some(&(_, said)) => assert_eq!(said, delay, "region {owner}'s ranges delayed unlike"),
+                None => batch.delayed_owners.push((owner, delay)),
             }
         }
+        batch.delayed.clear();
+        let mut pages = 0;
+        for index in 0..batch.dropping.len() {
+            let dropping = batch.dropping[index];
+            let delay = batch
+                .delayed_owners
+                .iter()
+                .find(|&&(owner, _)| owner == dropping.owner && self.same_region(owner, dropping.generation))
+                .map(|&(_, delay)| delay);
+            match delay {
+                None => pages += self.dropped(dropping),
+                // Still counted among the pages being discarded, until the answer.
+                Some(DropDelay::Late) => self.late_drops.push(dropping),
+                Some(DropDelay::Unsent) => {
+                    if dropping.kind == DropKind::ShadowCopy {
+                        self.to_drop_copies += 1;
+                    } else {
+                        self.discarding_pages -= 1;
+                    }
+                    self.to_drop.push(dropping);
+                }
+            }
+        }
+        for index in 0..batch.delayed_owners.len() {
+            let (owner, delay) = batch.delayed_owners[index];
+            if delay == DropDelay::Late && !self.late_owners.contains(&owner) {
+                self.late_owners.push(owner);
+                self.stats.late_discards += 1;
+            }
+        }
+        batch.dropping.clear();
+        self.discarded(pages)
+    }
+
+    /// Region `owner`'s agent answered its late discard (`DropDelay::Late`), or its
+    /// region is gone: its pages there are dropped, and it may be asked again.
+    pub fn late_discard_done(&mut self, owner: u32) -> usize {
+        let mut pages = 0;
+        let mut index = 0;
+        while index < self.late_drops.len() {
+            if self.late_drops[index].owner == owner {
+                let dropping = self.late_drops.swap_remove(index);
+                pages += self.dropped(dropping);
+            } else {
+                index += 1;
+            }
+        }
+        self.late_owners.retain(|&late| late != owner);
+        self.discarded(pages)
+    }
+
+    /// A page awaiting its discard is gone from its mapping: 1 if it counted resident.
+    fn dropped(&mut self, Dropping { owner, page, generation, kind }: Dropping) -> usize {
+        if kind == DropKind::ShadowCopy {
+            if self.same_region(owner, generation) {
+                self.regions[owner as usize].stale_shadow.set(page, false);
+            }
+            return 0;
+        }
+        if self.same_region(owner, generation) {
+            self.set_state(owner, page, PageState::Unmapped);
+        }
+        1
+    }
+
+    /// `pages` being discarded are gone: they leave the resident set.
+    fn discarded(&mut self, pages: usize) -> usize {
         // Every dropped page was still counted resident, a freed region's too
         // (`region_remove` subtracts only resident pages).
         self.stats.resident_pages -= pages as u64;
         self.discarding_pages -= pages as u64;
         self.stats.pages_discarded += pages as u64;
-        batch.dropping.clear();
         self.wakeups.room = true;
         self.wake_evictor();
         self.assert_counts();

@@ -384,7 +384,11 @@ impl PagerCore {
             // Dropped after its swap-out completed, or parked since the fault: the
             // writer retries, faults the page back in and writes to it then.
             actions.push(Action::Wake { address });
-            self.false_drop_suspected(owner);
+            // A page awaiting its discard is still mapped, as the pager knows (its
+            // process's agent may be slow to zap it: `DropDelay::Late`).
+            if state != PageState::Dropping {
+                self.false_drop_suspected(owner);
+            }
             return;
         }
         if matches!(self.engine.page_state(owner, page), Ok(EnginePage::SwapCached { .. })) {
@@ -523,7 +527,7 @@ impl PagerCore {
             let tenant_swap_full = tenant_full && self.tenant_swap_full(tenant);
             if !self.no_room_can_come() && !waited_long && !tenant_swap_full {
                 self.wake_evictor();
-                return FaultStep::WaitRoom { discard: !self.to_drop.is_empty() };
+                return FaultStep::WaitRoom { discard: self.discard_wanted() };
             }
             self.stats.budget_overruns += 1;
             if tenant_swap_full {

@@ -89,8 +89,8 @@ mod write_limit;
 pub use action::{Action, Actions, CopyFrom, Wakeups};
 pub use actor::{Evictor, EvictorDid, EvictorShell, FaultShell, FaultTask, IoShell, IoThread, Next, Shell, WaitOn};
 pub use evict::{
-    park_outcome, unpark_next, AddressRange, DiscardBatch, EvictRound, EvictorWork, MoveFailure, ParkOutcome,
-    ProtectRange, ScanSpan, UnparkNext,
+    park_outcome, unpark_next, AddressRange, DiscardBatch, DropDelay, EvictRound, EvictorWork, MoveFailure,
+    ParkOutcome, ProtectRange, ScanSpan, UnparkNext,
 };
 pub use fault::{Fault, FaultKind, FaultStep, Pause, ReadInto, ROOM_WAIT_MAX_NS, ZERO_FILL_AROUND_PAGES};
 pub use io::{IoCompletion, IoPlan, PageSource};
@@ -355,6 +355,9 @@ pub struct CoreStats {
     /// Failed device commands: appends, reads, resets, finishes.
     pub device_errors: u64,
     pub pages_discarded: u64,
+    /// Discards a process's agent did not answer in time (`DropDelay::Late`), answered
+    /// later (`late_discard_done`).
+    pub late_discards: u64,
     pub resident_pages: u64,
     pub resident_pages_max: u64,
     /// When the first swap-out append was handed out (0: none yet), in the shell's
@@ -465,8 +468,14 @@ pub struct PagerCore {
     /// for `DropKind::ShadowCopy` entries, `to_drop_copies` of them).
     to_drop: Vec<Dropping>,
     to_drop_copies: u64,
-    /// Dropped pages taken by a discard not yet done; still counted resident.
+    /// Dropped pages taken by a discard not yet done; still counted resident. Late
+    /// drops' pages among them.
     discarding_pages: u64,
+    /// Pages of discards asked of processes' agents that did not answer in time
+    /// (`DropDelay::Late`): `Dropping` until the answer (`late_discard_done`).
+    late_drops: Vec<Dropping>,
+    /// The regions whose agents owe that answer: asked nothing more until they give it.
+    late_owners: Vec<u32>,
     /// The inactive list: parked pages, oldest first (`src/park.rs`).
     parked: std::collections::VecDeque<park::ParkedPage>,
     /// Pages handed to the engine and not yet completed: resident, but on their way out,
@@ -570,6 +579,8 @@ impl PagerCore {
             to_drop: Vec::with_capacity(out_count + config.park_pages as usize),
             to_drop_copies: 0,
             discarding_pages: 0,
+            late_drops: Vec::with_capacity(out_count + config.park_pages as usize),
+            late_owners: Vec::with_capacity(config.regions_max as usize),
             parked: std::collections::VecDeque::with_capacity(
                 config.park_pages as usize + evict::ROUND_BATCHES_MAX * config.evict_batch_pages,
             ),
@@ -771,8 +782,10 @@ impl PagerCore {
     }
 
     /// A new tenant takes `tenant`'s index: its swap cache is judged on its own outcomes,
-    /// not its predecessor's, and its swap limit's notice is said anew.
+    /// not its predecessor's, its swap limit's notice is said anew, and under the tenant
+    /// policy its pages go to zones of their own (`Engine::tenant_begins`).
     pub fn tenant_begins(&mut self, tenant: u32) {
+        self.engine.tenant_begins(tenant);
         if let Some(said) = self.swap_limit_said.get_mut(tenant as usize) {
             *said = false;
         }
@@ -984,6 +997,11 @@ impl PagerCore {
         self.parked.retain(|parked| parked.owner != owner);
         self.engine.free(owner, 0..pages, now).expect("freeing a registered region");
         self.stats.resident_pages -= resident;
+        // Its agent's late answer will not come to this region (its process is gone or
+        // let go): its pages there count as dropped.
+        if self.late_owners.contains(&owner) {
+            self.late_discard_done(owner);
+        }
         self.after_engine();
         self.wakeups.room = true;
     }

@@ -21,7 +21,7 @@ use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Mutex;
 
-use znswap_pager_core::AddressRange;
+use znswap_pager_core::{AddressRange, DropDelay};
 use znswap_wire::{Channel, ChannelError, Hello, Join, Range, Reason, ToDaemon, ToTenant, RANGES_MAX};
 
 use crate::uffd::{features, register_mode, Userfaultfd};
@@ -57,14 +57,58 @@ pub(crate) struct TenantSpace {
 struct Agent {
     channel: Channel,
     next_batch: u64,
+    /// Discards asked and not answered yet: the first of them, and how many.
+    unanswered: (u64, u64),
     /// The agent stopped answering (the tenant is gone): discards are no-ops.
     gone: bool,
+    /// A late answer was said in the log (once per process).
+    said_late: bool,
+}
+
+/// How long a discard waits for the agent's answer before it leaves the agent to answer
+/// later (`DropDelay::Late`). Agents answer in tens of µs; one that has not in this long
+/// is stopped (SIGSTOP, a debugger), held by its process's fork, or not given a CPU,
+/// and every process's evictions would wait behind it.
+const AGENT_ANSWER_WAIT: std::time::Duration = std::time::Duration::from_millis(2);
+
+impl Agent {
+    /// Whether the agent's next message is there within `wait` (or its end).
+    fn readable(&self, wait: std::time::Duration) -> bool {
+        let mut poll = libc::pollfd { fd: self.channel.as_fd().as_raw_fd(), events: libc::POLLIN, revents: 0 };
+        let wait_ms = wait.as_micros().div_ceil(1000) as i32;
+        // SAFETY: one pollfd, valid for the call.
+        unsafe { libc::poll(&mut poll, 1, wait_ms) > 0 }
+    }
+
+    /// Takes the agent's next answer: the first unanswered discard's, or it is gone.
+    fn take_answer(&mut self) {
+        let expected = self.unanswered.0;
+        let problem = match self.channel.recv_to_daemon() {
+            Ok(Some((ToDaemon::Discarded { batch }, _))) if batch == expected => {
+                self.unanswered = (expected + 1, self.unanswered.1 - 1);
+                return;
+            }
+            Ok(None) => None,
+            // A process that died mid-conversation resets it: gone, as above.
+            Err(ChannelError::Io(error)) if error.kind() == std::io::ErrorKind::ConnectionReset => None,
+            // Anything else from the agent: stop asking. The core counts the pages
+            // dropped; if they are not, only the tenant's own pages are wrong (and the
+            // core lets it go: `take_false_drops`).
+            Ok(Some((message, _))) => Some(format!("answered discard {expected} with {message:?}")),
+            Err(error) => Some(error.to_string()),
+        };
+        if let Some(problem) = problem {
+            eprintln!("znswap: tenant agent: {problem}: no more discards asked");
+        }
+        self.gone = true;
+        self.unanswered.1 = 0;
+    }
 }
 
 impl TenantSpace {
     /// `starting`: a fork's child, whose agent may still be starting (`Shared::agents_starting`).
     pub(crate) fn new(mem: OwnedFd, channel: Channel, pid: u32, starting: bool) -> TenantSpace {
-        let agent = Mutex::new(Agent { channel, next_batch: 1, gone: false });
+        let agent = Mutex::new(Agent { channel, next_batch: 1, unanswered: (1, 0), gone: false, said_late: false });
         TenantSpace { pid, mem, agent, starting: std::sync::atomic::AtomicBool::new(starting) }
     }
 
@@ -91,14 +135,22 @@ impl TenantSpace {
         page.0.iter().all(|&byte| byte == 0)
     }
 
-    /// Has the tenant's agent drop `ranges`, and waits until it has. One request at a
-    /// time (the lock): the evictor's discards and a fault's direct reclaim take turns.
-    pub(crate) fn discard(&self, ranges: &[AddressRange]) {
+    /// Has the tenant's agent drop `ranges`, and waits until it has, or for
+    /// `AGENT_ANSWER_WAIT` at most: then `Late`, the pages to be counted dropped once the
+    /// agent answers (`late_answered`). `Unsent` if it owes an answer already. One
+    /// request at a time (the lock): the evictor's discards and a fault's direct reclaim
+    /// take turns.
+    pub(crate) fn discard(&self, ranges: &[AddressRange]) -> Option<DropDelay> {
         let mut agent = self.agent.lock().unwrap_or_else(|p| p.into_inner());
+        if agent.gone {
+            return None;
+        }
+        if agent.unanswered.1 > 0 {
+            return Some(DropDelay::Unsent);
+        }
+        // Every request first, then the answers (they come in order).
+        agent.unanswered = (agent.next_batch, 0);
         for chunk in ranges.chunks(RANGES_MAX) {
-            if agent.gone {
-                return;
-            }
             let batch = agent.next_batch;
             agent.next_batch += 1;
             let ranges = chunk
@@ -109,28 +161,45 @@ impl TenantSpace {
                 .collect();
             if agent.channel.send_to_tenant(&ToTenant::Discard { batch, ranges }).is_err() {
                 agent.gone = true;
-                return;
+                agent.unanswered.1 = 0;
+                return None;
             }
-            match agent.channel.recv_to_daemon() {
-                Ok(Some((ToDaemon::Discarded { batch: done }, _))) if done == batch => {}
-                Ok(None) => agent.gone = true,
-                // Anything else from the agent: stop asking. The core counts the pages
-                // dropped; if they are not, only the tenant's own pages are wrong. (A
-                // hostile tenant is the design's step 5: it will be disconnected.)
-                Ok(Some((message, _))) => {
-                    eprintln!("znswap: tenant agent answered a discard with {message:?}: no more discards asked");
-                    agent.gone = true;
-                }
-                // A process that died mid-conversation resets it: gone, as above.
-                Err(ChannelError::Io(error)) if error.kind() == std::io::ErrorKind::ConnectionReset => {
-                    agent.gone = true;
-                }
-                Err(error) => {
-                    eprintln!("znswap: tenant agent: {error}: no more discards asked");
-                    agent.gone = true;
-                }
-            }
+            agent.unanswered.1 += 1;
         }
+        let deadline = std::time::Instant::now() + AGENT_ANSWER_WAIT;
+        while agent.unanswered.1 > 0 {
+            if !agent.readable(deadline.saturating_duration_since(std::time::Instant::now())) {
+                if !agent.said_late {
+                    agent.said_late = true;
+                    eprintln!(
+                        "znswap: process {} has not answered a discard in {} ms (stopped, or forking?): its pages \
+                         written out stay until it does, and the other processes are served meanwhile",
+                        self.pid,
+                        AGENT_ANSWER_WAIT.as_millis()
+                    );
+                }
+                return Some(DropDelay::Late);
+            }
+            agent.take_answer();
+        }
+        None
+    }
+
+    /// Whether the agent has now answered every discard it owed (or is gone), never
+    /// waiting: not while another thread talks to it.
+    pub(crate) fn late_answered(&self) -> bool {
+        let mut agent = match self.agent.try_lock() {
+            Ok(agent) => agent,
+            Err(std::sync::TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return false,
+        };
+        while agent.unanswered.1 > 0 {
+            if !agent.readable(std::time::Duration::ZERO) {
+                return false;
+            }
+            agent.take_answer();
+        }
+        true
     }
 }
 

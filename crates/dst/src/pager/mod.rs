@@ -98,6 +98,15 @@ pub fn run(options: &PagerDstOptions) -> PagerDstReport {
             scenario.seal_pages = true;
             scenario.faults.altered_pages = [0, 1, 3, 8][crate::scenario::below(&mut sealing, 4) as usize];
         }
+        // Half the seeds whose pages a served process's agent could drop (handler
+        // threads, no parking) meet agents that answer some discards late.
+        let mut late = crate::scenario::rng(options.seed ^ 0x1a7e_d0c5);
+        if scenario.park_pages == 0
+            && matches!(scenario.fault_mode, PagerFaultMode::HandlerThreads(_))
+            && crate::scenario::below(&mut late, 2) == 0
+        {
+            scenario.faults.late_discards = [0.05, 0.3][crate::scenario::below(&mut late, 2) as usize];
+        }
         scenario
     });
     let config = CoreConfig {
@@ -121,7 +130,8 @@ pub fn run(options: &PagerDstOptions) -> PagerDstReport {
         }
     };
     let moves_rng = crate::scenario::rng(options.seed ^ 0x3073_e5ed);
-    let mut world = World::new(scenario.clone(), core, rng, moves_rng, options.steps);
+    let late_rng = crate::scenario::rng(options.seed ^ 0x1a7e_a9e7);
+    let mut world = World::new(scenario.clone(), core, rng, moves_rng, late_rng, options.steps);
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         for &pages in &scenario.region_pages {
             if !world.add_region(pages, None) {

@@ -40,6 +40,10 @@ pub struct PagerFaults {
     /// (`znswap_pager_core::park_outcome`): the shells then learn from the page map
     /// where the page is.
     pub misreported_moves: f64,
+    /// The chance that a served process's agent answers a discard late
+    /// (`DropDelay::Late`: stopped, held by a fork, slow): it zaps the pages and answers
+    /// some steps later, while the pager goes on.
+    pub late_discards: f64,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -137,6 +141,8 @@ impl PagerScenario {
             altered_pages: 0,
             // Drawn by the caller from a stream of its own, with parking.
             misreported_moves: 0.0,
+            // Drawn by the caller from a stream of its own.
+            late_discards: 0.0,
         };
         let mut scenario = PagerScenario {
             fault_mode,

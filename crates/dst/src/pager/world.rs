@@ -16,9 +16,10 @@ use znswap_core::driver::{Captured, Completion, ContractBreach, DeviceHooks, Dri
 use znswap_core::{AppendPage, Buf, IoError, IoRequest, PageState as EnginePage};
 use znswap_pager_core::{park_outcome, unpark_next};
 use znswap_pager_core::{
-    Action, Actions, AddressRange, ChildPage, CopyFrom, Digest, DiscardBatch, Evictor, EvictorDid, EvictorShell, Fault,
-    FaultKind, FaultShell, FaultTask, ForkHold, IoCompletion, IoPlan, IoShell, IoThread, MoveFailure, Next, PageSource,
-    PageState, PagerCore, ParkOutcome, Pause, ReadInto, Sealed, Shell, UnparkNext, WaitOn, PAGE_BYTES,
+    Action, Actions, AddressRange, ChildPage, CopyFrom, Digest, DiscardBatch, DropDelay, Evictor, EvictorDid,
+    EvictorShell, Fault, FaultKind, FaultShell, FaultTask, ForkHold, IoCompletion, IoPlan, IoShell, IoThread,
+    MoveFailure, Next, PageSource, PageState, PagerCore, ParkOutcome, Pause, ReadInto, Sealed, Shell, UnparkNext,
+    WaitOn, PAGE_BYTES,
 };
 
 use super::scenario::{Access, PagerFaultMode, PagerFaults, PagerScenario};
@@ -198,6 +199,11 @@ pub struct Coverage {
     pub scans: u64,
     /// Pages shared with a fork's child made the parent's (`Action::Unshare`).
     pub unshares: u64,
+    /// Discards a served process's agent answered late, those answers taken, and
+    /// discards not asked while an answer was owed (`DropDelay`).
+    pub discards_late: u64,
+    pub late_answers: u64,
+    pub discards_unsent: u64,
     pub scanned_written: u64,
     pub digests: u64,
     pub parks_refused_occupied: u64,
@@ -366,6 +372,10 @@ pub struct World {
     /// (`PagerFaults::misreported_moves`): a stream of its own, so that seeds without
     /// it run as before.
     moves_rng: Rng,
+    /// Draws which discards an agent answers late, and when (`PagerFaults::late_discards`).
+    late_rng: Rng,
+    /// Discards agents are late to answer, one per region at most (`DropDelay::Late`).
+    late: Vec<LateAgent>,
     pub step: u64,
     pub(crate) now_ns: u64,
     pub regions: Vec<Option<ModelRegion>>,
@@ -416,8 +426,29 @@ pub struct World {
 
 const VIOLATIONS_MAX: usize = 32;
 
+/// A served process's agent late to answer a discard: it zaps `ranges` at step `zap_at`
+/// and answers at `answer_at` (after).
+struct LateAgent {
+    owner: u32,
+    ranges: Vec<AddressRange>,
+    zap_at: u64,
+    answer_at: u64,
+    zapped: bool,
+}
+
+/// Steps within which a late agent zaps, and then answers.
+const LATE_ZAP_STEPS: u64 = 3_000;
+const LATE_ANSWER_STEPS: u64 = 1_000;
+
 impl World {
-    pub fn new(scenario: PagerScenario, mut core: PagerCore, rng: Rng, moves_rng: Rng, steps: u64) -> World {
+    pub fn new(
+        scenario: PagerScenario,
+        mut core: PagerCore,
+        rng: Rng,
+        moves_rng: Rng,
+        late_rng: Rng,
+        steps: u64,
+    ) -> World {
         let mut driver = Driver::new(core.engine());
         let core_cache_pages = core.readahead_cache_pages() as usize;
         // The device's own limit (the engine may keep fewer zones open).
@@ -460,6 +491,8 @@ impl World {
             driver,
             rng,
             moves_rng,
+            late_rng,
+            late: Vec::new(),
             step: 0,
             now_ns: 0,
             regions: (0..REGION_PLACES).map(|_| None).collect(),
@@ -1045,6 +1078,9 @@ impl World {
         if self.offline_at_steps.contains(&self.step) {
             self.take_zone_offline();
         }
+        if !self.late.is_empty() {
+            self.late_agents_zap();
+        }
         let mut runnable = self.runnable();
         if runnable.is_empty() {
             let Some(until) = self.first_timer() else { return false };
@@ -1530,6 +1566,70 @@ impl World {
     }
 
     /// `MADV_DONTNEED` of a discard's ranges: their entries go.
+    /// A discard's batch: each region's ranges zapped now, or left to its late agent
+    /// (`PagerFaults::late_discards`), or not asked while that agent owes an answer.
+    fn discard_batch(&mut self, batch: &mut DiscardBatch) {
+        if self.scenario.faults.late_discards == 0.0 {
+            return self.discard_ranges(batch.ranges());
+        }
+        let ranges = batch.ranges().to_vec();
+        let mut next = 0;
+        while next < ranges.len() {
+            let owner = self
+                .locate(ranges[next].start as u64)
+                .map(|(place, _)| self.regions[place].as_ref().expect("live").owner);
+            let same = ranges[next..]
+                .iter()
+                .take_while(|range| {
+                    self.locate(range.start as u64).map(|(place, _)| self.regions[place].as_ref().expect("live").owner)
+                        == owner
+                })
+                .count();
+            let group = next..next + same;
+            next += same;
+            let Some(owner) = owner else {
+                self.discard_ranges(&ranges[group]);
+                continue;
+            };
+            if self.late.iter().any(|late| late.owner == owner) {
+                self.coverage.discards_unsent += 1;
+                for range in group {
+                    batch.delay(range, DropDelay::Unsent);
+                }
+                continue;
+            }
+            if !chance(&mut self.late_rng, self.scenario.faults.late_discards) {
+                self.discard_ranges(&ranges[group]);
+                continue;
+            }
+            let zap_at = self.step + 1 + below(&mut self.late_rng, LATE_ZAP_STEPS);
+            let answer_at = zap_at + below(&mut self.late_rng, LATE_ANSWER_STEPS);
+            self.late.push(LateAgent {
+                owner,
+                ranges: ranges[group.clone()].to_vec(),
+                zap_at,
+                answer_at,
+                zapped: false,
+            });
+            self.coverage.discards_late += 1;
+            for range in group {
+                batch.delay(range, DropDelay::Late);
+            }
+        }
+    }
+
+    /// Late agents whose time has come zap their ranges (outside any pager lock: the
+    /// process's own thread).
+    fn late_agents_zap(&mut self) {
+        for index in 0..self.late.len() {
+            if !self.late[index].zapped && self.step >= self.late[index].zap_at {
+                self.late[index].zapped = true;
+                let ranges = std::mem::take(&mut self.late[index].ranges);
+                self.discard_ranges(&ranges);
+            }
+        }
+    }
+
     fn discard_ranges(&mut self, ranges: &[AddressRange]) {
         for range in ranges {
             self.trace(range.start as u64, (range.len / PAGE_BYTES) as u64, &|| format!("discard {range:?}"));
@@ -1827,6 +1927,8 @@ impl World {
                     }
                     Some(_) => {
                         let region = self.regions[place].take().expect("live");
+                        // (Its process gone, its agent's late answer never comes.)
+                        self.late.retain(|late| late.owner != region.owner);
                         self.core.region_remove(region.owner, self.now_ns);
                         self.after_lock_step();
                     }
@@ -1991,6 +2093,7 @@ impl World {
             if let Some(&place) = idle.get(below(&mut self.rng, idle.len().max(1) as u64) as usize) {
                 let region = self.regions[place].take().expect("live");
                 pages = (region.ptes.len() as u64 / 2 + below(&mut self.rng, region.ptes.len() as u64)).max(16);
+                self.late.retain(|late| late.owner != region.owner);
                 self.core.region_remove(region.owner, self.now_ns);
                 self.after_lock_step();
                 self.coverage.regions_freed += 1;
@@ -2266,15 +2369,30 @@ impl Shell for Sim<'_> {
             self.world.mappings_readers.checked_sub(1).expect("`mappings` released but not held");
     }
 
-    fn discard_pages(&mut self, ranges: &[AddressRange]) {
+    fn discard_pages(&mut self, batch: &mut DiscardBatch) {
         assert!(self.world.mappings_readers > 0, "a discard without `mappings`");
-        self.world.discard_ranges(ranges);
+        self.world.discard_batch(batch);
     }
 }
 
 impl EvictorShell for Sim<'_> {
     fn park(&mut self, address: u64, shadow: u64) -> ParkOutcome {
         self.world.park(address, shadow)
+    }
+
+    fn late_answered(&mut self, owner: u32) -> bool {
+        assert!(self.world.locked, "a late answer taken without the state lock");
+        let Some(index) = self.world.late.iter().position(|late| late.owner == owner) else {
+            self.world.violation(format!("a late answer asked of region {owner}, whose agent owes none"));
+            return true;
+        };
+        let late = &self.world.late[index];
+        if !late.zapped || self.world.step < late.answer_at {
+            return false;
+        }
+        self.world.late.swap_remove(index);
+        self.world.coverage.late_answers += 1;
+        true
     }
 
     fn write_protect(&mut self, start: u64, end: u64) -> bool {

@@ -1,7 +1,9 @@
 //! The evictor thread: discards, and eviction rounds whose write-protection and zero
 //! checks run outside the lock.
 
-use znswap_pager_core::{park_outcome, AddressRange, Digest, Evictor, EvictorDid, EvictorShell, ParkOutcome};
+use znswap_pager_core::{
+    park_outcome, AddressRange, Digest, DiscardBatch, Evictor, EvictorDid, EvictorShell, ParkOutcome,
+};
 
 use super::shell::{CpuTime, Live, Role};
 use super::*;
@@ -88,6 +90,10 @@ impl EvictorShell for Live<'_, EvictorRole> {
         }
     }
 
+    fn late_answered(&mut self, owner: u32) -> bool {
+        self.shared.late_answered(owner)
+    }
+
     fn page_is_zero(&mut self, address: u64) -> bool {
         if !self.shared.spaces.is_own() {
             // (A process let go meanwhile: its page is nobody's, zero will do.)
@@ -149,9 +155,7 @@ impl Shared {
     /// allows it on the calling process (6.13+; a TLB flush per batch instead of per page,
     /// about 0.35 instead of 1.2-2.5 µs per scattered page here), else one `madvise` each.
     pub(super) fn madvise_dontneed(&self, ranges: &[AddressRange]) {
-        if !self.spaces.is_own() {
-            return self.discard_served(ranges);
-        }
+        debug_assert!(self.spaces.is_own(), "a served process's pages are dropped by its agent");
         // Kernels cap a vector at IOV_MAX entries.
         const BATCH: usize = 512;
         let mut rest = ranges;
@@ -189,27 +193,45 @@ impl Shared {
 
     /// Served processes' pages: each process's agent drops its own (`TenantSpace::discard`),
     /// the ranges of one process at a time, translated into its addresses. (A range never
-    /// spans two: each lies in one region.)
-    fn discard_served(&self, ranges: &[AddressRange]) {
-        let mut rest = ranges;
-        let mut translated = Vec::with_capacity(ranges.len());
-        while let Some(first) = rest.first() {
+    /// spans two: each lies in one region.) A process whose agent does not answer in time
+    /// is not waited for: its ranges are said late (`DropDelay`), and the evictor takes
+    /// the answer when it comes (`late_answered`).
+    pub(super) fn discard_served(&self, batch: &mut DiscardBatch) {
+        let mut next = 0;
+        let mut translated = Vec::with_capacity(batch.ranges().len());
+        while let Some(first) = batch.ranges().get(next) {
             let Some((space, _)) = self.spaces.at(first.start as u64) else {
                 // Let go meanwhile: its pages are nobody's.
-                rest = &rest[1..];
+                next += 1;
                 continue;
             };
-            let same = rest.iter().take_while(|range| space.holds(range.start as u64)).count();
+            let same = batch.ranges()[next..].iter().take_while(|range| space.holds(range.start as u64)).count();
             translated.clear();
             translated.extend(
-                rest[..same]
+                batch.ranges()[next..next + same]
                     .iter()
                     .map(|range| AddressRange { start: space.to_process(range.start as u64) as usize, len: range.len }),
             );
-            space.served.as_ref().expect("a served space").discard(&translated);
-            // (Answered, or found gone: either way not starting.)
-            self.agent_heard(&space);
-            rest = &rest[same..];
+            match space.served.as_ref().expect("a served space").discard(&translated) {
+                // (Answered, or found gone: either way not starting.)
+                None => self.agent_heard(&space),
+                Some(delay) => {
+                    for range in next..next + same {
+                        batch.delay(range, delay);
+                    }
+                }
+            }
+            next += same;
         }
+    }
+
+    /// Whether region `owner`'s process has answered the discard it was late to answer
+    /// (or is let go, or gone: nothing more will come).
+    fn late_answered(&self, owner: u32) -> bool {
+        self.spaces
+            .served_now()
+            .iter()
+            .find(|space| space.owner == owner)
+            .is_none_or(|space| space.served.as_ref().expect("a served space").late_answered())
     }
 }

@@ -8,7 +8,7 @@ use std::sync::RwLockReadGuard;
 
 use std::sync::atomic::AtomicU64;
 
-use znswap_pager_core::{AddressRange, Next, Shell, WaitOn};
+use znswap_pager_core::{DiscardBatch, Next, Shell, WaitOn};
 
 use super::*;
 
@@ -149,8 +149,12 @@ impl<R: Role> Shell for Live<'_, R> {
         assert!(self.mappings.take().is_some(), "`mappings` released but not held");
     }
 
-    fn discard_pages(&mut self, ranges: &[AddressRange]) {
+    fn discard_pages(&mut self, batch: &mut DiscardBatch) {
         debug_assert!(self.mappings.is_some() && self.state.is_none());
-        self.shared.madvise_dontneed(ranges);
+        if self.shared.spaces.is_own() {
+            self.shared.madvise_dontneed(batch.ranges());
+        } else {
+            self.shared.discard_served(batch);
+        }
     }
 }

@@ -71,6 +71,9 @@ pager_stats! {
     /// Served processes let go for keeping pages their agent said it dropped
     /// (`PagerCore::take_false_drops`).
     count false_drops,
+    /// Discards a served process's agent did not answer in time (stopped, held by a
+    /// fork, or slow): the pager went on, and took the answer later.
+    count late_discards,
     count swap_outs_written,
     count swap_outs_clean,
     /// Pages read back that kept their slot and were written since (a write-protect
@@ -157,6 +160,9 @@ pager_stats! {
     count zone_resets,
     /// Open zones finished for their swap-zone going idle or unused (`Stats::zones_retired_idle`).
     count zones_retired_idle,
+    /// Open zones finished because a new tenant took their tenant's index (the tenant
+    /// policy: `Stats::zones_retired_tenant`).
+    count zones_retired_tenant,
     /// Gauges: nanoseconds since the pager started, now and when its first swap-out
     /// append was issued (0: none yet). A sequential writer swaps nothing out until the
     /// budget is full, so its swap-out bandwidth is over the time since then.
@@ -220,6 +226,7 @@ impl Shared {
             moves_misreported: c.moves_misreported.load(Relaxed),
             served_process_gone: c.served_process_gone.load(Relaxed),
             false_drops: core.false_drops,
+            late_discards: core.late_discards,
             swap_outs_written: core.swap_outs_written,
             swap_outs_clean: engine.swap_cache_hits,
             swap_cache_dirtied: core.swap_cache_dirtied,
@@ -264,6 +271,7 @@ impl Shared {
             gc_runs: engine.gc_runs,
             zone_resets: engine.resets,
             zones_retired_idle: engine.zones_retired_idle,
+            zones_retired_tenant: engine.zones_retired_tenant,
             uptime_ns: self.now(),
             first_swap_out_ns: core.first_swap_out_ns,
         }
