@@ -19,13 +19,17 @@
 # per-core the reader pays for the GC's moves of its pages. The table then shows what
 # the writer wrote a second (swap-outs + GC) and how long each waited for its share.
 #
+# --zone-append-max SIZE caps each write the daemon makes (its device's largest append):
+# on a disk that serves one command at a time, a reader's 4 KiB read queued behind a
+# 1 MiB write (the default) waits for all of it.
+#
 # Usage: scripts/tenants.sh [--rounds 1] [--seconds 15] [--memory 16M] [--reader-mib 128]
-#        [--writer-mib 160] [--zones 24] [--zone-size 16M] [--policies "tenant per-core"]
-#        [--write-limit RATE] [--znswap PATH] [--json FILE]
+#        [--writer-mib 160] [--zones 24] [--zone-size 16M] [--zone-append-max SIZE]
+#        [--policies "tenant per-core"] [--write-limit RATE] [--znswap PATH] [--json FILE]
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 rounds=1 seconds=15 memory=16M reader_mib=128 writer_mib=160 zones=24 zone_size=16M
-policies="tenant per-core" znswap="" json="" write_limit=""
+policies="tenant per-core" znswap="" json="" write_limit="" append_max=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --rounds) rounds=$2; shift ;;
@@ -35,11 +39,12 @@ while [ $# -gt 0 ]; do
         --writer-mib) writer_mib=$2; shift ;;
         --zones) zones=$2; shift ;;
         --zone-size) zone_size=$2; shift ;;
+        --zone-append-max) append_max=$2; shift ;;
         --policies) policies=$2; shift ;;
         --write-limit) write_limit=$2; shift ;;
         --znswap) znswap=$2; shift ;;
         --json) json=$2; shift ;;
-        -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
         *) echo "unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
     shift
@@ -71,6 +76,8 @@ print(2 * (int(s[:-1]) * units[s[-1]] if s[-1] in units else int(s)))" "$memory"
 
 limit=()
 [ -z "$write_limit" ] || limit=(--write-limit "$write_limit")
+geometry=()
+[ -z "$append_max" ] || geometry=(--zone-append-max "$append_max")
 
 reader() {  # reader() OUT: one reader run, its own figures and its summary's
     "$znswap" run --memory "$memory" --daemon "$socket" --tenant reader "${limit[@]}" --stats "$1.summary" -- \
@@ -83,7 +90,7 @@ for round in $(seq 1 "$rounds"); do
     [ $((round % 2)) = 0 ] && order=$(echo "$policies" | tr ' ' '\n' | tac | tr '\n' ' ')
     for policy in $order; do
         echo "== round $round, policy $policy" >&2
-        "$znswap" device create --device "$device" --zones "$zones" --zone-size "$zone_size" --force >/dev/null
+        "$znswap" device create --device "$device" --zones "$zones" --zone-size "$zone_size" "${geometry[@]}" --force >/dev/null
         rm -f "$socket"
         "$znswap" daemon --policy "$policy" --memory "$pool" --device "$device" --socket "$socket" \
             2>"$work/daemon.log" &

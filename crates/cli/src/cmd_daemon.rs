@@ -15,6 +15,7 @@
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -71,6 +72,12 @@ pub struct DaemonArgs {
 const PROCESSES_MAX: u32 = 64;
 /// Fault handler threads (as `znswap run`'s default).
 const HANDLER_THREADS: usize = 2;
+/// Connections served at once at most: each is a thread, serving its requests one at a
+/// time (so a process has one in flight). A tenant holds one, each of its processes one
+/// and each fork's child one more while it reads its parent's snapshot: four per process
+/// is room to spare, and a peer opening connections without end is refused past it
+/// rather than starting threads without end.
+const CONNECTIONS_MAX: usize = 4 * PROCESSES_MAX as usize;
 
 /// The daemon's socket when none is given: where `znswap run --daemon` looks too.
 pub fn default_socket() -> PathBuf {
@@ -289,6 +296,8 @@ pub fn run(args: DaemonArgs) -> Result<()> {
     );
     // SAFETY: no arguments.
     let own_uid = unsafe { libc::geteuid() };
+    let connections = Arc::new(AtomicUsize::new(0));
+    let mut refused = 0u64;
     loop {
         let channel = match listener.accept() {
             Ok(channel) => channel,
@@ -297,13 +306,37 @@ pub fn run(args: DaemonArgs) -> Result<()> {
                 continue;
             }
         };
-        let (daemon, allowed) = (daemon.clone(), args.allow_uids.clone());
+        if connections.load(Relaxed) >= CONNECTIONS_MAX {
+            let _ = channel.send_to_tenant(&ToTenant::Refused(Reason::Full));
+            refused += 1;
+            // (Said for the first and then every hundredth: a flood must not fill the log.)
+            if refused % 100 == 1 {
+                let pid = channel.peer().map_or(-1, |peer| peer.pid);
+                eprintln!(
+                    "znswap daemon: pid {pid} refused: {CONNECTIONS_MAX} connections are open ({refused} refused so far)"
+                );
+            }
+            continue;
+        }
+        connections.fetch_add(1, Relaxed);
+        let (daemon, allowed, open) = (daemon.clone(), args.allow_uids.clone(), connections.clone());
         let spawned = std::thread::Builder::new().name("znswap-conn".into()).spawn(move || {
+            let _counted = Counted(open);
             serve_connection(&daemon, channel, |uid| uid == own_uid || uid == 0 || allowed.contains(&uid))
         });
         if let Err(error) = spawned {
+            connections.fetch_sub(1, Relaxed);
             eprintln!("znswap daemon: a thread for a new connection: {error}");
         }
+    }
+}
+
+/// One connection served, counted while its thread runs, whichever way it ends.
+struct Counted(Arc<AtomicUsize>);
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Relaxed);
     }
 }
 

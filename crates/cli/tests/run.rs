@@ -882,11 +882,11 @@ fn a_stopped_tenant_holds_up_no_other() {
 
 /// A daemon meets connections that break its protocol: garbage bytes, a `Hello` naming
 /// another process's pid, a fork's child with a token of no fork, a tenant asking more
-/// memory than the daemon has. Each is refused (with the reason where one is sent) and
-/// logged, and the daemon goes on serving a program.
+/// memory than the daemon has, connections opened without end. Each is refused (with the
+/// reason where one is sent) and logged, and the daemon goes on serving a program.
 #[test]
 fn a_daemon_refuses_garbage_and_strangers_and_serves_on() {
-    use std::os::fd::{AsFd, FromRawFd, OwnedFd};
+    use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
     use znswap_wire::{Channel, Hello, Join, Name, Range, Reason, ToDaemon, ToTenant, Token};
     let dir = tempfile::tempdir().unwrap();
     let (mut daemon, socket, log) = start_daemon(dir.path(), "32M");
@@ -935,6 +935,21 @@ fn a_daemon_refuses_garbage_and_strangers_and_serves_on() {
     channel.send_to_daemon(&greedy, &[]).unwrap();
     assert_eq!(refused(&channel), Some(Reason::NoMemory));
     drop(channel);
+    // Connections without end (each a thread of the daemon's): refused past 256 open.
+    let idle: Vec<Channel> = (0..256).map(|_| Channel::connect(&socket).unwrap()).collect();
+    let one_more = Channel::connect(&socket).unwrap();
+    assert_eq!(refused(&one_more), Some(Reason::Full));
+    drop(idle);
+    // Their threads end as they see them closed: until then a new one may be refused.
+    let answered_at_once = |channel: &Channel| {
+        let mut poll = libc::pollfd { fd: channel.as_fd().as_raw_fd(), events: libc::POLLIN, revents: 0 };
+        // SAFETY: one pollfd, valid for the call.
+        unsafe { libc::poll(&mut poll, 1, 100) > 0 }
+    };
+    let started = Instant::now();
+    while answered_at_once(&Channel::connect(&socket).unwrap()) {
+        assert!(started.elapsed() < Duration::from_secs(10), "connections still refused after the others closed");
+    }
 
     let output = output_within_limit(
         Command::new(ZNSWAP)
@@ -948,7 +963,13 @@ fn a_daemon_refuses_garbage_and_strangers_and_serves_on() {
     unsafe { libc::kill(daemon.id() as i32, libc::SIGTERM) };
     assert!(daemon.wait().unwrap().success());
     let log = std::fs::read_to_string(&log).unwrap();
-    for said in ["refused: ", "names pid 1, but the connection is from pid", "a token of no fork", "(NoMemory)"] {
+    for said in [
+        "refused: ",
+        "names pid 1, but the connection is from pid",
+        "a token of no fork",
+        "(NoMemory)",
+        "refused: 256 connections are open (1 refused so far)",
+    ] {
         assert!(log.contains(said), "the log does not say {said:?}:\n{log}");
     }
 }

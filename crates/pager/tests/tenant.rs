@@ -288,6 +288,39 @@ fn two_processes_share_one_pager_and_each_reads_back_its_own() {
 /// on pages the pager holds as gone. The pager finds it out and lets it go instead of
 /// spinning on it with the tenant; the tenant then serves its own faults, and since it
 /// dropped nothing, every read it checks is right.
+/// A served process's own discard does not hold the pager's state while the process
+/// zaps (the zap is a round trip to it): a process stopped there, or one that never
+/// zaps, must not stop every other process's faults. The pager is reached from another
+/// thread during the zap, and the tenant then goes on and checks every read.
+#[test]
+fn a_tenants_discard_holds_nothing_while_it_zaps() {
+    let (mut child, link, _daemon) = spawn_a_tenant(41, OPS, 0);
+    let arena = link.arena;
+    let device: Arc<dyn ZonedDevice> = Arc::new(MemDevice::new(geometry()).unwrap());
+    let (pager, id) = Pager::serve_tenant(device, config(BUDGET_PAGES, false), link).unwrap();
+    let pager = Arc::new(pager);
+    let watchdog = watchdog(child.id());
+    let (line, _out) = wait_until_checked(&mut child);
+    let (reached, reached_rx) = std::sync::mpsc::channel();
+    let rc = pager.tenant_discard_then(id, arena.start(), 16 * PAGE_BYTES as u64, || {
+        let pager = pager.clone();
+        std::thread::spawn(move || reached.send(pager.stats()).unwrap());
+        // The process would zap now; the pager answers meanwhile.
+        match reached_rx.recv_timeout(Duration::from_secs(10)) {
+            Ok(_) => 0,
+            Err(_) => -1,
+        }
+    });
+    assert_eq!(rc, 0, "the pager's state was held while the process zapped");
+    let stats = pager.stats();
+    drop(pager);
+    drop(child.stdin.take());
+    let status = child.wait().unwrap();
+    drop(watchdog);
+    assert!(status.success() && line.contains("checked"), "the tenant failed ({status}); it said {line:?}");
+    assert_eq!(stats.lost_pages, 0, "{stats:?}");
+}
+
 #[test]
 fn a_tenant_whose_agent_lies_about_drops_is_let_go_not_spun_on() {
     let (child, link, _daemon) = spawn_a_tenant_with(37, OPS, 0, Tenant::Liar);

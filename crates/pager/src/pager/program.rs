@@ -51,17 +51,26 @@ impl Pager {
 
     /// Served process `tenant` discards `[start, start + len)` (its addresses), zapped
     /// by `zap` (which returns what `madvise` does: the process itself zaps, asked over
-    /// the wire while this holds the state lock). What lies outside its arena is not the
-    /// pager's: only zapped. Returns what `zap` does.
+    /// the wire). What lies outside its arena is not the pager's: only zapped. Returns
+    /// what `zap` does.
+    ///
+    /// The pager takes the discard first, then lets the state lock go before the zap, as
+    /// for a REMOVE event (`PagerCore::discard_range` without `zap_under_lock`: the
+    /// pager never trusts what was mapped there again). Held through the zap, the lock
+    /// waited on the process: one stopped between the request and its zap (SIGSTOP, a
+    /// debugger), or one that never zapped, stopped every process's faults.
     pub fn tenant_discard_then(&self, tenant: TenantId, start: u64, len: u64, zap: impl FnOnce() -> i32) -> i32 {
         let space = self.shared.spaces.served_now().iter().find(|space| space.id == tenant).cloned();
         let (Some(space), Some(end)) = (space, start.checked_add(len)) else { return zap() };
         let (base, bytes) = space.arena();
         let (first, last) = (start.max(base), end.min(base + bytes));
-        match (space.to_core(first), first < last) {
-            (Some(core), true) => self.program_discard_then(core, last - first, zap),
-            _ => zap(),
+        // (A range the kernel refuses, unaligned, is only zapped: `madvise` says so.)
+        if let (Some(core), true, true) = (space.to_core(first), first < last, first % PAGE_BYTES as u64 == 0) {
+            let mut state = self.shared.lock();
+            let now = self.shared.now();
+            state.discard_range(core, core + (last - first), now, false);
         }
+        zap()
     }
 
     /// `program_discard` with the zap done by `zap` (which returns what `madvise`
