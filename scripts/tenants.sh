@@ -19,17 +19,23 @@
 # per-core the reader pays for the GC's moves of its pages. The table then shows what
 # the writer wrote a second (swap-outs + GC) and how long each waited for its share.
 #
-# --zone-append-max SIZE caps each write the daemon makes (its device's largest append):
-# on a disk that serves one command at a time, a reader's 4 KiB read queued behind a
-# 1 MiB write (the default) waits for all of it.
+# --fio measures the disk's own share of the interference in the same minutes, with fio
+# on a file beside the device: 4 KiB random reads at QD1 (the reader's faults) alone for
+# --seconds, and beside the writer's I/O as the daemon made it in that round (its writes,
+# swap-outs and GC, in 1 MiB writes at its measured rate, and its 4 KiB reads at its
+# measured swap-in rate). Its ratio is what no placement can win back on this disk.
+#
+# --zone-append-max SIZE caps each write the daemon makes (its device's largest append,
+# 1 MiB by default), since a read queued behind a write waits for it. (On this machine's
+# disk fio found no clear gain from writes of 128 or 32 KiB at 4 MB/s: session 58.)
 #
 # Usage: scripts/tenants.sh [--rounds 1] [--seconds 15] [--memory 16M] [--reader-mib 128]
 #        [--writer-mib 160] [--zones 24] [--zone-size 16M] [--zone-append-max SIZE]
-#        [--policies "tenant per-core"] [--write-limit RATE] [--znswap PATH] [--json FILE]
+#        [--policies "tenant per-core"] [--write-limit RATE] [--fio] [--znswap PATH] [--json FILE]
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 rounds=1 seconds=15 memory=16M reader_mib=128 writer_mib=160 zones=24 zone_size=16M
-policies="tenant per-core" znswap="" json="" write_limit="" append_max=""
+policies="tenant per-core" znswap="" json="" write_limit="" append_max="" fio=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --rounds) rounds=$2; shift ;;
@@ -40,16 +46,18 @@ while [ $# -gt 0 ]; do
         --zones) zones=$2; shift ;;
         --zone-size) zone_size=$2; shift ;;
         --zone-append-max) append_max=$2; shift ;;
+        --fio) fio=1 ;;
         --policies) policies=$2; shift ;;
         --write-limit) write_limit=$2; shift ;;
         --znswap) znswap=$2; shift ;;
         --json) json=$2; shift ;;
-        -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,34p' "$0"; exit 0 ;;
         *) echo "unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
     shift
 done
 die() { echo "error: $*" >&2; exit 1; }
+[ -z "$fio" ] || command -v fio >/dev/null || die "--fio needs fio (apt-get install fio)"
 if [ -z "$znswap" ]; then
     (cd "$repo" && cargo build --release -q -p znswap -p znswap-preload)
     znswap=$repo/target/release/znswap
@@ -78,6 +86,20 @@ limit=()
 [ -z "$write_limit" ] || limit=(--write-limit "$write_limit")
 geometry=()
 [ -z "$append_max" ] || geometry=(--zone-append-max "$append_max")
+
+# The disk alone: fio's 4 KiB random reads at QD1, alone or beside writes of 1 MiB at
+# WRITE_BPS and 4 KiB reads at READ_BPS (bytes/s; 0: none); prints its JSON.
+probe() {  # probe WRITE_BPS READ_BPS
+    local args=(--filename="$work/fio.dat" --direct=1 --ioengine=psync --time_based --runtime="$seconds"
+        --output-format=json --name=reader --rw=randread --bs=4k --size=512M --offset=0)
+    [ "$1" = 0 ] || args+=(--name=writes --rw=write --bs=1M --rate="$1" --size=256M --offset=512M)
+    [ "$2" = 0 ] || args+=(--name=reads --rw=randread --bs=4k --rate="$2" --size=256M --offset=512M)
+    fio "${args[@]}"
+}
+if [ -n "$fio" ]; then
+    echo "== a file for fio beside the device" >&2
+    fio --name=fill --filename="$work/fio.dat" --size=768M --rw=write --bs=1M --direct=1 --output=/dev/null
+fi
 
 reader() {  # reader() OUT: one reader run, its own figures and its summary's
     "$znswap" run --memory "$memory" --daemon "$socket" --tenant reader "${limit[@]}" --stats "$1.summary" -- \
@@ -122,9 +144,27 @@ for round in $(seq 1 "$rounds"); do
         kill "$daemon_pid"
         wait "$daemon_pid" 2>/dev/null || true
         daemon_pid=""
-        python3 - "$work" "$round" "$policy" >>"$results" <<'PY'
+        if [ -n "$fio" ]; then
+            # The writer's I/O of this round, on the disk alone.
+            rates=$(python3 - "$work" <<'PY'
 import json, sys
-work, round_, policy = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+work = sys.argv[1]
+status, before = json.load(open(f"{work}/status.json")), json.load(open(f"{work}/status-before.json"))
+seconds = status["daemon"]["uptime_seconds"] - before["daemon"]["uptime_seconds"]
+writer = lambda s: next(t for t in s["tenants"] if t["name"] == "writer")
+delta = lambda key: writer(status)[key] - writer(before)[key]
+writes = (delta("written_bytes") + delta("gc_bytes_moved")) / seconds
+reads = delta("swapped_in_pages") * 4096 / seconds
+print(max(int(writes), 4096), max(int(reads), 4096))
+PY
+)
+            echo "   the disk alone (fio, $seconds s each): reads alone, and beside $rates B/s of writes and reads" >&2
+            probe 0 0 >"$work/fio-alone.json"
+            probe $rates >"$work/fio-beside.json"
+        fi
+        python3 - "$work" "$round" "$policy" "$fio" >>"$results" <<'PY'
+import json, sys
+work, round_, policy, fio = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
 def reader(name):
     run = json.load(open(f"{work}/{name}.json"))
     tenant = json.load(open(f"{work}/{name}.json.summary"))["tenant"]
@@ -145,6 +185,14 @@ seconds = status["daemon"]["uptime_seconds"] - before["daemon"]["uptime_seconds"
 def writer_delta(key):
     return (writer[key] - writer_before[key]) if writer and writer_before else None
 written, gc = writer_delta("written_bytes"), writer_delta("gc_bytes_moved")
+def disk():
+    """fio's reader on the disk alone and beside the writer's I/O: MB/s and p99 µs."""
+    if not fio:
+        return None
+    def read(name):
+        job = next(j for j in json.load(open(f"{work}/fio-{name}.json"))["jobs"] if j["jobname"] == "reader")
+        return {"mb_s": job["read"]["bw_bytes"] / 1e6, "p99_us": job["read"]["clat_ns"]["percentile"]["99.000000"] / 1e3}
+    return {"alone": read("alone"), "beside": read("beside")}
 before_alone, after_alone = reader("alone"), reader("after")
 # The reader alone: the mean of its runs before and after the one beside the writer.
 alone = {key: (before_alone[key] + after_alone[key]) / 2
@@ -160,6 +208,7 @@ print(json.dumps({
     "writer_throttled_s": writer_delta("throttled_seconds"),
     "write_limit": writer.get("write_limit_bytes_per_second") if writer else None,
     "device_waf": status["daemon"]["waf"],
+    "disk": disk(),
 }))
 PY
     done
@@ -171,25 +220,36 @@ rows = [json.loads(line) for line in open(sys.argv[1])]
 if sys.argv[2]:
     json.dump(rows, open(sys.argv[2], "w"), indent=1)
 mib = lambda b: "-" if b is None else f"{b / 2**20:.1f}"
-print(f"{'round':>5} {'policy':<8} | {'reader alone':^26} | {'beside the writer':^26} | {'bw':>5} {'p99':>5} | {'GC MiB charged':^16} | {'writer':^14} | {'WAF':>4}")
-print(f"{'':>5} {'':<8} | {'acc/s':>7} {'MB/s':>6} {'p99 µs':>10} | {'acc/s':>7} {'MB/s':>6} {'p99 µs':>10} | {'ratio':>5} {'x':>5} | {'reader':>7} {'writer':>8} | {'MB/s':>6} {'held s':>7} | {'':>4}")
+disk = lambda r: r.get("disk")
+ratio = lambda d: (d["beside"]["mb_s"] / d["alone"]["mb_s"], d["beside"]["p99_us"] / d["alone"]["p99_us"])
+print(f"{'round':>5} {'policy':<8} | {'reader alone':^26} | {'beside the writer':^26} | {'bw':>5} {'p99':>5} | {'GC MiB charged':^16} | {'writer':^14} | {'WAF':>4} | {'disk (fio)':^18}")
+print(f"{'':>5} {'':<8} | {'acc/s':>7} {'MB/s':>6} {'p99 µs':>10} | {'acc/s':>7} {'MB/s':>6} {'p99 µs':>10} | {'ratio':>5} {'x':>5} | {'reader':>7} {'writer':>8} | {'MB/s':>6} {'held s':>7} | {'':>4} | {'MB/s':>6} {'bw':>5} {'p99 x':>5}")
 num = lambda v, f: "-" if v is None else format(v, f)
 for r in rows:
     a, b = r["alone"], r["beside"]
+    d = ratio(disk(r)) if disk(r) else (None, None)
+    disk_alone = disk(r)["alone"]["mb_s"] if disk(r) else None
     print(f"{r['round']:>5} {r['policy']:<8} | {a['accesses_per_s']:>7.0f} {a['swap_in_mb_s']:>6.1f} {a['p99_us']:>10.0f} | "
           f"{b['accesses_per_s']:>7.0f} {b['swap_in_mb_s']:>6.1f} {b['p99_us']:>10.0f} | "
           f"{b['swap_in_mb_s'] / a['swap_in_mb_s']:>5.2f} {b['p99_us'] / a['p99_us']:>5.2f} | "
           f"{mib(b['gc_bytes_charged']):>7} {mib(r['writer_gc_bytes_charged']):>8} | "
-          f"{num(r.get('writer_write_mb_s'), '6.1f')} {num(r.get('writer_throttled_s'), '7.1f')} | {r['device_waf']:>4.2f}")
+          f"{num(r.get('writer_write_mb_s'), '6.1f')} {num(r.get('writer_throttled_s'), '7.1f')} | {r['device_waf']:>4.2f} | "
+          f"{num(disk_alone, '6.1f')} {num(d[0], '5.2f')} {num(d[1], '5.2f')}")
 import statistics
 for policy in dict.fromkeys(r["policy"] for r in rows):
     mine = [r for r in rows if r["policy"] == policy]
     bw = statistics.median(r["beside"]["swap_in_mb_s"] / r["alone"]["swap_in_mb_s"] for r in mine)
     p99 = statistics.median(r["beside"]["p99_us"] / r["alone"]["p99_us"] for r in mine)
-    print(f"{policy}: median over {len(mine)} rounds: bandwidth {bw:.2f} of alone, p99 {p99:.2f}x alone")
+    line = f"{policy}: median over {len(mine)} rounds: bandwidth {bw:.2f} of alone, p99 {p99:.2f}x alone"
+    disks = [ratio(disk(r)) for r in mine if disk(r)]
+    if disks:
+        line += (f"; the disk alone under the same I/O: {statistics.median(d[0] for d in disks):.2f}, "
+                 f"{statistics.median(d[1] for d in disks):.2f}x")
+    print(line)
 print("(alone: the mean of the reader's runs before and after the one beside the writer; bw ratio: its swap-in")
 print(" bandwidth beside the writer over alone; p99 x: its access p99 beside over alone;")
 print(" GC MiB charged: bytes of each tenant's data the GC moved while the reader ran beside the writer;")
 print(" writer MB/s: its swap-outs and the GC's moves of its pages a second while the reader ran beside it, and the")
-print(" seconds it was held back by its write limit then)")
+print(" seconds it was held back by its write limit then; disk (fio): fio's 4 KiB reads at QD1 alone (MB/s), and")
+print(" beside the writer's writes and reads of that round, at their rates, over alone, on the disk without znswap)")
 PY
