@@ -284,7 +284,7 @@ pub fn run(args: DaemonArgs) -> Result<()> {
         started: Instant::now(),
         device_bytes,
         write_limit: args.write_limit,
-        swap_limit_pages: args.swap_limit.map(|bytes| (bytes / PAGE_BYTES as u64).max(1)),
+        swap_limit_pages: args.swap_limit.map(crate::flags::swap_limit_pages),
     });
     stop_on_signals(stop_signals, socket.clone())?;
     eprintln!(

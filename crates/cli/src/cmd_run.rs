@@ -306,8 +306,7 @@ fn prepare_for_daemon(
         name: name.clone(),
         memory_pages: args.memory.memory / PAGE_BYTES as u64,
         write_limit: args.write_limit.unwrap_or(0),
-        // (At least a page: 0 says no limit.)
-        swap_limit_pages: args.swap_limit.map_or(0, |bytes| (bytes / PAGE_BYTES as u64).max(1)),
+        swap_limit_pages: args.swap_limit.map_or(0, crate::flags::swap_limit_pages),
     };
     channel.send_to_daemon(&open, &[]).with_context(|| format!("asking the daemon at {}", socket.display()))?;
     let (index, token) = match channel.recv_to_tenant() {

@@ -161,6 +161,11 @@ pub fn rate(text: &str) -> Result<u64, String> {
     Ok(bytes)
 }
 
+/// A `--swap-limit` of `bytes` in pages: at least one (on the wire, 0 says no limit).
+pub fn swap_limit_pages(bytes: u64) -> u64 {
+    (bytes / znswap_pager::PAGE_BYTES as u64).max(1)
+}
+
 fn policy(name: &str) -> Result<PolicyKind, String> {
     PolicyKind::from_name(name)
         .ok_or_else(|| format!("unknown policy {name:?}: use one of {}", PolicyKind::NAMES.join(", ")))

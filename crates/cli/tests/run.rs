@@ -591,6 +591,18 @@ fn start_daemon(dir: &Path, memory: &str) -> (DaemonChild, PathBuf, PathBuf) {
     (DaemonChild(daemon), socket, log)
 }
 
+/// `znswap run --memory MEMORY [--stats STATS] --daemon SOCKET`: a program (`--` and
+/// its command line to follow) as a tenant of the daemon at `socket`.
+fn daemon_tenant(socket: &Path, memory: &str, stats: Option<&Path>) -> Command {
+    let mut command = Command::new(ZNSWAP);
+    command.args(["run", "--memory", memory]);
+    if let Some(stats) = stats {
+        command.arg("--stats").arg(stats);
+    }
+    command.arg("--daemon").arg(socket);
+    command
+}
+
 /// `znswap daemon` serving two programs at once from one device (`znswap run --daemon`),
 /// every byte each one reads checked by the heap checker; a program asking more memory
 /// than the daemon has is refused with a message; a fork's children read their parent's
@@ -602,14 +614,7 @@ fn programs_share_one_daemon_and_read_back_exactly() {
     let dir = tempfile::tempdir().unwrap();
     let (mut daemon, socket, log) = start_daemon(dir.path(), "48M");
     let served = |args: &[&str], memory: &str, socket: &Path| {
-        output_within_limit(
-            Command::new(ZNSWAP)
-                .args(["run", "--memory", memory, "--daemon"])
-                .arg(socket)
-                .arg("--")
-                .arg(HEAP_CHECK)
-                .args(args),
-        )
+        output_within_limit(daemon_tenant(socket, memory, None).arg("--").arg(HEAP_CHECK).args(args))
     };
     let [heap, dontneed] = std::thread::scope(|scope| {
         let heap = scope.spawn(|| served(&["heap", "64"], "16M", &socket));
@@ -683,10 +688,8 @@ fn programs_a_program_executes_join_its_tenant_and_status_shows_them() {
         String::from_utf8(output.stdout).unwrap()
     };
     // A tenant that waits, seen by `znswap status` while it runs.
-    let sleeper = Command::new(ZNSWAP)
-        .args(["run", "--memory", "16M", "--tenant", "sleeper", "--daemon"])
-        .arg(&socket)
-        .args(["--", "sleep", "30"])
+    let sleeper = daemon_tenant(&socket, "16M", None)
+        .args(["--tenant", "sleeper", "--", "sleep", "30"])
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
@@ -708,14 +711,7 @@ fn programs_a_program_executes_join_its_tenant_and_status_shows_them() {
 
     let stats = dir.path().join("summary.json");
     let command = format!("{HEAP_CHECK} heap 64 && {HEAP_CHECK} heap 48");
-    let output = output_within_limit(
-        Command::new(ZNSWAP)
-            .args(["run", "--memory", "16M", "--stats"])
-            .arg(&stats)
-            .arg("--daemon")
-            .arg(&socket)
-            .args(["--", "sh", "-c", &command]),
-    );
+    let output = output_within_limit(daemon_tenant(&socket, "16M", Some(&stats)).args(["--", "sh", "-c", &command]));
     let (stdout, stderr) = (String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
     assert!(output.status.success(), "{stdout}\n{stderr}");
     assert!(stdout.contains("ok heap 64 MiB") && stdout.contains("ok heap 48 MiB"), "{stdout}\n{stderr}");
@@ -760,13 +756,7 @@ fn a_tenants_write_and_swap_limits_hold() {
     let run = |limit: &[&str]| {
         let started = Instant::now();
         let output = output_within_limit(
-            Command::new(ZNSWAP)
-                .args(["run", "--memory", "8M", "--stats"])
-                .arg(&stats)
-                .arg("--daemon")
-                .arg(&socket)
-                .args(limit)
-                .args(["--", HEAP_CHECK, "heap", "48"]),
+            daemon_tenant(&socket, "8M", Some(&stats)).args(limit).args(["--", HEAP_CHECK, "heap", "48"]),
         );
         let (stdout, stderr) = (String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
         assert!(output.status.success() && stdout.starts_with("ok heap 48 MiB"), "{stdout}\n{stderr}");
@@ -812,9 +802,7 @@ fn a_tenants_write_and_swap_limits_hold() {
 fn a_stopped_tenant_holds_up_no_other() {
     let dir = tempfile::tempdir().unwrap();
     let (mut daemon, socket, log) = start_daemon(dir.path(), "48M");
-    let mut stopped = Command::new(ZNSWAP)
-        .args(["run", "--memory", "8M", "--daemon"])
-        .arg(&socket)
+    let mut stopped = daemon_tenant(&socket, "8M", None)
         .args(["--", HEAP_CHECK, "heap", "160"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -848,14 +836,7 @@ fn a_stopped_tenant_holds_up_no_other() {
     assert!(late(&log), "no stop caught a discard: {}", std::fs::read_to_string(&log).unwrap());
 
     let stats = dir.path().join("summary.json");
-    let other = output_within_limit(
-        Command::new(ZNSWAP)
-            .args(["run", "--memory", "8M", "--stats"])
-            .arg(&stats)
-            .arg("--daemon")
-            .arg(&socket)
-            .args(["--", HEAP_CHECK, "heap", "48"]),
-    );
+    let other = output_within_limit(daemon_tenant(&socket, "8M", Some(&stats)).args(["--", HEAP_CHECK, "heap", "48"]));
     let (stdout, stderr) = (String::from_utf8_lossy(&other.stdout), String::from_utf8_lossy(&other.stderr));
     assert!(other.status.success() && stdout.starts_with("ok heap 48 MiB"), "{stdout}\n{stderr}");
     // Its pages were evicted as they should be: with the evictor waiting on the stopped
@@ -951,12 +932,7 @@ fn a_daemon_refuses_garbage_and_strangers_and_serves_on() {
         assert!(started.elapsed() < Duration::from_secs(10), "connections still refused after the others closed");
     }
 
-    let output = output_within_limit(
-        Command::new(ZNSWAP)
-            .args(["run", "--memory", "16M", "--daemon"])
-            .arg(&socket)
-            .args(["--", HEAP_CHECK, "heap", "64"]),
-    );
+    let output = output_within_limit(daemon_tenant(&socket, "16M", None).args(["--", HEAP_CHECK, "heap", "64"]));
     let (stdout, stderr) = (String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
     assert!(output.status.success() && stdout.starts_with("ok heap 64 MiB"), "{stdout}\n{stderr}");
     // SAFETY: signalling our own child.
@@ -985,16 +961,7 @@ fn a_daemon_killed_under_a_program_leaves_it_sigbus_never_zeros() {
     let started = Instant::now();
     let run = std::thread::spawn({
         let socket = socket.clone();
-        move || {
-            output_within_limit(
-                Command::new(ZNSWAP)
-                    .args(["run", "--memory", "16M", "--daemon"])
-                    .arg(&socket)
-                    .arg("--")
-                    .arg(HEAP_CHECK)
-                    .args(["heap", "192"]),
-            )
-        }
+        move || output_within_limit(daemon_tenant(&socket, "16M", None).args(["--", HEAP_CHECK, "heap", "192"]))
     });
     // Once it has swapped (the daemon's log says it joined; its heap is 12x its budget).
     while !std::fs::read_to_string(&log).unwrap().contains(" opened by ") {

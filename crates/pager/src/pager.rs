@@ -1293,7 +1293,7 @@ impl Shared {
     /// itself, so there it is only said.
     fn let_go_false_drops(&self, owners: Vec<u32>) {
         for owner in owners {
-            match self.spaces.served_now().iter().find(|space| space.owner == owner) {
+            match self.spaces.with_owner(owner) {
                 Some(space) => {
                     if !space.gone.swap(true, Relaxed) {
                         eprintln!(

@@ -57,8 +57,9 @@ pub(crate) struct TenantSpace {
 struct Agent {
     channel: Channel,
     next_batch: u64,
-    /// Discards asked and not answered yet: the first of them, and how many.
-    unanswered: (u64, u64),
+    /// Discards asked and not answered yet: the last `unanswered` before `next_batch`
+    /// (answers come in order).
+    unanswered: u64,
     /// The agent stopped answering (the tenant is gone): discards are no-ops.
     gone: bool,
     /// A late answer was said in the log (once per process).
@@ -82,10 +83,10 @@ impl Agent {
 
     /// Takes the agent's next answer: the first unanswered discard's, or it is gone.
     fn take_answer(&mut self) {
-        let expected = self.unanswered.0;
+        let expected = self.next_batch - self.unanswered;
         let problem = match self.channel.recv_to_daemon() {
             Ok(Some((ToDaemon::Discarded { batch }, _))) if batch == expected => {
-                self.unanswered = (expected + 1, self.unanswered.1 - 1);
+                self.unanswered -= 1;
                 return;
             }
             Ok(None) => None,
@@ -101,14 +102,14 @@ impl Agent {
             eprintln!("znswap: tenant agent: {problem}: no more discards asked");
         }
         self.gone = true;
-        self.unanswered.1 = 0;
+        self.unanswered = 0;
     }
 }
 
 impl TenantSpace {
     /// `starting`: a fork's child, whose agent may still be starting (`Shared::agents_starting`).
     pub(crate) fn new(mem: OwnedFd, channel: Channel, pid: u32, starting: bool) -> TenantSpace {
-        let agent = Mutex::new(Agent { channel, next_batch: 1, unanswered: (1, 0), gone: false, said_late: false });
+        let agent = Mutex::new(Agent { channel, next_batch: 1, unanswered: 0, gone: false, said_late: false });
         TenantSpace { pid, mem, agent, starting: std::sync::atomic::AtomicBool::new(starting) }
     }
 
@@ -145,11 +146,10 @@ impl TenantSpace {
         if agent.gone {
             return None;
         }
-        if agent.unanswered.1 > 0 {
+        if agent.unanswered > 0 {
             return Some(DropDelay::Unsent);
         }
         // Every request first, then the answers (they come in order).
-        agent.unanswered = (agent.next_batch, 0);
         for chunk in ranges.chunks(RANGES_MAX) {
             let batch = agent.next_batch;
             agent.next_batch += 1;
@@ -161,13 +161,13 @@ impl TenantSpace {
                 .collect();
             if agent.channel.send_to_tenant(&ToTenant::Discard { batch, ranges }).is_err() {
                 agent.gone = true;
-                agent.unanswered.1 = 0;
+                agent.unanswered = 0;
                 return None;
             }
-            agent.unanswered.1 += 1;
+            agent.unanswered += 1;
         }
         let deadline = std::time::Instant::now() + AGENT_ANSWER_WAIT;
-        while agent.unanswered.1 > 0 {
+        while agent.unanswered > 0 {
             if !agent.readable(deadline.saturating_duration_since(std::time::Instant::now())) {
                 if !agent.said_late {
                     agent.said_late = true;
@@ -193,7 +193,7 @@ impl TenantSpace {
             Err(std::sync::TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
             Err(std::sync::TryLockError::WouldBlock) => return false,
         };
-        while agent.unanswered.1 > 0 {
+        while agent.unanswered > 0 {
             if !agent.readable(std::time::Duration::ZERO) {
                 return false;
             }

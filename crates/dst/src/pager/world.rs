@@ -1573,18 +1573,13 @@ impl World {
             return self.discard_ranges(batch.ranges());
         }
         let ranges = batch.ranges().to_vec();
+        let owner_of = |world: &World, range: &AddressRange| {
+            world.locate(range.start as u64).map(|(place, _)| world.regions[place].as_ref().expect("live").owner)
+        };
         let mut next = 0;
         while next < ranges.len() {
-            let owner = self
-                .locate(ranges[next].start as u64)
-                .map(|(place, _)| self.regions[place].as_ref().expect("live").owner);
-            let same = ranges[next..]
-                .iter()
-                .take_while(|range| {
-                    self.locate(range.start as u64).map(|(place, _)| self.regions[place].as_ref().expect("live").owner)
-                        == owner
-                })
-                .count();
+            let owner = owner_of(self, &ranges[next]);
+            let same = ranges[next..].iter().take_while(|range| owner_of(self, range) == owner).count();
             let group = next..next + same;
             next += same;
             let Some(owner) = owner else {

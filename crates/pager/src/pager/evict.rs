@@ -228,10 +228,6 @@ impl Shared {
     /// Whether region `owner`'s process has answered the discard it was late to answer
     /// (or is let go, or gone: nothing more will come).
     fn late_answered(&self, owner: u32) -> bool {
-        self.spaces
-            .served_now()
-            .iter()
-            .find(|space| space.owner == owner)
-            .is_none_or(|space| space.served.as_ref().expect("a served space").late_answered())
+        self.spaces.with_owner(owner).is_none_or(|space| space.served.as_ref().expect("a served space").late_answered())
     }
 }

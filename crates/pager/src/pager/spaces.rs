@@ -169,6 +169,11 @@ impl Spaces {
         }
     }
 
+    /// The served process whose region in the core is `owner`, if it is served now.
+    pub(crate) fn with_owner(&self, owner: u32) -> Option<Arc<Space>> {
+        self.served_now().iter().find(|space| space.owner == owner).cloned()
+    }
+
     /// The served processes now (none for this process's own space).
     pub(crate) fn served_now(&self) -> Arc<[Arc<Space>]> {
         match self {
