@@ -28,7 +28,7 @@ use znswap_zoned::format_size;
 
 use crate::daemon_tenants::{Tenant, Tenants, TENANTS_MAX};
 use crate::device_path;
-use crate::flags::{rate, size, DeviceFlag, EncryptFlag, PolicyFlag};
+use crate::flags::{rate, size, DeviceFlag, EncryptFlag, FaultFlags, PolicyFlag};
 
 #[derive(Args)]
 pub struct DaemonArgs {
@@ -43,6 +43,8 @@ pub struct DaemonArgs {
     policy: PolicyFlag,
     #[command(flatten)]
     encrypt: EncryptFlag,
+    #[command(flatten)]
+    faults: FaultFlags,
     /// The unix socket programs connect to [default: /run/znswap/znswap.sock as root,
     /// else $XDG_RUNTIME_DIR/znswap.sock]. Only this user (and root) may connect,
     /// unless --allow-uid says who else.
@@ -70,8 +72,8 @@ pub struct DaemonArgs {
 
 /// Processes served at once at most: a region each (`TENANTS_MAX` tenants share them).
 const PROCESSES_MAX: u32 = 64;
-/// Fault handler threads (as `znswap run`'s default).
-const HANDLER_THREADS: usize = 2;
+/// Fault handler threads by default (as `znswap run`'s).
+const HANDLER_THREADS: u32 = 2;
 /// Connections served at once at most: each is a thread, serving its requests one at a
 /// time (so a process has one in flight). A tenant holds one, each of its processes one
 /// and each fork's child one more while it reads its parent's snapshot: four per process
@@ -191,6 +193,7 @@ impl Daemon {
             .map(|tenant| {
                 let figures = tenant.figures(self.pager.tenant_figures(tenant.index));
                 let (fault_p99_ns, faults) = self.pager.tenant_fault_latency(tenant.index, 0.99);
+                let times = self.pager.tenant_fault_times(tenant.index);
                 TenantStatus {
                     tenant: tenant.index,
                     processes: tenant.processes,
@@ -203,6 +206,13 @@ impl Daemon {
                     gc_bytes: figures.gc_bytes,
                     faults,
                     fault_p99_ns,
+                    fault_handled_ns: times.handled_ns,
+                    fault_lock_wait_ns: times.lock_wait_ns,
+                    fault_read_ns: times.read_ns,
+                    fault_reads: times.reads,
+                    fault_install_ns: times.install_ns,
+                    fault_room_wait_ns: times.room_wait_ns,
+                    fault_other_wait_ns: times.wait_ns + times.unlock_ns,
                     written_bytes: figures.written_bytes,
                     write_limit: figures.write_limit.unwrap_or(0),
                     throttled_ns: figures.throttled_ns,
@@ -248,12 +258,20 @@ pub fn run(args: DaemonArgs) -> Result<()> {
     let socket = args.socket.clone().unwrap_or_else(default_socket);
     let device_name = args.device.device.clone().unwrap_or_else(device_path::default_path);
     let device = device_path::open(args.device.device.as_deref())?;
+    // Parking moves pages within a process, which only its agent could do for the
+    // daemon: one round trip per move (docs/daemon.md, "Three designs").
+    if args.faults.park > 0 || args.faults.wp_async {
+        bail!("--park and --wp-async are not available under the daemon (parking needs the program's own pager: use `znswap run` without --daemon)");
+    }
     let pool_pages = args.memory / PAGE_BYTES as u64;
     let config = PagerConfig {
         policy: args.policy.policy,
         regions_max: PROCESSES_MAX,
         tenants: TENANTS_MAX,
-        fault_mode: FaultMode::HandlerThreads(HANDLER_THREADS),
+        fault_mode: FaultMode::HandlerThreads(args.faults.handler_threads.unwrap_or(HANDLER_THREADS) as usize),
+        readahead_pages: args.faults.readahead,
+        fault_poll_us: args.faults.fault_poll,
+        reference_sampling: !args.faults.no_reference_sampling,
         encrypt: args.encrypt.encrypt,
         colocate: false,
         slack_pages: (pool_pages / 64).clamp(64, 256),

@@ -650,6 +650,8 @@ struct TenantSummary {
     /// The tenant's faults the daemon served, and their latency's 99th percentile.
     faults: u64,
     fault_p99_us: f64,
+    /// Where those faults' time went in the daemon (seconds summed over them).
+    fault_seconds: Option<crate::cmd_status::FaultSeconds>,
     /// Bytes its swap-outs wrote; its write limit (bytes a second) if it had one, and
     /// how long its swap-outs waited for it.
     written_bytes: u64,
@@ -682,6 +684,7 @@ impl TenantSummary {
             gc_bytes: status.as_ref().map_or(0, |status| status.gc_bytes),
             faults: status.as_ref().map_or(0, |status| status.faults),
             fault_p99_us: status.as_ref().map_or(0.0, |status| status.fault_p99_ns as f64 / 1000.0),
+            fault_seconds: status.as_ref().map(crate::cmd_status::FaultSeconds::of),
             written_bytes: status.as_ref().map_or(0, |status| status.written_bytes),
             write_limit_bytes_per_second: status
                 .as_ref()
@@ -778,7 +781,12 @@ impl Summary {
                 if t.faults > 0 {
                     line(
                         "faults",
-                        format!("{} served by the daemon, p99 {:.0} µs (read to wake)", t.faults, t.fault_p99_us),
+                        format!(
+                            "{} served by the daemon, p99 {:.0} µs, mean {} (read to wake)",
+                            t.faults,
+                            t.fault_p99_us,
+                            t.fault_seconds.as_ref().map_or("-".to_string(), |f| f.mean(t.faults))
+                        ),
                     );
                 }
                 line(

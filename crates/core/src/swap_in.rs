@@ -149,14 +149,17 @@ impl Engine {
             // Linux `vm_swap_full()`: more than half the slots in use.
             SwapCacheMode::StaticHalf => (self.valid_total + self.cached_total) * 2 < self.derived.total_slots,
             // No static cutoff: keep cached slots while the WAF-driven allowance is not
-            // exceeded and the GC is not short of zones, or is but moves none of this
-            // tenant's pages (its own swap-zones under the tenant policy): dropping its
-            // cache would not help the GC, only make the tenant write its clean pages
-            // again (and turn its zones into the GC's next victims).
+            // exceeded and the GC is not short of zones; or either is, but the GC moves
+            // none of this tenant's pages (its own swap-zones under the tenant policy):
+            // dropping its cache would not lower the WAF nor help the GC, only make the
+            // tenant write its clean pages again (and turn its zones into the GC's next
+            // victims). A reader beside a writer whose GC had spent the allowance wrote
+            // each page it let go, and was held back by its own write limit for it
+            // (`scripts/tenants.sh`, session 59).
             SwapCacheMode::Adaptive => {
-                self.cached_total < self.cache_limit_slots
-                    && (self.empty_zones.len() as u32 >= self.derived.gc_low_watermark_zones
-                        || !self.gc_moved_lately(tenant))
+                !self.gc_moved_lately(tenant)
+                    || self.cached_total < self.cache_limit_slots
+                        && self.empty_zones.len() as u32 >= self.derived.gc_low_watermark_zones
             }
         }
     }

@@ -1017,7 +1017,7 @@ fn a_new_tenant_at_an_index_starts_a_zone_of_its_own() {
     for tell in [false, true] {
         let mut h = Harness::with_policy(Config::new(geometry(16)), PolicyKind::Tenant.build(2));
         h.engine.register_owner(0, 16, 0).unwrap();
-        h.engine.register_owner(1, 5, 1).unwrap();
+        h.engine.register_owner(1, 240, 1).unwrap();
         for page in 0..5 {
             h.swap_out(0, page, page);
             h.swap_out(1, page, 100 + page);
@@ -1066,4 +1066,69 @@ fn a_new_tenant_at_an_index_starts_a_zone_of_its_own() {
         }
         h.engine.check_invariants();
     }
+}
+
+#[test]
+fn a_tenant_the_gc_does_not_move_keeps_its_swap_cache_past_the_allowance() {
+    // Under the tenant policy, tenant 1 rewrites its pages and the GC moves some of them:
+    // the WAF passes its target (1.0 here: any GC write), and the swap cache allowance
+    // shrinks to what the cache holds. Tenant 0 only reads its pages back and lets them
+    // go clean; the GC never moves them (its zone holds no garbage). Its pages must keep
+    // their slots throughout: dropping them would not lower the WAF, only make it write
+    // those clean pages again (a reader beside a writer in `scripts/tenants.sh` did, and
+    // was then held back by its own write limit). Tenant 1's pages read back are refused
+    // the cache while the allowance is spent (the control: the refusal is at work).
+    let mut config = Config::new(geometry(16));
+    config.swap_cache_waf_target = 1.0;
+    let mut h = Harness::with_policy(config, PolicyKind::Tenant.build(2));
+    h.engine.register_owner(0, 32, 0).unwrap();
+    h.engine.register_owner(1, 240, 1).unwrap();
+    for page in 0..32 {
+        h.swap_out(0, page, 1000 + page);
+    }
+    h.settle();
+    let cached = |h: &Harness, owner: u32, page: u64| {
+        matches!(h.engine.page_state(owner, page).unwrap(), PageState::SwapCached { .. })
+    };
+    let (mut refused, mut reads) = ([0u32; 2], [0u32; 2]);
+    let mut versions = vec![0u64; 240];
+    let mut next = 1;
+    for round in 0..12u64 {
+        for page in 0..240u64 {
+            if round > 0 && (page * 7 + round) % 3 != 0 {
+                continue;
+            }
+            if round > 0 {
+                assert_eq!(h.swap_in(1, page), Some(versions[page as usize]));
+                reads[1] += 1;
+                refused[1] += !cached(&h, 1, page) as u32;
+                h.engine.dirtied(1, page, h.now).unwrap();
+            }
+            versions[page as usize] = next;
+            while let Err(error) = h.engine.swap_out(1, page, next, h.now) {
+                assert_eq!(error, SwapOutError::Backpressure);
+                h.settle();
+            }
+            next += 1;
+            h.settle();
+            // (The allowance adapts on the engine's ticks.)
+            h.engine.tick(h.now);
+            // Tenant 0 reads a page back and lets it go unchanged.
+            let page0 = (round * 240 + page) % 32;
+            assert_eq!(h.swap_in(0, page0), Some(1000 + page0));
+            reads[0] += 1;
+            refused[0] += !cached(&h, 0, page0) as u32;
+            h.swap_out(0, page0, 1000 + page0);
+            h.settle();
+        }
+    }
+    let gc = h.engine.tenant_gc_bytes().to_vec();
+    assert!(gc[1] > 0 && gc[0] == 0, "the GC moved only tenant 1's pages: {:?}", &gc[..2]);
+    assert!(refused[1] > 0, "the control: tenant 1's pages are refused the cache at times ({refused:?} of {reads:?})");
+    assert_eq!(refused[0], 0, "tenant 0 keeps its swap cache ({refused:?} of {reads:?})");
+    assert_eq!(h.engine.stats().swap_cache_hits, reads[0] as u64, "tenant 0 wrote none of its clean pages");
+    for page in 0..32 {
+        assert_eq!(h.swap_in(0, page), Some(1000 + page));
+    }
+    h.engine.check_invariants();
 }

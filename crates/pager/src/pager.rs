@@ -58,7 +58,8 @@ use evict::self_pidfd_for_discard;
 use fault::FaultPoll;
 pub use spaces::TenantId;
 use stats::Counters;
-pub use stats::PagerStats;
+use stats::FaultTimes;
+pub use stats::{FaultTimeTotals, PagerStats};
 /// The default bound of a handler thread's polling for the next fault
 /// (`PagerConfig::fault_poll_us`), in microseconds.
 pub const FAULT_POLL_US_DEFAULT: u32 = 200;
@@ -609,6 +610,7 @@ impl Pager {
             started: Instant::now(),
             counters: Counters {
                 tenant_fault_latency: (0..config.tenants.max(1)).map(|_| Default::default()).collect(),
+                tenant_fault_times: (0..config.tenants.max(1)).map(|_| Default::default()).collect(),
                 ..Counters::default()
             },
         });
@@ -815,11 +817,19 @@ impl Pager {
         }
     }
 
+    /// Where the engine tenant `tenant`'s faults spent their time (since `tenant_begins`).
+    pub fn tenant_fault_times(&self, tenant: u32) -> FaultTimeTotals {
+        self.shared.counters.tenant_fault_times.get(tenant as usize).map(|times| times.load()).unwrap_or_default()
+    }
+
     /// A new tenant takes the engine tenant `tenant`: what was learnt of the former (its
     /// faults' latencies, how its swap cache paid) is forgotten.
     pub fn tenant_begins(&self, tenant: u32) {
         if let Some(histogram) = self.shared.counters.tenant_fault_latency.get(tenant as usize) {
             histogram.reset();
+        }
+        if let Some(times) = self.shared.counters.tenant_fault_times.get(tenant as usize) {
+            times.reset();
         }
         self.shared.lock().tenant_begins(tenant);
     }
@@ -1067,15 +1077,15 @@ impl Shared {
         StateGuard::new(self, self.state.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
-    /// The lock, for a fault: the time spent waiting for it is counted. A fault spins
-    /// for the lock a little before it sleeps: holds are a few microseconds, while a
-    /// futex sleep and wake-up costs more than that on a virtual machine, whose idle
+    /// The lock, for a fault, and how long it waited for it in nanoseconds. A fault
+    /// spins for the lock a little before it sleeps: holds are a few microseconds, while
+    /// a futex sleep and wake-up costs more than that on a virtual machine, whose idle
     /// vCPUs halt and take an exit to wake.
-    fn lock_for_fault(&self) -> StateGuard<'_> {
+    fn lock_for_fault(&self) -> (StateGuard<'_>, u64) {
         const SPIN_NS: u128 = 20_000;
         match self.state.try_lock() {
-            Ok(state) => return StateGuard::new(self, state),
-            Err(TryLockError::Poisoned(poisoned)) => return StateGuard::new(self, poisoned.into_inner()),
+            Ok(state) => return (StateGuard::new(self, state), 0),
+            Err(TryLockError::Poisoned(poisoned)) => return (StateGuard::new(self, poisoned.into_inner()), 0),
             Err(TryLockError::WouldBlock) => {}
         }
         let waiting = Instant::now();
@@ -1092,8 +1102,7 @@ impl Shared {
             }
             std::hint::spin_loop();
         };
-        self.counters.fault_lock_wait_ns.fetch_add(waiting.elapsed().as_nanos() as u64, Relaxed);
-        state
+        (state, waiting.elapsed().as_nanos() as u64)
     }
 
     fn notify(&self, wakeups: znswap_pager_core::Wakeups) {

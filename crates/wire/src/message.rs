@@ -380,6 +380,17 @@ pub struct TenantStatus {
     /// Its processes' faults served, and their latency's 99th percentile, in ns.
     pub faults: u64,
     pub fault_p99_ns: u64,
+    /// Where those faults' time went, in ns summed over them: all of it (from the
+    /// daemon reading the fault to its wake-up), waiting for the daemon's state lock,
+    /// device reads (and how many), installing pages, waiting for room in its budget,
+    /// and the rest of the waits (for a page on its way out, the lock's release).
+    pub fault_handled_ns: u64,
+    pub fault_lock_wait_ns: u64,
+    pub fault_read_ns: u64,
+    pub fault_reads: u64,
+    pub fault_install_ns: u64,
+    pub fault_room_wait_ns: u64,
+    pub fault_other_wait_ns: u64,
     /// Bytes its swap-outs wrote; its write limit, bytes a second (0: none); how long
     /// its swap-outs waited for it, in ns.
     pub written_bytes: u64,
@@ -467,7 +478,7 @@ impl Kind {
             Kind::Welcome => 32,
             Kind::Discard => 16,
             Kind::StatusReply => 8 + 12 * 8,
-            Kind::TenantStatus => 8 + NAME_BYTES + 14 * 8,
+            Kind::TenantStatus => 8 + NAME_BYTES + 21 * 8,
         }
     }
 }
@@ -712,6 +723,13 @@ impl ToTenant {
                     tenant.gc_bytes,
                     tenant.faults,
                     tenant.fault_p99_ns,
+                    tenant.fault_handled_ns,
+                    tenant.fault_lock_wait_ns,
+                    tenant.fault_read_ns,
+                    tenant.fault_reads,
+                    tenant.fault_install_ns,
+                    tenant.fault_room_wait_ns,
+                    tenant.fault_other_wait_ns,
                     tenant.written_bytes,
                     tenant.write_limit,
                     tenant.throttled_ns,
@@ -809,6 +827,13 @@ impl ToTenant {
                     gc_bytes: r.u64(),
                     faults: r.u64(),
                     fault_p99_ns: r.u64(),
+                    fault_handled_ns: r.u64(),
+                    fault_lock_wait_ns: r.u64(),
+                    fault_read_ns: r.u64(),
+                    fault_reads: r.u64(),
+                    fault_install_ns: r.u64(),
+                    fault_room_wait_ns: r.u64(),
+                    fault_other_wait_ns: r.u64(),
                     written_bytes: r.u64(),
                     write_limit: r.u64(),
                     throttled_ns: r.u64(),

@@ -31,13 +31,14 @@ thread_local! {
     static SIGBUS_SCRATCH: Cell<Option<Box<FaultScratch>>> = const { Cell::new(None) };
 }
 
-/// A fault's part of its [`Live`] shell: the page a read fills.
+/// A fault's part of its [`Live`] shell: the page a read fills, and where its time goes.
 pub(super) struct FaultRole<'a> {
     page: &'a mut AlignedPage,
     /// Pages the last read filled (more than one: in the read-ahead cache).
     read_pages: u32,
     /// A read's pages await their install: its time is counted.
     installing: Option<Instant>,
+    times: FaultTimes,
 }
 
 impl Role for FaultRole<'_> {
@@ -47,13 +48,21 @@ impl Role for FaultRole<'_> {
         &self.page.0
     }
 
-    fn applying(&mut self, counters: &Counters, done: bool) {
+    fn applying(&mut self, done: bool) {
         if !done && self.read_pages > 0 {
             self.installing = Some(Instant::now());
         } else if let Some(installing) = self.installing.take().filter(|_| done) {
-            counters.fault_install_ns.fetch_add(installing.elapsed().as_nanos() as u64, Relaxed);
+            self.times.install_ns += installing.elapsed().as_nanos() as u64;
             self.read_pages = 0;
         }
+    }
+
+    fn lock_waited(&mut self, ns: u64) {
+        self.times.lock_wait_ns += ns;
+    }
+
+    fn unlocked(&mut self, ns: u64) {
+        self.times.unlock_ns += ns;
     }
 }
 
@@ -83,8 +92,8 @@ impl<'a> FaultShell for Live<'a, FaultRole<'a>> {
             self.shared.open_page(&mut buffer[into.fault_index() * PAGE_BYTES..][..PAGE_BYTES], sealed)
         });
         role.read_pages = pages;
-        self.shared.counters.fault_read_ns.fetch_add(reading.elapsed().as_nanos() as u64, Relaxed);
-        self.shared.counters.fault_reads.fetch_add(1, Relaxed);
+        role.times.read_ns += reading.elapsed().as_nanos() as u64;
+        role.times.reads += 1;
         result
     }
 
@@ -264,12 +273,16 @@ impl Shared {
         if self.is_pager_thread(thread_id) {
             fault = fault.from_pager_thread();
         }
-        self.resolve(fault, scratch);
+        let (_, times) = self.resolve(fault, scratch);
         let ns = started.elapsed().as_nanos() as u64;
         self.counters.fault_latency.record(ns);
+        self.counters.fault_times.add(&times, ns);
         if space.served.is_some() {
             if let Some(histogram) = self.counters.tenant_fault_latency.get(space.tenant as usize) {
                 histogram.record(ns);
+            }
+            if let Some(tenant_times) = self.counters.tenant_fault_times.get(space.tenant as usize) {
+                tenant_times.add(&times, ns);
             }
         }
         true
@@ -314,17 +327,20 @@ impl Shared {
             znswap_zoned::poll_reads_on_this_thread(self.fault_poll.max_ns > 0);
             FaultScratch::new()
         });
-        let ours = self.resolve(Fault::new(address, FaultKind::Sigbus { write }), &mut scratch);
+        let (ours, times) = self.resolve(Fault::new(address, FaultKind::Sigbus { write }), &mut scratch);
+        if ours {
+            self.counters.fault_times.add(&times, 0);
+        }
         SIGBUS_SCRATCH.with(|cell| cell.set(Some(scratch)));
         ours
     }
 
     /// Runs one fault through the core's steps (`znswap_pager_core::FaultTask`) until
-    /// it is resolved; whether it was ours.
-    fn resolve(&self, fault: Fault, scratch: &mut FaultScratch) -> bool {
+    /// it is resolved; whether it was ours, and where its time went.
+    fn resolve(&self, fault: Fault, scratch: &mut FaultScratch) -> (bool, FaultTimes) {
         let FaultScratch { page, task } = scratch;
         task.start(fault);
-        let role = FaultRole { page, read_pages: 0, installing: None };
+        let role = FaultRole { page, read_pages: 0, installing: None, times: FaultTimes::default() };
         let mut shell = Live::new(self, role);
         loop {
             match task.step(&mut shell) {
@@ -332,23 +348,24 @@ impl Shared {
                 Next::Pause(pause) => {
                     let started = Instant::now();
                     Self::pause(pause);
-                    self.counters.fault_wait_ns.fetch_add(started.elapsed().as_nanos() as u64, Relaxed);
+                    shell.role.times.wait_ns += started.elapsed().as_nanos() as u64;
                 }
-                // Waits for room are counted apart (`budget_wait_ns`).
+                // Waits for room are counted apart (`room_wait_ns`).
                 Next::Wait(WaitOn::Room) => shell.wait(WaitOn::Room),
                 Next::Wait(on) => {
                     let started = Instant::now();
                     shell.wait(on);
-                    self.counters.fault_wait_ns.fetch_add(started.elapsed().as_nanos() as u64, Relaxed);
+                    shell.role.times.wait_ns += started.elapsed().as_nanos() as u64;
                 }
                 Next::Resolved { ours } => {
                     debug_assert!(shell.holds_nothing());
+                    let mut times = shell.role.times;
                     if let Some(since) = task.room_wait_since_ns() {
-                        self.counters.budget_waits.fetch_add(1, Relaxed);
-                        self.counters.budget_wait_ns.fetch_add(self.now().saturating_sub(since), Relaxed);
+                        times.room_waits += 1;
+                        times.room_wait_ns += self.now().saturating_sub(since);
                     }
                     self.counters.fault_discarded_pages.fetch_add(task.discarded_pages(), Relaxed);
-                    return ours;
+                    return (ours, times);
                 }
             }
         }

@@ -41,7 +41,10 @@ pub(super) trait Role {
         &[]
     }
     /// Called around carrying out actions (a fault times its install).
-    fn applying(&mut self, _counters: &Counters, _done: bool) {}
+    fn applying(&mut self, _done: bool) {}
+    /// A fault's wait for the state lock, and its release of it, in nanoseconds.
+    fn lock_waited(&mut self, _ns: u64) {}
+    fn unlocked(&mut self, _ns: u64) {}
 }
 
 /// One pager thread's hold on the shared state: the state lock and `mappings` while the
@@ -113,7 +116,13 @@ impl<R: Role> Shell for Live<'_, R> {
 
     fn lock(&mut self) {
         assert!(self.state.is_none(), "the state lock taken twice");
-        self.state = Some(if R::FAULT { self.shared.lock_for_fault() } else { self.shared.lock() });
+        self.state = Some(if R::FAULT {
+            let (state, waited_ns) = self.shared.lock_for_fault();
+            self.role.lock_waited(waited_ns);
+            state
+        } else {
+            self.shared.lock()
+        });
     }
 
     fn unlock(&mut self) {
@@ -121,7 +130,7 @@ impl<R: Role> Shell for Live<'_, R> {
         assert!(self.state.take().is_some(), "the state lock released but not held");
         self.wakes.give(self.shared);
         if let Some(started) = started {
-            self.shared.counters.fault_unlock_ns.fetch_add(started.elapsed().as_nanos() as u64, Relaxed);
+            self.role.unlocked(started.elapsed().as_nanos() as u64);
         }
     }
 
@@ -134,9 +143,9 @@ impl<R: Role> Shell for Live<'_, R> {
         if actions.is_empty() {
             return;
         }
-        self.role.applying(&self.shared.counters, false);
+        self.role.applying(false);
         self.shared.run(actions, self.role.read_buffer(), &mut self.wakes);
-        self.role.applying(&self.shared.counters, true);
+        self.role.applying(true);
     }
 
     fn mappings_read(&mut self) {

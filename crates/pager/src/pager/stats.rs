@@ -173,8 +173,6 @@ pager_stats! {
 /// What only the shell can count: times, and its own reclaim.
 #[derive(Default)]
 pub(super) struct Counters {
-    pub(super) budget_waits: AtomicU64,
-    pub(super) budget_wait_ns: AtomicU64,
     pub(super) fault_discarded_pages: AtomicU64,
     pub(super) unparks_copied: AtomicU64,
     pub(super) pages_unshared: AtomicU64,
@@ -184,13 +182,11 @@ pub(super) struct Counters {
     pub(super) pages_sealed: AtomicU64,
     pub(super) pages_failed_open: AtomicU64,
     pub(super) gc_cpu_ns: AtomicU64,
-    pub(super) fault_lock_wait_ns: AtomicU64,
-    pub(super) fault_read_ns: AtomicU64,
-    pub(super) fault_reads: AtomicU64,
+    /// Where faults' time went, summed: all of them, and per engine tenant (a served
+    /// process's faults, under its tenant).
+    pub(super) fault_times: FaultTimeCounters,
+    pub(super) tenant_fault_times: Box<[FaultTimeCounters]>,
     pub(super) faults_polled: AtomicU64,
-    pub(super) fault_install_ns: AtomicU64,
-    pub(super) fault_unlock_ns: AtomicU64,
-    pub(super) fault_wait_ns: AtomicU64,
     pub(super) fault_cpu_ns: AtomicU64,
     pub(super) evictor_cpu_ns: AtomicU64,
     pub(super) io_cpu_ns: AtomicU64,
@@ -205,6 +201,7 @@ pub(super) struct Counters {
 impl Shared {
     pub(super) fn stats(&self) -> PagerStats {
         let c = &self.counters;
+        let times = c.fault_times.load();
         let state = self.lock();
         let core = state.stats();
         let engine = state.engine().stats();
@@ -238,8 +235,8 @@ impl Shared {
             backpressure: core.backpressure,
             budget_overruns: core.budget_overruns,
             evictions_raced: core.evictions_raced,
-            budget_waits: c.budget_waits.load(Relaxed),
-            budget_wait_ns: c.budget_wait_ns.load(Relaxed),
+            budget_waits: times.room_waits,
+            budget_wait_ns: times.room_wait_ns,
             fault_discarded_pages: c.fault_discarded_pages.load(Relaxed),
             resident_pages: core.resident_pages,
             resident_pages_max: core.resident_pages_max,
@@ -249,14 +246,14 @@ impl Shared {
             pages_sealed: c.pages_sealed.load(Relaxed),
             pages_failed_open: c.pages_failed_open.load(Relaxed),
             gc_cpu_ns: c.gc_cpu_ns.load(Relaxed),
-            fault_lock_wait_ns: c.fault_lock_wait_ns.load(Relaxed),
-            fault_read_ns: c.fault_read_ns.load(Relaxed),
-            fault_reads: c.fault_reads.load(Relaxed),
+            fault_lock_wait_ns: times.lock_wait_ns,
+            fault_read_ns: times.read_ns,
+            fault_reads: times.reads,
             fault_handled_ns: c.fault_latency.sum(),
             faults_polled: c.faults_polled.load(Relaxed),
-            fault_install_ns: c.fault_install_ns.load(Relaxed),
-            fault_unlock_ns: c.fault_unlock_ns.load(Relaxed),
-            fault_wait_ns: c.fault_wait_ns.load(Relaxed),
+            fault_install_ns: times.install_ns,
+            fault_unlock_ns: times.unlock_ns,
+            fault_wait_ns: times.wait_ns,
             fault_cpu_ns: c.fault_cpu_ns.load(Relaxed),
             evictor_cpu_ns: c.evictor_cpu_ns.load(Relaxed),
             io_cpu_ns: c.io_cpu_ns.load(Relaxed),
@@ -299,5 +296,112 @@ mod tests {
         assert_eq!((delta.missing_faults, delta.gc_runs), (7, 3));
         assert_eq!((delta.resident_pages, delta.resident_pages_max), (40, 70));
         assert_eq!((delta.uptime_ns, delta.first_swap_out_ns), (25, 12));
+    }
+}
+
+/// Where one fault's time went, in nanoseconds, gathered while it is resolved and then
+/// added to the pager's sums and its tenant's (`FaultTimeCounters::add`).
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct FaultTimes {
+    /// Waiting for the state lock.
+    pub(super) lock_wait_ns: u64,
+    /// Device reads, and how many.
+    pub(super) read_ns: u64,
+    pub(super) reads: u64,
+    /// Installing what a read brought (`UFFDIO_COPY` and the wake-ups noted).
+    pub(super) install_ns: u64,
+    /// Releasing the lock (the wake-ups given then).
+    pub(super) unlock_ns: u64,
+    /// Pauses and waits for other actors (a page on its way out), waits for room apart.
+    pub(super) wait_ns: u64,
+    /// Waiting for room in the budget (the pager's or the tenant's).
+    pub(super) room_waits: u64,
+    pub(super) room_wait_ns: u64,
+}
+
+/// [`FaultTimes`] summed over faults, with how many and their whole time (from reading
+/// the event to the wake; 0 for self-paging, whose faults no handler reads).
+#[derive(Default)]
+pub(super) struct FaultTimeCounters {
+    faults: AtomicU64,
+    handled_ns: AtomicU64,
+    lock_wait_ns: AtomicU64,
+    read_ns: AtomicU64,
+    reads: AtomicU64,
+    install_ns: AtomicU64,
+    unlock_ns: AtomicU64,
+    wait_ns: AtomicU64,
+    room_waits: AtomicU64,
+    room_wait_ns: AtomicU64,
+}
+
+/// A snapshot of [`FaultTimeCounters`]: where a tenant's faults spent their time, in
+/// nanoseconds summed over `faults` (`Pager::tenant_fault_times`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FaultTimeTotals {
+    pub faults: u64,
+    /// From reading the event to waking the faulting thread: the rest below, and the
+    /// fault's own work under the lock.
+    pub handled_ns: u64,
+    pub lock_wait_ns: u64,
+    pub read_ns: u64,
+    pub reads: u64,
+    pub install_ns: u64,
+    pub unlock_ns: u64,
+    pub wait_ns: u64,
+    pub room_waits: u64,
+    pub room_wait_ns: u64,
+}
+
+impl FaultTimeCounters {
+    pub(super) fn add(&self, times: &FaultTimes, handled_ns: u64) {
+        let add = |counter: &AtomicU64, value: u64| {
+            if value > 0 {
+                counter.fetch_add(value, Relaxed);
+            }
+        };
+        add(&self.faults, 1);
+        add(&self.handled_ns, handled_ns);
+        add(&self.lock_wait_ns, times.lock_wait_ns);
+        add(&self.read_ns, times.read_ns);
+        add(&self.reads, times.reads);
+        add(&self.install_ns, times.install_ns);
+        add(&self.unlock_ns, times.unlock_ns);
+        add(&self.wait_ns, times.wait_ns);
+        add(&self.room_waits, times.room_waits);
+        add(&self.room_wait_ns, times.room_wait_ns);
+    }
+
+    pub(super) fn load(&self) -> FaultTimeTotals {
+        FaultTimeTotals {
+            faults: self.faults.load(Relaxed),
+            handled_ns: self.handled_ns.load(Relaxed),
+            lock_wait_ns: self.lock_wait_ns.load(Relaxed),
+            read_ns: self.read_ns.load(Relaxed),
+            reads: self.reads.load(Relaxed),
+            install_ns: self.install_ns.load(Relaxed),
+            unlock_ns: self.unlock_ns.load(Relaxed),
+            wait_ns: self.wait_ns.load(Relaxed),
+            room_waits: self.room_waits.load(Relaxed),
+            room_wait_ns: self.room_wait_ns.load(Relaxed),
+        }
+    }
+
+    /// Forgotten (a new tenant takes the index). Faults in flight may add theirs after.
+    pub(super) fn reset(&self) {
+        for counter in [
+            &self.faults,
+            &self.handled_ns,
+            &self.lock_wait_ns,
+            &self.read_ns,
+            &self.reads,
+            &self.install_ns,
+            &self.unlock_ns,
+            &self.wait_ns,
+            &self.room_waits,
+            &self.room_wait_ns,
+        ] {
+            counter.store(0, Relaxed);
+        }
     }
 }
