@@ -25,17 +25,27 @@
 # swap-outs and GC, in 1 MiB writes at its measured rate, and its 4 KiB reads at its
 # measured swap-in rate). Its ratio is what no placement can win back on this disk.
 #
+# --warm-up SECONDS: the reader's untimed reads between its fill and its timed reads, so
+# that the pages its fill left dirty in memory are written out first (at its write
+# limit that takes its memory over the limit's rate, and more for what its fill still
+# owes: the default is five times that plus 2 s, and 2 s without a limit; a room wait
+# in the table's "alone" column says it was too short: at 16M and 4M, 10 s left the
+# reader writing 6-7 MiB and waiting 9 µs a fault for room in its timed reads alone). The reader's figures are over its timed reads only: the
+# daemon's are taken as they begin. Without it, the reader's own write limit held its
+# first reads back for seconds, alone and beside the writer alike (session 59).
+#
 # --zone-append-max SIZE caps each write the daemon makes (its device's largest append,
 # 1 MiB by default), since a read queued behind a write waits for it. (On this machine's
 # disk fio found no clear gain from writes of 128 or 32 KiB at 4 MB/s: session 58.)
 #
 # Usage: scripts/tenants.sh [--rounds 1] [--seconds 15] [--memory 16M] [--reader-mib 128]
 #        [--writer-mib 160] [--zones 24] [--zone-size 16M] [--zone-append-max SIZE]
-#        [--policies "tenant per-core"] [--write-limit RATE] [--fio] [--znswap PATH] [--json FILE]
+#        [--policies "tenant per-core"] [--write-limit RATE] [--warm-up SECONDS] [--fio]
+#        [--znswap PATH] [--json FILE]
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 rounds=1 seconds=15 memory=16M reader_mib=128 writer_mib=160 zones=24 zone_size=16M
-policies="tenant per-core" znswap="" json="" write_limit="" append_max="" fio=""
+policies="tenant per-core" znswap="" json="" write_limit="" append_max="" fio="" warm_up=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --rounds) rounds=$2; shift ;;
@@ -49,9 +59,10 @@ while [ $# -gt 0 ]; do
         --fio) fio=1 ;;
         --policies) policies=$2; shift ;;
         --write-limit) write_limit=$2; shift ;;
+        --warm-up) warm_up=$2; shift ;;
         --znswap) znswap=$2; shift ;;
         --json) json=$2; shift ;;
-        -h|--help) sed -n '2,34p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,44p' "$0"; exit 0 ;;
         *) echo "unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
     shift
@@ -84,6 +95,12 @@ print(2 * (int(s[:-1]) * units[s[-1]] if s[-1] in units else int(s)))" "$memory"
 
 limit=()
 [ -z "$write_limit" ] || limit=(--write-limit "$write_limit")
+if [ -z "$warm_up" ]; then
+    warm_up=$(python3 -c "import sys
+units = {'K': 1 << 10, 'M': 1 << 20, 'G': 1 << 30}
+size = lambda s: int(s[:-1]) * units[s[-1]] if s[-1] in units else int(s)
+print(2 + (5 * size(sys.argv[1]) / size(sys.argv[2]) if sys.argv[2] else 0))" "$memory" "$write_limit")
+fi
 geometry=()
 [ -z "$append_max" ] || geometry=(--zone-append-max "$append_max")
 
@@ -101,9 +118,17 @@ if [ -n "$fio" ]; then
     fio --name=fill --filename="$work/fio.dat" --size=768M --rw=write --bs=1M --direct=1 --output=/dev/null
 fi
 
-reader() {  # reader() OUT: one reader run, its own figures and its summary's
+reader() {  # reader() OUT: one reader run, its own figures, the daemon's as its timed
+    # reads begin (OUT.start) and its summary's at its end
     "$znswap" run --memory "$memory" --daemon "$socket" --tenant reader "${limit[@]}" --stats "$1.summary" -- \
-        "$load" reader "$reader_mib" "$seconds" >"$1" 2>"$1.log" || die "the reader failed: $(tail -5 "$1.log")"
+        "$load" reader "$reader_mib" "$seconds" "$warm_up" >"$1" 2>"$1.log" &
+    local pid=$!
+    until grep -q "timing" "$1.log" 2>/dev/null; do
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.02
+    done
+    "$znswap" status --socket "$socket" --json >"$1.start"
+    wait "$pid" || die "the reader failed: $(tail -5 "$1.log")"
 }
 
 for round in $(seq 1 "$rounds"); do
@@ -168,9 +193,16 @@ work, round_, policy, fio = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv
 def reader(name):
     run = json.load(open(f"{work}/{name}.json"))
     tenant = json.load(open(f"{work}/{name}.json.summary"))["tenant"]
+    # The daemon's figures for the reader as its timed reads began: what follows is theirs.
+    start = next(t for t in json.load(open(f"{work}/{name}.json.start"))["tenants"] if t["name"] == "reader")
+    faults = max(tenant["faults"] - start["faults"], 1)
+    per_fault = lambda part: (tenant["fault_seconds"][part] - start["fault_seconds"][part]) * 1e6 / faults
     return {
         "accesses_per_s": run["accesses_per_s"],
-        "swap_in_mb_s": tenant["swapped_in_pages"] * 4096 / run["seconds"] / 1e6,
+        "swap_in_mb_s": (tenant["swapped_in_pages"] - start["swapped_in_pages"]) * 4096 / run["seconds"] / 1e6,
+        # A fault's mean time in the daemon, and its parts: the device read, waiting for room.
+        "fault_us": per_fault("handled"), "fault_read_us": per_fault("read"), "fault_room_wait_us": per_fault("room_wait"),
+        "written_bytes": tenant["written_bytes"] - start["written_bytes"],
         "p50_us": run["p50_us"], "p99_us": run["p99_us"], "p999_us": run["p999_us"],
         "gc_bytes_charged": tenant["gc_bytes"],
         "throttled_s": tenant.get("throttled_seconds"),
@@ -196,7 +228,7 @@ def disk():
 before_alone, after_alone = reader("alone"), reader("after")
 # The reader alone: the mean of its runs before and after the one beside the writer.
 alone = {key: (before_alone[key] + after_alone[key]) / 2
-         for key in ("accesses_per_s", "swap_in_mb_s", "p50_us", "p99_us", "p999_us")}
+         for key in ("accesses_per_s", "swap_in_mb_s", "p50_us", "p99_us", "p999_us", "fault_us", "fault_room_wait_us")}
 alone.update(before=before_alone, after=after_alone)
 print(json.dumps({
     "round": round_, "policy": policy,
@@ -222,9 +254,10 @@ if sys.argv[2]:
 mib = lambda b: "-" if b is None else f"{b / 2**20:.1f}"
 disk = lambda r: r.get("disk")
 ratio = lambda d: (d["beside"]["mb_s"] / d["alone"]["mb_s"], d["beside"]["p99_us"] / d["alone"]["p99_us"])
-print(f"{'round':>5} {'policy':<8} | {'reader alone':^26} | {'beside the writer':^26} | {'bw':>5} {'p99':>5} | {'GC MiB charged':^16} | {'writer':^14} | {'WAF':>4} | {'disk (fio)':^18}")
-print(f"{'':>5} {'':<8} | {'acc/s':>7} {'MB/s':>6} {'p99 µs':>10} | {'acc/s':>7} {'MB/s':>6} {'p99 µs':>10} | {'ratio':>5} {'x':>5} | {'reader':>7} {'writer':>8} | {'MB/s':>6} {'held s':>7} | {'':>4} | {'MB/s':>6} {'bw':>5} {'p99 x':>5}")
+print(f"{'round':>5} {'policy':<8} | {'reader alone':^26} | {'beside the writer':^26} | {'bw':>5} {'p99':>5} | {'fault µs (room)':^19} | {'GC MiB charged':^16} | {'writer':^14} | {'WAF':>4} | {'disk (fio)':^18}")
+print(f"{'':>5} {'':<8} | {'acc/s':>7} {'MB/s':>6} {'p99 µs':>10} | {'acc/s':>7} {'MB/s':>6} {'p99 µs':>10} | {'ratio':>5} {'x':>5} | {'alone':>9} {'beside':>9} | {'reader':>7} {'writer':>8} | {'MB/s':>6} {'held s':>7} | {'':>4} | {'MB/s':>6} {'bw':>5} {'p99 x':>5}")
 num = lambda v, f: "-" if v is None else format(v, f)
+fault = lambda x: f"{x['fault_us']:.0f} ({x['fault_room_wait_us']:.0f})"
 for r in rows:
     a, b = r["alone"], r["beside"]
     d = ratio(disk(r)) if disk(r) else (None, None)
@@ -232,6 +265,7 @@ for r in rows:
     print(f"{r['round']:>5} {r['policy']:<8} | {a['accesses_per_s']:>7.0f} {a['swap_in_mb_s']:>6.1f} {a['p99_us']:>10.0f} | "
           f"{b['accesses_per_s']:>7.0f} {b['swap_in_mb_s']:>6.1f} {b['p99_us']:>10.0f} | "
           f"{b['swap_in_mb_s'] / a['swap_in_mb_s']:>5.2f} {b['p99_us'] / a['p99_us']:>5.2f} | "
+          f"{fault(a):>9} {fault(b):>9} | "
           f"{mib(b['gc_bytes_charged']):>7} {mib(r['writer_gc_bytes_charged']):>8} | "
           f"{num(r.get('writer_write_mb_s'), '6.1f')} {num(r.get('writer_throttled_s'), '7.1f')} | {r['device_waf']:>4.2f} | "
           f"{num(disk_alone, '6.1f')} {num(d[0], '5.2f')} {num(d[1], '5.2f')}")
@@ -248,6 +282,7 @@ for policy in dict.fromkeys(r["policy"] for r in rows):
     print(line)
 print("(alone: the mean of the reader's runs before and after the one beside the writer; bw ratio: its swap-in")
 print(" bandwidth beside the writer over alone; p99 x: its access p99 beside over alone;")
+print(" fault µs (room): a fault's mean time in the daemon, and of it the wait for room in the reader's budget;")
 print(" GC MiB charged: bytes of each tenant's data the GC moved while the reader ran beside the writer;")
 print(" writer MB/s: its swap-outs and the GC's moves of its pages a second while the reader ran beside it, and the")
 print(" seconds it was held back by its write limit then; disk (fio): fio's 4 KiB reads at QD1 alone (MB/s), and")

@@ -726,6 +726,12 @@ fn programs_a_program_executes_join_its_tenant_and_status_shows_them() {
     assert!(tenant["swapped_in_pages"].as_u64().unwrap() > 8192, "and read back: {summary}");
     assert!(tenant["faults"].as_u64().unwrap() > 8192, "the daemon timed the tenant's faults: {summary}");
     assert!(tenant["fault_p99_us"].as_f64().unwrap() > 0.0, "{summary}");
+    // Where the faults' time went: the device reads are part of it, and no part is more
+    // than the whole.
+    let part = |name: &str| tenant["fault_seconds"][name].as_f64().unwrap();
+    assert!(part("read") > 0.0 && part("read") < part("handled"), "{summary}");
+    let parts = ["lock_wait", "read", "install", "room_wait", "other_wait"].map(part);
+    assert!(parts.iter().sum::<f64>() <= part("handled") * 1.001, "{summary}");
 
     // SAFETY: signalling our own children.
     unsafe { libc::kill(sleeper.id() as i32, libc::SIGTERM) };

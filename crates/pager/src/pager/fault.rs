@@ -351,7 +351,11 @@ impl Shared {
                     shell.role.times.wait_ns += started.elapsed().as_nanos() as u64;
                 }
                 // Waits for room are counted apart (`room_wait_ns`).
-                Next::Wait(WaitOn::Room) => shell.wait(WaitOn::Room),
+                Next::Wait(WaitOn::Room) => {
+                    let started = Instant::now();
+                    shell.wait(WaitOn::Room);
+                    shell.role.times.room_wait_ns += started.elapsed().as_nanos() as u64;
+                }
                 Next::Wait(on) => {
                     let started = Instant::now();
                     shell.wait(on);
@@ -362,7 +366,7 @@ impl Shared {
                     let mut times = shell.role.times;
                     if let Some(since) = task.room_wait_since_ns() {
                         times.room_waits += 1;
-                        times.room_wait_ns += self.now().saturating_sub(since);
+                        times.budget_wait_ns = self.now().saturating_sub(since);
                     }
                     self.counters.fault_discarded_pages.fetch_add(task.discarded_pages(), Relaxed);
                     return (ours, times);

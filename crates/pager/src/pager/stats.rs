@@ -236,7 +236,7 @@ impl Shared {
             budget_overruns: core.budget_overruns,
             evictions_raced: core.evictions_raced,
             budget_waits: times.room_waits,
-            budget_wait_ns: times.room_wait_ns,
+            budget_wait_ns: times.budget_wait_ns,
             fault_discarded_pages: c.fault_discarded_pages.load(Relaxed),
             resident_pages: core.resident_pages,
             resident_pages_max: core.resident_pages_max,
@@ -314,9 +314,12 @@ pub(super) struct FaultTimes {
     pub(super) unlock_ns: u64,
     /// Pauses and waits for other actors (a page on its way out), waits for room apart.
     pub(super) wait_ns: u64,
-    /// Waiting for room in the budget (the pager's or the tenant's).
+    /// Waiting for room in the budget (the pager's or the tenant's): whether it did,
+    /// the time asleep for it, and the time from its first wait to its resolution (the
+    /// direct reclaim meanwhile and what followed the wait included: `budget_wait_ns`).
     pub(super) room_waits: u64,
     pub(super) room_wait_ns: u64,
+    pub(super) budget_wait_ns: u64,
 }
 
 /// [`FaultTimes`] summed over faults, with how many and their whole time (from reading
@@ -333,6 +336,7 @@ pub(super) struct FaultTimeCounters {
     wait_ns: AtomicU64,
     room_waits: AtomicU64,
     room_wait_ns: AtomicU64,
+    budget_wait_ns: AtomicU64,
 }
 
 /// A snapshot of [`FaultTimeCounters`]: where a tenant's faults spent their time, in
@@ -340,8 +344,9 @@ pub(super) struct FaultTimeCounters {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct FaultTimeTotals {
     pub faults: u64,
-    /// From reading the event to waking the faulting thread: the rest below, and the
-    /// fault's own work under the lock.
+    /// From reading the event to waking the faulting thread: the parts below but
+    /// `budget_wait_ns` (which spans others: from a fault's first wait for room to its
+    /// end), and the fault's own work under the lock.
     pub handled_ns: u64,
     pub lock_wait_ns: u64,
     pub read_ns: u64,
@@ -351,6 +356,7 @@ pub struct FaultTimeTotals {
     pub wait_ns: u64,
     pub room_waits: u64,
     pub room_wait_ns: u64,
+    pub budget_wait_ns: u64,
 }
 
 impl FaultTimeCounters {
@@ -370,6 +376,7 @@ impl FaultTimeCounters {
         add(&self.wait_ns, times.wait_ns);
         add(&self.room_waits, times.room_waits);
         add(&self.room_wait_ns, times.room_wait_ns);
+        add(&self.budget_wait_ns, times.budget_wait_ns);
     }
 
     pub(super) fn load(&self) -> FaultTimeTotals {
@@ -384,6 +391,7 @@ impl FaultTimeCounters {
             wait_ns: self.wait_ns.load(Relaxed),
             room_waits: self.room_waits.load(Relaxed),
             room_wait_ns: self.room_wait_ns.load(Relaxed),
+            budget_wait_ns: self.budget_wait_ns.load(Relaxed),
         }
     }
 
@@ -400,6 +408,7 @@ impl FaultTimeCounters {
             &self.wait_ns,
             &self.room_waits,
             &self.room_wait_ns,
+            &self.budget_wait_ns,
         ] {
             counter.store(0, Relaxed);
         }
