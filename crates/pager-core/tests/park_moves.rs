@@ -2,7 +2,9 @@
 //! the kernel's `UFFDIO_MOVE` can answer (`ParkOutcome`), driven through the core's
 //! calls with no shell: a move never counts an empty page as parked.
 
-use znswap_core::{Geometry, PolicyKind};
+mod common;
+
+use znswap_core::PolicyKind;
 use znswap_pager_core::{
     Actions, CoreConfig, DiscardBatch, EvictRound, Fault, FaultKind, FaultStep, PageState, PagerCore, ParkOutcome,
     PAGE_BYTES,
@@ -13,20 +15,7 @@ const SHADOW: u64 = 1 << 33;
 const PAGES: u64 = 16;
 
 fn config() -> CoreConfig {
-    CoreConfig {
-        budget_pages: 32,
-        slack_pages: 0,
-        evict_batch_pages: 4,
-        reference_sampling: false,
-        readahead_pages: 0,
-        gc_batch_pages: znswap_pager_core::GC_BATCH_PAGES_DEFAULT,
-        park_pages: 8,
-        regions_max: 2,
-        tenants: 1,
-        policy: PolicyKind::PerCore,
-        seal_pages: false,
-        wp_async: false,
-    }
+    CoreConfig { park_pages: 8, regions_max: 2, ..common::core_config(PolicyKind::PerCore) }
 }
 
 struct Harness {
@@ -38,16 +27,7 @@ struct Harness {
 impl Harness {
     /// Pages `0..PAGES` mapped (zero-filled by write faults), none parked yet.
     fn new() -> Harness {
-        let geometry = Geometry {
-            zone_count: 16,
-            zone_capacity_pages: 32,
-            metadata_bytes: 16,
-            write_granularity_pages: 1,
-            max_open_zones: 4,
-            max_active_zones: 4,
-            zone_append_pages_max: 8,
-        };
-        let mut core = PagerCore::new(geometry, false, config()).expect("a valid core");
+        let mut core = PagerCore::new(common::geometry(4), false, config()).expect("a valid core");
         let owner = core.region_add(BASE, PAGES, 0, Some(SHADOW)).expect("a region");
         let mut harness = Harness { core, owner, now: 1 };
         for page in 0..PAGES {

@@ -2,11 +2,14 @@
 //! child is told of its pages (`child_page`), driven through the core's calls over the
 //! reference driver's model device.
 
+mod common;
+
+use common::{core_config, geometry};
 use znswap_core::driver::{Captured, Completion, Driver, NoFaults};
-use znswap_core::{AppendPage, Buf, Geometry, IoError, IoRequest, PageState as EnginePage, PolicyKind};
+use znswap_core::{AppendPage, Buf, IoError, IoRequest, PageState as EnginePage, PolicyKind};
 use znswap_pager_core::{
-    Action, Actions, ChildPage, CopyFrom, CoreConfig, EvictRound, Fault, FaultKind, FaultStep, IoCompletion,
-    PageSource, PageState, PagerCore, PAGE_BYTES,
+    Action, Actions, ChildPage, CopyFrom, EvictRound, Fault, FaultKind, FaultStep, IoCompletion, PageSource, PageState,
+    PagerCore, PAGE_BYTES,
 };
 
 const BASE: u64 = 1 << 32;
@@ -23,37 +26,6 @@ struct Harness {
 
 fn address(page: u64) -> u64 {
     BASE + page * PAGE_BYTES as u64
-}
-
-/// 16 zones of 32 slots with `max_open_zones` open at once.
-fn geometry(max_open_zones: u32) -> Geometry {
-    Geometry {
-        zone_count: 16,
-        zone_capacity_pages: 32,
-        metadata_bytes: 16,
-        write_granularity_pages: 1,
-        max_open_zones,
-        max_active_zones: max_open_zones,
-        zone_append_pages_max: 8,
-    }
-}
-
-/// A 32-page budget, evicting 4 pages at a time.
-fn core_config(policy: PolicyKind) -> CoreConfig {
-    CoreConfig {
-        budget_pages: 32,
-        slack_pages: 0,
-        evict_batch_pages: 4,
-        reference_sampling: false,
-        readahead_pages: 0,
-        gc_batch_pages: znswap_pager_core::GC_BATCH_PAGES_DEFAULT,
-        park_pages: 0,
-        regions_max: 4,
-        tenants: 1,
-        policy,
-        seal_pages: false,
-        wp_async: false,
-    }
 }
 
 impl Harness {

@@ -1,6 +1,8 @@
 //! Each tenant's room for faults within the pager's budget (`set_tenant_budget`).
 
-use znswap_core::{Geometry, PolicyKind};
+mod common;
+
+use znswap_core::PolicyKind;
 use znswap_pager_core::{Actions, CoreConfig, Fault, FaultKind, FaultStep, PagerCore, PAGE_BYTES};
 
 /// Faults pages of the region at `base` in, one after the other, until one must wait for
@@ -27,30 +29,9 @@ fn tenants_share_the_slack_so_none_waits_on_the_pagers_budget_within_its_own() {
     // whole slack each, the first filled 48 and the second then waited at 32, on the
     // pager's budget, below its own (a reader beside a writer held back by its write
     // limit did, for 53 µs a fault: `scripts/tenants.sh`, session 59).
-    let geometry = Geometry {
-        zone_count: 16,
-        zone_capacity_pages: 32,
-        metadata_bytes: 16,
-        write_granularity_pages: 1,
-        max_open_zones: 4,
-        max_active_zones: 4,
-        zone_append_pages_max: 8,
-    };
-    let config = CoreConfig {
-        budget_pages: 64,
-        slack_pages: 16,
-        evict_batch_pages: 4,
-        reference_sampling: false,
-        readahead_pages: 0,
-        gc_batch_pages: znswap_pager_core::GC_BATCH_PAGES_DEFAULT,
-        park_pages: 0,
-        regions_max: 4,
-        tenants: 2,
-        policy: PolicyKind::Tenant,
-        seal_pages: false,
-        wp_async: false,
-    };
-    let mut core = PagerCore::new(geometry, false, config).expect("a valid core");
+    let config =
+        CoreConfig { budget_pages: 64, slack_pages: 16, tenants: 2, ..common::core_config(PolicyKind::Tenant) };
+    let mut core = PagerCore::new(common::geometry(4), false, config).expect("a valid core");
     let (first, second) = (1u64 << 32, 2u64 << 32);
     core.region_add(first, 64, 1, None).expect("a region");
     core.region_add(second, 64, 0, None).expect("a region");
