@@ -192,8 +192,8 @@ impl Daemon {
             .iter()
             .map(|tenant| {
                 let figures = tenant.figures(self.pager.tenant_figures(tenant.index));
-                let (fault_p99_ns, faults) = self.pager.tenant_fault_latency(tenant.index, 0.99);
-                let times = self.pager.tenant_fault_times(tenant.index);
+                let (fault_p99_ns, _) = self.pager.tenant_fault_latency(tenant.index, 0.99);
+                let totals = self.pager.tenant_fault_times(tenant.index);
                 TenantStatus {
                     tenant: tenant.index,
                     processes: tenant.processes,
@@ -204,15 +204,15 @@ impl Daemon {
                     swap_outs: figures.swap_outs,
                     swap_ins: figures.swap_ins,
                     gc_bytes: figures.gc_bytes,
-                    faults,
+                    faults: totals.faults,
                     fault_p99_ns,
-                    fault_handled_ns: times.handled_ns,
-                    fault_lock_wait_ns: times.lock_wait_ns,
-                    fault_read_ns: times.read_ns,
-                    fault_reads: times.reads,
-                    fault_install_ns: times.install_ns,
-                    fault_room_wait_ns: times.room_wait_ns,
-                    fault_other_wait_ns: times.wait_ns + times.unlock_ns,
+                    fault_handled_ns: totals.handled_ns,
+                    fault_lock_wait_ns: totals.times.lock_wait_ns,
+                    fault_read_ns: totals.times.read_ns,
+                    fault_reads: totals.times.reads,
+                    fault_install_ns: totals.times.install_ns,
+                    fault_room_wait_ns: totals.times.room_wait_ns,
+                    fault_other_wait_ns: totals.times.wait_ns + totals.times.unlock_ns,
                     written_bytes: figures.written_bytes,
                     write_limit: figures.write_limit.unwrap_or(0),
                     throttled_ns: figures.throttled_ns,
@@ -255,14 +255,14 @@ pub fn run(args: DaemonArgs) -> Result<()> {
     // Before any thread starts, so that every thread inherits the mask and the signals
     // reach only the thread that waits for them.
     let stop_signals = block_stop_signals();
-    let socket = args.socket.clone().unwrap_or_else(default_socket);
-    let device_name = args.device.device.clone().unwrap_or_else(device_path::default_path);
-    let device = device_path::open(args.device.device.as_deref())?;
     // Parking moves pages within a process, which only its agent could do for the
     // daemon: one round trip per move (docs/daemon.md, "Three designs").
     if args.faults.park > 0 || args.faults.wp_async {
         bail!("--park and --wp-async are not available under the daemon (parking needs the program's own pager: use `znswap run` without --daemon)");
     }
+    let socket = args.socket.clone().unwrap_or_else(default_socket);
+    let device_name = args.device.device.clone().unwrap_or_else(device_path::default_path);
+    let device = device_path::open(args.device.device.as_deref())?;
     let pool_pages = args.memory / PAGE_BYTES as u64;
     let config = PagerConfig {
         policy: args.policy.policy,

@@ -28,7 +28,7 @@ pub mod uffd;
 pub use znswap_pager_core::{CoreError, TenantFigures};
 
 pub use pager::{
-    map_anonymous, process_cpu_ns, thread_cpu_ns, FaultMode, FaultTimeTotals, ForkFill, ForkSnapshot, Pager,
-    PagerConfig, PagerError, PagerStats, Region, TenantId, FAULT_POLL_US_DEFAULT, FAULT_POLL_US_MAX,
+    map_anonymous, process_cpu_ns, thread_cpu_ns, FaultMode, FaultTimeTotals, FaultTimes, ForkFill, ForkSnapshot,
+    Pager, PagerConfig, PagerError, PagerStats, Region, TenantId, FAULT_POLL_US_DEFAULT, FAULT_POLL_US_MAX,
     GC_BATCH_PAGES_DEFAULT, PAGE_BYTES, READAHEAD_PAGES_DEFAULT, READAHEAD_PAGES_MAX,
 };

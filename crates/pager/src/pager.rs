@@ -58,8 +58,8 @@ use evict::self_pidfd_for_discard;
 use fault::FaultPoll;
 pub use spaces::TenantId;
 use stats::Counters;
-use stats::FaultTimes;
-pub use stats::{FaultTimeTotals, PagerStats};
+use stats::FaultRecord;
+pub use stats::{FaultTimeTotals, FaultTimes, PagerStats};
 /// The default bound of a handler thread's polling for the next fault
 /// (`PagerConfig::fault_poll_us`), in microseconds.
 pub const FAULT_POLL_US_DEFAULT: u32 = 200;
@@ -609,8 +609,7 @@ impl Pager {
             pager_tids: Default::default(),
             started: Instant::now(),
             counters: Counters {
-                tenant_fault_latency: (0..config.tenants.max(1)).map(|_| Default::default()).collect(),
-                tenant_fault_times: (0..config.tenants.max(1)).map(|_| Default::default()).collect(),
+                tenant_faults: (0..config.tenants.max(1)).map(|_| Default::default()).collect(),
                 ..Counters::default()
             },
         });
@@ -804,32 +803,29 @@ impl Pager {
     /// Fault latency seen by handler threads (from reading the event to waking the
     /// faulting thread), at quantile `q`, in nanoseconds; and how many were recorded.
     pub fn fault_latency(&self, q: f64) -> (u64, u64) {
-        let histogram = &self.shared.counters.fault_latency;
+        let histogram = &self.shared.counters.faults.latency;
         (histogram.quantile(q), histogram.count())
     }
 
     /// The fault latency of the engine tenant `tenant`'s served processes, at quantile
     /// `q`, in nanoseconds; and how many were recorded (since `tenant_begins`).
     pub fn tenant_fault_latency(&self, tenant: u32, q: f64) -> (u64, u64) {
-        match self.shared.counters.tenant_fault_latency.get(tenant as usize) {
-            Some(histogram) => (histogram.quantile(q), histogram.count()),
+        match self.shared.counters.tenant_faults.get(tenant as usize) {
+            Some(faults) => (faults.latency.quantile(q), faults.latency.count()),
             None => (0, 0),
         }
     }
 
     /// Where the engine tenant `tenant`'s faults spent their time (since `tenant_begins`).
     pub fn tenant_fault_times(&self, tenant: u32) -> FaultTimeTotals {
-        self.shared.counters.tenant_fault_times.get(tenant as usize).map(|times| times.load()).unwrap_or_default()
+        self.shared.counters.tenant_faults.get(tenant as usize).map(FaultRecord::totals).unwrap_or_default()
     }
 
     /// A new tenant takes the engine tenant `tenant`: what was learnt of the former (its
     /// faults' latencies, how its swap cache paid) is forgotten.
     pub fn tenant_begins(&self, tenant: u32) {
-        if let Some(histogram) = self.shared.counters.tenant_fault_latency.get(tenant as usize) {
-            histogram.reset();
-        }
-        if let Some(times) = self.shared.counters.tenant_fault_times.get(tenant as usize) {
-            times.reset();
+        if let Some(faults) = self.shared.counters.tenant_faults.get(tenant as usize) {
+            faults.reset();
         }
         self.shared.lock().tenant_begins(tenant);
     }

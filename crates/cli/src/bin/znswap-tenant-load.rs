@@ -5,9 +5,9 @@
 //!   WARM-UP seconds (0 by default), then reads random 4 KiB pages for SECONDS,
 //!   timing each read: past its budget most are faults served from the device, so the
 //!   latencies are the swap-in's as the program sees them.
-//! - `writer MIB SECONDS [WARM-UP]`: fills MIB of heap, then rewrites random pages for SECONDS:
-//!   every rewrite dirties a page the pager wrote out before, so the device fills with
-//!   invalid slots and its GC runs.
+//! - `writer MIB SECONDS [WARM-UP]`: fills MIB of heap, then rewrites random pages
+//!   (untimed for WARM-UP seconds, then for SECONDS): every rewrite dirties a page the
+//!   pager wrote out before, so the device fills with invalid slots and its GC runs.
 //!
 //! Every page read is checked against what was last written there (exit 1 on a wrong
 //! byte). Says on stderr when the timed part begins; prints one JSON object: accesses,

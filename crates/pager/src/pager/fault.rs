@@ -275,14 +275,10 @@ impl Shared {
         }
         let (_, times) = self.resolve(fault, scratch);
         let ns = started.elapsed().as_nanos() as u64;
-        self.counters.fault_latency.record(ns);
-        self.counters.fault_times.add(&times, ns);
+        self.counters.faults.record(&times, ns);
         if space.served.is_some() {
-            if let Some(histogram) = self.counters.tenant_fault_latency.get(space.tenant as usize) {
-                histogram.record(ns);
-            }
-            if let Some(tenant_times) = self.counters.tenant_fault_times.get(space.tenant as usize) {
-                tenant_times.add(&times, ns);
+            if let Some(tenant) = self.counters.tenant_faults.get(space.tenant as usize) {
+                tenant.record(&times, ns);
             }
         }
         true
@@ -329,7 +325,7 @@ impl Shared {
         });
         let (ours, times) = self.resolve(Fault::new(address, FaultKind::Sigbus { write }), &mut scratch);
         if ours {
-            self.counters.fault_times.add(&times, 0);
+            self.counters.faults.add(&times);
         }
         SIGBUS_SCRATCH.with(|cell| cell.set(Some(scratch)));
         ours

@@ -182,10 +182,6 @@ pub(super) struct Counters {
     pub(super) pages_sealed: AtomicU64,
     pub(super) pages_failed_open: AtomicU64,
     pub(super) gc_cpu_ns: AtomicU64,
-    /// Where faults' time went, summed: all of them, and per engine tenant (a served
-    /// process's faults, under its tenant).
-    pub(super) fault_times: FaultTimeCounters,
-    pub(super) tenant_fault_times: Box<[FaultTimeCounters]>,
     pub(super) faults_polled: AtomicU64,
     pub(super) fault_cpu_ns: AtomicU64,
     pub(super) evictor_cpu_ns: AtomicU64,
@@ -193,15 +189,16 @@ pub(super) struct Counters {
     pub(super) evictor_append_ns: AtomicU64,
     pub(super) evictor_idle_ns: AtomicU64,
     pub(super) io_idle_ns: AtomicU64,
-    pub(super) fault_latency: crate::latency::LatencyHistogram,
-    /// The same, per engine tenant (a served process's faults, under its tenant).
-    pub(super) tenant_fault_latency: Box<[crate::latency::LatencyHistogram]>,
+    /// Faults' latencies and where their time went: all of them, and per engine tenant
+    /// (a served process's faults, under its tenant).
+    pub(super) faults: FaultRecord,
+    pub(super) tenant_faults: Box<[FaultRecord]>,
 }
 
 impl Shared {
     pub(super) fn stats(&self) -> PagerStats {
         let c = &self.counters;
-        let times = c.fault_times.load();
+        let times = c.faults.times();
         let state = self.lock();
         let core = state.stats();
         let engine = state.engine().stats();
@@ -249,7 +246,7 @@ impl Shared {
             fault_lock_wait_ns: times.lock_wait_ns,
             fault_read_ns: times.read_ns,
             fault_reads: times.reads,
-            fault_handled_ns: c.fault_latency.sum(),
+            fault_handled_ns: c.faults.latency.sum(),
             faults_polled: c.faults_polled.load(Relaxed),
             fault_install_ns: times.install_ns,
             fault_unlock_ns: times.unlock_ns,
@@ -299,117 +296,110 @@ mod tests {
     }
 }
 
-/// Where one fault's time went, in nanoseconds, gathered while it is resolved and then
-/// added to the pager's sums and its tenant's (`FaultTimeCounters::add`).
-#[derive(Clone, Copy, Debug, Default)]
-pub(super) struct FaultTimes {
-    /// Waiting for the state lock.
-    pub(super) lock_wait_ns: u64,
-    /// Device reads, and how many.
-    pub(super) read_ns: u64,
-    pub(super) reads: u64,
-    /// Installing what a read brought (`UFFDIO_COPY` and the wake-ups noted).
-    pub(super) install_ns: u64,
-    /// Releasing the lock (the wake-ups given then).
-    pub(super) unlock_ns: u64,
-    /// Pauses and waits for other actors (a page on its way out), waits for room apart.
-    pub(super) wait_ns: u64,
-    /// Waiting for room in the budget (the pager's or the tenant's): whether it did,
-    /// the time asleep for it, and the time from its first wait to its resolution (the
-    /// direct reclaim meanwhile and what followed the wait included: `budget_wait_ns`).
-    pub(super) room_waits: u64,
-    pub(super) room_wait_ns: u64,
-    pub(super) budget_wait_ns: u64,
-}
-
-/// [`FaultTimes`] summed over faults, with how many and their whole time (from reading
-/// the event to the wake; 0 for self-paging, whose faults no handler reads).
-#[derive(Default)]
-pub(super) struct FaultTimeCounters {
-    faults: AtomicU64,
-    handled_ns: AtomicU64,
-    lock_wait_ns: AtomicU64,
-    read_ns: AtomicU64,
-    reads: AtomicU64,
-    install_ns: AtomicU64,
-    unlock_ns: AtomicU64,
-    wait_ns: AtomicU64,
-    room_waits: AtomicU64,
-    room_wait_ns: AtomicU64,
-    budget_wait_ns: AtomicU64,
-}
-
-/// A snapshot of [`FaultTimeCounters`]: where a tenant's faults spent their time, in
-/// nanoseconds summed over `faults` (`Pager::tenant_fault_times`).
+/// Where faults' time went, in nanoseconds: one fault's, gathered while it is resolved,
+/// or summed over many ([`FaultRecord`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct FaultTimeTotals {
-    pub faults: u64,
-    /// From reading the event to waking the faulting thread: the parts below but
-    /// `budget_wait_ns` (which spans others: from a fault's first wait for room to its
-    /// end), and the fault's own work under the lock.
-    pub handled_ns: u64,
+pub struct FaultTimes {
+    /// Waiting for the state lock.
     pub lock_wait_ns: u64,
+    /// Device reads, and how many.
     pub read_ns: u64,
     pub reads: u64,
+    /// Installing what a read brought (`UFFDIO_COPY` and the wake-ups noted).
     pub install_ns: u64,
+    /// Releasing the lock (the wake-ups given then).
     pub unlock_ns: u64,
+    /// Pauses and waits for other actors (a page on its way out), waits for room apart.
     pub wait_ns: u64,
+    /// Waiting for room in the budget (the pager's or the tenant's): faults that did,
+    /// the time asleep for it, and the time from a fault's first wait to its end (the
+    /// direct reclaim meanwhile and what followed the wait included, so it spans other
+    /// parts: `PagerStats::budget_wait_ns`).
     pub room_waits: u64,
     pub room_wait_ns: u64,
     pub budget_wait_ns: u64,
 }
 
-impl FaultTimeCounters {
-    pub(super) fn add(&self, times: &FaultTimes, handled_ns: u64) {
-        let add = |counter: &AtomicU64, value: u64| {
+const FAULT_TIME_PARTS: usize = 9;
+
+impl FaultTimes {
+    fn to_parts(self) -> [u64; FAULT_TIME_PARTS] {
+        [
+            self.lock_wait_ns,
+            self.read_ns,
+            self.reads,
+            self.install_ns,
+            self.unlock_ns,
+            self.wait_ns,
+            self.room_waits,
+            self.room_wait_ns,
+            self.budget_wait_ns,
+        ]
+    }
+
+    fn from_parts(parts: [u64; FAULT_TIME_PARTS]) -> FaultTimes {
+        let [lock_wait_ns, read_ns, reads, install_ns, unlock_ns, wait_ns, room_waits, room_wait_ns, budget_wait_ns] =
+            parts;
+        FaultTimes {
+            lock_wait_ns,
+            read_ns,
+            reads,
+            install_ns,
+            unlock_ns,
+            wait_ns,
+            room_waits,
+            room_wait_ns,
+            budget_wait_ns,
+        }
+    }
+}
+
+/// A tenant's faults (`Pager::tenant_fault_times`): how many a handler resolved, their
+/// whole time (from reading the event to the wake: `times` but `budget_wait_ns`, and the
+/// fault's own work under the lock), and its parts summed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FaultTimeTotals {
+    pub faults: u64,
+    pub handled_ns: u64,
+    pub times: FaultTimes,
+}
+
+/// Faults recorded, the pager's or one tenant's: their latencies (with how many and
+/// their sum) and where their time went, summed.
+#[derive(Default)]
+pub(super) struct FaultRecord {
+    pub(super) latency: crate::latency::LatencyHistogram,
+    parts: [AtomicU64; FAULT_TIME_PARTS],
+}
+
+impl FaultRecord {
+    /// A fault a handler resolved in `handled_ns`.
+    pub(super) fn record(&self, times: &FaultTimes, handled_ns: u64) {
+        self.latency.record(handled_ns);
+        self.add(times);
+    }
+
+    /// A fault's parts alone (self-paging: no handler timed it whole).
+    pub(super) fn add(&self, times: &FaultTimes) {
+        for (counter, value) in self.parts.iter().zip(times.to_parts()) {
             if value > 0 {
                 counter.fetch_add(value, Relaxed);
             }
-        };
-        add(&self.faults, 1);
-        add(&self.handled_ns, handled_ns);
-        add(&self.lock_wait_ns, times.lock_wait_ns);
-        add(&self.read_ns, times.read_ns);
-        add(&self.reads, times.reads);
-        add(&self.install_ns, times.install_ns);
-        add(&self.unlock_ns, times.unlock_ns);
-        add(&self.wait_ns, times.wait_ns);
-        add(&self.room_waits, times.room_waits);
-        add(&self.room_wait_ns, times.room_wait_ns);
-        add(&self.budget_wait_ns, times.budget_wait_ns);
+        }
     }
 
-    pub(super) fn load(&self) -> FaultTimeTotals {
-        FaultTimeTotals {
-            faults: self.faults.load(Relaxed),
-            handled_ns: self.handled_ns.load(Relaxed),
-            lock_wait_ns: self.lock_wait_ns.load(Relaxed),
-            read_ns: self.read_ns.load(Relaxed),
-            reads: self.reads.load(Relaxed),
-            install_ns: self.install_ns.load(Relaxed),
-            unlock_ns: self.unlock_ns.load(Relaxed),
-            wait_ns: self.wait_ns.load(Relaxed),
-            room_waits: self.room_waits.load(Relaxed),
-            room_wait_ns: self.room_wait_ns.load(Relaxed),
-            budget_wait_ns: self.budget_wait_ns.load(Relaxed),
-        }
+    pub(super) fn times(&self) -> FaultTimes {
+        FaultTimes::from_parts(std::array::from_fn(|part| self.parts[part].load(Relaxed)))
+    }
+
+    pub(super) fn totals(&self) -> FaultTimeTotals {
+        FaultTimeTotals { faults: self.latency.count(), handled_ns: self.latency.sum(), times: self.times() }
     }
 
     /// Forgotten (a new tenant takes the index). Faults in flight may add theirs after.
     pub(super) fn reset(&self) {
-        for counter in [
-            &self.faults,
-            &self.handled_ns,
-            &self.lock_wait_ns,
-            &self.read_ns,
-            &self.reads,
-            &self.install_ns,
-            &self.unlock_ns,
-            &self.wait_ns,
-            &self.room_waits,
-            &self.room_wait_ns,
-            &self.budget_wait_ns,
-        ] {
+        self.latency.reset();
+        for counter in &self.parts {
             counter.store(0, Relaxed);
         }
     }
