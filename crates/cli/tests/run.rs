@@ -570,6 +570,11 @@ impl Drop for DaemonChild {
 }
 
 fn start_daemon(dir: &Path, memory: &str) -> (DaemonChild, PathBuf, PathBuf) {
+    start_daemon_with(dir, memory, &[])
+}
+
+/// `start_daemon` with more of `znswap daemon`'s options.
+fn start_daemon_with(dir: &Path, memory: &str, options: &[&str]) -> (DaemonChild, PathBuf, PathBuf) {
     ensure_library();
     let device = device(dir);
     let socket = dir.join("znswap.sock");
@@ -579,6 +584,7 @@ fn start_daemon(dir: &Path, memory: &str) -> (DaemonChild, PathBuf, PathBuf) {
         .arg(&device)
         .arg("--socket")
         .arg(&socket)
+        .args(options)
         .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
         .unwrap();
@@ -796,6 +802,62 @@ fn a_tenants_write_and_swap_limits_hold() {
     let log = std::fs::read_to_string(&log).unwrap();
     assert!(log.contains("reached its swap limit (16 MiB on the device)"), "{log}");
     assert!(log.contains(", writing at most 8 MiB/s") && log.contains(", swapping at most 16 MiB"), "{log}");
+    assert!(log.lines().filter(|line| line.contains(" closed: ")).all(|line| line.ends_with(" 0 lost")), "{log}");
+}
+
+/// A tenant held back by its write limit holds up no other: its faults wait as long as
+/// the limit says (here 64 KiB/s: seconds for each batch of its pages), and the daemon's
+/// one handler thread serves the other tenant's faults meanwhile (its faults are set
+/// aside, not waited in). Waiting in them, the handler served the other tenant only
+/// between the held one's waits.
+#[test]
+fn a_tenant_held_by_its_write_limit_holds_up_no_other() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut daemon, socket, log) = start_daemon_with(dir.path(), "48M", &["--handler-threads", "1"]);
+    let stats = dir.path().join("held.json");
+    let mut held = daemon_tenant(&socket, "8M", Some(&stats))
+        .args(["--write-limit", "64K", "--", HEAP_CHECK, "heap", "64"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    // Until it has been held back: its heap is past its memory, written out at 64 KiB/s.
+    let status = || {
+        let output = Command::new(ZNSWAP).args(["status", "--json", "--socket"]).arg(&socket).output().unwrap();
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        serde_json::from_slice::<serde_json::Value>(&output.stdout).unwrap()
+    };
+    let started = Instant::now();
+    loop {
+        let status = status();
+        let throttled = status["tenants"].as_array().unwrap().iter().any(|tenant| {
+            tenant["write_limit_bytes_per_second"] == 64 << 10 && tenant["throttled_seconds"].as_f64().unwrap() > 1.0
+        });
+        if throttled {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(30), "the limited tenant was never held back: {status}");
+        assert!(held.try_wait().unwrap().is_none(), "the limited tenant ended");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    let started = Instant::now();
+    let other = output_within_limit(daemon_tenant(&socket, "8M", None).args(["--", HEAP_CHECK, "heap", "48"]));
+    let seconds = started.elapsed().as_secs_f64();
+    let (stdout, stderr) = (String::from_utf8_lossy(&other.stdout), String::from_utf8_lossy(&other.stderr));
+    assert!(other.status.success() && stdout.starts_with("ok heap 48 MiB"), "{stdout}\n{stderr}");
+    // Alone it takes a second or two here; held up, minutes.
+    assert!(seconds < 30.0, "the tenant beside a held one took {seconds:.1} s");
+    assert!(held.try_wait().unwrap().is_none(), "the limited tenant was still at work beside it");
+
+    // SAFETY: signalling the process group this test started.
+    unsafe { libc::kill(-(held.id() as i32), libc::SIGKILL) };
+    held.wait().unwrap();
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(daemon.id() as i32, libc::SIGTERM) };
+    assert!(daemon.wait().unwrap().success());
+    let log = std::fs::read_to_string(&log).unwrap();
     assert!(log.lines().filter(|line| line.contains(" closed: ")).all(|line| line.ends_with(" 0 lost")), "{log}");
 }
 

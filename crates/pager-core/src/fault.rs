@@ -73,8 +73,10 @@ pub enum FaultStep {
     /// The resident set is at the budget plus slack: make room, then call `fault` again.
     /// With `discard`, written-out pages await their discard: do it here (direct
     /// reclaim: `discard_take`, `MADV_DONTNEED`, `discard_done`) if no other thread is;
-    /// else wait for `Wakeups::room` (or a short timeout).
-    WaitRoom { discard: bool },
+    /// else wait for `Wakeups::room` (or a short timeout). `write_limited`: the room is
+    /// the tenant's own, held back by its write limit, so the wait lasts as long as the
+    /// limit says (`FaultTask::waits_on_write_limit`).
+    WaitRoom { discard: bool, write_limited: bool },
     /// Read `pages` slots of `zone` from `slot` into `into`, outside the lock (the
     /// faulting page's slot and, into the cache, the slots read ahead around it), then
     /// call [`PagerCore::fault_read_done`]. With `sealed`, open the faulting page with
@@ -518,7 +520,8 @@ impl PagerCore {
         if over && !self.shut_down {
             // A tenant held back by its write limit waits as long as the limit says:
             // that wait is not room failing to come.
-            if fault.waiting_since_ns == 0 || (tenant_full && self.write_throttled(owner)) {
+            let write_limited = tenant_full && self.write_throttled(owner);
+            if fault.waiting_since_ns == 0 || write_limited {
                 fault.waiting_since_ns = now.max(1);
             }
             let waited_long = now.saturating_sub(fault.waiting_since_ns) > ROOM_WAIT_MAX_NS;
@@ -527,7 +530,7 @@ impl PagerCore {
             let tenant_swap_full = tenant_full && self.tenant_swap_full(tenant);
             if !self.no_room_can_come() && !waited_long && !tenant_swap_full {
                 self.wake_evictor();
-                return FaultStep::WaitRoom { discard: self.discard_wanted() };
+                return FaultStep::WaitRoom { discard: self.discard_wanted(), write_limited };
             }
             self.stats.budget_overruns += 1;
             if tenant_swap_full {

@@ -495,8 +495,10 @@ pub struct PagerCore {
     write_limits: Vec<write_limit::WriteLimit>,
     write_limited: bool,
     /// The last eviction round found only pages of tenants past their write limits or
-    /// at their swap limits.
+    /// at their swap limits, and which tenants it held (`held_tenants[tenant]`, kept
+    /// while `held_back`): until its wait's timeout, only work beside them wakes it.
     held_back: bool,
+    held_tenants: Vec<bool>,
     /// Each tenant's swap limit in slots (`set_tenant_swap_limit`; `u64::MAX`: none),
     /// and whether its reaching it was said.
     swap_limits: Vec<u64>,
@@ -592,6 +594,7 @@ impl PagerCore {
             write_limits: vec![Default::default(); config.tenants.max(1) as usize],
             write_limited: false,
             held_back: false,
+            held_tenants: vec![false; config.tenants.max(1) as usize],
             swap_limits: vec![u64::MAX; config.tenants.max(1) as usize],
             swap_limit_said: vec![false; config.tenants.max(1) as usize],
             swap_limited: false,

@@ -9,7 +9,9 @@
 //! Threads, each with a file of its own under `pager/`:
 //! - the **fault handler** (`fault.rs`, handler-thread mode; in self-paging mode the
 //!   faulting thread itself, in its SIGBUS handler): resolves faults with
-//!   `PagerCore::fault`, reading the device outside the lock when the core asks.
+//!   `PagerCore::fault`, reading the device outside the lock when the core asks. A
+//!   served tenant's fault held back by its write limit is set aside rather than waited
+//!   in (`aside.rs`), so the other tenants' faults do not wait behind it.
 //! - the **evictor** (`evict.rs`): discards written-out pages, picks victims
 //!   (`PagerCore::evict_pick`), write-protects them and looks for all-zero ones outside
 //!   the lock, and hands them over (`PagerCore::evict_hand_over`).
@@ -44,6 +46,7 @@ use crate::self_paging::{self, Registration, SelfPagingError};
 use crate::tenant::TenantLink;
 use crate::uffd::{features, register_mode, UffdError, Userfaultfd};
 
+mod aside;
 mod colocate;
 mod evict;
 mod fault;
@@ -289,6 +292,9 @@ pub(crate) struct Shared {
     stop: AtomicBool,
     /// The handler threads' polling for the next fault (`fault.rs`).
     fault_poll: FaultPoll,
+    /// Served tenants' faults held back by their write limits, which no handler waits
+    /// in (`aside.rs`).
+    aside: aside::Aside,
     device_error_shown: AtomicBool,
     /// Held shared by every device command, exclusively across a fork (`program.rs`).
     device_gate: RwLock<()>,
@@ -602,6 +608,8 @@ impl Pager {
             space_freed: Condvar::new(),
             stop: AtomicBool::new(false),
             fault_poll: FaultPoll::new(config.fault_poll_us),
+            aside: aside::Aside::new()
+                .map_err(|source| PagerError::Io { what: "an event descriptor for faults set aside", source })?,
             device_error_shown: AtomicBool::new(false),
             device_gate: RwLock::new(()),
             forks: Mutex::new(program::Forks::default()),
@@ -613,6 +621,12 @@ impl Pager {
                 ..Counters::default()
             },
         });
+        if let spaces::Spaces::Served(served) = &shared.spaces {
+            served.waiter.add_fd(shared.aside.ready_fd()).map_err(|source| PagerError::Io {
+                what: "watching the event descriptor of faults set aside",
+                source,
+            })?;
+        }
         let (handlers, registration) = match config.fault_mode {
             FaultMode::HandlerThreads(count) => (count.max(1), None),
             FaultMode::SelfPaging => (0, Some(self_paging::register(&shared)?)),
@@ -1110,6 +1124,7 @@ impl Shared {
         }
         if wakeups.room {
             self.space_freed.notify_all();
+            self.aside.room_came();
         }
     }
 

@@ -451,6 +451,17 @@ impl Waiter {
         Ok(())
     }
 
+    /// Watches another descriptor for reading too (an event descriptor that wakes a
+    /// handler for other work).
+    pub fn add_fd(&self, fd: std::os::fd::BorrowedFd<'_>) -> io::Result<()> {
+        let mut event = libc::epoll_event { events: libc::EPOLLIN as u32, u64: 0 };
+        // SAFETY: both descriptors are open; the event is read during the call only.
+        if unsafe { libc::epoll_ctl(self.epoll.as_raw_fd(), libc::EPOLL_CTL_ADD, fd.as_raw_fd(), &mut event) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
     /// Stops watching `uffd`. (Closing it would not do: another process may hold the
     /// same open file, which then stays watched.)
     pub fn remove(&self, uffd: &Userfaultfd) -> io::Result<()> {

@@ -4,7 +4,7 @@
 use std::cell::Cell;
 use std::sync::atomic::AtomicU64;
 
-use znswap_pager_core::{Fault, FaultKind, FaultShell, FaultTask, Next, ReadInto, Sealed, WaitOn};
+use znswap_pager_core::{Fault, FaultKind, FaultShell, FaultTask, Next, ReadInto, Sealed, Shell, WaitOn};
 
 use super::shell::{CpuTime, Live, Role};
 use super::*;
@@ -20,9 +20,28 @@ pub(crate) struct FaultScratch {
 }
 
 impl FaultScratch {
-    fn new() -> Box<FaultScratch> {
+    pub(super) fn new() -> Box<FaultScratch> {
         Box::new(FaultScratch { page: Box::new(AlignedPage::ZERO), task: FaultTask::new() })
     }
+
+    /// No fault under way in it.
+    pub(super) fn is_idle(&self) -> bool {
+        self.task.is_resolved()
+    }
+}
+
+/// How a fault's steps ended (`Shared::run_fault`).
+enum Ran {
+    Resolved {
+        ours: bool,
+        times: FaultTimes,
+    },
+    /// Its wait for room is its tenant's write limit at work: it goes aside
+    /// (`aside.rs`), with the room epoch `Aside::begin` gave.
+    Aside {
+        times: FaultTimes,
+        epoch: u64,
+    },
 }
 
 thread_local! {
@@ -186,7 +205,7 @@ impl FaultPoll {
 impl Shared {
     /// After the faults it found, polls for the next one for the window (one thread at a
     /// time) and resolves those it finds; then notes when it went to sleep.
-    fn poll_for_faults(&self, scratch: &mut FaultScratch) {
+    fn poll_for_faults(&self, scratch: &mut Box<FaultScratch>) {
         let poll = &self.fault_poll;
         let window = poll.window_ns.load(Relaxed);
         if window > 0 && poll.polling.compare_exchange(false, true, Relaxed, Relaxed).is_ok() {
@@ -213,7 +232,7 @@ impl Shared {
 
     /// Reads and resolves the faults queued on every served descriptor (only the first
     /// with `one`); how many.
-    fn read_events(&self, scratch: &mut FaultScratch, one: bool) -> u64 {
+    fn read_events(&self, scratch: &mut Box<FaultScratch>, one: bool) -> u64 {
         let mut found = 0;
         match &self.spaces {
             spaces::Spaces::Own(space) => {
@@ -252,7 +271,7 @@ impl Shared {
 
     /// Resolves `event` if it is a page fault (the only events these registrations
     /// ask for); whether it was one.
-    fn handle_event(&self, space: &spaces::Space, event: UffdEvent, scratch: &mut FaultScratch) -> bool {
+    fn handle_event(&self, space: &spaces::Space, event: UffdEvent, scratch: &mut Box<FaultScratch>) -> bool {
         let UffdEvent::PageFault { address, write, write_protect, thread_id } = event else { return false };
         let Some(address) = space.to_core(address) else {
             // A served process registered memory outside the arena it handed over: its
@@ -273,15 +292,56 @@ impl Shared {
         if self.is_pager_thread(thread_id) {
             fault = fault.from_pager_thread();
         }
-        let (_, times) = self.resolve(fault, scratch);
-        let ns = started.elapsed().as_nanos() as u64;
-        self.counters.faults.record(&times, ns);
-        if space.served.is_some() {
-            if let Some(tenant) = self.counters.tenant_faults.get(space.tenant as usize) {
-                tenant.record(&times, ns);
+        let tenant = space.served.is_some().then_some(space.tenant);
+        scratch.task.start(fault);
+        // A served tenant's fault held back by its write limit goes aside, so that the
+        // other tenants' faults are served meanwhile.
+        let times = match self.run_fault(scratch, FaultTimes::default(), tenant.is_some()) {
+            Ran::Resolved { times, .. } => times,
+            Ran::Aside { times, epoch } => match self.aside.spare() {
+                Some(spare) => {
+                    let fault = std::mem::replace(scratch, spare);
+                    self.aside.push(fault, tenant, started, times, epoch);
+                    return true;
+                }
+                None => {
+                    self.aside.abandon();
+                    let Ran::Resolved { times, .. } = self.run_fault(scratch, times, false) else {
+                        unreachable!("a fault not let aside went aside")
+                    };
+                    times
+                }
+            },
+        };
+        self.record_fault(tenant, &times, started.elapsed().as_nanos() as u64);
+        true
+    }
+
+    fn record_fault(&self, tenant: Option<u32>, times: &FaultTimes, ns: u64) {
+        self.counters.faults.record(times, ns);
+        if let Some(record) = tenant.and_then(|tenant| self.counters.tenant_faults.get(tenant as usize)) {
+            record.record(times, ns);
+        }
+    }
+
+    /// Steps the faults aside that may go on (`Aside::take_due`; all of them, waited in
+    /// rather than set aside again, with `all`: the pager stops, and its core lets them
+    /// past the budget).
+    fn resume_aside(&self, all: bool) {
+        self.aside.drain();
+        let mut looks = self.aside.len();
+        while let Some(mut fault) = self.aside.take_due(all, &mut looks) {
+            fault.times.room_wait_ns += fault.aside_at.elapsed().as_nanos() as u64;
+            match self.run_fault(&mut fault.scratch, fault.times, !all) {
+                Ran::Resolved { times, .. } => {
+                    self.record_fault(fault.tenant, &times, fault.started.elapsed().as_nanos() as u64);
+                    self.aside.give_back(fault.scratch);
+                }
+                Ran::Aside { times, epoch } => {
+                    self.aside.push(fault.scratch, fault.tenant, fault.started, times, epoch);
+                }
             }
         }
-        true
     }
 
     pub(super) fn handle_faults(&self) {
@@ -302,10 +362,16 @@ impl Shared {
         while !self.stop.load(Relaxed) {
             // Charged once a wake-up (a system call), not per fault.
             cpu.charge();
-            match waiter.wait(50) {
-                Ok(true) => {}
-                Ok(false) => continue,
+            let timeout_ms = if self.aside.any() { self.aside.retry_ms() } else { 50 };
+            let ready = match waiter.wait(timeout_ms) {
+                Ok(ready) => ready,
                 Err(error) => panic!("waiting for userfaultfd events: {error}"),
+            };
+            if self.aside.any() {
+                self.resume_aside(false);
+            }
+            if !ready {
+                continue;
             }
             // (The poll window counts from the wake-up: the reads are part of it.)
             let woke = self.now();
@@ -313,6 +379,11 @@ impl Shared {
                 self.fault_poll.woke(woke);
                 self.poll_for_faults(&mut scratch);
             }
+        }
+        // The core lets every fault past the budget once the pager stops: none is left
+        // aside with its thread blocked.
+        while self.aside.any() {
+            self.resume_aside(true);
         }
     }
 
@@ -334,9 +405,20 @@ impl Shared {
     /// Runs one fault through the core's steps (`znswap_pager_core::FaultTask`) until
     /// it is resolved; whether it was ours, and where its time went.
     fn resolve(&self, fault: Fault, scratch: &mut FaultScratch) -> (bool, FaultTimes) {
+        scratch.task.start(fault);
+        match self.run_fault(scratch, FaultTimes::default(), false) {
+            Ran::Resolved { ours, times } => (ours, times),
+            Ran::Aside { .. } => unreachable!("a fault not let aside went aside"),
+        }
+    }
+
+    /// Steps the fault started in `scratch` (its time so far in `times`) until it is
+    /// resolved, or, with `may_aside`, until it would wait for room held back by its
+    /// tenant's write limit: then it returns with the lock released (`Ran::Aside`), and
+    /// the caller sets it aside or steps it again.
+    fn run_fault(&self, scratch: &mut FaultScratch, times: FaultTimes, may_aside: bool) -> Ran {
         let FaultScratch { page, task } = scratch;
-        task.start(fault);
-        let role = FaultRole { page, read_pages: 0, installing: None, times: FaultTimes::default() };
+        let role = FaultRole { page, read_pages: 0, installing: None, times };
         let mut shell = Live::new(self, role);
         loop {
             match task.step(&mut shell) {
@@ -345,6 +427,14 @@ impl Shared {
                     let started = Instant::now();
                     Self::pause(pause);
                     shell.role.times.wait_ns += started.elapsed().as_nanos() as u64;
+                }
+                // Counted while the state lock is held: room made after the core's check
+                // is announced to it (`aside.rs`).
+                Next::Wait(WaitOn::Room) if may_aside && task.waits_on_write_limit() => {
+                    let epoch = self.aside.begin();
+                    shell.unlock();
+                    debug_assert!(shell.holds_nothing() && shell.role.installing.is_none());
+                    return Ran::Aside { times: shell.role.times, epoch };
                 }
                 // Waits for room are counted apart (`room_wait_ns`).
                 Next::Wait(WaitOn::Room) => {
@@ -365,7 +455,7 @@ impl Shared {
                         times.budget_wait_ns = self.now().saturating_sub(since);
                     }
                     self.counters.fault_discarded_pages.fetch_add(task.discarded_pages(), Relaxed);
-                    return (ours, times);
+                    return Ran::Resolved { ours, times };
                 }
             }
         }
