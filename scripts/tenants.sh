@@ -78,10 +78,12 @@ load=$(dirname "$znswap")/znswap-tenant-load
 work=$(mktemp -d)
 daemon_pid="" writer_pid=""
 cleanup() {
+    local status=$?
     [ -z "$writer_pid" ] || kill "$writer_pid" 2>/dev/null || true
     [ -z "$daemon_pid" ] || kill "$daemon_pid" 2>/dev/null || true
     wait 2>/dev/null || true
-    rm -rf "$work"
+    # A failed run keeps its files (logs, status snapshots) to look at.
+    if [ "$status" = 0 ]; then rm -rf "$work"; else echo "tenants.sh: kept $work" >&2; fi
 }
 trap cleanup EXIT
 device=$work/device.zns
@@ -127,8 +129,16 @@ reader() {  # reader() OUT: one reader run, its own figures, the daemon's as its
         kill -0 "$pid" 2>/dev/null || break
         sleep 0.02
     done
-    "$znswap" status --socket "$socket" --json >"$1.start"
+    # (Until the snapshot shows the reader: once one did not, the run's figures lost.)
+    for _ in $(seq 1 20); do
+        "$znswap" status --socket "$socket" --json >"$1.start"
+        python3 -c 'import json, sys; sys.exit(not any(t["name"] == "reader" for t in json.load(open(sys.argv[1]))["tenants"]))' \
+            "$1.start" && break
+        sleep 0.1
+    done
     wait "$pid" || die "the reader failed: $(tail -5 "$1.log")"
+    python3 -c 'import json, sys; sys.exit(not any(t["name"] == "reader" for t in json.load(open(sys.argv[1]))["tenants"]))' \
+        "$1.start" || die "the daemon's status as the reader's timed reads began shows no reader: $1.start, $1.log"
 }
 
 for round in $(seq 1 "$rounds"); do

@@ -15,11 +15,12 @@
 //!
 //! No wake-up is lost: `waiting` rises under the state lock the room check ran under,
 //! so room made after that check is announced; a fault pushed after an announcement
-//! (its epoch behind) has the descriptor written again.
+//! (its epoch behind) has the descriptor written again. (The two counters are
+//! sequentially consistent: a push must see an announcement made before it.)
 
 use std::collections::VecDeque;
 use std::os::fd::{AsFd, BorrowedFd, FromRawFd, OwnedFd};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::SeqCst};
 use std::sync::Mutex;
 use std::time::Instant;
 
@@ -80,7 +81,7 @@ impl Aside {
 
     /// Whether any fault is aside (a handler then waits no longer than a room wait).
     pub(super) fn any(&self) -> bool {
-        self.waiting.load(Relaxed) > 0
+        self.waiting.load(SeqCst) > 0
     }
 
     /// How long a handler waits for events at most while faults are aside.
@@ -91,14 +92,14 @@ impl Aside {
     /// A fault is about to be set aside, under the state lock its room check ran under:
     /// the room epoch to push it with.
     pub(super) fn begin(&self) -> u64 {
-        self.waiting.fetch_add(1, Relaxed);
-        self.epoch.load(Relaxed)
+        self.waiting.fetch_add(1, SeqCst);
+        self.epoch.load(SeqCst)
     }
 
     /// A fault `begin` counted is not set aside after all (no spare scratch for its
     /// handler, which then waits in it).
     pub(super) fn abandon(&self) {
-        self.waiting.fetch_sub(1, Relaxed);
+        self.waiting.fetch_sub(1, SeqCst);
     }
 
     /// A scratch for a handler whose fault goes aside, if one is spare.
@@ -117,7 +118,7 @@ impl Aside {
     ) {
         let fault = AsideFault { scratch, tenant, started, aside_at: Instant::now(), times, epoch };
         self.faults.lock().unwrap_or_else(|p| p.into_inner()).push_back(fault);
-        if self.epoch.load(Relaxed) != epoch {
+        if self.epoch.load(SeqCst) != epoch {
             // Room came between its check and here: someone is to look at it.
             self.signal();
         }
@@ -126,7 +127,7 @@ impl Aside {
     /// Room came (`Wakeups::room`): faults aside are to be stepped again.
     pub(super) fn room_came(&self) {
         if self.any() {
-            self.epoch.fetch_add(1, Relaxed);
+            self.epoch.fetch_add(1, SeqCst);
             self.signal();
         }
     }
@@ -142,14 +143,14 @@ impl Aside {
     /// waited a room wait's timeout; all with `all`), out of at most `looks` looked at;
     /// the others stay. Drains the descriptor first, so one wake-up serves them all.
     pub(super) fn take_due(&self, all: bool, looks: &mut usize) -> Option<AsideFault> {
-        let epoch = self.epoch.load(Relaxed);
+        let epoch = self.epoch.load(SeqCst);
         let timeout = WaitOn::Room.timeout_ns() as u128;
         let mut faults = self.faults.lock().unwrap_or_else(|p| p.into_inner());
         while *looks > 0 {
             *looks -= 1;
             let fault = faults.pop_front()?;
             if all || fault.epoch != epoch || fault.aside_at.elapsed().as_nanos() >= timeout {
-                self.waiting.fetch_sub(1, Relaxed);
+                self.waiting.fetch_sub(1, SeqCst);
                 return Some(fault);
             }
             faults.push_back(fault);
