@@ -48,6 +48,9 @@ pub(super) struct AsideFault {
 
 pub(super) struct Aside {
     faults: Mutex<VecDeque<AsideFault>>,
+    /// (Boxed as the handlers' own are: a fault going aside swaps its handler's box
+    /// for a spare.)
+    #[allow(clippy::vec_box)]
     spares: Mutex<Vec<Box<FaultScratch>>>,
     /// Faults aside or being set aside.
     waiting: AtomicUsize,
