@@ -219,6 +219,10 @@ impl Engine {
         if counters.written < self.capacity {
             self.stats.resets_partial += 1;
         }
+        // A Finish still wanted (a detached zone retired, or after a failed append) is
+        // moot now, and sent after this reset it would fill the zone the engine then
+        // counts empty: its next append would go past the device's write pointer.
+        self.finish_wanted.retain(|&wanted| wanted != zone);
         let counters = self.slots.zone_mut(zone);
         counters.reset_from_open = counters.state == ZoneState::Open;
         counters.state = ZoneState::Resetting;
@@ -500,6 +504,12 @@ impl Engine {
             || counters.valid + counters.swap_cache > 0
             || counters.appends_in_flight > 0
             || counters.reserved != counters.written
+            // Held (a fork's child may read it): its reset would wait for the release, the
+            // zone detached and still open all the while, taking an open zone of its side
+            // (with the GC's streams at their limit, the GC waited mid-batch for a zone
+            // until the release: swap-outs refused, every fault waited for room). It
+            // stays attached and fills instead.
+            || self.zone_holds[zone as usize] > 0
         {
             return;
         }

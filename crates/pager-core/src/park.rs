@@ -108,6 +108,10 @@ impl PagerCore {
             PageState::WritingParked => {
                 self.engine.dirtied(owner, page, now).expect("dirtied on a registered page");
                 self.set_state(owner, page, PageState::Writing);
+                // The copy left at the shadow page is stale from here on, though it goes
+                // only at the swap-out's completion: no park there until that discard (the
+                // program's discard may make the page pickable again before it).
+                self.regions[owner as usize].stale_shadow.set(page, true);
                 actions.push(Action::Copy {
                     address,
                     pages: 1,
