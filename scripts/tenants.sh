@@ -264,8 +264,8 @@ if sys.argv[2]:
 mib = lambda b: "-" if b is None else f"{b / 2**20:.1f}"
 disk = lambda r: r.get("disk")
 ratio = lambda d: (d["beside"]["mb_s"] / d["alone"]["mb_s"], d["beside"]["p99_us"] / d["alone"]["p99_us"])
-print(f"{'round':>5} {'policy':<8} | {'reader alone':^26} | {'beside the writer':^26} | {'bw':>5} {'p99':>5} | {'fault µs (room)':^19} | {'GC MiB charged':^16} | {'writer':^14} | {'WAF':>4} | {'disk (fio)':^18}")
-print(f"{'':>5} {'':<8} | {'acc/s':>7} {'MB/s':>6} {'p99 µs':>10} | {'acc/s':>7} {'MB/s':>6} {'p99 µs':>10} | {'ratio':>5} {'x':>5} | {'alone':>9} {'beside':>9} | {'reader':>7} {'writer':>8} | {'MB/s':>6} {'held s':>7} | {'':>4} | {'MB/s':>6} {'bw':>5} {'p99 x':>5}")
+print(f"{'round':>5} {'policy':<8} | {'reader alone':^26} | {'beside the writer':^26} | {'acc':>5} {'bw':>5} {'p99':>5} | {'fault µs (room)':^19} | {'GC MiB charged':^16} | {'writer':^14} | {'WAF':>4} | {'disk (fio)':^18}")
+print(f"{'':>5} {'':<8} | {'acc/s':>7} {'MB/s':>6} {'p99 µs':>10} | {'acc/s':>7} {'MB/s':>6} {'p99 µs':>10} | {'ratio':>5} {'ratio':>5} {'x':>5} | {'alone':>9} {'beside':>9} | {'reader':>7} {'writer':>8} | {'MB/s':>6} {'held s':>7} | {'':>4} | {'MB/s':>6} {'bw':>5} {'p99 x':>5}")
 num = lambda v, f: "-" if v is None else format(v, f)
 fault = lambda x: f"{x['fault_us']:.0f} ({x['fault_room_wait_us']:.0f})"
 for r in rows:
@@ -274,7 +274,8 @@ for r in rows:
     disk_alone = disk(r)["alone"]["mb_s"] if disk(r) else None
     print(f"{r['round']:>5} {r['policy']:<8} | {a['accesses_per_s']:>7.0f} {a['swap_in_mb_s']:>6.1f} {a['p99_us']:>10.0f} | "
           f"{b['accesses_per_s']:>7.0f} {b['swap_in_mb_s']:>6.1f} {b['p99_us']:>10.0f} | "
-          f"{b['swap_in_mb_s'] / a['swap_in_mb_s']:>5.2f} {b['p99_us'] / a['p99_us']:>5.2f} | "
+          f"{b['accesses_per_s'] / a['accesses_per_s']:>5.2f} {b['swap_in_mb_s'] / a['swap_in_mb_s']:>5.2f} "
+          f"{b['p99_us'] / a['p99_us']:>5.2f} | "
           f"{fault(a):>9} {fault(b):>9} | "
           f"{mib(b['gc_bytes_charged']):>7} {mib(r['writer_gc_bytes_charged']):>8} | "
           f"{num(r.get('writer_write_mb_s'), '6.1f')} {num(r.get('writer_throttled_s'), '7.1f')} | {r['device_waf']:>4.2f} | "
@@ -282,16 +283,19 @@ for r in rows:
 import statistics
 for policy in dict.fromkeys(r["policy"] for r in rows):
     mine = [r for r in rows if r["policy"] == policy]
+    acc = statistics.median(r["beside"]["accesses_per_s"] / r["alone"]["accesses_per_s"] for r in mine)
     bw = statistics.median(r["beside"]["swap_in_mb_s"] / r["alone"]["swap_in_mb_s"] for r in mine)
     p99 = statistics.median(r["beside"]["p99_us"] / r["alone"]["p99_us"] for r in mine)
-    line = f"{policy}: median over {len(mine)} rounds: bandwidth {bw:.2f} of alone, p99 {p99:.2f}x alone"
+    line = (f"{policy}: median over {len(mine)} rounds: accesses {acc:.2f} of alone, bandwidth {bw:.2f} of alone, "
+            f"p99 {p99:.2f}x alone")
     disks = [ratio(disk(r)) for r in mine if disk(r)]
     if disks:
         line += (f"; the disk alone under the same I/O: {statistics.median(d[0] for d in disks):.2f}, "
                  f"{statistics.median(d[1] for d in disks):.2f}x")
     print(line)
-print("(alone: the mean of the reader's runs before and after the one beside the writer; bw ratio: its swap-in")
-print(" bandwidth beside the writer over alone; p99 x: its access p99 beside over alone;")
+print("(alone: the mean of the reader's runs before and after the one beside the writer; acc ratio: its accesses")
+print(" a second beside the writer over alone; bw ratio: its swap-in bandwidth beside over alone (pages read,")
+print(" read-ahead included: a reader that reads more than it touches shows more); p99 x: its access p99 beside over alone;")
 print(" fault µs (room): a fault's mean time in the daemon, and of it the wait for room in the reader's budget;")
 print(" GC MiB charged: bytes of each tenant's data the GC moved while the reader ran beside the writer;")
 print(" writer MB/s: its swap-outs and the GC's moves of its pages a second while the reader ran beside it, and the")
