@@ -90,18 +90,21 @@ device=$work/device.zns
 socket=$work/daemon.sock
 results=$work/results.jsonl
 
-# The daemon's memory: both tenants' grants.
-pool=$(python3 -c "import sys
+bytes() {  # bytes SIZE: 16M and the like in bytes
+    python3 -c "import sys
 s = sys.argv[1]; units = {'K': 1 << 10, 'M': 1 << 20, 'G': 1 << 30}
-print(2 * (int(s[:-1]) * units[s[-1]] if s[-1] in units else int(s)))" "$memory")
+print(int(s[:-1]) * units[s[-1]] if s[-1] in units else int(s))" "$1"
+}
+# The daemon's memory: both tenants' grants.
+pool=$((2 * $(bytes "$memory")))
 
 limit=()
 [ -z "$write_limit" ] || limit=(--write-limit "$write_limit")
 if [ -z "$warm_up" ]; then
-    warm_up=$(python3 -c "import sys
-units = {'K': 1 << 10, 'M': 1 << 20, 'G': 1 << 30}
-size = lambda s: int(s[:-1]) * units[s[-1]] if s[-1] in units else int(s)
-print(2 + (5 * size(sys.argv[1]) / size(sys.argv[2]) if sys.argv[2] else 0))" "$memory" "$write_limit")
+    warm_up=2
+    [ -z "$write_limit" ] ||
+        warm_up=$(python3 -c "import sys; print(2 + 5 * int(sys.argv[1]) / int(sys.argv[2]))" \
+            "$(bytes "$memory")" "$(bytes "$write_limit")")
 fi
 geometry=()
 [ -z "$append_max" ] || geometry=(--zone-append-max "$append_max")
@@ -132,13 +135,14 @@ reader() {  # reader() OUT: one reader run, its own figures, the daemon's as its
     # (Until the snapshot shows the reader: once one did not, the run's figures lost.)
     for _ in $(seq 1 20); do
         "$znswap" status --socket "$socket" --json >"$1.start"
-        python3 -c 'import json, sys; sys.exit(not any(t["name"] == "reader" for t in json.load(open(sys.argv[1]))["tenants"]))' \
-            "$1.start" && break
+        shows_reader "$1.start" && break
         sleep 0.1
     done
     wait "$pid" || die "the reader failed: $(tail -5 "$1.log")"
-    python3 -c 'import json, sys; sys.exit(not any(t["name"] == "reader" for t in json.load(open(sys.argv[1]))["tenants"]))' \
-        "$1.start" || die "the daemon's status as the reader's timed reads began shows no reader: $1.start, $1.log"
+    shows_reader "$1.start" || die "the daemon's status as the reader's timed reads began shows no reader: $1.start, $1.log"
+}
+shows_reader() {  # shows_reader STATUS.json: whether that status lists the reader tenant
+    python3 -c 'import json, sys; sys.exit(not any(t["name"] == "reader" for t in json.load(open(sys.argv[1]))["tenants"]))' "$1"
 }
 
 for round in $(seq 1 "$rounds"); do

@@ -443,12 +443,7 @@ impl Waiter {
 
     /// Watches `uffd` too (possibly while others wait).
     pub fn add(&self, uffd: &Userfaultfd) -> io::Result<()> {
-        let mut event = libc::epoll_event { events: libc::EPOLLIN as u32, u64: 0 };
-        // SAFETY: both descriptors are open; the event is read during the call only.
-        if unsafe { libc::epoll_ctl(self.epoll.as_raw_fd(), libc::EPOLL_CTL_ADD, uffd.as_raw_fd(), &mut event) } < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(())
+        self.add_fd(std::os::fd::AsFd::as_fd(uffd))
     }
 
     /// Watches another descriptor for reading too (an event descriptor that wakes a
