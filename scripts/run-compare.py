@@ -5,8 +5,8 @@
     a swap file on the file system that holds znswap's device.
 (B) znswap: `znswap run --memory M --device D --stats F -- CMD`.
 
-A round runs both, the side going first alternating from round to round (the disk here
-moves 2x within minutes). Each run records the wall time, the peak resident set of the
+A round runs both, the side going first alternating from round to round (a disk may
+move 2x within minutes). Each run records the wall time, the peak resident set of the
 command (and its descendants: `wait4`'s ru_maxrss), major faults, pages swapped in, and a
 SHA-256 of the command's standard output, which must be the same on both sides. Prints a
 table, the per-round ratios kernel time / znswap time (above 1: znswap is faster) and

@@ -48,34 +48,46 @@ enum Command {
     /// Create, inspect, reset, check and measure zoned devices.
     #[command(subcommand)]
     Device(DeviceCommand),
-    /// Run a workload on paged memory larger than its budget, swapped to a zoned device,
-    /// with every page verified and the device's own limits measured in the same run.
+    /// Run a workload on paged memory larger than its budget, swapped to a zoned device
+    ///
+    /// Every page is verified, and the device's own limits are measured in the same run,
+    /// so the figures can be read against them.
     Bench(SwapBenchArgs),
     /// Deterministic simulation testing of the swap engine (or, with --pager, of the
-    /// live pager): random workloads with injected device faults, every swap-in checked
-    /// against an oracle. Several seeds end with their coverage: the share of seeds that
-    /// reached each engine (or pager) path and fault stage.
+    /// live pager)
+    ///
+    /// Random workloads with injected device faults, every swap-in checked against an
+    /// oracle; a failing seed reproduces its run exactly. Several seeds end with their
+    /// coverage: the share of seeds that reached each engine (or pager) path and fault
+    /// stage.
     Dst(DstArgs),
-    /// Simulate swap in virtual time on ZNS and block SSD models: the paper's figures
-    /// (`sim paper`) and device write amplification (`sim waf`).
+    /// Simulate swap in virtual time on ZNS and block SSD models
+    ///
+    /// The paper's figures (`sim paper`) and device write amplification (`sim waf`).
     #[command(subcommand)]
     Sim(cmd_sim::SimCommand),
-    /// A key-value client for memcached or redis that checks every value it reads back:
-    /// load, a timed ETC or YCSB-A mix (ops/s, latency percentiles), a sweep of all keys.
+    /// A key-value client for memcached or redis that checks every value it reads back
+    ///
+    /// Load, a timed ETC or YCSB-A mix (ops/s, latency percentiles), a sweep of all keys;
+    /// a non-zero exit on any wrong or missing value.
     Kv(cmd_kv::KvArgs),
-    /// Run an unmodified program with its heap paged: memory beyond --memory is swapped
-    /// to the zoned device, and back on fault. Prints what the pager did at exit and
-    /// returns the program's exit status. The program and its children run without
-    /// transparent huge pages. `znswap run --memory 256M -- redis-server`
+    /// Run an unmodified program with its heap paged
+    ///
+    /// Memory beyond --memory is swapped to the zoned device, and back on fault. Prints
+    /// what the pager did at exit and returns the program's exit status. The program and
+    /// its children run without transparent huge pages. `znswap run --memory 256M --
+    /// redis-server`
     Run(cmd_run::RunArgs),
-    /// Serve many programs from one zoned device: the daemon owns the device and pages
-    /// the heap of every program started with `znswap run --daemon -- CMD`, within one
-    /// --memory for them all. Runs in the foreground until SIGINT or SIGTERM.
-    /// `znswap daemon --memory 1G`
+    /// Serve many programs from one zoned device
+    ///
+    /// The daemon owns the device and pages the heap of every program started with
+    /// `znswap run --daemon -- CMD`, within one --memory for them all. Runs in the
+    /// foreground until SIGINT or SIGTERM. `znswap daemon --memory 1G`
     Daemon(cmd_daemon::DaemonArgs),
-    /// What a running daemon holds and has done, and each tenant's share: memory, pages
-    /// swapped out and read back, GC bytes charged, the device's WAF and wear.
-    /// `znswap status`, `znswap status --prometheus`
+    /// What a running daemon holds and has done, and each tenant's share
+    ///
+    /// Memory, pages swapped out and read back, GC bytes charged, the device's WAF and
+    /// wear. `znswap status`, `znswap status --prometheus`
     Status(cmd_status::StatusArgs),
 }
 
@@ -108,27 +120,34 @@ struct SwapBenchArgs {
     /// Threads running the device I/O of swap-out and GC (one request in flight each).
     #[arg(long, default_value_t = 1)]
     io_threads: usize,
-    /// Pages evicted per round, written together (one append per swap-zone, up to the
-    /// device's append limit); eviction starts this many pages below the budget. Rounds
-    /// grow to 4 batches while the victims are contiguous and nothing is swapped in.
+    /// Pages evicted per round, written together
+    ///
+    /// One append per swap-zone, up to the device's append limit; eviction starts this
+    /// many pages below the budget. Rounds grow to 4 batches while the victims are
+    /// contiguous and nothing is swapped in.
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=4096))]
     evict_batch: u32,
-    /// Pages a fault may install above the budget before it waits for the evictor:
-    /// pages on their way to the device still count as resident, so this bounds how
-    /// much swap-out is in flight [default: 1024, or an eighth of a budget under 32 MiB]
+    /// Pages a fault may install above the budget before it waits for the evictor
+    /// [default: 1024, or an eighth of a budget under 32 MiB]
+    ///
+    /// Pages on their way to the device still count as resident, so this bounds how much
+    /// swap-out is in flight.
     #[arg(long, value_parser = clap::value_parser!(u64).range(0..=1 << 20))]
     slack: Option<u64>,
     /// Seconds the workload runs.
     #[arg(long, default_value_t = 10.0)]
     seconds: f64,
-    /// Start the clock at once instead of after writing every page once (the warm-up
-    /// that makes random workloads measure steady-state swapping rather than first
-    /// touches; anon-w-seq and anon-r-rand never warm up).
+    /// Start the clock at once instead of after writing every page once
+    ///
+    /// The warm-up makes random workloads measure steady-state swapping rather than first
+    /// touches; anon-w-seq and anon-r-rand never warm up.
     #[arg(long)]
     no_warm_up: bool,
     /// Accesses (all threads together) run after the first writes and before the clock
-    /// starts: the GC's steady state comes only after the device has been rewritten a few
-    /// times, and the figures (WAF above all) then leave that transient out. Accesses are
+    /// starts
+    ///
+    /// The GC's steady state comes only after the device has been rewritten a few times;
+    /// use this so the figures (WAF above all) leave that transient out. Accesses are
     /// verified all the same.
     #[arg(long, default_value_t = 0)]
     warm_up_ops: u64,
@@ -142,17 +161,19 @@ struct SwapBenchArgs {
     #[arg(long, default_value_t = 2.0)]
     ceiling_seconds: f64,
     /// Run the same workload on plain memory paged by the kernel's own swap instead
-    /// (for comparisons; run it inside a memory cgroup limited to the budget, as
-    /// scripts/kernel-swap-compare.sh does). No device is used.
+    ///
+    /// For comparisons: run it inside a memory cgroup limited to the budget, as
+    /// scripts/kernel-swap-compare.sh does. No device is used.
     #[arg(long)]
     kernel_swap: bool,
-    /// Inject device faults into the pager's commands (the device's own limits are
-    /// measured without them): KEY=VALUE pairs such as read=0.01,append=0.01,offline=2.
+    /// Inject device faults into the pager's commands: KEY=VALUE pairs such as
+    /// read=0.01,append=0.01,offline=2
+    ///
     /// read, write, append, reset and slow are probabilities per command (failed
     /// commands, completions delayed up to slow-us µs); offline zones go offline during
-    /// the run, offline-after commands apart on average; seed fixes every decision.
-    /// Pages lost with an offline zone are then expected and counted: the run fails only
-    /// if a page reads back wrong.
+    /// the run, offline-after commands apart on average; seed fixes every decision. The
+    /// device's own limits are measured without them. Pages lost with an offline zone are
+    /// then expected and counted: the run fails only if a page reads back wrong.
     #[arg(long, value_name = "SPEC", value_parser = fault_spec, conflicts_with = "kernel_swap")]
     inject_faults: Option<FaultSpec>,
     #[command(flatten)]
@@ -179,18 +200,22 @@ struct DstArgs {
     /// Operations per seed.
     #[arg(long, default_value_t = 1_000_000)]
     ops: u64,
-    /// Print JSON: `{"seeds": [reports], "coverage": {figure: value}}` however many
-    /// seeds (shares of seeds as fractions), plus `"below_floors": [{name, value,
-    /// floor}]` with --floors.
+    /// Print JSON
+    ///
+    /// `{"seeds": [reports], "coverage": {figure: value}}` however many seeds (shares of
+    /// seeds as fractions), plus `"below_floors": [{name, value, floor}]` with --floors.
     #[arg(long)]
     json: bool,
-    /// Fail (exit non-zero, naming each figure) when a coverage figure of the run falls
-    /// below its floor in this file; CI uses crates/dst/coverage-floors.json.
+    /// Fail when a coverage figure of the run falls below its floor in this file
+    ///
+    /// The exit is non-zero and each figure below its floor is named; CI uses
+    /// crates/dst/coverage-floors.json.
     #[arg(long, value_name = "FILE")]
     floors: Option<PathBuf>,
-    /// Simulate the live pager (its core over a model of the page tables, with seeded
-    /// interleavings of application threads, fault handlers, the evictor and the I/O
-    /// thread) instead of the swap engine alone; --ops counts its steps.
+    /// Simulate the live pager instead of the swap engine alone
+    ///
+    /// Its core over a model of the page tables, with seeded interleavings of application
+    /// threads, fault handlers, the evictor and the I/O thread; --ops counts its steps.
     #[arg(long, conflicts_with = "floors")]
     pager: bool,
 }
@@ -203,8 +228,9 @@ enum DeviceCommand {
     Report(ReportArgs),
     /// Reset one zone, or all of them (their data is gone).
     Reset(ResetArgs),
-    /// Measure the device's raw limits: append bandwidth, 4 KiB read latency and
-    /// throughput, reset latency. Destroys the device's data.
+    /// Measure the device's raw limits (destroys its data)
+    ///
+    /// Append bandwidth, 4 KiB read latency and throughput, reset latency.
     Bench(BenchArgs),
     /// Run the zoned conformance suite against the device. Destroys its data.
     Check(CheckArgs),
