@@ -6,7 +6,10 @@ use std::os::fd::{AsRawFd, FromRawFd};
 
 use znswap_wire::{Channel, ForkPage, Hello, Kind, Reason, ToDaemon, ToTenant, Token};
 
-use crate::{ForkFill, ForkSnapshot, Pager, TenantId, TenantLink};
+use znswap_pager_core::PAGE_BYTES;
+
+use crate::pager::{ForkSnapshot, Pager, TenantId};
+use crate::tenant::{ForkFill, TenantError, TenantLink};
 
 /// A process that said `Hello`: what it said, and its link for `Pager::add_tenant`.
 pub struct Arrival {
@@ -23,7 +26,7 @@ pub enum ConnectionError {
     #[error("its Hello names pid {said}, but the connection is from pid {peer}")]
     NotItsPid { said: u32, peer: u32 },
     #[error("its Hello: {0}")]
-    Link(#[from] crate::TenantError),
+    Link(#[from] TenantError),
     #[error("it sent {0:?}, which is not served")]
     Unexpected(Box<ToDaemon>),
     #[error("pid {child} asked for a fork's pages with a token of no fork of its parent")]
@@ -300,7 +303,7 @@ impl Staging {
         // SAFETY: plain data, filled by fstat.
         let mut stat: libc::stat = unsafe { std::mem::zeroed() };
         // SAFETY: a descriptor we own, and a stat buffer of ours.
-        if unsafe { libc::fstat(fd.as_raw_fd(), &mut stat) } != 0 || stat.st_size < crate::PAGE_BYTES as i64 {
+        if unsafe { libc::fstat(fd.as_raw_fd(), &mut stat) } != 0 || stat.st_size < PAGE_BYTES as i64 {
             return Err(ConnectionError::Staging);
         }
         // SAFETY: a shared mapping of the first page of the child's buffer; the child
@@ -308,7 +311,7 @@ impl Staging {
         let at = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
-                crate::PAGE_BYTES,
+                PAGE_BYTES,
                 libc::PROT_READ | libc::PROT_WRITE,
                 libc::MAP_SHARED,
                 fd.as_raw_fd(),
@@ -323,13 +326,13 @@ impl Staging {
 
     fn page(&mut self) -> &mut [u8] {
         // SAFETY: one mapped page of ours, borrowed as this mapping is.
-        unsafe { std::slice::from_raw_parts_mut(self.at, crate::PAGE_BYTES) }
+        unsafe { std::slice::from_raw_parts_mut(self.at, PAGE_BYTES) }
     }
 }
 
 impl Drop for Staging {
     fn drop(&mut self) {
         // SAFETY: the mapping made in `map`.
-        unsafe { libc::munmap(self.at.cast(), crate::PAGE_BYTES) };
+        unsafe { libc::munmap(self.at.cast(), PAGE_BYTES) };
     }
 }

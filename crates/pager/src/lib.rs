@@ -7,6 +7,7 @@
 //! - [`TenantLink`]: serving other processes' memory ([`Pager::serve`], [`Pager::add_tenant`]),
 //!   their connections taken and served in [`connection`].
 
+mod config;
 pub mod connection;
 mod latency;
 pub mod lost_pages;
@@ -17,18 +18,20 @@ pub mod pager_thread;
 pub mod run_env;
 mod self_paging;
 mod signals;
+mod sys;
 mod tenant;
-pub use self_paging::SelfPagingError;
-pub use tenant::{
-    agent_loop, hand_over, serve_orphaned, serve_orphaned_events, DroppedPages, HandedOver, Orphaned, TenantError,
-    TenantLink,
-};
 pub mod uffd;
 
-pub use znswap_pager_core::{CoreError, TenantFigures};
-
-pub use pager::{
-    map_anonymous, process_cpu_ns, thread_cpu_ns, FaultMode, FaultTimeTotals, FaultTimes, ForkFill, ForkSnapshot,
-    Pager, PagerConfig, PagerError, PagerStats, Region, TenantId, FAULT_POLL_US_DEFAULT, FAULT_POLL_US_MAX,
-    GC_BATCH_PAGES_DEFAULT, PAGE_BYTES, READAHEAD_PAGES_DEFAULT, READAHEAD_PAGES_MAX,
+pub use config::{
+    FaultMode, PagerConfig, EXIT_DAEMONIZED, EXIT_PAGER_FAILED, FAULT_POLL_US_DEFAULT, FAULT_POLL_US_MAX,
+};
+pub use pager::{FaultTimeTotals, FaultTimes, ForkSnapshot, Pager, PagerError, PagerStats, Region, TenantId};
+pub use self_paging::SelfPagingError;
+pub use sys::{map_anonymous, process_cpu_ns, thread_cpu_ns};
+pub use tenant::{
+    agent_loop, hand_over, serve_orphaned, serve_orphaned_events, DroppedPages, ForkFill, HandedOver, Orphaned,
+    TenantError, TenantLink,
+};
+pub use znswap_pager_core::{
+    CoreError, TenantFigures, GC_BATCH_PAGES_DEFAULT, PAGE_BYTES, READAHEAD_PAGES_DEFAULT, READAHEAD_PAGES_MAX,
 };

@@ -18,7 +18,7 @@
 use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Mutex, OnceLock};
 
-use crate::PAGE_BYTES;
+use znswap_pager_core::PAGE_BYTES;
 
 /// Regions watched at once.
 pub const WATCHES_MAX: usize = 16;

@@ -7,6 +7,11 @@
 use std::path::PathBuf;
 
 use znswap_core::PolicyKind;
+use znswap_pager_core::{GC_BATCH_PAGES_DEFAULT, PAGE_BYTES, READAHEAD_PAGES_MAX};
+
+use crate::config::{FaultMode, PagerConfig};
+pub use crate::config::{EXIT_DAEMONIZED, EXIT_PAGER_FAILED};
+use crate::pager::Pager;
 
 /// The variable that carries the [`RunConfig`].
 pub const CONFIG: &str = "ZNSWAP_RUN_CONFIG";
@@ -88,8 +93,8 @@ impl RunConfig {
         if self.handler_threads == 0 {
             return Err("handler_threads is 0: at least one thread must serve faults".into());
         }
-        if self.readahead_pages > crate::READAHEAD_PAGES_MAX {
-            return Err(format!("readahead_pages is {}: at most {}", self.readahead_pages, crate::READAHEAD_PAGES_MAX));
+        if self.readahead_pages > READAHEAD_PAGES_MAX {
+            return Err(format!("readahead_pages is {}: at most {}", self.readahead_pages, READAHEAD_PAGES_MAX));
         }
         if self.tenant_token.is_some() && self.daemon.is_none() {
             return Err("tenant_token without daemon: a tenant is the daemon's".into());
@@ -109,16 +114,16 @@ impl RunConfig {
     /// The pager's configuration: the launcher checks it against the device
     /// (`Pager::check`) before the program starts, and the library starts the pager with
     /// it (adding its thread hooks).
-    pub fn pager_config(&self) -> crate::PagerConfig {
-        let memory_pages = self.memory_bytes / crate::PAGE_BYTES as u64;
-        crate::PagerConfig {
+    pub fn pager_config(&self) -> PagerConfig {
+        let memory_pages = self.memory_bytes / PAGE_BYTES as u64;
+        PagerConfig {
             policy: self.policy,
             // The arena is the one region.
             regions_max: 2,
             // Handler threads, not self-paging: the kernel itself touches a program's
             // heap (`read()` into it, `write()` from it), and a SIGBUS handler cannot
             // serve that.
-            fault_mode: crate::FaultMode::HandlerThreads(self.handler_threads),
+            fault_mode: FaultMode::HandlerThreads(self.handler_threads),
             readahead_pages: self.readahead_pages,
             fault_poll_us: self.fault_poll_us,
             park_pages: self.park_pages,
@@ -135,9 +140,9 @@ impl RunConfig {
             slack_pages: (memory_pages / 64).clamp(64, 256),
             // The GC's buffer (twice a batch) is resident once the GC runs: 1/64 of
             // --memory (a batch of 1/128), 8 MiB at most, not 8 MiB from 64 MiB up.
-            gc_batch_pages: (memory_pages / 128).clamp(64, crate::GC_BATCH_PAGES_DEFAULT as u64) as u32,
+            gc_batch_pages: (memory_pages / 128).clamp(64, GC_BATCH_PAGES_DEFAULT as u64) as u32,
             // Started at the whole of --memory; the library lowers it at once.
-            ..crate::PagerConfig::new(self.memory_bytes)
+            ..PagerConfig::new(self.memory_bytes)
         }
     }
 
@@ -162,11 +167,6 @@ impl RunConfig {
 /// splits larger memory into several, but here it refused 15.9 GiB (and 20.6 GiB) while
 /// 8.8 GiB worked; why is not known yet, so arenas stop at 8 GiB.
 pub const ARENA_MAX_BYTES: u64 = 8 << 30;
-
-/// Exit status of a program whose pager could not start (the launcher explains it).
-pub const EXIT_PAGER_FAILED: i32 = 125;
-/// Exit status of a forked child that outlived its parent (a daemon).
-pub const EXIT_DAEMONIZED: i32 = 124;
 
 /// A process's resident set, from one read of its `status` file, in bytes.
 #[derive(Clone, Copy, Debug, Default)]
@@ -203,7 +203,7 @@ impl ResidentSet {
 /// anonymous memory (`rest`) leaves, less the slack faults may use above it, never below
 /// `floor`; moved when it is off by a MiB or more. (The library's governor, and under
 /// `--serve` the launcher's.)
-pub fn hold_budget(pager: &crate::Pager, memory: u64, rest: u64, slack: u64, floor: u64) {
+pub fn hold_budget(pager: &Pager, memory: u64, rest: u64, slack: u64, floor: u64) {
     let budget = memory.saturating_sub(rest + slack).max(floor);
     if budget.abs_diff(pager.budget_bytes()) >= 1 << 20 {
         let _ = pager.set_budget(budget);
@@ -258,7 +258,7 @@ impl RunReport {
 
     /// The pager's figures into the report (the library's own pager's, or under
     /// `--serve` the launcher's, over the library's process figures).
-    pub fn set_pager_figures(&mut self, pager: &crate::Pager) {
+    pub fn set_pager_figures(&mut self, pager: &Pager) {
         let stats = pager.stats();
         let (fault_p50_ns, _) = pager.fault_latency(0.5);
         let (fault_p99_ns, _) = pager.fault_latency(0.99);

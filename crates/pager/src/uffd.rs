@@ -6,9 +6,9 @@
 //! are resolved with [`Userfaultfd::copy`], [`Userfaultfd::zeropage`] or
 //! [`Userfaultfd::write_protect`].
 
-use crate::PAGE_BYTES;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use znswap_pager_core::PAGE_BYTES;
 
 /// `UFFD_API`: the only API version.
 const UFFD_API: u64 = 0xAA;
@@ -501,8 +501,6 @@ fn ioctl<T>(fd: RawFd, request: u64, argument: &mut T) -> io::Result<()> {
 mod tests {
     use super::*;
     use std::sync::atomic::{AtomicBool, Ordering};
-
-    use crate::PAGE_BYTES;
 
     #[test]
     fn structures_match_the_kernel_abi() {

@@ -1,9 +1,9 @@
 //! What the pager counts: `PagerStats` (a snapshot for callers) and the shell's live
 //! counters (times and CPU; the core counts pages and events).
 
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-use super::*;
+use crate::latency::LatencyHistogram;
 
 /// The difference `since` takes of one field: a count's growth, a gauge's value now.
 macro_rules! stat_since {
@@ -170,108 +170,6 @@ pager_stats! {
     gauge first_swap_out_ns,
 }
 
-/// What only the shell can count: times, and its own reclaim.
-#[derive(Default)]
-pub(super) struct Counters {
-    pub(super) fault_discarded_pages: AtomicU64,
-    pub(super) unparks_copied: AtomicU64,
-    pub(super) pages_unshared: AtomicU64,
-    pub(super) wp_markers_cleared: AtomicU64,
-    pub(super) moves_misreported: AtomicU64,
-    pub(super) served_process_gone: AtomicU64,
-    pub(super) pages_sealed: AtomicU64,
-    pub(super) pages_failed_open: AtomicU64,
-    pub(super) gc_cpu_ns: AtomicU64,
-    pub(super) faults_polled: AtomicU64,
-    pub(super) fault_cpu_ns: AtomicU64,
-    pub(super) evictor_cpu_ns: AtomicU64,
-    pub(super) io_cpu_ns: AtomicU64,
-    pub(super) evictor_append_ns: AtomicU64,
-    pub(super) evictor_idle_ns: AtomicU64,
-    pub(super) io_idle_ns: AtomicU64,
-    /// Faults' latencies and where their time went: all of them, and per engine tenant
-    /// (a served process's faults, under its tenant).
-    pub(super) faults: FaultRecord,
-    pub(super) tenant_faults: Box<[FaultRecord]>,
-}
-
-impl Shared {
-    pub(super) fn stats(&self) -> PagerStats {
-        let c = &self.counters;
-        let times = c.faults.times();
-        let state = self.lock();
-        let core = state.stats();
-        let engine = state.engine().stats();
-        let page = PAGE_BYTES as u64;
-        PagerStats {
-            missing_faults: core.missing_faults,
-            write_protect_faults: core.write_protect_faults,
-            zero_fills: core.zero_fills,
-            swap_in_reads: core.swap_in_reads,
-            readahead_pages_read: core.readahead_pages_read,
-            readahead_hits: core.readahead_hits,
-            pages_parked: core.pages_parked,
-            parked_touched: core.parked_touched,
-            park_refused: core.park_refused,
-            park_occupied: core.park_occupied,
-            unparks_copied: c.unparks_copied.load(Relaxed),
-            pages_unshared: c.pages_unshared.load(Relaxed),
-            wp_markers_cleared: c.wp_markers_cleared.load(Relaxed),
-            moves_misreported: c.moves_misreported.load(Relaxed),
-            served_process_gone: c.served_process_gone.load(Relaxed),
-            false_drops: core.false_drops,
-            late_discards: core.late_discards,
-            swap_outs_written: core.swap_outs_written,
-            swap_outs_clean: engine.swap_cache_hits,
-            swap_cache_dirtied: core.swap_cache_dirtied,
-            swap_cache_skipped: core.swap_cache_skipped,
-            victims_written: core.victims_written,
-            swap_cache_digest_dirtied: core.swap_cache_digest_dirtied,
-            swap_outs_zero: core.swap_outs_zero,
-            swap_outs_aborted_dirty: core.swap_outs_aborted_dirty,
-            backpressure: core.backpressure,
-            budget_overruns: core.budget_overruns,
-            evictions_raced: core.evictions_raced,
-            budget_waits: times.room_waits,
-            budget_wait_ns: times.budget_wait_ns,
-            fault_discarded_pages: c.fault_discarded_pages.load(Relaxed),
-            resident_pages: core.resident_pages,
-            resident_pages_max: core.resident_pages_max,
-            lost_pages: core.lost_pages,
-            pages_poisoned: core.pages_poisoned,
-            device_errors: core.device_errors,
-            pages_sealed: c.pages_sealed.load(Relaxed),
-            pages_failed_open: c.pages_failed_open.load(Relaxed),
-            gc_cpu_ns: c.gc_cpu_ns.load(Relaxed),
-            fault_lock_wait_ns: times.lock_wait_ns,
-            fault_read_ns: times.read_ns,
-            fault_reads: times.reads,
-            fault_handled_ns: c.faults.latency.sum(),
-            faults_polled: c.faults_polled.load(Relaxed),
-            fault_install_ns: times.install_ns,
-            fault_unlock_ns: times.unlock_ns,
-            fault_wait_ns: times.wait_ns,
-            fault_cpu_ns: c.fault_cpu_ns.load(Relaxed),
-            evictor_cpu_ns: c.evictor_cpu_ns.load(Relaxed),
-            io_cpu_ns: c.io_cpu_ns.load(Relaxed),
-            evictor_append_ns: c.evictor_append_ns.load(Relaxed),
-            swap_out_appends: core.swap_out_appends,
-            evictor_idle_ns: c.evictor_idle_ns.load(Relaxed),
-            io_idle_ns: c.io_idle_ns.load(Relaxed),
-            host_bytes_written: engine.host_pages_written * page,
-            gc_bytes_written: engine.gc_pages_written * page,
-            record_bytes_written: engine.record_pages_written * page,
-            gc_bytes_read: engine.gc_pages_read * page,
-            gc_runs: engine.gc_runs,
-            zone_resets: engine.resets,
-            zones_retired_idle: engine.zones_retired_idle,
-            zones_retired_tenant: engine.zones_retired_tenant,
-            uptime_ns: self.now(),
-            first_swap_out_ns: core.first_swap_out_ns,
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::PagerStats;
@@ -368,7 +266,7 @@ pub struct FaultTimeTotals {
 /// their sum) and where their time went, summed.
 #[derive(Default)]
 pub(super) struct FaultRecord {
-    pub(super) latency: crate::latency::LatencyHistogram,
+    pub(super) latency: LatencyHistogram,
     parts: [AtomicU64; FAULT_TIME_PARTS],
 }
 
@@ -403,4 +301,19 @@ impl FaultRecord {
             counter.store(0, Relaxed);
         }
     }
+}
+
+/// The background threads' times (the evictors' and the I/O threads'), in nanoseconds:
+/// with the CPU times, where the swap-out's time goes.
+#[derive(Default)]
+pub(super) struct ThreadTimes {
+    pub(super) evictor_cpu_ns: AtomicU64,
+    pub(super) io_cpu_ns: AtomicU64,
+    /// Of the I/O threads' CPU, GC work (GC reads, moves, resets).
+    pub(super) gc_cpu_ns: AtomicU64,
+    /// Wall time of swap-out appends.
+    pub(super) evictor_append_ns: AtomicU64,
+    /// Time the evictors and the I/O threads slept with nothing to do.
+    pub(super) evictor_idle_ns: AtomicU64,
+    pub(super) io_idle_ns: AtomicU64,
 }
