@@ -270,13 +270,15 @@ fn stats_file(args: &RunArgs) -> Result<Option<(PathBuf, File)>> {
 
 /// `--daemon`'s socket, if given (its default if given without one).
 fn daemon_socket(args: &RunArgs) -> Option<PathBuf> {
-    args.daemon.as_ref().map(|path| {
-        if path.as_os_str().is_empty() {
-            crate::cmd_daemon::default_socket()
-        } else {
-            path.clone()
-        }
-    })
+    args.daemon.as_ref().map(
+        |path| {
+            if path.as_os_str().is_empty() {
+                znswap_daemon::default_socket()
+            } else {
+                path.clone()
+            }
+        },
+    )
 }
 
 /// Under `--daemon`: the daemon answers at `socket` (checked now, so its absence is
@@ -383,7 +385,7 @@ pub fn run(args: RunArgs) -> Result<u8> {
     let (alive_read, alive_write) = pipe()?;
     let Launch { library, mut config, mut stats_file, tenant } = prepare(&args, stats_path.clone(), alive_write)?;
     let program = args.command[0].clone();
-    let serving_socket = if args.serve { Some(crate::run_serve::socket()?) } else { None };
+    let serving_socket = if args.serve { Some(znswap_daemon::launcher::socket()?) } else { None };
 
     let mut command = Command::new(&program);
     command.args(&args.command[1..]);
@@ -436,7 +438,7 @@ pub fn run(args: RunArgs) -> Result<u8> {
     let serving = match serving_socket {
         Some((launcher_end, program_end)) => {
             drop(program_end);
-            Some(crate::run_serve::Serving::start(launcher_end, &config, child.id())?)
+            Some(znswap_daemon::launcher::Serving::start(launcher_end, &config, child.id())?)
         }
         None => None,
     };
@@ -772,7 +774,7 @@ impl Summary {
                 let processes = match t.processes {
                     Some(processes) => format!(
                         "{} paged (the program and {} it forked or executed)",
-                        crate::cmd_daemon::plural(processes, "process", "processes"),
+                        znswap_daemon::plural(processes, "process", "processes"),
                         processes.saturating_sub(1)
                     ),
                     None => "the daemon did not say its figures at the end".to_string(),
@@ -840,7 +842,7 @@ impl Summary {
                     format!(
                         "ran in {} (one that executed again counted once), their heaps within the tenant's {}: \
                          the largest held max {} anonymous{}",
-                        crate::cmd_daemon::plural(t.executed, "process", "processes"),
+                        znswap_daemon::plural(t.executed, "process", "processes"),
                         format_size(r.memory_bytes),
                         format_size(t.executed_memory_max_bytes),
                         if t.executed_lost_pages > 0 {

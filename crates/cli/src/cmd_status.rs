@@ -150,7 +150,7 @@ pub fn run(args: StatusArgs) -> Result<()> {
         args.endurance_tbw.is_none_or(|tbw| tbw.is_finite() && tbw > 0.0),
         "--endurance-tbw must be a positive number of terabytes"
     );
-    let socket = args.socket.clone().unwrap_or_else(crate::cmd_daemon::default_socket);
+    let socket = args.socket.clone().unwrap_or_else(znswap_daemon::default_socket);
     let asked = Channel::connect(&socket).map_err(anyhow::Error::from).and_then(|channel| ask(&channel));
     let (daemon, tenants) = asked.with_context(|| {
         format!(

@@ -8,12 +8,10 @@ mod cmd_kv;
 mod cmd_run;
 mod cmd_sim;
 mod cmd_status;
-mod daemon_tenants;
 mod device_bench;
 mod device_path;
 mod flags;
 mod progress;
-mod run_serve;
 mod stats;
 mod swap_bench;
 

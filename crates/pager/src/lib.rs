@@ -4,11 +4,10 @@
 //! - [`uffd`]: the userfaultfd system call and ioctls, defined over `libc` (no bindgen).
 //! - [`Pager`]: regions, the fault handler and the evictor, driving `znswap-core`.
 //! - [`pagemap`]: `PAGEMAP_SCAN`, the written pages of a range without a fault.
-//! - [`TenantLink`]: serving other processes' memory ([`Pager::serve`], [`Pager::add_tenant`]),
-//!   their connections taken and served in [`connection`].
+//! - [`TenantLink`]: serving other processes' memory ([`Pager::serve`], [`Pager::add_tenant`]);
+//!   the daemon (`znswap-daemon`) takes their connections.
 
 mod config;
-pub mod connection;
 mod latency;
 pub mod lost_pages;
 mod page_buffers;

@@ -124,7 +124,8 @@ fn imported(module: &str, text: &str, modules: &BTreeSet<String>) -> BTreeSet<St
     let bytes = text.as_bytes();
     let mut at = 0;
     while at < bytes.len() {
-        let starts = (at == 0 || !(bytes[at - 1].is_ascii_alphanumeric() || bytes[at - 1] == b'_' || bytes[at - 1] == b':'))
+        let starts = (at == 0
+            || !(bytes[at - 1].is_ascii_alphanumeric() || bytes[at - 1] == b'_' || bytes[at - 1] == b':'))
             && (bytes[at].is_ascii_lowercase() || bytes[at] == b'_');
         if !starts {
             at += 1;
@@ -255,5 +256,10 @@ fn no_state_holding_struct_has_more_than_fifteen_fields() {
             }
         }
     }
-    assert!(widest.1 >= 8, "the scan found no struct wider than {} fields ({}): it is not reading them", widest.1, widest.0);
+    assert!(
+        widest.1 >= 8,
+        "the scan found no struct wider than {} fields ({}): it is not reading them",
+        widest.1,
+        widest.0
+    );
 }

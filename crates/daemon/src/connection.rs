@@ -1,4 +1,4 @@
-//! A served process's connection, the pager's side (`docs/daemon.md`): its `Hello`
+//! A served process's connection, the daemon's side (`docs/daemon.md`): its `Hello`
 //! taken and checked, then its calls served until it leaves. `znswap daemon` and `znswap
 //! run --serve` both serve processes so.
 
@@ -6,10 +6,7 @@ use std::os::fd::{AsRawFd, FromRawFd};
 
 use znswap_wire::{Channel, ForkPage, Hello, Kind, Reason, ToDaemon, ToTenant, Token};
 
-use znswap_pager_core::PAGE_BYTES;
-
-use crate::pager::{ForkSnapshot, Pager, TenantId};
-use crate::tenant::{ForkFill, TenantError, TenantLink};
+use znswap_pager::{ForkFill, ForkSnapshot, Pager, TenantError, TenantId, TenantLink, PAGE_BYTES};
 
 /// A process that said `Hello`: what it said, and its link for `Pager::add_tenant`.
 pub struct Arrival {
@@ -76,8 +73,8 @@ pub fn take_hello(
 }
 
 /// Serves served process `id`'s calls on `channel` until it says `Bye` or hangs up:
-/// each of its discards is taken into the pager's state, which is held while the
-/// process zaps the range (`Pager::tenant_discard_then`); with `forks`, its forks get
+/// each of its discards is taken into the pager's state, then the process zaps the
+/// range (`Pager::tenant_discard_then`); with `forks`, its forks get
 /// snapshots for their children (`ForkRegistry`; without, a `Forking` is refused). An
 /// error is a process that broke the protocol: it is to be let go.
 pub fn serve_calls(
@@ -94,7 +91,7 @@ pub fn serve_calls(
             Some((ToDaemon::ProgramDiscard(range), _)) => {
                 let mut broke = None;
                 pager.tenant_discard_then(id, range.start(), range.len(), || {
-                    // The process zaps while the pager's state is held.
+                    // The process zaps now: the pager took the discard and let its lock go.
                     if channel.send_to_tenant(&ToTenant::Ack(Kind::ProgramDiscard)).is_err() {
                         return -1;
                     }
@@ -165,7 +162,7 @@ struct ServedFork {
 impl ForkRegistry {
     /// Served process `id` (pid `parent`) is about to fork: its snapshot, and the token
     /// its child asks by.
-    fn begin(&self, pager: &Pager, id: TenantId, parent: u32) -> Option<Token> {
+    pub(crate) fn begin(&self, pager: &Pager, id: TenantId, parent: u32) -> Option<Token> {
         let snapshot = pager.tenant_fork_snapshot(id)?;
         // (A snapshot dropped is released.)
         let token = Token::random().ok()?;

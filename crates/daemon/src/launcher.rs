@@ -1,6 +1,6 @@
-//! `znswap run --serve`: the launcher's own process pages the program's heap (issue 34's
-//! design, `docs/daemon.md`, with the launcher as the daemon of one program), which
-//! measures what serving a program from another process costs it.
+//! `znswap run --serve`: the launcher's own process pages the program's heap (the
+//! daemon's design, `docs/daemon.md`, with the launcher as the daemon of one program),
+//! which measures what serving a program from another process costs it.
 //!
 //! One thread here takes the program's `Hello` (its userfaultfd, `/proc/self/mem`,
 //! agent socket), starts the pager on it (`Pager::serve_tenant`) and then serves the
@@ -14,8 +14,8 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::connection::{self, Arrival};
 use anyhow::{Context, Result};
-use znswap_pager::connection::{self, Arrival};
 use znswap_pager::run_env::{hold_budget, ResidentSet, RunConfig, RunReport};
 use znswap_pager::{Pager, PagerConfig, PAGE_BYTES};
 use znswap_wire::{Channel, ToTenant, Token};
