@@ -8,10 +8,10 @@
 //! program and every program it executes: `tenants.rs`) asks for its own
 //! `--memory`, granted while the grants fit (else refused with a message); the pager's
 //! budget is the sum granted, and each tenant's pages are held to its own grant
-//! (`Pager::set_tenant_budget`: each is an engine tenant of its own). A fork's child
-//! serves its own heap, reading the pages its parent had swapped out from a snapshot
-//! the daemon keeps of the fork (`connection::ForkRegistry`). `znswap status` asks the
-//! figures on the same socket.
+//! (`Pager::set_tenant_budget`: each is an engine tenant of its own). A fork's child is
+//! paged within its parent's tenant, reading the pages its parent had swapped out from
+//! a snapshot the daemon keeps of the fork (`connection::ForkRegistry`). `znswap status`
+//! asks the figures on the same socket.
 
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
