@@ -639,6 +639,7 @@ struct SlowAppends(MemDevice);
 const APPEND_US_PER_PAGE: u64 = 40;
 
 impl SlowAppends {
+    /// (The device's slowness itself, not a wait for anything.)
     fn wait(pages: usize) {
         std::thread::sleep(Duration::from_micros(APPEND_US_PER_PAGE * pages as u64));
     }
