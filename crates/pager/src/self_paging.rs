@@ -1,8 +1,8 @@
 //! Self-paging mode: with `UFFD_FEATURE_SIGBUS` a userfault raises SIGBUS in the faulting
 //! thread, and this module's signal handler resolves the fault right there (swap-in,
 //! zero-fill, or the write-protect upgrade) before the access is retried. No handler
-//! thread, no wake-up, no context switch: about 4-5 µs of fault overhead on this machine
-//! against about 20 µs for a handler thread on the other CPU (issue 4).
+//! thread, no wake-up, no context switch: a fault costs a signal's delivery where a
+//! handler thread costs two wake-ups (`docs/measurements/2026-11-pager.md`).
 //!
 //! What it asks of the application:
 //! - the kernel must never touch region memory on its behalf (a `read()` into a region

@@ -583,7 +583,7 @@ mod tests {
     /// An event wakes one waiting handler (`Waiter`), where `poll` wakes them all.
     #[test]
     fn a_fault_wakes_one_waiter() {
-        let uffd = Userfaultfd::new(0, 0).expect("userfaultfd works on this machine");
+        let uffd = Userfaultfd::new(0, 0).expect("userfaultfd works here (vm.unprivileged_userfaultfd=1, or root)");
         let mapping = Mapping::new(1);
         uffd.register(mapping.address(0), mapping.len as u64, register_mode::MISSING).unwrap();
         let woken = std::sync::atomic::AtomicU32::new(0);
@@ -619,7 +619,7 @@ mod tests {
 
     #[test]
     fn a_multi_page_copy_stops_before_a_mapped_page() {
-        let uffd = Userfaultfd::new(0, 0).expect("userfaultfd works on this machine");
+        let uffd = Userfaultfd::new(0, 0).expect("userfaultfd works here (vm.unprivileged_userfaultfd=1, or root)");
         let mapping = Mapping::new(4);
         uffd.register(mapping.address(0), (4 * PAGE_BYTES) as u64, register_mode::MISSING).unwrap();
         assert!(uffd.copy(mapping.address(2), &[7u8; PAGE_BYTES], false, true).unwrap());
@@ -634,7 +634,7 @@ mod tests {
 
     #[test]
     fn missing_faults_are_served_by_a_handler_thread() {
-        let uffd = Userfaultfd::new(0, 0).expect("userfaultfd works on this machine");
+        let uffd = Userfaultfd::new(0, 0).expect("userfaultfd works here (vm.unprivileged_userfaultfd=1, or root)");
         let mapping = Mapping::new(4);
         uffd.register(mapping.address(0), mapping.len as u64, register_mode::MISSING).unwrap();
         let done = AtomicBool::new(false);
