@@ -129,4 +129,3 @@ impl Daemon {
         (0..TENANTS_MAX).map(|index| self.pager.tenant_figures(index).swap_outs).sum()
     }
 }
-

@@ -22,6 +22,6 @@ mod status;
 pub mod tenants;
 
 pub use daemon::{HANDLER_THREADS, PROCESSES_MAX};
-pub use run::{check, run, DaemonConfig};
 pub use listen::default_socket;
+pub use run::{check, run, DaemonConfig};
 pub use tenants::{plural, TENANTS_MAX};

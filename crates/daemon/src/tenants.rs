@@ -150,7 +150,7 @@ impl Tenants {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{Name, Reason, TenantFigures, Tenants, Token, TENANTS_MAX};
 
     fn name(name: &str) -> Name {
         Name::new(name).unwrap()

@@ -134,7 +134,7 @@ impl PageBuffers {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{bytes_mut, AlignedPage, PageBuffers, PAGE_BYTES};
 
     #[test]
     fn buffers_are_distinct_aligned_pages() {

@@ -165,7 +165,7 @@ pub fn page_at(address: u64) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{page_at, present_pages};
     use znswap_pager_core::PAGE_BYTES;
 
     /// The page map tells a mapped page from an empty one, and a discarded one is empty.

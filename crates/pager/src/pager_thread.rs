@@ -197,7 +197,7 @@ impl PagerTids {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::PagerThread;
     use std::cell::Cell;
     use std::sync::mpsc;
 

@@ -471,7 +471,7 @@ pub struct RunReport {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{PolicyKind, RunConfig};
 
     /// What the launcher decides reaches the library's pager through the environment,
     /// unchanged (the run's flags mean the same in the program as on the command line).

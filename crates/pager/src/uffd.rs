@@ -499,7 +499,12 @@ fn ioctl<T>(fd: RawFd, request: u64, argument: &mut T) -> io::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{
+        features, register_mode, Event, UffdError, UffdMsg, UffdioApi, UffdioCopy, UffdioMove, UffdioPoison,
+        UffdioRegister, UffdioWriteprotect, UffdioZeropage, Userfaultfd, Waiter, PAGE_BYTES, UFFDIO_API, UFFDIO_COPY,
+        UFFDIO_MOVE, UFFDIO_POISON, UFFDIO_REGISTER, UFFDIO_UNREGISTER, UFFDIO_WAKE, UFFDIO_WRITEPROTECT,
+        UFFDIO_ZEROPAGE,
+    };
     use std::sync::atomic::{AtomicBool, Ordering};
 
     #[test]

@@ -418,7 +418,7 @@ pub(crate) fn served_space(
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{AtomicBool, Space, Spaces, Userfaultfd};
 
     /// A window translates both ways over its length only; windows never overlap and
     /// lie above every user address.
