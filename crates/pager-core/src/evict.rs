@@ -356,7 +356,7 @@ impl PagerCore {
         let low_watermark = self.config.budget_pages - self.config.evict_batch_pages as u64;
         // Pages taken by a discard under way still count as pressure, as they always did
         // (measured against the previous pager: the eviction pacing is unchanged).
-        let leaving = self.writing_pages + self.dropping_pages() + self.swap_limited_pages();
+        let leaving = self.writing_pages + self.dropping_pages() + self.tenants.swap_limited_pages(&self.engine);
         (self.stats.resident_pages.saturating_sub(leaving) > low_watermark || self.any_tenant_over())
             && !self.out_free.is_empty()
             && !self.engine.swap_full()
@@ -382,7 +382,7 @@ impl PagerCore {
     /// every fault of the tenants beside: about 38 thousand times in 5 s of a reader's
     /// faults beside a write-limited writer, its CPU time doubled: `scripts/tenants.sh`.)
     pub(crate) fn wake_evictor(&mut self) {
-        if self.evictors_asleep && self.eviction_wanted() && (!self.held_back || self.picks_beside_held()) {
+        if self.evictors_asleep && self.eviction_wanted() && (!self.tenants.held_back() || self.picks_beside_held()) {
             self.evictors_asleep = false;
             self.wakeups.evictors = true;
         }
@@ -392,15 +392,7 @@ impl PagerCore {
     /// (`evict_pick`'s choice, with those tenants passed over): a tenant over its budget
     /// and not held, or, with no tenant over, the pager over its low watermark.
     fn picks_beside_held(&self) -> bool {
-        let held = |tenant: u32| self.held_tenants[tenant as usize];
-        if !self.tenant_budgeted {
-            return true;
-        }
-        let tenants = self.tenant_budgets.len() as u32;
-        if (0..tenants).any(|tenant| self.tenant_over(tenant) && !held(tenant)) {
-            return true;
-        }
-        !self.any_tenant_over()
+        self.tenants.picks_beside_held(self.config.evict_batch_pages as u64, &self.engine)
     }
 
     /// One round is in flight at a time: a victim stays its round's, mapped, from its pick
@@ -423,7 +415,7 @@ impl PagerCore {
     /// fault wanting room wakes it (`WaitOn::Evictors`' timeout brings it back to see the
     /// allowances).
     pub fn evictor_held_back(&self) -> bool {
-        self.held_back
+        self.tenants.held_back()
     }
 
     /// An evictor is about to wait: whoever gives it work under the lock wakes it.
@@ -431,8 +423,10 @@ impl PagerCore {
     /// (`evictor_held_back`); otherwise it has nothing to do, and what the last round
     /// held no longer narrows who wakes it.
     pub fn evictor_sleeps(&mut self, held_back: bool) {
-        debug_assert!(!held_back || self.held_back);
-        self.held_back &= held_back;
+        debug_assert!(!held_back || self.tenants.held_back());
+        if !held_back {
+            self.tenants.release_hold();
+        }
         self.evictors_asleep = true;
     }
 
@@ -461,7 +455,7 @@ impl PagerCore {
             ranges: Vec::with_capacity(ROUND_BATCHES_MAX * batch + 2 * self.config.regions_max as usize + 2),
             scans: Vec::with_capacity(if self.config.wp_async { ROUND_BATCHES_MAX * batch } else { 0 }),
             protect_first: self.config.wp_async,
-            held: Vec::with_capacity(self.write_limits_len()),
+            held: Vec::with_capacity(self.tenants.len() as usize),
         }
     }
 
@@ -516,7 +510,7 @@ impl PagerCore {
         // allowance catches up (`src/write_limit.rs`), and those at their swap limits.
         // (Not the inactive list's writes: parking is off under the daemon.)
         let mut held = std::mem::take(&mut round.held);
-        let any_held = self.tenants_held(&mut held, now);
+        let any_held = self.tenants.find_held(&mut held, &self.engine, now);
         let passed_over = |regions: &[Region], owner: usize| {
             let region = &regions[owner];
             !region.live || (tenants_first && !over[owner]) || (any_held && held[region.tenant as usize])
@@ -676,11 +670,12 @@ impl PagerCore {
         let nothing = round.victims.is_empty() && writes == 0;
         // Nothing picked while tenants are held: the evictor sleeps (`evictor_held_back`)
         // until woken or its wait's timeout.
-        self.held_back = nothing && any_held;
-        if self.held_back {
-            self.held_tenants.copy_from_slice(&round.held);
+        if nothing && any_held {
+            self.tenants.hold_back(&round.held);
+        } else {
+            self.tenants.release_hold();
         }
-        (nothing && !self.held_back).then_some(Pause::Micros(NOTHING_PICKED_PAUSE_US))
+        (nothing && !any_held).then_some(Pause::Micros(NOTHING_PICKED_PAUSE_US))
     }
 
     /// The round's moves are done (outside the lock): settles each victim to park, before

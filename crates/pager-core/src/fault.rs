@@ -5,6 +5,7 @@ use znswap_core::{EngineError, IoError, IoId, PageState as EnginePage, ReadOutco
 
 use crate::action::{Action, Actions, CopyFrom};
 use crate::readahead::Claim;
+use crate::tenant::of_tenant;
 use crate::{ChildPage, Notice, PageState, PagerCore, Sealed, PAGE_BYTES, READAHEAD_PAGES_MAX};
 
 /// Never-written pages mapped with a fault that continues a sequential run, beyond the
@@ -394,7 +395,7 @@ impl PagerCore {
             return;
         }
         if matches!(self.engine.page_state(owner, page), Ok(EnginePage::SwapCached { .. })) {
-            self.swap_cache[self.regions[owner as usize].tenant as usize].dirtied();
+            self.tenants.swap_cache_dirtied(self.tenant_of(owner));
             self.stats.swap_cache_dirtied += 1;
         }
         self.engine.dirtied(owner, page, now).expect("dirtied on a registered page");
@@ -515,7 +516,7 @@ impl PagerCore {
         // once, rather than hang the program.
         let tenant_full = self.tenant_room(owner) == 0;
         let over = tenant_full
-            || self.stats.resident_pages.saturating_sub(self.swap_limited_pages())
+            || self.stats.resident_pages.saturating_sub(self.tenants.swap_limited_pages(&self.engine))
                 >= self.config.budget_pages + self.config.slack_pages;
         if over && !self.shut_down {
             // A tenant held back by its write limit waits as long as the limit says:
@@ -527,7 +528,7 @@ impl PagerCore {
             let waited_long = now.saturating_sub(fault.waiting_since_ns) > ROOM_WAIT_MAX_NS;
             // A tenant at its swap limit beyond its own budget: none of its pages may go.
             let tenant = self.regions[owner as usize].tenant;
-            let tenant_swap_full = tenant_full && self.tenant_swap_full(tenant);
+            let tenant_swap_full = tenant_full && self.tenants.swap_full(tenant, &self.engine);
             if !self.no_room_can_come() && !waited_long && !tenant_swap_full {
                 self.wake_evictor();
                 return FaultStep::WaitRoom { discard: self.discard_wanted(), write_limited };
@@ -535,9 +536,8 @@ impl PagerCore {
             self.stats.budget_overruns += 1;
             if tenant_swap_full {
                 self.stats.swap_limit_overruns += 1;
-                if !self.swap_limit_said[tenant as usize] {
-                    self.swap_limit_said[tenant as usize] = true;
-                    self.notice = Some(Notice::TenantSwapFull { tenant, slots: self.swap_limits[tenant as usize] });
+                if let Some(slots) = self.tenants.swap_full_unsaid(tenant) {
+                    self.notice = Some(Notice::TenantSwapFull { tenant, slots });
                 }
             } else if !self.swap_full_said {
                 self.swap_full_said = true;
@@ -882,8 +882,8 @@ impl PagerCore {
         let wp_async = self.config.wp_async;
         let skip_cache = cached && !write && !wp_async && {
             let tenant = self.regions[owner as usize].tenant;
-            let clean = crate::of_tenant(self.engine.tenant_swap_cache_hits(), tenant);
-            !self.swap_cache[tenant as usize].keep(page, clean)
+            let clean = of_tenant(self.engine.tenant_swap_cache_hits(), tenant);
+            !self.tenants.swap_cache_keeps(tenant, page, clean)
         };
         self.stats.swap_cache_skipped += skip_cache as u64;
         let write = write || skip_cache;

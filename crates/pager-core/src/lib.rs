@@ -84,6 +84,7 @@ mod program;
 mod readahead;
 mod region;
 mod swap_cache;
+mod tenant;
 mod write_limit;
 
 pub use action::{Action, Actions, CopyFrom, Wakeups};
@@ -96,6 +97,7 @@ pub use fault::{Fault, FaultKind, FaultStep, Pause, ReadInto, ROOM_WAIT_MAX_NS, 
 pub use io::{IoCompletion, IoPlan, PageSource};
 pub use page::PageState;
 pub use program::{ChildPage, ForkHold};
+pub use tenant::TenantFigures;
 pub use write_limit::WRITE_HOLD_MAX_NS;
 
 use serde::Serialize;
@@ -103,6 +105,7 @@ use znswap_core::{Config, ConfigError, Engine, Geometry, OwnerError, PolicyKind,
 
 use readahead::ReadaheadCache;
 use region::Region;
+use tenant::Tenants;
 
 pub use znswap_core::PAGE_BYTES;
 /// Largest read-ahead window, in pages.
@@ -180,39 +183,6 @@ pub struct CoreConfig {
     /// clears): the scan only reports, and a page never protected again would read as
     /// written for ever.
     pub wp_async: bool,
-}
-
-/// One tenant's figures (`PagerCore::tenant_figures`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct TenantFigures {
-    /// Its pages counted resident, and those of them kept (not on their way out).
-    pub resident_pages: u64,
-    pub kept_pages: u64,
-    /// Its pages swapped out (gone from memory, their data on the device: written, or
-    /// still there from an earlier write), and pages read back from the device for its
-    /// faults (read-ahead included).
-    pub swap_outs: u64,
-    pub swap_ins: u64,
-    /// Bytes its swap-outs wrote (appended pages).
-    pub written_bytes: u64,
-    /// Bytes of its data the GC moved: charged to it (the paper's §4.3).
-    pub gc_bytes: u64,
-    /// Its share of the device's writes, bytes a second (`set_tenant_write_limit`).
-    pub write_limit: Option<u64>,
-    /// Its slots in use (its pages on the device and its swap cache), and its swap limit
-    /// in slots (`set_tenant_swap_limit`).
-    pub swap_slots: u64,
-    pub swap_limit: Option<u64>,
-    /// How long its swap-outs waited for that share (nanoseconds), and the bytes it was
-    /// let through past its share when held back longest (`src/write_limit.rs`).
-    pub throttled_ns: u64,
-    pub grace_bytes: u64,
-}
-
-/// `tenant`'s entry of one of the engine's per-tenant counts (0 past the engine's
-/// tenants).
-pub(crate) fn of_tenant(counts: &[u64], tenant: u32) -> u64 {
-    counts.get(tenant as usize).copied().unwrap_or(0)
 }
 
 /// Why the core cannot start, or cannot take a region. Typed: the shell wraps it.
@@ -481,29 +451,8 @@ pub struct PagerCore {
     /// Pages handed to the engine and not yet completed: resident, but on their way out,
     /// so the evictor does not count them as pressure.
     writing_pages: u64,
-    /// Each tenant's own budget in pages (`set_tenant_budget`; `u64::MAX`: none, only
-    /// the pager's), and whether any has one.
-    tenant_budgets: Vec<u64>,
-    tenant_budgeted: bool,
-    /// Each tenant's pages counted resident and kept (its live regions' `resident` and
-    /// `kept`, summed as `set_state` changes them).
-    tenant_counts: Vec<(u64, u64)>,
-    /// Each tenant's pages swapped out and read back (`TenantFigures`).
-    tenant_traffic: Vec<(u64, u64)>,
-    /// Each tenant's share of the device's writes (`set_tenant_write_limit`), and
-    /// whether any has a limit.
-    write_limits: Vec<write_limit::WriteLimit>,
-    write_limited: bool,
-    /// The last eviction round found only pages of tenants past their write limits or
-    /// at their swap limits, and which tenants it held (`held_tenants[tenant]`, kept
-    /// while `held_back`): until its wait's timeout, only work beside them wakes it.
-    held_back: bool,
-    held_tenants: Vec<bool>,
-    /// Each tenant's swap limit in slots (`set_tenant_swap_limit`; `u64::MAX`: none),
-    /// and whether its reaching it was said.
-    swap_limits: Vec<u64>,
-    swap_limit_said: Vec<bool>,
-    swap_limited: bool,
+    /// Every tenant: its own budget, counts, limits and swap cache feedback.
+    tenants: Tenants,
     /// Regions found with pages not dropped as their process said (`take_false_drops`).
     false_drops: Vec<u32>,
     evictors_asleep: bool,
@@ -524,9 +473,6 @@ pub struct PagerCore {
     append_pages_max: usize,
     /// Which pages of the shell's read-ahead cache hold what.
     readahead: ReadaheadCache,
-    /// Whether pages read back keep their slots.
-    /// Each tenant's swap cache feedback.
-    swap_cache: Vec<swap_cache::SwapCacheFeedback>,
     /// `append_done`'s dirtied flags: the pager reports writes during write-out through
     /// `Engine::dirtied`, so no append ever carries a dirtied page of its own.
     no_dirtied: Vec<bool>,
@@ -587,17 +533,7 @@ impl PagerCore {
                 config.park_pages as usize + evict::ROUND_BATCHES_MAX * config.evict_batch_pages,
             ),
             writing_pages: 0,
-            tenant_budgets: vec![u64::MAX; config.tenants.max(1) as usize],
-            tenant_budgeted: false,
-            tenant_counts: vec![(0, 0); config.tenants.max(1) as usize],
-            tenant_traffic: vec![(0, 0); config.tenants.max(1) as usize],
-            write_limits: vec![Default::default(); config.tenants.max(1) as usize],
-            write_limited: false,
-            held_back: false,
-            held_tenants: vec![false; config.tenants.max(1) as usize],
-            swap_limits: vec![u64::MAX; config.tenants.max(1) as usize],
-            swap_limit_said: vec![false; config.tenants.max(1) as usize],
-            swap_limited: false,
+            tenants: Tenants::new(config.tenants.max(1)),
             false_drops: Vec::new(),
             evictors_asleep: false,
             io_asleep: false,
@@ -611,7 +547,6 @@ impl PagerCore {
             append_pages_max,
             no_dirtied: vec![false; append_pages_max],
             readahead: ReadaheadCache::new(config.readahead_pages),
-            swap_cache: vec![Default::default(); config.tenants.max(1) as usize],
             config,
         })
     }
@@ -663,208 +598,6 @@ impl PagerCore {
             self.wakeups.room = true;
         }
         Ok(())
-    }
-
-    /// Holds `tenant`'s pages (those of the regions charged to it) to a budget of their
-    /// own within the pager's (`None`: only the pager's): a daemon serving many programs
-    /// holds each to what it was granted. Over it, the evictor takes that tenant's pages
-    /// first, and its faults wait for room beyond it and the slack, as all faults do
-    /// beyond the pager's budget.
-    pub fn set_tenant_budget(&mut self, tenant: u32, budget_pages: Option<u64>) -> Result<(), CoreError> {
-        let tenants = self.tenant_budgets.len() as u32;
-        if tenant >= tenants {
-            return Err(CoreError::NoSuchTenant { tenant, tenants });
-        }
-        let budget_pages = match budget_pages {
-            Some(pages) if pages < self.budget_pages_min() => {
-                return Err(CoreError::BudgetTooSmall { budget_pages: pages, min_pages: self.budget_pages_min() })
-            }
-            Some(pages) => pages,
-            None => u64::MAX,
-        };
-        let grew = budget_pages > self.tenant_budgets[tenant as usize];
-        self.tenant_budgets[tenant as usize] = budget_pages;
-        self.tenant_budgeted = self.tenant_budgets.iter().any(|&budget| budget != u64::MAX);
-        self.wake_evictor();
-        if grew {
-            self.wakeups.room = true;
-        }
-        Ok(())
-    }
-
-    /// Limits what `tenant`'s swap-outs and the GC's moves of its pages write together
-    /// to `bytes_per_s` (`None`: no limit), from `now`: `src/write_limit.rs`. Over it,
-    /// the evictor passes the tenant's pages over, and its faults wait for room in its
-    /// own budget (as long as it takes: the wait is the limit at work, not room that
-    /// does not come).
-    pub fn set_tenant_write_limit(&mut self, tenant: u32, bytes_per_s: Option<u64>, now: u64) -> Result<(), CoreError> {
-        let tenants = self.write_limits.len() as u32;
-        if tenant >= tenants {
-            return Err(CoreError::NoSuchTenant { tenant, tenants });
-        }
-        let charged = self.tenant_charged_bytes(tenant);
-        self.write_limits[tenant as usize].set(bytes_per_s.filter(|&rate| rate > 0), charged, now);
-        self.write_limited = self.write_limits.iter().any(|limit| limit.rate().is_some());
-        self.wake_evictor();
-        Ok(())
-    }
-
-    /// Holds `tenant`'s slots (its pages on the device, written out or kept as their
-    /// swap cache) to `slots` (`None`: no limit), as `memory.swap.max` holds a cgroup's,
-    /// so that no tenant fills the device others swap to. At it, the evictor passes the
-    /// tenant's pages over, and its faults beyond its budget go past the budget at once
-    /// (counted as budget overruns, said once: `Notice::TenantSwapFull`) rather than wait
-    /// for room no swap-out may make.
-    pub fn set_tenant_swap_limit(&mut self, tenant: u32, slots: Option<u64>) -> Result<(), CoreError> {
-        let tenants = self.swap_limits.len() as u32;
-        if tenant >= tenants {
-            return Err(CoreError::NoSuchTenant { tenant, tenants });
-        }
-        self.swap_limits[tenant as usize] = slots.unwrap_or(u64::MAX);
-        self.swap_limited = self.swap_limits.iter().any(|&limit| limit != u64::MAX);
-        self.wake_evictor();
-        self.wakeups.room = true;
-        Ok(())
-    }
-
-    /// Whether `tenant` holds as many slots as its swap limit lets it.
-    pub(crate) fn tenant_swap_full(&self, tenant: u32) -> bool {
-        let limit = self.swap_limits[tenant as usize];
-        limit != u64::MAX && of_tenant(self.engine.tenant_slots(), tenant) >= limit
-    }
-
-    /// Pages of tenants at their swap limits: no eviction may take them, so they are not
-    /// counted against the pager's budget (each such tenant is still held to its own),
-    /// or the tenants beside would wait for room that cannot come (the pager DST found
-    /// faults waiting out `ROOM_WAIT_MAX_NS` one by one so).
-    pub(crate) fn swap_limited_pages(&self) -> u64 {
-        if !self.swap_limited {
-            return 0;
-        }
-        (0..self.swap_limits.len() as u32)
-            .filter(|&tenant| self.tenant_swap_full(tenant))
-            .map(|tenant| self.tenant_counts[tenant as usize].0)
-            .sum()
-    }
-
-    /// What `tenant`'s share of the device's writes is charged: the bytes its swap-outs
-    /// appended and the GC wrote moving its pages.
-    fn tenant_charged_bytes(&self, tenant: u32) -> u64 {
-        of_tenant(self.engine.tenant_host_bytes(), tenant) + of_tenant(self.engine.tenant_gc_bytes(), tenant)
-    }
-
-    /// Which tenants the evictor passes over now (`held[tenant]`): those past their
-    /// write limits (each allowance brought to `now`) or at their swap limits. Returns
-    /// whether any is.
-    pub(crate) fn tenants_held(&mut self, held: &mut Vec<bool>, now: u64) -> bool {
-        held.clear();
-        if !self.write_limited && !self.swap_limited {
-            return false;
-        }
-        let mut any = false;
-        for tenant in 0..self.write_limits.len() as u32 {
-            let throttled = self.write_limited && {
-                let charged = self.tenant_charged_bytes(tenant);
-                self.write_limits[tenant as usize].wait_ns(charged, now) > 0
-            };
-            let at_limit = self.tenant_swap_full(tenant);
-            held.push(throttled || at_limit);
-            any |= throttled || at_limit;
-        }
-        any
-    }
-
-    pub(crate) fn write_limits_len(&self) -> usize {
-        self.write_limits.len()
-    }
-
-    /// Whether `owner`'s tenant is held back by its write limit (as the evictor last
-    /// found it).
-    pub(crate) fn write_throttled(&self, owner: u32) -> bool {
-        self.write_limited && self.write_limits[self.regions[owner as usize].tenant as usize].throttled()
-    }
-
-    /// A new tenant takes `tenant`'s index: its swap cache is judged on its own outcomes,
-    /// not its predecessor's, its swap limit's notice is said anew, and under the tenant
-    /// policy its pages go to zones of their own (`Engine::tenant_begins`).
-    pub fn tenant_begins(&mut self, tenant: u32) {
-        self.engine.tenant_begins(tenant);
-        if let Some(said) = self.swap_limit_said.get_mut(tenant as usize) {
-            *said = false;
-        }
-        let clean_total = of_tenant(self.engine.tenant_swap_cache_hits(), tenant);
-        if let Some(feedback) = self.swap_cache.get_mut(tenant as usize) {
-            *feedback = swap_cache::SwapCacheFeedback::counting_from(clean_total);
-        }
-    }
-
-    /// `tenant`'s pages counted resident, and those of them kept (not on their way out).
-    pub fn tenant_pages(&self, tenant: u32) -> (u64, u64) {
-        self.tenant_counts[tenant as usize]
-    }
-
-    /// What `tenant` holds and has done (`znswap status`), by `now`.
-    pub fn tenant_figures(&self, tenant: u32, now: u64) -> TenantFigures {
-        let (resident_pages, kept_pages) = self.tenant_counts[tenant as usize];
-        let (swap_outs, swap_ins) = self.tenant_traffic[tenant as usize];
-        let limit = &self.write_limits[tenant as usize];
-        TenantFigures {
-            resident_pages,
-            kept_pages,
-            swap_outs,
-            swap_ins,
-            written_bytes: of_tenant(self.engine.tenant_host_bytes(), tenant),
-            gc_bytes: of_tenant(self.engine.tenant_gc_bytes(), tenant),
-            write_limit: limit.rate(),
-            throttled_ns: limit.throttled_ns(now),
-            grace_bytes: limit.grace_bytes(),
-            swap_slots: of_tenant(self.engine.tenant_slots(), tenant),
-            swap_limit: Some(self.swap_limits[tenant as usize]).filter(|&slots| slots != u64::MAX),
-        }
-    }
-
-    /// `owner`'s pages swapped out (`outs`) or read back from the device (`ins`),
-    /// counted to its tenant.
-    pub(crate) fn count_tenant_traffic(&mut self, owner: u32, outs: u64, ins: u64) {
-        let traffic = &mut self.tenant_traffic[self.regions[owner as usize].tenant as usize];
-        traffic.0 += outs;
-        traffic.1 += ins;
-    }
-
-    /// Room for `owner`'s tenant to map pages: its budget and its share of the slack
-    /// less its resident pages (`u64::MAX` without a budget of its own).
-    ///
-    /// The share is the slack in proportion to the tenant's part of the pager's budget,
-    /// so that tenants whose budgets add up to the pager's fill the pager's budget and
-    /// slack together exactly: a tenant within its own room never waits on the pager's.
-    /// With the whole slack each, two tenants at their budgets filled the pager's slack
-    /// between them, and a reader's faults then waited for room at the pager's budget
-    /// while a writer held back by its write limit sat in its own slack (53 µs a fault,
-    /// `scripts/tenants.sh`, session 59).
-    pub(crate) fn tenant_room(&self, owner: u32) -> u64 {
-        let tenant = self.regions[owner as usize].tenant;
-        let budget = self.tenant_budgets[tenant as usize];
-        if budget == u64::MAX {
-            return u64::MAX;
-        }
-        let pager_budget = self.config.budget_pages.max(1);
-        let slack = self.config.slack_pages * budget.min(pager_budget) / pager_budget;
-        (budget + slack).saturating_sub(self.tenant_pages(tenant).0)
-    }
-
-    /// Whether `tenant` keeps more pages than its low watermark, a batch under its own
-    /// budget: eviction then takes its pages first.
-    /// (Not a tenant at its swap limit: none of its pages may go.)
-    pub(crate) fn tenant_over(&self, tenant: u32) -> bool {
-        let budget = self.tenant_budgets[tenant as usize];
-        budget != u64::MAX
-            && self.tenant_pages(tenant).1 > budget.saturating_sub(self.config.evict_batch_pages as u64)
-            && !self.tenant_swap_full(tenant)
-    }
-
-    /// Whether any tenant is over its own budget (`tenant_over`).
-    pub(crate) fn any_tenant_over(&self) -> bool {
-        self.tenant_budgeted && (0..self.tenant_budgets.len() as u32).any(|tenant| self.tenant_over(tenant))
     }
 
     /// The smallest budget [`PagerCore::set_budget`] takes, in pages.
@@ -999,9 +732,7 @@ impl PagerCore {
         let pages = region.pages;
         // Pages awaiting their discard stay counted until the discard (which skips them).
         let resident = region.states.iter().filter(|&&byte| PageState::from_byte(byte).is_resident()).count() as u64;
-        let counts = &mut self.tenant_counts[region.tenant as usize];
-        counts.0 -= region.resident;
-        counts.1 -= region.kept;
+        self.tenants.uncount_region(region.tenant, region.resident, region.kept);
         region.live = false;
         region.states = Vec::new();
         region.seals = Default::default();
@@ -1071,9 +802,7 @@ impl PagerCore {
         let kept = to.is_kept() as i64 - state.is_kept() as i64;
         region.resident = region.resident.wrapping_add_signed(resident);
         region.kept = region.kept.wrapping_add_signed(kept);
-        let counts = &mut self.tenant_counts[region.tenant as usize];
-        counts.0 = counts.0.wrapping_add_signed(resident);
-        counts.1 = counts.1.wrapping_add_signed(kept);
+        self.tenants.count_pages(region.tenant, resident, kept);
     }
 
     fn state(&self, owner: u32, page: u64) -> PageState {
@@ -1140,7 +869,7 @@ impl PagerCore {
         let mut resident = 0u64;
         let mut writing = 0u64;
         let mut parked = 0u64;
-        let mut tenants = vec![(0, 0); self.tenant_counts.len()];
+        let mut tenants = vec![(0, 0); self.tenants.len() as usize];
         for (owner, region) in self.regions.iter().enumerate() {
             if !region.live {
                 continue;
@@ -1193,9 +922,17 @@ impl PagerCore {
                 );
             }
         }
-        assert_eq!(tenants, self.tenant_counts, "each tenant's resident and kept pages against its regions'");
+        for (tenant, &counted) in tenants.iter().enumerate() {
+            let tenant = tenant as u32;
+            assert_eq!(
+                self.tenants.pages(tenant),
+                counted,
+                "tenant {tenant}'s resident and kept pages against its regions'"
+            );
+        }
+        self.tenants.check();
         assert_eq!(
-            self.tenant_traffic.iter().map(|&(_, ins)| ins).sum::<u64>(),
+            self.tenants.swap_ins(),
             self.stats.swap_in_reads,
             "the tenants' pages read back against the pager's"
         );

@@ -81,7 +81,7 @@ impl PagerCore {
                 self.unlist(owner, page);
                 let cached = matches!(self.engine.page_state(owner, page), Ok(EnginePage::SwapCached { .. }));
                 if cached && write {
-                    self.swap_cache[self.regions[owner as usize].tenant as usize].dirtied();
+                    self.tenants.swap_cache_dirtied(self.tenant_of(owner));
                     self.stats.swap_cache_dirtied += 1;
                     self.engine.dirtied(owner, page, now).expect("dirtied on a registered page");
                     self.after_engine();
