@@ -25,7 +25,8 @@
 
 use znswap_core::{IoError, IoRequest};
 
-use crate::evict::{DiscardBatch, EvictRound, EvictorWork, ParkOutcome};
+use crate::discard::DiscardBatch;
+use crate::evict::{EvictRound, EvictorWork, ParkOutcome};
 use crate::fault::{Fault, FaultKind, FaultStep, Pause, ReadInto};
 use crate::io::{IoCompletion, IoPlan};
 use crate::{Actions, Digest, PagerCore, Sealed};

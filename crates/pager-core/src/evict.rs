@@ -4,9 +4,12 @@
 use znswap_core::{Event, PageState as EnginePage, SwapOutError, SwapOutOutcome};
 
 use crate::action::{Action, Actions};
+use crate::discard::DropKind;
 use crate::fault::Pause;
+use crate::out::OutPage;
+use crate::page::ROUNDS_MAX;
 use crate::region::Region;
-use crate::{Digest, DropKind, Dropping, OutPage, PageState, PagerCore, PAGE_BYTES};
+use crate::{Digest, PageState, PagerCore, PAGE_BYTES};
 
 /// Largest eviction round, in batches (see `evict_hand_over`).
 pub const ROUND_BATCHES_MAX: usize = 4;
@@ -14,6 +17,33 @@ pub const ROUND_BATCHES_MAX: usize = 4;
 /// The pause after a round that found nothing to evict: every candidate was referenced
 /// or in flight, so faults and the I/O thread should move on before the next sweep.
 const NOTHING_PICKED_PAUSE_US: u32 = 200;
+
+/// The CLOCK and its rounds: where the hand is, the rounds handed out, and whether one
+/// is in flight. One round is in flight at a time: a victim stays its round's, mapped,
+/// from its pick to its hand-over (`PagerCore::evictor_work`).
+#[derive(Debug, Default)]
+pub(crate) struct Rounds {
+    /// The next (owner, page) the eviction sweep looks at.
+    hand: (u32, u64),
+    /// Rounds handed out (`evict_round`): each names its victims.
+    made: u8,
+    /// A round is between its pick and its hand-over.
+    in_flight: bool,
+}
+
+impl Rounds {
+    /// The id of a new round (one per evictor thread). Ids run from 1; a page byte names
+    /// ids below `ROUNDS_MAX`.
+    fn new_id(&mut self) -> u8 {
+        assert!(self.made + 1 < ROUNDS_MAX, "at most {} evictors", ROUNDS_MAX - 2);
+        self.made += 1;
+        self.made
+    }
+
+    pub(crate) fn in_flight(&self) -> bool {
+        self.in_flight
+    }
+}
 
 /// What an evictor should do next.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -43,7 +73,7 @@ struct Victim {
     /// Its shadow page's address if it is to be parked (`PageState::Parking`).
     shadow: Option<u64>,
     generation: u64,
-    /// Its out handle (taken from `out_free` when picked; none for a page to park).
+    /// Its out handle (taken when picked; none for a page to park).
     handle: Option<u64>,
     /// The range that covers it, if it is to be write-protected.
     range: Option<u32>,
@@ -287,60 +317,6 @@ pub fn unpark_next(failure: MoveFailure, here: bool, at_shadow: bool, retried: b
     }
 }
 
-/// An address range laid out as `struct iovec`, so the shell can hand a batch of them to
-/// `process_madvise` as they are.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(C)]
-pub struct AddressRange {
-    pub start: usize,
-    pub len: usize,
-}
-
-/// Pages taken for a discard, and their ranges (sorted, merged). Allocated once per
-/// discarding thread (`PagerCore::discard_batch`).
-pub struct DiscardBatch {
-    dropping: Vec<Dropping>,
-    addresses: Vec<u64>,
-    ranges: Vec<AddressRange>,
-    /// Ranges the shell did not drop by its return (`delay`), by index.
-    delayed: Vec<(usize, DropDelay)>,
-    /// The same, by region, as `discard_done` finds them.
-    delayed_owners: Vec<(u32, DropDelay)>,
-}
-
-/// Why a discard's pages of one process were not dropped by the shell's return. Only a
-/// served process's pages can be (`docs/daemon.md`): its agent thread drops them, and it
-/// may be slow to answer or not answer for a long time (stopped by SIGSTOP or a
-/// debugger, held by a fork), and the pager must not wait for it meanwhile.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DropDelay {
-    /// Asked, not answered yet: the pages stay `Dropping` (faults on them wait, and the
-    /// agent zaps them before it answers) until the answer (`late_discard_done`).
-    Late,
-    /// Not asked: the process's agent owes the answer to an earlier discard. They await
-    /// the next.
-    Unsent,
-}
-
-impl DiscardBatch {
-    /// What to discard (`MADV_DONTNEED`): pages of regions still mapped; pages of freed
-    /// regions are skipped, their mappings gone.
-    pub fn ranges(&self) -> &[AddressRange] {
-        &self.ranges
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.dropping.is_empty()
-    }
-
-    /// The shell did not drop `ranges()[range]` (yet): every range of a region must be
-    /// said alike.
-    pub fn delay(&mut self, range: usize, delay: DropDelay) {
-        debug_assert!(range < self.ranges.len());
-        self.delayed.push((range, delay));
-    }
-}
-
 impl PagerCore {
     /// Whether an evictor has pages to evict: the resident set, less what is already on
     /// its way out, is above the low watermark (a batch below the budget), and an out
@@ -356,9 +332,9 @@ impl PagerCore {
         let low_watermark = self.config.budget_pages - self.config.evict_batch_pages as u64;
         // Pages taken by a discard under way still count as pressure, as they always did
         // (measured against the previous pager: the eviction pacing is unchanged).
-        let leaving = self.writing_pages + self.dropping_pages() + self.tenants.swap_limited_pages(&self.engine);
+        let leaving = self.out.writing() + self.drops.dropping_pages() + self.tenants.swap_limited_pages(&self.engine);
         (self.stats.resident_pages.saturating_sub(leaving) > low_watermark || self.any_tenant_over())
-            && !self.out_free.is_empty()
+            && self.out.free() > 0
             && !self.engine.swap_full()
     }
 
@@ -366,10 +342,10 @@ impl PagerCore {
     /// on its way out (a swap-out, a discard, a round that may drop zero pages).
     pub(crate) fn no_room_can_come(&self) -> bool {
         self.engine.swap_full()
-            && self.writing_pages == 0
-            && self.to_drop.is_empty()
-            && self.discarding_pages == 0
-            && self.out_evicting == 0
+            && self.out.writing() == 0
+            && self.drops.is_empty()
+            && self.drops.discarding_pages() == 0
+            && self.out.evicting() == 0
     }
 
     /// Owed to sleeping evictors whenever the resident set, the pages in flight or the
@@ -382,9 +358,11 @@ impl PagerCore {
     /// every fault of the tenants beside: about 38 thousand times in 5 s of a reader's
     /// faults beside a write-limited writer, its CPU time doubled: `scripts/tenants.sh`.)
     pub(crate) fn wake_evictor(&mut self) {
-        if self.evictors_asleep && self.eviction_wanted() && (!self.tenants.held_back() || self.picks_beside_held()) {
-            self.evictors_asleep = false;
-            self.wakeups.evictors = true;
+        if self.threads.evictors_asleep()
+            && self.eviction_wanted()
+            && (!self.tenants.held_back() || self.picks_beside_held())
+        {
+            self.threads.wake_evictors();
         }
     }
 
@@ -403,7 +381,7 @@ impl PagerCore {
     pub fn evictor_work(&self) -> EvictorWork {
         if self.discard_wanted() {
             EvictorWork::Discard
-        } else if self.eviction_wanted() && !self.round_in_flight {
+        } else if self.eviction_wanted() && !self.rounds.in_flight() {
             EvictorWork::Evict
         } else {
             EvictorWork::Sleep
@@ -427,12 +405,12 @@ impl PagerCore {
         if !held_back {
             self.tenants.release_hold();
         }
-        self.evictors_asleep = true;
+        self.threads.evictors_sleep();
     }
 
     /// The I/O thread is about to wait: an eviction that queues appends wakes it.
     pub fn io_sleeps(&mut self) {
-        self.io_asleep = true;
+        self.threads.io_sleeps();
     }
 
     /// Actions one hand-over can leave: an unprotect per victim of the largest round.
@@ -443,11 +421,8 @@ impl PagerCore {
     /// A round's buffers, sized for the largest round: one per evictor thread.
     pub fn evict_round(&mut self) -> EvictRound {
         let batch = self.config.evict_batch_pages;
-        // Round ids run from 1; a page byte names ids below `ROUNDS_MAX`.
-        assert!(self.rounds + 1 < crate::page::ROUNDS_MAX, "at most {} evictors", crate::page::ROUNDS_MAX - 2);
-        self.rounds += 1;
         EvictRound {
-            id: self.rounds,
+            id: self.rounds.new_id(),
             wanted: batch,
             reads_seen: self.stats.swap_in_reads,
             victims: Vec::with_capacity(ROUND_BATCHES_MAX * batch),
@@ -473,12 +448,12 @@ impl PagerCore {
     /// victims, and calls `evict_hand_over`. Returns a pause for after the hand-over when
     /// nothing was picked.
     pub fn evict_pick(&mut self, round: &mut EvictRound, now: u64) -> Option<Pause> {
-        assert!(!self.round_in_flight, "an eviction round picked while another is in flight");
+        assert!(!self.rounds.in_flight(), "an eviction round picked while another is in flight");
         round.victims.clear();
         round.ranges.clear();
         round.scans.clear();
         let wp_async = self.config.wp_async;
-        let mut wanted = round.wanted.min(self.out_free.len());
+        let mut wanted = round.wanted.min(self.out.free());
         // With an inactive list, what the round evicts comes from its old end, and the
         // hand refills it; victims are evicted in place (the CLOCK of before) only while
         // the list cannot supply them, and in regions not parked. A round takes a
@@ -534,7 +509,7 @@ impl PagerCore {
         // Two sweeps at most: the first may only clear reference bits.
         let limit: u64 = 2 * self.regions.iter().filter(|r| r.live).map(|r| r.pages).sum::<u64>();
         // (Computed before the tenants' pass over: a sweep of only theirs ends sooner.)
-        let (mut owner, mut page) = self.hand;
+        let (mut owner, mut page) = self.rounds.hand;
         let mut scanned = 0;
         // Whether the last range may grow; the last scan span.
         let mut open = false;
@@ -612,8 +587,7 @@ impl PagerCore {
                     self.stats.tenant_victims += tenants_first as u64;
                     self.set_state(owner, page, PageState::Evicting { by: round.id });
                     protect_page(&mut round.ranges, &mut open, address);
-                    let handle = self.out_free.pop().expect("no more victims than free handles");
-                    self.out_evicting += 1;
+                    let handle = self.out.take_for_victim();
                     round.victims.push(Victim {
                         owner,
                         page,
@@ -650,7 +624,7 @@ impl PagerCore {
             }
             page += 1;
         }
-        self.hand = (owner, page);
+        self.rounds.hand = (owner, page);
         // The parked pages the round writes out go to the engine now, oldest first, after
         // the victims took their handles: they are out of the program's reach already, so
         // their appends need not wait for the round's moves (about 2 µs each; waiting
@@ -659,13 +633,10 @@ impl PagerCore {
         if writes > 0 {
             self.write_parked(writes, now);
             self.after_engine();
-            if self.io_asleep {
-                self.io_asleep = false;
-                self.wakeups.io = true;
-            }
+            self.threads.wake_io();
         }
         // With nothing to do outside the lock there is no hand-over: the round ends here.
-        self.round_in_flight = round.needs_hand_over();
+        self.rounds.in_flight = round.needs_hand_over();
         round.held = held;
         let nothing = round.victims.is_empty() && writes == 0;
         // Nothing picked while tenants are held: the evictor sleeps (`evictor_held_back`)
@@ -807,17 +778,17 @@ impl PagerCore {
     /// stay at one batch: larger appends delayed the swap-in reads queued behind them
     /// (fault p99 +15 %), and each round holds the state lock for its hand-over.
     pub fn evict_hand_over(&mut self, round: &mut EvictRound, now: u64, actions: &mut Actions) {
-        assert!(self.round_in_flight, "a hand-over without a round in flight");
-        self.round_in_flight = false;
+        assert!(self.rounds.in_flight, "a hand-over without a round in flight");
+        self.rounds.in_flight = false;
         for index in 0..round.victims.len() {
             let Victim { owner, page, address, generation, handle, range, zero, shadow, settled, .. } =
                 round.victims[index];
             if handle.is_some() {
-                self.out_evicting -= 1;
+                self.out.victim_handed_over();
             }
             if !self.same_region(owner, generation) {
                 if let Some(handle) = handle {
-                    self.out_free.push(handle);
+                    self.out.give_back(handle);
                 }
                 continue;
             }
@@ -833,12 +804,12 @@ impl PagerCore {
             let written = state != (PageState::Evicting { by: round.id });
             let handle = match handle {
                 Some(handle) => Some(handle),
-                None if !written && protected => self.out_free.pop(),
+                None if !written && protected => self.out.take(),
                 None => None,
             };
             if written || !protected || handle.is_none() {
                 if let Some(handle) = handle {
-                    self.out_free.push(handle);
+                    self.out.give_back(handle);
                 }
                 if written {
                     // (A victim the program discarded meanwhile was not written: it is
@@ -852,21 +823,20 @@ impl PagerCore {
             }
             let handle = handle.expect("checked above");
             if zero {
-                self.out_free.push(handle);
+                self.out.give_back(handle);
                 self.engine.free(owner, page..page + 1, now).expect("freeing a zero page");
                 self.stats.swap_outs_zero += 1;
                 self.drop_page(owner, page, DropKind::Mapped);
                 continue;
             }
-            self.out_pages[handle as usize] = OutPage { owner, generation, page, address, parked: false };
             match self.engine.swap_out(owner, page, handle, now) {
                 Ok(_) => {
                     self.set_state(owner, page, PageState::Writing);
-                    self.writing_pages += 1;
+                    self.out.writing_started(handle, OutPage { owner, generation, page, address, parked: false });
                 }
                 Err(SwapOutError::Backpressure) => {
                     self.stats.backpressure += 1;
-                    self.out_free.push(handle);
+                    self.out.give_back(handle);
                     self.set_state(owner, page, PageState::Resident);
                     self.unprotect_if_dirty(owner, page, actions);
                 }
@@ -874,13 +844,10 @@ impl PagerCore {
             }
         }
         self.after_engine();
-        if self.io_asleep {
-            self.io_asleep = false;
-            self.wakeups.io = true;
-        }
+        self.threads.wake_io();
         if self.no_room_can_come() {
             // Faults waiting for room wait in vain: they go past the budget now.
-            self.wakeups.room = true;
+            self.threads.wake_room();
         }
         self.assert_counts();
         if round.victims.is_empty() {
@@ -911,31 +878,6 @@ impl PagerCore {
         }
     }
 
-    /// No longer resident for the pager, but mapped (at its address, or its shadow's)
-    /// until a discard; faults on it wait for that.
-    pub(crate) fn drop_page(&mut self, owner: u32, page: u64, kind: DropKind) {
-        debug_assert!(kind != DropKind::ShadowCopy);
-        self.set_state(owner, page, PageState::Dropping);
-        let generation = self.regions[owner as usize].generation;
-        self.to_drop.push(Dropping { owner, page, generation, kind });
-    }
-
-    /// A stale copy of the page at its shadow address goes with the next discard; the
-    /// page itself is elsewhere (copied back, or discarded by the program). Until that
-    /// discard a move there is refused (`EEXIST`): the page is then evicted in place.
-    pub(crate) fn drop_shadow_copy(&mut self, owner: u32, page: u64) {
-        self.regions[owner as usize].stale_shadow.set(page, true);
-        let generation = self.regions[owner as usize].generation;
-        self.to_drop.push(Dropping { owner, page, generation, kind: DropKind::ShadowCopy });
-        self.to_drop_copies += 1;
-    }
-
-    /// Pages awaiting their discard that still count as resident.
-    pub(crate) fn dropping_pages(&self) -> u64 {
-        self.to_drop.len() as u64 - self.to_drop_copies
-    }
-
-    /// Takes in the engine's events after every engine input: swap-out completions move
     /// their pages on, losses are counted. Then wakes whoever the changes concern: an
     /// evictor for pages to discard or to evict, and faults waiting for room (the first
     /// of them or an evictor to take the pages discards them).
@@ -947,12 +889,9 @@ impl PagerCore {
                 Event::Remapped { .. } | Event::RecordRejected { .. } | Event::ZoneRetired { .. } => {}
             }
         }
-        if !self.to_drop.is_empty() {
-            self.wakeups.room = true;
-            if self.evictors_asleep {
-                self.evictors_asleep = false;
-                self.wakeups.evictors = true;
-            }
+        if !self.drops.is_empty() {
+            self.threads.wake_room();
+            self.threads.wake_evictors();
         }
         self.wake_evictor();
     }
@@ -960,11 +899,9 @@ impl PagerCore {
     /// One per swap-out the engine took (a freed page's too, at its append's completion):
     /// no append reads the page any more, so its handle is free.
     fn swap_out_done(&mut self, owner: u32, page: u64, handle: u64, outcome: SwapOutOutcome) {
-        self.out_free.push(handle);
-        self.writing_pages -= 1;
         // The region it was taken from, not a later one under the same owner id (whose
         // page of that index may have a swap-out of its own).
-        let OutPage { generation, parked, .. } = self.out_pages[handle as usize];
+        let OutPage { generation, parked, .. } = self.out.writing_done(handle);
         // Its region was freed (the shadow went with it).
         if !self.same_region(owner, generation) {
             return;
@@ -1010,183 +947,6 @@ impl PagerCore {
             }
             (state, outcome) => panic!("{owner}:{page} completed a swap-out ({outcome:?}) as {state:?}"),
         }
-    }
-
-    /// Buffers for one discarding thread.
-    pub fn discard_batch(&self) -> DiscardBatch {
-        // Every page between its pick and its swap-out's completion, and the shadow
-        // copies of the whole inactive list (a discard of the program's over it).
-        let pages = self.out_handles() + self.config.park_pages as usize;
-        DiscardBatch {
-            dropping: Vec::with_capacity(pages),
-            addresses: Vec::with_capacity(pages),
-            ranges: Vec::with_capacity(pages),
-            delayed: Vec::with_capacity(pages),
-            delayed_owners: Vec::with_capacity(self.config.regions_max as usize),
-        }
-    }
-
-    /// Whether pages await a discard that may be asked now: some not of a region whose
-    /// agent owes an answer (`DropDelay::Late`).
-    pub(crate) fn discard_wanted(&self) -> bool {
-        if self.late_owners.is_empty() {
-            return !self.to_drop.is_empty();
-        }
-        self.to_drop.iter().any(|dropping| !self.late_owners.contains(&dropping.owner))
-    }
-
-    /// The regions whose agents owe the answer to a discard (`DropDelay::Late`).
-    pub fn late_owners(&self) -> &[u32] {
-        &self.late_owners
-    }
-
-    /// Takes the pages awaiting their discard; the shell discards `batch.ranges()`
-    /// outside the state lock (`MADV_DONTNEED`, about 0.35 µs a page and a TLB flush per
-    /// batch, which faults used to wait behind) while holding `mappings`, then calls
-    /// `discard_done`. False when there was nothing to take.
-    pub fn discard_take(&mut self, batch: &mut DiscardBatch) -> bool {
-        assert!(batch.dropping.is_empty(), "a discard batch taken twice");
-        if self.to_drop.is_empty() {
-            return false;
-        }
-        std::mem::swap(&mut self.to_drop, &mut batch.dropping);
-        if !self.late_owners.is_empty() {
-            // A region whose agent owes an answer is asked nothing more until it gives
-            // it: its pages stay.
-            let mut index = 0;
-            while index < batch.dropping.len() {
-                if self.late_owners.contains(&batch.dropping[index].owner) {
-                    self.to_drop.push(batch.dropping.swap_remove(index));
-                } else {
-                    index += 1;
-                }
-            }
-            if batch.dropping.is_empty() {
-                return false;
-            }
-        }
-        self.discarding_pages += batch.dropping.len() as u64;
-        batch.addresses.clear();
-        let mut copies = 0;
-        for dropping in &batch.dropping {
-            copies += (dropping.kind == DropKind::ShadowCopy) as u64;
-            if self.same_region(dropping.owner, dropping.generation) {
-                batch.addresses.push(match dropping.kind {
-                    DropKind::Mapped => self.page_address(dropping.owner, dropping.page),
-                    DropKind::Parked | DropKind::ShadowCopy => self.shadow_address(dropping.owner, dropping.page),
-                });
-            }
-        }
-        self.to_drop_copies -= copies;
-        self.discarding_pages -= copies;
-        batch.addresses.sort_unstable();
-        batch.ranges.clear();
-        let mut index = 0;
-        while index < batch.addresses.len() {
-            let start = batch.addresses[index];
-            let mut end = start + PAGE_BYTES as u64;
-            index += 1;
-            while index < batch.addresses.len() && batch.addresses[index] == end {
-                end += PAGE_BYTES as u64;
-                index += 1;
-            }
-            batch.ranges.push(AddressRange { start: start as usize, len: (end - start) as usize });
-        }
-        true
-    }
-
-    /// The batch is discarded: its pages are unmapped, and leave the resident set.
-    /// Returns how many pages it held.
-    ///
-    /// The pages of regions the shell delayed (`DiscardBatch::delay`) are not: those
-    /// asked wait for their agent's answer, those not asked for the next discard.
-    pub fn discard_done(&mut self, batch: &mut DiscardBatch) -> usize {
-        batch.delayed_owners.clear();
-        for index in 0..batch.delayed.len() {
-            let (range, delay) = batch.delayed[index];
-            // (A region gone meanwhile: its pages are dropped below, as any freed region's.)
-            let Some((owner, _)) = self.locate(batch.ranges[range].start as u64) else { continue };
-            match batch.delayed_owners.iter().find(|&&(delayed, _)| delayed == owner) {
-                Some(&(_, said)) => assert_eq!(said, delay, "region {owner}'s ranges delayed unlike"),
-                None => batch.delayed_owners.push((owner, delay)),
-            }
-        }
-        batch.delayed.clear();
-        let mut pages = 0;
-        for index in 0..batch.dropping.len() {
-            let dropping = batch.dropping[index];
-            let delay = batch
-                .delayed_owners
-                .iter()
-                .find(|&&(owner, _)| owner == dropping.owner && self.same_region(owner, dropping.generation))
-                .map(|&(_, delay)| delay);
-            match delay {
-                None => pages += self.dropped(dropping),
-                // Still counted among the pages being discarded, until the answer.
-                Some(DropDelay::Late) => self.late_drops.push(dropping),
-                Some(DropDelay::Unsent) => {
-                    if dropping.kind == DropKind::ShadowCopy {
-                        self.to_drop_copies += 1;
-                    } else {
-                        self.discarding_pages -= 1;
-                    }
-                    self.to_drop.push(dropping);
-                }
-            }
-        }
-        for index in 0..batch.delayed_owners.len() {
-            let (owner, delay) = batch.delayed_owners[index];
-            if delay == DropDelay::Late && !self.late_owners.contains(&owner) {
-                self.late_owners.push(owner);
-                self.stats.late_discards += 1;
-            }
-        }
-        batch.dropping.clear();
-        self.discarded(pages)
-    }
-
-    /// Region `owner`'s agent answered its late discard (`DropDelay::Late`), or its
-    /// region is gone: its pages there are dropped, and it may be asked again.
-    pub fn late_discard_done(&mut self, owner: u32) -> usize {
-        let mut pages = 0;
-        let mut index = 0;
-        while index < self.late_drops.len() {
-            if self.late_drops[index].owner == owner {
-                let dropping = self.late_drops.swap_remove(index);
-                pages += self.dropped(dropping);
-            } else {
-                index += 1;
-            }
-        }
-        self.late_owners.retain(|&late| late != owner);
-        self.discarded(pages)
-    }
-
-    /// A page awaiting its discard is gone from its mapping: 1 if it counted resident.
-    fn dropped(&mut self, Dropping { owner, page, generation, kind }: Dropping) -> usize {
-        if kind == DropKind::ShadowCopy {
-            if self.same_region(owner, generation) {
-                self.regions[owner as usize].stale_shadow.set(page, false);
-            }
-            return 0;
-        }
-        if self.same_region(owner, generation) {
-            self.set_state(owner, page, PageState::Unmapped);
-        }
-        1
-    }
-
-    /// `pages` being discarded are gone: they leave the resident set.
-    fn discarded(&mut self, pages: usize) -> usize {
-        // Every dropped page was still counted resident, a freed region's too
-        // (`region_remove` subtracts only resident pages).
-        self.stats.resident_pages -= pages as u64;
-        self.discarding_pages -= pages as u64;
-        self.stats.pages_discarded += pages as u64;
-        self.wakeups.room = true;
-        self.wake_evictor();
-        self.assert_counts();
-        pages
     }
 }
 

@@ -303,8 +303,8 @@ impl PagerCore {
         region.write_faults_unmapped = region.write_faults_unmapped.saturating_add(1);
         if region.write_faults_unmapped == FALSE_DROP_FAULTS {
             self.stats.false_drops += 1;
-            self.false_drops.push(owner);
-            self.wakeups.false_drops = true;
+            self.drops.false_drop(owner);
+            self.threads.wake_for_false_drops();
         }
     }
 
@@ -518,7 +518,7 @@ impl PagerCore {
         let over = tenant_full
             || self.stats.resident_pages.saturating_sub(self.tenants.swap_limited_pages(&self.engine))
                 >= self.config.budget_pages + self.config.slack_pages;
-        if over && !self.shut_down {
+        if over && !self.threads.is_shut_down() {
             // A tenant held back by its write limit waits as long as the limit says:
             // that wait is not room failing to come.
             let write_limited = tenant_full && self.write_throttled(owner);
@@ -537,12 +537,11 @@ impl PagerCore {
             if tenant_swap_full {
                 self.stats.swap_limit_overruns += 1;
                 if let Some(slots) = self.tenants.swap_full_unsaid(tenant) {
-                    self.notice = Some(Notice::TenantSwapFull { tenant, slots });
+                    self.notices.say(Notice::TenantSwapFull { tenant, slots });
                 }
-            } else if !self.swap_full_said {
-                self.swap_full_said = true;
+            } else if self.notices.budget_unsaid() {
                 let swap = self.engine.swap_inf();
-                self.notice = Some(if waited_long {
+                self.notices.say(if waited_long {
                     Notice::RoomTooSlow { empty_zones: swap.free_zones, zones: swap.num_zones }
                 } else {
                     Notice::SwapFull

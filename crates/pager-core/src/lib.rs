@@ -75,9 +75,12 @@
 
 mod action;
 mod actor;
+mod discard;
 mod evict;
 mod fault;
 mod io;
+mod notice;
+mod out;
 mod page;
 mod park;
 mod program;
@@ -89,12 +92,13 @@ mod write_limit;
 
 pub use action::{Action, Actions, CopyFrom, Wakeups};
 pub use actor::{Evictor, EvictorDid, EvictorShell, FaultShell, FaultTask, IoShell, IoThread, Next, Shell, WaitOn};
+pub use discard::{AddressRange, DiscardBatch, DropDelay};
 pub use evict::{
-    park_outcome, unpark_next, AddressRange, DiscardBatch, DropDelay, EvictRound, EvictorWork, MoveFailure,
-    ParkOutcome, ProtectRange, ScanSpan, UnparkNext,
+    park_outcome, unpark_next, EvictRound, EvictorWork, MoveFailure, ParkOutcome, ProtectRange, ScanSpan, UnparkNext,
 };
 pub use fault::{Fault, FaultKind, FaultStep, Pause, ReadInto, ROOM_WAIT_MAX_NS, ZERO_FILL_AROUND_PAGES};
 pub use io::{IoCompletion, IoPlan, PageSource};
+pub use notice::Notice;
 pub use page::PageState;
 pub use program::{ChildPage, ForkHold};
 pub use tenant::TenantFigures;
@@ -103,6 +107,11 @@ pub use write_limit::WRITE_HOLD_MAX_NS;
 use serde::Serialize;
 use znswap_core::{Config, ConfigError, Engine, Geometry, OwnerError, PolicyKind, RecordEncoding};
 
+use action::Threads;
+use discard::Drops;
+use evict::Rounds;
+use notice::Notices;
+use out::OutPages;
 use readahead::ReadaheadCache;
 use region::Region;
 use tenant::Tenants;
@@ -217,57 +226,6 @@ pub enum CoreError {
     NotInheritable { page: u64, what: &'static str },
 }
 
-/// Something the user should hear about, once.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Notice {
-    /// Swap is full: the working set does not fit the budget plus the device, and the
-    /// resident set grows past the budget.
-    SwapFull,
-    /// A fault waited too long for room (`ROOM_WAIT_MAX_NS`): swap-out did not keep up,
-    /// and the resident set went past the budget. With the device's empty zones then,
-    /// which tell a nearly full device whose GC wins back little from slow writes or
-    /// pager threads kept from a CPU (seen: the message blamed a full device with 70 of
-    /// 80 zones empty).
-    RoomTooSlow { empty_zones: u32, zones: u32 },
-    /// A tenant reached its swap limit (`set_tenant_swap_limit`): its resident set grows
-    /// past its budget.
-    TenantSwapFull { tenant: u32, slots: u64 },
-}
-
-impl std::fmt::Display for Notice {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Notice::SwapFull => write!(
-                f,
-                "the swap device is full (nothing left for the GC to reclaim): the working set does not fit the \
-                 memory budget plus the device, so the resident set now grows past the budget; use a larger \
-                 device or a larger budget"
-            ),
-            // A device an eighth empty or less is where the GC's copies slow swap-out.
-            Notice::RoomTooSlow { empty_zones, zones } if empty_zones * 8 <= *zones => write!(
-                f,
-                "swap-out cannot make room fast enough: the device is nearly full ({empty_zones} of {zones} zones \
-                 empty) and its GC wins back little, so the resident set grows past the budget; use a larger \
-                 device or a larger budget"
-            ),
-            Notice::TenantSwapFull { tenant, slots } => write!(
-                f,
-                "tenant {tenant} reached its swap limit ({} MiB on the device): its pages stay in memory, past its \
-                 memory budget, until some of its swapped pages are read back or freed; give it a larger swap limit \
-                 or more memory",
-                (slots * PAGE_BYTES as u64) >> 20
-            ),
-            Notice::RoomTooSlow { empty_zones, zones } => write!(
-                f,
-                "a fault waited over {} ms for room: swap-out did not keep up, though the device has room \
-                 ({empty_zones} of {zones} zones empty): its writes were slow, or the pager's threads did not get \
-                 a CPU; the resident set went past the budget meanwhile (counted as budget overruns)",
-                fault::ROOM_WAIT_MAX_NS / 1_000_000
-            ),
-        }
-    }
-}
-
 /// What the core counts. Times are the shell's to measure.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct CoreStats {
@@ -349,41 +307,6 @@ pub struct CoreStats {
     pub tenant_victims: u64,
 }
 
-/// A page on its way to the device: the append reads it at `address` (its own, or its
-/// shadow page's when `parked`) if its region (`owner`, `generation`) is still the one
-/// mapped there.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct OutPage {
-    owner: u32,
-    generation: u64,
-    page: u64,
-    address: u64,
-    parked: bool,
-}
-
-/// A page awaiting its discard.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Dropping {
-    owner: u32,
-    page: u64,
-    /// The region's generation when the page was dropped: a region freed meanwhile has
-    /// no mapping left to discard (and its addresses may belong to a new region).
-    generation: u64,
-    kind: DropKind,
-}
-
-/// What a discard zaps for a page.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum DropKind {
-    /// The page at its own address (`Dropping`, counted resident until discarded).
-    Mapped,
-    /// Its shadow page: written out from there (`Dropping`, counted resident).
-    Parked,
-    /// A stale copy at its shadow address, the page itself being elsewhere (copied back
-    /// during its swap-out, or discarded by the program): not counted, no state change.
-    ShadowCopy,
-}
-
 /// The engine's configuration for a device of `geometry`. A small device cannot keep as
 /// many zones open as it allows and still hold the GC's empty-zone watermarks: fewer
 /// are opened (always within the device's limits), and with too few open zones for
@@ -425,52 +348,21 @@ pub struct PagerCore {
     regions: Vec<Region>,
     /// Regions ever added (the last one's generation).
     generations: u64,
-    /// The CLOCK hand: the next (owner, page) the eviction sweep looks at.
-    hand: (u32, u64),
-    /// Free handles of `out_pages`. A victim takes one when picked; it comes back with
-    /// the page's `SwapOutDone`, or when the page stays resident. So it bounds the pages
-    /// between pick and completion.
-    out_free: Vec<u64>,
-    out_pages: Vec<OutPage>,
-    /// Handles held by victims between their pick and their hand-over.
-    out_evicting: u64,
-    /// Pages swapped out (or zero) awaiting their discard; still counted resident (but
-    /// for `DropKind::ShadowCopy` entries, `to_drop_copies` of them).
-    to_drop: Vec<Dropping>,
-    to_drop_copies: u64,
-    /// Dropped pages taken by a discard not yet done; still counted resident. Late
-    /// drops' pages among them.
-    discarding_pages: u64,
-    /// Pages of discards asked of processes' agents that did not answer in time
-    /// (`DropDelay::Late`): `Dropping` until the answer (`late_discard_done`).
-    late_drops: Vec<Dropping>,
-    /// The regions whose agents owe that answer: asked nothing more until they give it.
-    late_owners: Vec<u32>,
+    /// The out handles: one per page between its pick and its swap-out's completion.
+    out: OutPages,
+    /// Pages awaiting their discard, those being discarded, agents late to answer.
+    drops: Drops,
     /// The inactive list: parked pages, oldest first (`src/park.rs`).
     parked: std::collections::VecDeque<park::ParkedPage>,
-    /// Pages handed to the engine and not yet completed: resident, but on their way out,
-    /// so the evictor does not count them as pressure.
-    writing_pages: u64,
     /// Every tenant: its own budget, counts, limits and swap cache feedback.
     tenants: Tenants,
-    /// Regions found with pages not dropped as their process said (`take_false_drops`).
-    false_drops: Vec<u32>,
-    evictors_asleep: bool,
-    io_asleep: bool,
-    /// Eviction rounds handed out (`evict_round`): each names its victims.
-    rounds: u8,
-    /// A round is between its pick and its hand-over.
-    round_in_flight: bool,
-    /// The evictors are gone: faults no longer wait for room.
-    shut_down: bool,
-    /// A notice for the user, taken by `take_notice`.
-    notice: Option<Notice>,
-    /// The budget's giving way has been said.
-    swap_full_said: bool,
-    wakeups: Wakeups,
+    /// The CLOCK hand and the eviction rounds.
+    rounds: Rounds,
+    /// Who is asleep, and the wake-ups owed.
+    threads: Threads,
+    /// What the user is to hear, once.
+    notices: Notices,
     stats: CoreStats,
-    /// Largest append the engine emits, in pages.
-    append_pages_max: usize,
     /// Which pages of the shell's read-ahead cache hold what.
     readahead: ReadaheadCache,
     /// `append_done`'s dirtied flags: the pager reports writes during write-out through
@@ -520,31 +412,16 @@ impl PagerCore {
             engine,
             regions: Vec::with_capacity(config.regions_max as usize),
             generations: 0,
-            hand: (0, 0),
-            out_free: (0..out_count as u64).rev().collect(),
-            out_pages: vec![OutPage { owner: 0, generation: 0, page: 0, address: 0, parked: false }; out_count],
-            out_evicting: 0,
-            to_drop: Vec::with_capacity(out_count + config.park_pages as usize),
-            to_drop_copies: 0,
-            discarding_pages: 0,
-            late_drops: Vec::with_capacity(out_count + config.park_pages as usize),
-            late_owners: Vec::with_capacity(config.regions_max as usize),
+            out: OutPages::new(out_count),
+            drops: Drops::new(out_count + config.park_pages as usize, config.regions_max),
             parked: std::collections::VecDeque::with_capacity(
                 config.park_pages as usize + evict::ROUND_BATCHES_MAX * config.evict_batch_pages,
             ),
-            writing_pages: 0,
             tenants: Tenants::new(config.tenants.max(1)),
-            false_drops: Vec::new(),
-            evictors_asleep: false,
-            io_asleep: false,
-            rounds: 0,
-            round_in_flight: false,
-            shut_down: false,
-            notice: None,
-            swap_full_said: false,
-            wakeups: Wakeups::default(),
+            rounds: Rounds::default(),
+            threads: Threads::default(),
+            notices: Notices::default(),
             stats: CoreStats::default(),
-            append_pages_max,
             no_dirtied: vec![false; append_pages_max],
             readahead: ReadaheadCache::new(config.readahead_pages),
             config,
@@ -566,12 +443,12 @@ impl PagerCore {
     /// Out handles: the most pages between their pick and their swap-out's completion
     /// (discard batches need room for as many).
     pub fn out_handles(&self) -> usize {
-        self.out_pages.len()
+        self.out.len()
     }
 
     /// Largest append the engine emits, in pages.
     pub fn append_pages_max(&self) -> usize {
-        self.append_pages_max
+        self.engine.derived().append_pages_max as usize
     }
 
     /// Pages of the read-ahead cache the shell allocates (page-aligned, outside the state
@@ -595,7 +472,7 @@ impl PagerCore {
         self.wake_evictor();
         if grew {
             // Room for faults waiting for it.
-            self.wakeups.room = true;
+            self.threads.wake_room();
         }
         Ok(())
     }
@@ -608,26 +485,18 @@ impl PagerCore {
     /// The pager is stopping (its evictors exit): a fault that still comes (a region
     /// kept past the pager) is served beyond the budget rather than left waiting.
     pub fn shut_down(&mut self) {
-        self.shut_down = true;
-        self.wakeups = Wakeups { evictors: true, io: true, room: true, false_drops: self.wakeups.false_drops };
+        self.threads.shut_down();
     }
 
     /// A notice owed to the user since the last call (each said once in the pager's
     /// life; `budget_overruns` counts every fault it concerns).
     pub fn take_notice(&mut self) -> Option<Notice> {
-        self.notice.take()
+        self.notices.take()
     }
 
     /// The wake-ups owed since the last call.
     pub fn take_wakeups(&mut self) -> Wakeups {
-        std::mem::take(&mut self.wakeups)
-    }
-
-    /// The regions whose process said it dropped pages it did not (found by the write
-    /// faults they raise, `Wakeups::false_drops`): only a served process's agent can, and
-    /// that process is to be let go.
-    pub fn take_false_drops(&mut self) -> Vec<u32> {
-        std::mem::take(&mut self.false_drops)
+        self.threads.take()
     }
 
     // ------------------------------------------------------------------ regions
@@ -743,11 +612,11 @@ impl PagerCore {
         self.stats.resident_pages -= resident;
         // Its agent's late answer will not come to this region (its process is gone or
         // let go): its pages there count as dropped.
-        if self.late_owners.contains(&owner) {
+        if self.drops.is_late(owner) {
             self.late_discard_done(owner);
         }
         self.after_engine();
-        self.wakeups.room = true;
+        self.threads.wake_room();
     }
 
     /// The live regions' address ranges (base, bytes).
@@ -831,16 +700,16 @@ impl PagerCore {
             "resident {} writing {} parked {} to drop {} discarding {} out free {} evicting {} round in flight {} \
              swap full {} evictors asleep {} io asleep {} engine I/O in flight {}",
             self.stats.resident_pages,
-            self.writing_pages,
+            self.out.writing(),
             self.parked.len(),
-            self.to_drop.len(),
-            self.discarding_pages,
-            self.out_free.len(),
-            self.out_evicting,
-            self.round_in_flight,
+            self.drops.waiting(),
+            self.drops.discarding_pages(),
+            self.out.free(),
+            self.out.evicting(),
+            self.rounds.in_flight(),
             self.engine.swap_full(),
-            self.evictors_asleep,
-            self.io_asleep,
+            self.threads.evictors_asleep(),
+            self.threads.io_asleep(),
             self.engine.io_in_flight()
         )
     }
@@ -850,13 +719,9 @@ impl PagerCore {
     /// The counts every completion must leave consistent, in O(1): checked after each
     /// (the full check, `check_invariants`, walks every page).
     pub(crate) fn assert_counts(&self) {
-        assert_eq!(
-            self.out_free.len() as u64 + self.out_evicting + self.writing_pages,
-            self.out_pages.len() as u64,
-            "out handles: free + held by victims + in flight"
-        );
+        self.out.check();
         assert!(
-            self.stats.resident_pages >= self.dropping_pages() + self.discarding_pages,
+            self.stats.resident_pages >= self.drops.dropping_pages() + self.drops.discarding_pages(),
             "resident count {} below the pages awaiting a discard",
             self.stats.resident_pages
         );
@@ -940,9 +805,8 @@ impl PagerCore {
         for entry in &self.parked {
             assert_eq!(self.state(entry.owner, entry.page), PageState::Parked, "{entry:?} on the inactive list");
         }
-        let copies = self.to_drop.iter().filter(|dropping| dropping.kind == DropKind::ShadowCopy).count() as u64;
-        assert_eq!(copies, self.to_drop_copies, "shadow copies awaiting their discard");
-        let dropping = self.dropping_pages() + self.discarding_pages;
+        self.drops.check();
+        let dropping = self.drops.dropping_pages() + self.drops.discarding_pages();
         assert_eq!(
             self.stats.resident_pages,
             resident + dropping,
@@ -950,29 +814,10 @@ impl PagerCore {
         );
         // Freed regions' swap-outs still count until they complete.
         assert!(
-            self.writing_pages >= writing,
+            self.out.writing() >= writing,
             "{} writing pages counted, {writing} in live regions",
-            self.writing_pages
+            self.out.writing()
         );
-        assert_eq!(
-            self.out_free.len() as u64 + self.out_evicting + self.writing_pages,
-            self.out_pages.len() as u64,
-            "out handles: free + held by victims + in flight"
-        );
-    }
-}
-
-#[cfg(test)]
-mod notice_tests {
-    use super::Notice;
-
-    /// A long wait for room blames a full device only when the device is nearly full.
-    #[test]
-    fn a_slow_swap_out_names_its_cause() {
-        let full = Notice::RoomTooSlow { empty_zones: 3, zones: 80 }.to_string();
-        assert!(full.contains("nearly full (3 of 80 zones empty)"), "{full}");
-        let slow = Notice::RoomTooSlow { empty_zones: 70, zones: 80 }.to_string();
-        assert!(!slow.contains("nearly full") && slow.contains("70 of 80 zones empty"), "{slow}");
-        assert!(slow.contains("over 50 ms"), "{slow}");
+        self.out.check();
     }
 }

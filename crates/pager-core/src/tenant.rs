@@ -423,7 +423,7 @@ impl PagerCore {
         let grew = self.tenants.set_budget(tenant, budget_pages);
         self.wake_evictor();
         if grew {
-            self.wakeups.room = true;
+            self.threads.wake_room();
         }
         Ok(())
     }
@@ -451,7 +451,7 @@ impl PagerCore {
         self.tenants.check_tenant(tenant)?;
         self.tenants.set_swap_limit(tenant, slots.unwrap_or(u64::MAX));
         self.wake_evictor();
-        self.wakeups.room = true;
+        self.threads.wake_room();
         Ok(())
     }
 
