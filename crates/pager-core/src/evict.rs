@@ -94,6 +94,71 @@ struct Victim {
     digest: Digest,
 }
 
+impl Victim {
+    /// Victim `page` of region `owner` (of `generation`), at `address`: to evict in place
+    /// with no handle yet, until told otherwise.
+    fn new(owner: u32, page: u64, address: u64, generation: u64) -> Victim {
+        Victim {
+            owner,
+            page,
+            address,
+            shadow: None,
+            generation,
+            handle: None,
+            range: None,
+            zero: false,
+            moved: None,
+            settled: false,
+            written: false,
+            cached: false,
+            digest: 0,
+        }
+    }
+}
+
+/// One round's sweep of the CLOCK hand (`PagerCore::evict_pick`): what it may still
+/// pick, where the hand is, the ranges it builds, and which regions it passes over.
+struct Sweep {
+    /// Victims still wanted: to evict in place, and to park.
+    direct_room: usize,
+    park_room: usize,
+    /// The page the hand is at.
+    owner: u32,
+    page: u64,
+    /// Pages looked at, at most `limit`.
+    scanned: u64,
+    limit: u64,
+    /// Whether the last range may grow; the last scan span.
+    open: bool,
+    scan_open: bool,
+    /// The hand write-protects the pages whose bit it clears.
+    sampling: bool,
+    wp_async: bool,
+    /// Only regions of tenants over their own budgets are swept: `over[owner]`.
+    tenants_first: bool,
+    over: Vec<bool>,
+    /// Tenants held back (`held[tenant]`: past their write limits, at their swap
+    /// limits) are passed over.
+    any_held: bool,
+    held: Vec<bool>,
+}
+
+impl Sweep {
+    /// Whether the round passes region `owner` over: gone, not of a tenant over its
+    /// budget while some are, or of a tenant held back.
+    fn region_passed_over(&self, regions: &[Region], owner: usize) -> bool {
+        let region = &regions[owner];
+        !region.live
+            || (self.tenants_first && !self.over[owner])
+            || (self.any_held && self.held[region.tenant as usize])
+    }
+
+    /// Whether the round passes the hand's region over.
+    fn passes_over(&self, regions: &[Region]) -> bool {
+        self.region_passed_over(regions, self.owner as usize)
+    }
+}
+
 /// A stretch of a region to scan for written pages before the round's moves
 /// (`CoreConfig::wp_async`): from a victim to park to the last of the hand's sweep of
 /// the region (the scan changes nothing, so it may run over any page).
@@ -452,6 +517,30 @@ impl PagerCore {
         round.victims.clear();
         round.ranges.clear();
         round.scans.clear();
+        let (writes, mut sweep) = self.evict_pick_sweep(round, now);
+        while (sweep.direct_room > 0 || sweep.park_room > 0) && sweep.scanned < sweep.limit {
+            if sweep.owner as usize >= self.regions.len() {
+                sweep.owner = 0;
+            }
+            if sweep.page >= self.regions[sweep.owner as usize].pages || sweep.passes_over(&self.regions) {
+                sweep.owner += 1;
+                sweep.page = 0;
+                sweep.open = false;
+                sweep.scan_open = false;
+                continue;
+            }
+            sweep.scanned += 1;
+            self.evict_pick_page(round, &mut sweep);
+            sweep.page += 1;
+        }
+        self.rounds.hand = (sweep.owner, sweep.page);
+        self.evict_pick_done(round, sweep, writes, now)
+    }
+
+    /// The round's writes from the inactive list's old end, and the sweep that picks the
+    /// rest: how many victims it may take in place and to park, which regions it passes
+    /// over, and from where the hand starts.
+    fn evict_pick_sweep(&mut self, round: &mut EvictRound, now: u64) -> (usize, Sweep) {
         let wp_async = self.config.wp_async;
         let mut wanted = round.wanted.min(self.out.free());
         // With an inactive list, what the round evicts comes from its old end, and the
@@ -467,7 +556,7 @@ impl PagerCore {
         };
         // Asynchronously protected, a victim could be written during its write-out with
         // nothing to stop or tell it: victims are only ever parked then.
-        let mut direct_room = if wp_async { 0 } else { wanted - writes };
+        let direct_room = if wp_async { 0 } else { wanted - writes };
         // Tenants over their own budgets are evicted from first (`set_tenant_budget`); the
         // others' pages are passed over meanwhile. A whole round, as for the pager's
         // budget: a tenant is over from a batch under its budget, so a round leaves it at
@@ -486,145 +575,128 @@ impl PagerCore {
         // (Not the inactive list's writes: parking is off under the daemon.)
         let mut held = std::mem::take(&mut round.held);
         let any_held = self.tenants.find_held(&mut held, &self.engine, now);
-        let passed_over = |regions: &[Region], owner: usize| {
-            let region = &regions[owner];
-            !region.live || (tenants_first && !over[owner]) || (any_held && held[region.tenant as usize])
+        let (owner, page) = self.rounds.hand;
+        let mut sweep = Sweep {
+            direct_room,
+            park_room: 0,
+            owner,
+            page,
+            scanned: 0,
+            // Two sweeps at most: the first may only clear reference bits. (Counted
+            // before the tenants' pass over: a sweep of only theirs ends sooner.)
+            limit: 2 * self.regions.iter().filter(|r| r.live).map(|r| r.pages).sum::<u64>(),
+            open: false,
+            scan_open: false,
+            // Asynchronously, writes are seen by a scan that only reports: a page the
+            // hand clears must be protected again, or it would read as written ever
+            // after (and, kept for it, never be evicted: the pager DST's seeds without
+            // sampling hung so).
+            sampling: self.config.reference_sampling || wp_async,
+            wp_async,
+            tenants_first,
+            over,
+            any_held,
+            held,
         };
         // With every region passed over, the hand would go round for ever.
-        let none_to_pick = (0..self.regions.len()).all(|owner| passed_over(&self.regions, owner));
+        let none_to_pick = (0..self.regions.len()).all(|owner| sweep.region_passed_over(&self.regions, owner));
         if none_to_pick {
-            direct_room = 0;
+            sweep.direct_room = 0;
         }
         let capacity = round.victims.capacity();
         let parks = (0..self.regions.len() as u32).any(|owner| self.parks_in(owner));
-        let mut park_room = if parks {
-            ((self.config.park_pages + writes as u64).saturating_sub(self.parked.len() as u64) as usize)
-                .min(capacity - direct_room)
-        } else {
-            0
-        };
-        if none_to_pick {
-            park_room = 0;
+        if parks && !none_to_pick {
+            sweep.park_room = ((self.config.park_pages + writes as u64).saturating_sub(self.parked.len() as u64)
+                as usize)
+                .min(capacity - sweep.direct_room);
         }
-        // Two sweeps at most: the first may only clear reference bits.
-        let limit: u64 = 2 * self.regions.iter().filter(|r| r.live).map(|r| r.pages).sum::<u64>();
-        // (Computed before the tenants' pass over: a sweep of only theirs ends sooner.)
-        let (mut owner, mut page) = self.rounds.hand;
-        let mut scanned = 0;
-        // Whether the last range may grow; the last scan span.
-        let mut open = false;
-        let mut scan_open = false;
-        // Asynchronously, writes are seen by a scan that only reports: a page the hand
-        // clears must be protected again, or it would read as written ever after (and,
-        // kept for it, never be evicted: the pager DST's seeds without sampling hung so).
-        let sampling = self.config.reference_sampling || wp_async;
-        while (direct_room > 0 || park_room > 0) && scanned < limit {
-            if owner as usize >= self.regions.len() {
-                owner = 0;
-            }
-            let region = &self.regions[owner as usize];
-            if page >= region.pages || passed_over(&self.regions, owner as usize) {
-                owner += 1;
-                page = 0;
-                open = false;
-                scan_open = false;
-                continue;
-            }
-            scanned += 1;
-            let address = region.base + page * PAGE_BYTES as u64;
-            let generation = region.generation;
-            let parkable = self.parks_in(owner) && !region.stale_shadow.get(page);
-            let state = self.state(owner, page);
-            match state {
-                // Already write-protected: a sampling range may run over it.
-                PageState::Evicting { .. } | PageState::Writing => open &= sampling,
-                PageState::Referenced => {
-                    self.set_state(owner, page, PageState::Resident);
-                    if sampling {
-                        protect_page(&mut round.ranges, &mut open, address);
-                    } else {
-                        open = false;
-                    }
+        (writes, sweep)
+    }
+
+    /// The hand at a page of a region the round sweeps: its bit cleared, picked to park
+    /// or to evict in place, or passed by; and whether the round's open range (and scan
+    /// span) may run over it.
+    fn evict_pick_page(&mut self, round: &mut EvictRound, sweep: &mut Sweep) {
+        let (owner, page) = (sweep.owner, sweep.page);
+        let region = &self.regions[owner as usize];
+        let address = region.base + page * PAGE_BYTES as u64;
+        let parkable = self.parks_in(owner) && !region.stale_shadow.get(page);
+        match self.state(owner, page) {
+            // Already write-protected: a sampling range may run over it.
+            PageState::Evicting { .. } | PageState::Writing => sweep.open &= sweep.sampling,
+            PageState::Referenced => {
+                self.set_state(owner, page, PageState::Resident);
+                if sweep.sampling {
+                    protect_page(&mut round.ranges, &mut sweep.open, address);
+                } else {
+                    sweep.open = false;
                 }
-                PageState::Resident if parkable && park_room > 0 => {
-                    park_room -= 1;
-                    open = false;
-                    if wp_async {
-                        let index = round.victims.len() as u32;
-                        let end = address + PAGE_BYTES as u64;
-                        match round.scans.last_mut() {
-                            Some(span) if scan_open => {
-                                span.end = end;
-                                span.victims_end = index + 1;
-                            }
-                            _ => {
-                                round.scans.push(ScanSpan { start: address, end, first: index, victims_end: index + 1 })
-                            }
-                        }
-                        scan_open = true;
-                    }
-                    let cached =
-                        wp_async && matches!(self.engine.page_state(owner, page), Ok(EnginePage::SwapCached { .. }));
-                    self.set_state(owner, page, PageState::Parking { by: round.id });
-                    round.victims.push(Victim {
-                        owner,
-                        page,
-                        address,
-                        shadow: Some(self.shadow_address(owner, page)),
-                        generation,
-                        handle: None,
-                        range: None,
-                        zero: false,
-                        moved: None,
-                        settled: false,
-                        written: false,
-                        cached,
-                        digest: 0,
-                    });
-                }
-                PageState::Resident if direct_room > 0 => {
-                    direct_room -= 1;
-                    self.stats.tenant_victims += tenants_first as u64;
-                    self.set_state(owner, page, PageState::Evicting { by: round.id });
-                    protect_page(&mut round.ranges, &mut open, address);
-                    let handle = self.out.take_for_victim();
-                    round.victims.push(Victim {
-                        owner,
-                        page,
-                        address,
-                        shadow: None,
-                        generation,
-                        handle: Some(handle),
-                        range: Some(round.ranges.len() as u32 - 1),
-                        zero: false,
-                        moved: None,
-                        settled: false,
-                        written: false,
-                        cached: false,
-                        digest: 0,
-                    });
-                }
-                // Passed over: the round wants none of its kind.
-                PageState::Resident => open = false,
-                // A lost page's marker may have been mapped over by the program (a
-                // handler of the SIGBUS): no range spans it, or its ioctl would fail.
-                // Nor one the program discarded: what is left there is not the pager's.
-                // Nor a parked one: nothing is mapped there, or it is on its way.
-                PageState::Poisoned
-                | PageState::Removed
-                | PageState::Parking { .. }
-                | PageState::ParkingRemoved
-                | PageState::Parked
-                | PageState::WritingParked => open = false,
-                // A range may run over them (protecting an empty entry does nothing), but
-                // for asynchronous write protection: the kernel then turns on
-                // `WP_UNPOPULATED`, and protecting an empty entry leaves a marker there,
-                // which a zero page or a move back cannot land on.
-                PageState::Unmapped | PageState::Dropping => open &= !wp_async,
             }
-            page += 1;
+            PageState::Resident if parkable && sweep.park_room > 0 => self.pick_to_park(round, sweep, address),
+            PageState::Resident if sweep.direct_room > 0 => self.pick_in_place(round, sweep, address),
+            // Passed over: the round wants none of its kind.
+            PageState::Resident => sweep.open = false,
+            // A lost page's marker may have been mapped over by the program (a handler of
+            // the SIGBUS): no range spans it, or its ioctl would fail. Nor one the
+            // program discarded: what is left there is not the pager's. Nor a parked
+            // one: nothing is mapped there, or it is on its way.
+            PageState::Poisoned
+            | PageState::Removed
+            | PageState::Parking { .. }
+            | PageState::ParkingRemoved
+            | PageState::Parked
+            | PageState::WritingParked => sweep.open = false,
+            // A range may run over them (protecting an empty entry does nothing), but for
+            // asynchronous write protection: the kernel then turns on `WP_UNPOPULATED`,
+            // and protecting an empty entry leaves a marker there, which a zero page or a
+            // move back cannot land on.
+            PageState::Unmapped | PageState::Dropping => sweep.open &= !sweep.wp_async,
         }
-        self.rounds.hand = (owner, page);
+    }
+
+    /// Picks the hand's page, at `address`, to be parked (moved outside the lock). With
+    /// asynchronous write protection its stretch of the region is scanned first.
+    fn pick_to_park(&mut self, round: &mut EvictRound, sweep: &mut Sweep, address: u64) {
+        let (owner, page) = (sweep.owner, sweep.page);
+        sweep.park_room -= 1;
+        sweep.open = false;
+        if sweep.wp_async {
+            let index = round.victims.len() as u32;
+            let end = address + PAGE_BYTES as u64;
+            match round.scans.last_mut() {
+                Some(span) if sweep.scan_open => {
+                    span.end = end;
+                    span.victims_end = index + 1;
+                }
+                _ => round.scans.push(ScanSpan { start: address, end, first: index, victims_end: index + 1 }),
+            }
+            sweep.scan_open = true;
+        }
+        let cached = sweep.wp_async && matches!(self.engine.page_state(owner, page), Ok(EnginePage::SwapCached { .. }));
+        self.set_state(owner, page, PageState::Parking { by: round.id });
+        let generation = self.regions[owner as usize].generation;
+        let shadow = Some(self.shadow_address(owner, page));
+        round.victims.push(Victim { shadow, cached, ..Victim::new(owner, page, address, generation) });
+    }
+
+    /// Picks the hand's page, at `address`, to be evicted where it is: write-protected by
+    /// the round's open range, with an out handle.
+    fn pick_in_place(&mut self, round: &mut EvictRound, sweep: &mut Sweep, address: u64) {
+        let (owner, page) = (sweep.owner, sweep.page);
+        sweep.direct_room -= 1;
+        self.stats.tenant_victims += sweep.tenants_first as u64;
+        self.set_state(owner, page, PageState::Evicting { by: round.id });
+        protect_page(&mut round.ranges, &mut sweep.open, address);
+        let handle = Some(self.out.take_for_victim());
+        let range = Some(round.ranges.len() as u32 - 1);
+        let generation = self.regions[owner as usize].generation;
+        round.victims.push(Victim { handle, range, ..Victim::new(owner, page, address, generation) });
+    }
+
+    /// The sweep is over: the round's writes from the inactive list go to the engine,
+    /// and if nothing was picked, the evictor pauses, or sleeps while tenants held it
+    /// back.
+    fn evict_pick_done(&mut self, round: &mut EvictRound, sweep: Sweep, writes: usize, now: u64) -> Option<Pause> {
         // The parked pages the round writes out go to the engine now, oldest first, after
         // the victims took their handles: they are out of the program's reach already, so
         // their appends need not wait for the round's moves (about 2 µs each; waiting
@@ -637,7 +709,8 @@ impl PagerCore {
         }
         // With nothing to do outside the lock there is no hand-over: the round ends here.
         self.rounds.in_flight = round.needs_hand_over();
-        round.held = held;
+        let any_held = sweep.any_held;
+        round.held = sweep.held;
         let nothing = round.victims.is_empty() && writes == 0;
         // Nothing picked while tenants are held: the evictor sleeps (`evictor_held_back`)
         // until woken or its wait's timeout.
