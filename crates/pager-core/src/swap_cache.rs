@@ -82,7 +82,7 @@ impl SwapCacheFeedback {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{SwapCacheFeedback, PROBE_EVERY, WINDOW};
 
     #[test]
     fn pages_keep_their_slots_while_cached_pages_end_clean() {
