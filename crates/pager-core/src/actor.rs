@@ -13,10 +13,12 @@
 //!  evictor:  Check (late discards answered since: done) ──Sleep──> Wait(Evictors)
 //!              │                                       (lock held into the wait)
 //!              │ ├──Discard──> Discard(Take → Madvise → Done) ──> Check
-//!              │ └──Evict────> Park(a move a step; settled under the lock) → Protect(range 0..n)
+//!              │ └──Evict────> Scan → Park(a move a step; settled under the lock) → Protect(range 0..n)
 //!              │                 → ZeroCheck → HandOver ──> Check
+//!              │        (asynchronous write protection: Protect → Scan → Park → HandOver)
 //!  fault:    Call ──Read──> Read → ReadDone ──> resolved / Call
 //!              ├──ZeroFill (under the same lock hold) ──> resolved
+//!              ├──OpenCached (under the same lock hold) ──> served, or Read → ReadDone
 //!              ├──WaitRoom──> Discard(Take → Madvise → Done) ──> Call, or Wait(Room)
 //!              └──Again──> Pause ──> Call
 //!  I/O:      Next ──none──> Wait(Io)

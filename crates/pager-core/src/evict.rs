@@ -395,8 +395,8 @@ impl PagerCore {
     /// spin picking them again (it looks again on its timeout, once frees made room).
     fn eviction_wanted(&self) -> bool {
         let low_watermark = self.config.budget_pages - self.config.evict_batch_pages as u64;
-        // Pages taken by a discard under way still count as pressure, as they always did
-        // (measured against the previous pager: the eviction pacing is unchanged).
+        // Pages taken by a discard under way still count as pressure: the eviction's
+        // pacing is tuned with them counted.
         let leaving = self.out.writing() + self.drops.dropping_pages() + self.tenants.swap_limited_pages(&self.engine);
         (self.stats.resident_pages.saturating_sub(leaving) > low_watermark || self.any_tenant_over())
             && self.out.free() > 0
@@ -734,7 +734,7 @@ impl PagerCore {
     /// A `Parking` page whose address held nothing (`Hole`) had lost its data before
     /// the move (the pager believed it mapped): that is a broken invariant, and it
     /// panics naming the page rather than park nothing or read an empty page (which
-    /// hung the evictor on its own fault, session 47).
+    /// hung the evictor on its own fault).
     ///
     /// With asynchronous write protection, a victim the scan found written was not moved:
     /// it is referenced (as a write fault would have made it), and one refused as shared

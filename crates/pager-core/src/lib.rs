@@ -348,19 +348,22 @@ pub struct PagerCore {
     regions: Vec<Region>,
     /// Regions ever added (the last one's generation).
     generations: u64,
-    /// The out handles: one per page between its pick and its swap-out's completion.
+    /// The out handles: one per page between its pick and its swap-out's completion
+    /// (`src/out.rs`).
     out: OutPages,
-    /// Pages awaiting their discard, those being discarded, agents late to answer.
+    /// Pages awaiting their discard, those being discarded, agents late to answer
+    /// (`src/discard.rs`).
     drops: Drops,
     /// The inactive list: parked pages, oldest first (`src/park.rs`).
     parked: std::collections::VecDeque<park::ParkedPage>,
-    /// Every tenant: its own budget, counts, limits and swap cache feedback.
+    /// Every tenant: its own budget, counts, limits and swap cache feedback
+    /// (`src/tenant.rs`).
     tenants: Tenants,
-    /// The CLOCK hand and the eviction rounds.
+    /// The CLOCK hand and the eviction rounds (`src/evict.rs`).
     rounds: Rounds,
-    /// Who is asleep, and the wake-ups owed.
+    /// Who is asleep, and the wake-ups owed (`src/action.rs`).
     threads: Threads,
-    /// What the user is to hear, once.
+    /// What the user is to hear, once (`src/notice.rs`).
     notices: Notices,
     stats: CoreStats,
     /// Which pages of the shell's read-ahead cache hold what.
