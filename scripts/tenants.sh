@@ -194,7 +194,7 @@ seconds = status["daemon"]["uptime_seconds"] - before["daemon"]["uptime_seconds"
 writer = lambda s: next(t for t in s["tenants"] if t["name"] == "writer")
 delta = lambda key: writer(status)[key] - writer(before)[key]
 writes = (delta("written_bytes") + delta("gc_bytes_moved")) / seconds
-reads = delta("swapped_in_pages") * 4096 / seconds
+reads = delta("swap_ins") * 4096 / seconds
 print(max(int(writes), 4096), max(int(reads), 4096))
 PY
 )
@@ -214,7 +214,7 @@ def reader(name):
     per_fault = lambda part: (tenant["fault_seconds"][part] - start["fault_seconds"][part]) * 1e6 / faults
     return {
         "accesses_per_s": run["accesses_per_s"],
-        "swap_in_mb_s": (tenant["swapped_in_pages"] - start["swapped_in_pages"]) * 4096 / run["seconds"] / 1e6,
+        "swap_in_mb_s": (tenant["swap_ins"] - start["swap_ins"]) * 4096 / run["seconds"] / 1e6,
         # A fault's mean time in the daemon, and its parts: the device read, waiting for room.
         "fault_us": per_fault("handled"), "fault_read_us": per_fault("read"), "fault_room_wait_us": per_fault("room_wait"),
         "written_bytes": tenant["written_bytes"] - start["written_bytes"],

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::Args;
-use znswap_pager::{FaultMode, PagerConfig};
+use znswap_pager::PagerConfig;
 
 use crate::device_path;
 use crate::flags::{rate, size, DeviceFlag, EncryptFlag, FaultFlags, PolicyFlag};
@@ -50,24 +50,10 @@ pub struct DaemonArgs {
 }
 
 pub fn run(args: DaemonArgs) -> Result<()> {
-    let pool_pages = args.memory / znswap_pager::PAGE_BYTES as u64;
-    let pager = PagerConfig {
-        policy: args.policy.policy,
-        regions_max: znswap_daemon::PROCESSES_MAX,
-        tenants: znswap_daemon::TENANTS_MAX,
-        fault_mode: FaultMode::HandlerThreads(
-            args.faults.handler_threads.unwrap_or(znswap_daemon::HANDLER_THREADS) as usize
-        ),
-        readahead_pages: args.faults.readahead,
-        fault_poll_us: args.faults.fault_poll,
-        park_pages: args.faults.park / znswap_pager::PAGE_BYTES as u64,
-        wp_async: args.faults.wp_async,
-        reference_sampling: !args.faults.no_reference_sampling,
-        encrypt: args.encrypt.encrypt,
-        colocate: false,
-        slack_pages: (pool_pages / 64).clamp(64, 256),
-        ..PagerConfig::new(args.memory)
-    };
+    let mut pager = PagerConfig::for_daemon(args.memory);
+    args.faults.apply(&mut pager);
+    args.policy.apply(&mut pager);
+    args.encrypt.apply(&mut pager);
     // Refused before the device is opened.
     znswap_daemon::check(&pager)?;
     let device_name = args.device.device.clone().unwrap_or_else(device_path::default_path);

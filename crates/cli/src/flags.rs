@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 use znswap_core::PolicyKind;
-use znswap_pager::{READAHEAD_PAGES_DEFAULT, READAHEAD_PAGES_MAX};
+use znswap_pager::{FaultMode, PagerConfig, PAGE_BYTES, READAHEAD_PAGES_DEFAULT, READAHEAD_PAGES_MAX};
 
 /// `--device`, for commands that work on an existing device or the default one.
 #[derive(Args, Clone, Debug)]
@@ -49,6 +49,12 @@ pub struct PolicyFlag {
     /// swap-zone per tenant, to keep tenants' pages (and their GC) apart under the daemon.
     #[arg(long, default_value = "per-core", value_parser = policy)]
     pub policy: PolicyKind,
+}
+
+impl PolicyFlag {
+    pub fn apply(&self, config: &mut PagerConfig) {
+        config.core.policy = self.policy;
+    }
 }
 
 /// Who serves page faults, and how far they read ahead.
@@ -132,6 +138,21 @@ pub struct FaultFlags {
     pub wp_async: bool,
 }
 
+impl FaultFlags {
+    /// Changes what the flags name in `config` (each command's constructor decided the
+    /// rest): the one place a fault flag reaches the pager's configuration.
+    pub fn apply(&self, config: &mut PagerConfig) {
+        if let Some(threads) = self.handler_threads {
+            config.fault_mode = FaultMode::HandlerThreads(threads as usize);
+        }
+        config.core.readahead_pages = self.readahead;
+        config.fault_poll_us = self.fault_poll;
+        config.core.park_pages = self.park / PAGE_BYTES as u64;
+        config.core.reference_sampling = !self.no_reference_sampling;
+        config.core.wp_async = self.wp_async;
+    }
+}
+
 /// `--encrypt`.
 #[derive(Args, Clone, Debug)]
 pub struct EncryptFlag {
@@ -145,6 +166,12 @@ pub struct EncryptFlag {
     /// costs CPU on every swap-in and swap-out (docs/measurements/2026-11-pager.md).
     #[arg(long)]
     pub encrypt: bool,
+}
+
+impl EncryptFlag {
+    pub fn apply(&self, config: &mut PagerConfig) {
+        config.core.seal_pages = self.encrypt;
+    }
 }
 
 /// `--json`.

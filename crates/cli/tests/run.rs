@@ -90,10 +90,17 @@ impl Run {
     fn stderr(&self) -> String {
         String::from_utf8_lossy(&self.output.stderr).into_owned()
     }
+    /// A figure of the run's report, by its path (`pager.swap_outs_written`).
     fn figure(&self, name: &str) -> u64 {
         let report = self.report.as_ref().unwrap_or_else(|| panic!("no report; stderr: {}", self.stderr()));
-        report["report"][name].as_u64().unwrap_or_else(|| panic!("no {name} in {report}"))
+        figure_at(&report["report"], name)
     }
+}
+
+/// The figure at `path` (`pager.swap_outs_written`) of a run's report.
+fn figure_at(report: &serde_json::Value, path: &str) -> u64 {
+    let pointer = format!("/{}", path.replace('.', "/"));
+    report.pointer(&pointer).and_then(|value| value.as_u64()).unwrap_or_else(|| panic!("no {path} in {report}"))
 }
 
 fn device(dir: &Path) -> PathBuf {
@@ -147,15 +154,15 @@ fn assert_paged(run: &Run, what: &str) {
         run.stdout(),
         run.stderr()
     );
-    assert!(run.figure("swapped_out_pages") > 0, "nothing was swapped out: {:?}", run.report);
-    assert!(run.figure("swapped_in_pages") > 0, "nothing was swapped in: {:?}", run.report);
+    assert!(run.figure("pager.swap_outs_written") > 0, "nothing was swapped out: {:?}", run.report);
+    assert!(run.figure("pager.swap_in_reads") > 0, "nothing was swapped in: {:?}", run.report);
     let budget_pages = BUDGET_MIB * 256;
     // The slack is an eighth of the budget here (`PagerConfig::slack_pages`), and each of
     // the 2 handler threads may map a fault's page and the 63 untouched pages after it
     // at once (`ZERO_FILL_AROUND_PAGES`) as it reaches the slack.
     let bound = budget_pages + budget_pages / 8 + 2 * 64;
-    assert!(run.figure("resident_pages_max") <= bound, "resident max over {bound} pages: {:?}", run.report);
-    assert_eq!(run.figure("lost_pages"), 0);
+    assert!(run.figure("pager.resident_pages_max") <= bound, "resident max over {bound} pages: {:?}", run.report);
+    assert_eq!(run.figure("pager.lost_pages"), 0);
 }
 
 #[test]
@@ -210,8 +217,8 @@ fn an_encrypted_heap_and_its_forked_children_read_back_exactly() {
     let run = run_with(&["fork", "64"], &[], &["--encrypt"]);
     assert_paged(&run, "fork: 2 children checked 64 MiB snapshots");
     assert_eq!(run.figure("forks"), 2);
-    assert!(run.figure("pages_sealed") >= run.figure("swapped_out_pages"), "{:?}", run.report);
-    assert_eq!(run.figure("pages_failed_open"), 0);
+    assert!(run.figure("pager.pages_sealed") >= run.figure("pager.swap_outs_written"), "{:?}", run.report);
+    assert_eq!(run.figure("pager.pages_failed_open"), 0);
 }
 
 /// With an inactive list, victims are parked (moved out of the program's reach) before
@@ -227,7 +234,7 @@ fn parked_pages_read_back_exactly_through_discards_and_forks() {
     ] {
         let run = run_with(&args, &[], &["--park", "4M"]);
         assert_paged(&run, what);
-        assert!(run.figure("pages_parked") > 1000, "{what}: few pages parked: {:?}", run.report);
+        assert!(run.figure("pager.pages_parked") > 1000, "{what}: few pages parked: {:?}", run.report);
         assert!(run.stderr().contains("inactive list"), "{what}: no inactive list in the summary: {}", run.stderr());
     }
 }
@@ -464,7 +471,7 @@ fn the_summary_says_how_the_program_ended() {
     assert_eq!(fast.status.code(), Some(3), "{}", stderr(&fast));
     let summary: serde_json::Value = serde_json::from_slice(&std::fs::read(&stats).unwrap()).unwrap();
     assert!(summary["report"]["at_exit"].as_bool().unwrap(), "{summary}");
-    assert!(summary["report"]["swapped_out_pages"].as_u64().unwrap() > 0, "{summary}");
+    assert!(figure_at(&summary["report"], "pager.swap_outs_written") > 0, "{summary}");
     assert!(stderr(&fast).contains("exited (3)"), "{}", stderr(&fast));
 
     // A program that executes another: the summary says the other ran unpaged.
@@ -532,17 +539,17 @@ fn the_programs_anonymous_memory_stays_within_memory() {
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     let summary: serde_json::Value = serde_json::from_slice(&std::fs::read(&stats).unwrap()).unwrap();
     let report = &summary["report"];
-    let figure = |name: &str| report[name].as_u64().unwrap_or_else(|| panic!("no {name} in {report}"));
+    let figure = |name: &str| figure_at(report, name);
     assert_eq!(figure("memory_bytes"), memory);
-    assert!(figure("swapped_out_pages") > 0 && figure("swapped_in_pages") > 0, "{report}");
+    assert!(figure("pager.swap_outs_written") > 0 && figure("pager.swap_in_reads") > 0, "{report}");
     // A MiB of give: the governor looks every 100 ms.
     assert!(figure("memory_used_max_bytes") <= memory + (1 << 20), "anonymous memory over --memory: {report}");
     assert!(figure("memory_used_max_bytes") > memory / 2, "the heap used what --memory gives: {report}");
     // Counted from the program's anonymous memory (the arena's pages among it), not its
     // whole resident set.
-    assert!(figure("rss_anon_bytes") >= figure("resident_pages") * 4096, "{report}");
+    assert!(figure("rss_anon_bytes") >= figure("pager.resident_pages") * 4096, "{report}");
     // CPU by thread role: the pager's threads did work, and are a part of the whole.
-    let pager_cpu = figure("fault_threads_cpu_ns") + figure("evictor_threads_cpu_ns") + figure("io_threads_cpu_ns");
+    let pager_cpu = figure("pager.fault_cpu_ns") + figure("pager.evictor_cpu_ns") + figure("pager.io_cpu_ns");
     assert!(pager_cpu > 0 && figure("cpu_ns") >= pager_cpu + figure("stats_thread_cpu_ns"), "{report}");
     assert!(figure("budget_bytes") < memory - (4 << 20), "the rest of the anonymous memory was not counted: {report}");
 }
@@ -612,7 +619,7 @@ fn daemon_status(socket: &Path) -> serde_json::Value {
 /// The pages the daemon at `socket` swapped out of its tenants now, all together.
 fn tenants_swapped_out(socket: &Path) -> u64 {
     let status = daemon_status(socket);
-    status["tenants"].as_array().unwrap().iter().map(|tenant| tenant["swapped_out_pages"].as_u64().unwrap()).sum()
+    status["tenants"].as_array().unwrap().iter().map(|tenant| tenant["swap_outs"].as_u64().unwrap()).sum()
 }
 
 /// `znswap run --memory MEMORY [--stats STATS] --daemon SOCKET`: a program (`--` and
@@ -742,8 +749,8 @@ fn programs_a_program_executes_join_its_tenant_and_status_shows_them() {
     // Each command held its heap within the tenant's 16 MiB (and the slack), not its 64.
     let most = tenant["executed_memory_max_bytes"].as_u64().unwrap();
     assert!(most > 8 << 20 && most < 28 << 20, "the largest executed process held {most} B: {summary}");
-    assert!(tenant["swapped_out_pages"].as_u64().unwrap() > 16384, "both heaps swapped: {summary}");
-    assert!(tenant["swapped_in_pages"].as_u64().unwrap() > 8192, "and read back: {summary}");
+    assert!(tenant["swap_outs"].as_u64().unwrap() > 16384, "both heaps swapped: {summary}");
+    assert!(tenant["swap_ins"].as_u64().unwrap() > 8192, "and read back: {summary}");
     assert!(tenant["faults"].as_u64().unwrap() > 8192, "the daemon timed the tenant's faults: {summary}");
     assert!(tenant["fault_p99_us"].as_f64().unwrap() > 0.0, "{summary}");
     // Where the faults' time went: the device reads are part of it, and no part is more
@@ -758,8 +765,8 @@ fn programs_a_program_executes_join_its_tenant_and_status_shows_them() {
     let mut sleeper = sleeper;
     sleeper.wait().unwrap();
     let after: serde_json::Value = serde_json::from_str(&status(&["--json"])).unwrap();
-    let swapped = after["daemon"]["swapped_out_pages"].as_u64().unwrap();
-    assert!(swapped >= tenant["swapped_out_pages"].as_u64().unwrap(), "{after}");
+    let swapped = after["daemon"]["swap_outs"].as_u64().unwrap();
+    assert!(swapped >= tenant["swap_outs"].as_u64().unwrap(), "{after}");
     assert_eq!(after["daemon"]["lost_pages"], 0, "{after}");
     unsafe { libc::kill(daemon.id() as i32, libc::SIGTERM) };
     assert!(daemon.wait().unwrap().success());

@@ -23,16 +23,12 @@ use znswap_zoned::format_size;
 use crate::connection::ForkRegistry;
 use crate::tenants::{plural, smaller, Limits, Tenant, Tenants, TENANTS_MAX};
 
-/// Processes served at once at most: a region each (`TENANTS_MAX` tenants share them).
-pub const PROCESSES_MAX: u32 = 64;
-/// Fault handler threads by default (as `znswap run`'s).
-pub const HANDLER_THREADS: u32 = 2;
 /// Connections served at once at most: each is a thread, serving its requests one at a
 /// time (so a process has one in flight). A tenant holds one, each of its processes one
 /// and each fork's child one more while it reads its parent's snapshot: four per process
 /// is room to spare, and a peer opening connections without end is refused past it
 /// rather than starting threads without end.
-pub(crate) const CONNECTIONS_MAX: usize = 4 * PROCESSES_MAX as usize;
+pub(crate) const CONNECTIONS_MAX: usize = 4 * znswap_pager::DAEMON_PROCESSES_MAX as usize;
 
 /// What every connection's thread shares.
 pub(crate) struct Daemon {
@@ -119,8 +115,8 @@ impl Daemon {
             figures.swap_ins,
             format_size(figures.gc_bytes),
             self.swapped_out_pages(),
-            stats.swap_in_reads,
-            stats.lost_pages
+            stats.core.swap_in_reads,
+            stats.core.lost_pages
         );
     }
 

@@ -41,10 +41,10 @@ impl Serving {
             znswap_zoned::open_path(&config.device).with_context(|| format!("opening {}", config.device.display()))?;
         // Swap holds nothing across runs (as in the program's own pager).
         device.reset_all().with_context(|| format!("resetting {}", config.device.display()))?;
-        let pager_config = config.pager_config();
+        let pager_config = config.pager.clone();
         let memory = config.memory_bytes;
         let stats = config.stats.clone();
-        let slack = pager_config.slack_pages * PAGE_BYTES as u64;
+        let slack = pager_config.core.slack_pages * PAGE_BYTES as u64;
         let connection = channel.try_clone().context("a second handle on the program's socket")?;
         let slot = Arc::new(Mutex::new(None));
         let thread = {
@@ -115,7 +115,7 @@ fn serve(
         Ok(None) => return,
         Err(error) => return eprintln!("znswap run --serve: the program is refused: {error}"),
     };
-    let budget_pages = config.budget_bytes / PAGE_BYTES as u64;
+    let budget_pages = config.core.budget_pages;
     let (pager, id) = match Pager::serve_tenant(device, config, link) {
         Ok((pager, id)) => (Arc::new(pager), id),
         Err(error) => {
@@ -172,7 +172,7 @@ fn govern(pager: &Pager, pid: u32, memory: u64, slack: u64) {
     else {
         return;
     };
-    let paged = pager.stats().resident_pages * PAGE_BYTES as u64;
+    let paged = pager.stats().core.resident_pages * PAGE_BYTES as u64;
     let rest = program.saturating_sub(paged) + launcher;
     hold_budget(pager, memory, rest, slack, pager.budget_bytes_min());
 }

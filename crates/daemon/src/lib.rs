@@ -21,7 +21,6 @@ mod serve;
 mod status;
 pub mod tenants;
 
-pub use daemon::{HANDLER_THREADS, PROCESSES_MAX};
 pub use listen::default_socket;
 pub use run::{check, run, DaemonConfig};
 pub use tenants::{plural, TENANTS_MAX};

@@ -37,7 +37,7 @@ pub struct DaemonConfig {
 /// within a process, which only its agent could do for the daemon (one round trip per
 /// move: `docs/daemon.md`, "Three designs").
 pub fn check(pager: &PagerConfig) -> Result<()> {
-    if pager.park_pages > 0 || pager.wp_async {
+    if pager.core.park_pages > 0 || pager.core.wp_async {
         bail!("--park and --wp-async are not available under the daemon (parking needs the program's own pager: use `znswap run` without --daemon)");
     }
     Ok(())

@@ -1,6 +1,5 @@
 //! `znswap status`'s answer: the daemon's figures, then each tenant's.
 
-use znswap_pager::PAGE_BYTES;
 use znswap_wire::{Channel, DaemonStatus, TenantStatus, ToTenant};
 
 use crate::daemon::Daemon;
@@ -9,7 +8,6 @@ use crate::daemon::Daemon;
 pub(crate) fn of(daemon: &Daemon) -> (DaemonStatus, Vec<TenantStatus>) {
     let tenants = daemon.tenants.lock().unwrap();
     let stats = daemon.pager.stats();
-    let page = PAGE_BYTES as u64;
     let each: Vec<TenantStatus> = tenants
         .iter()
         .map(|tenant| {
@@ -50,14 +48,14 @@ pub(crate) fn of(daemon: &Daemon) -> (DaemonStatus, Vec<TenantStatus>) {
         uptime_ms: daemon.started.elapsed().as_millis() as u64,
         memory_pages: tenants.pool_pages(),
         granted_pages: tenants.granted_pages(),
-        resident_pages: stats.resident_pages,
+        resident_pages: stats.core.resident_pages,
         swap_outs: daemon.swapped_out_pages(),
-        swap_ins: stats.swap_in_reads,
-        lost_pages: stats.lost_pages,
-        host_pages_written: stats.host_bytes_written / page,
-        gc_pages_written: stats.gc_bytes_written / page,
-        record_pages_written: stats.record_bytes_written / page,
-        zone_resets: stats.zone_resets,
+        swap_ins: stats.core.swap_in_reads,
+        lost_pages: stats.core.lost_pages,
+        host_pages_written: stats.engine.host_pages_written,
+        gc_pages_written: stats.engine.gc_pages_written,
+        record_pages_written: stats.engine.record_pages_written,
+        zone_resets: stats.engine.resets,
         device_bytes: daemon.device_bytes,
     };
     (status, each)

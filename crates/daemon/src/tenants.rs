@@ -20,7 +20,7 @@ use znswap_wire::{Name, Reason, Token};
 use znswap_zoned::format_size;
 
 /// Tenants served at once at most: the engine's tenants.
-pub const TENANTS_MAX: u32 = 16;
+pub const TENANTS_MAX: u32 = znswap_pager::DAEMON_TENANTS_MAX;
 
 pub struct Tenant {
     /// The engine's tenant.

@@ -86,6 +86,7 @@ mod park;
 mod program;
 mod readahead;
 mod region;
+mod stats;
 mod swap_cache;
 mod tenant;
 mod write_limit;
@@ -101,10 +102,11 @@ pub use io::{IoCompletion, IoPlan, PageSource};
 pub use notice::Notice;
 pub use page::PageState;
 pub use program::{ChildPage, ForkHold};
+pub use stats::CoreStats;
 pub use tenant::TenantFigures;
 pub use write_limit::WRITE_HOLD_MAX_NS;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use znswap_core::{Config, ConfigError, Engine, Geometry, OwnerError, PolicyKind, RecordEncoding};
 
 use action::Threads;
@@ -146,7 +148,7 @@ pub struct Sealed {
 }
 
 /// What the core is told at start-up.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct CoreConfig {
     /// Resident pages the pager aims to keep regions within.
     pub budget_pages: u64,
@@ -224,87 +226,6 @@ pub enum CoreError {
     WpAsyncNeedsShadow,
     #[error("a fork's child inherits page {page}, which is {what}: only slots on the device and lost pages are")]
     NotInheritable { page: u64, what: &'static str },
-}
-
-/// What the core counts. Times are the shell's to measure.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct CoreStats {
-    pub missing_faults: u64,
-    pub write_protect_faults: u64,
-    pub zero_fills: u64,
-    /// Pages read from the device for faults (read-ahead pages included).
-    pub swap_in_reads: u64,
-    /// Of those, pages a fork's child read from its parent's slots at the fork
-    /// (`region_add_inherited`).
-    pub inherited_reads: u64,
-    /// Pages read after a faulting page's into the read-ahead cache (holes between
-    /// valid slots included).
-    pub readahead_pages_read: u64,
-    /// Faults served from the read-ahead cache, with no device read.
-    pub readahead_hits: u64,
-    /// Pages read back that kept their slot as swap cache and were written since (a
-    /// write-protect fault each; `src/swap_cache.rs`).
-    pub swap_cache_dirtied: u64,
-    /// Pages read back that did not keep their slot: cached pages were mostly written.
-    pub swap_cache_skipped: u64,
-    /// Victims moved to their shadow page (the inactive list).
-    pub pages_parked: u64,
-    /// Parked pages touched and brought back (moved back, or copied back while their
-    /// swap-out was in flight): reads and writes the pager saw.
-    pub parked_touched: u64,
-    /// Victims the kernel refused to move (shared with a fork's child): write-protected
-    /// and evicted in place instead.
-    pub park_refused: u64,
-    /// Victims not moved because their shadow page still awaited its discard: kept.
-    pub park_occupied: u64,
-    /// Victims found written by the scan before their move (`CoreConfig::wp_async`):
-    /// referenced, kept.
-    pub victims_written: u64,
-    /// Parked swap-cached pages whose digest no longer matched their slot's
-    /// (`CoreConfig::wp_async`): written since they were read back, so the slot went.
-    pub swap_cache_digest_dirtied: u64,
-    /// Pages written to the device by swap-out appends that succeeded.
-    pub swap_outs_written: u64,
-    pub swap_outs_zero: u64,
-    pub swap_outs_aborted_dirty: u64,
-    pub swap_out_appends: u64,
-    pub backpressure: u64,
-    /// Faults served beyond the budget because swap was full and no room could come, or
-    /// because room did not come within `ROOM_WAIT_MAX_NS`.
-    pub budget_overruns: u64,
-    /// Of them, faults of tenants at their swap limits (`set_tenant_swap_limit`).
-    pub swap_limit_overruns: u64,
-    /// Victims written (or unprotected) between their pick and their hand-over: kept.
-    pub evictions_raced: u64,
-    /// Pages whose only copy the device lost (the engine's `Event::Lost`).
-    pub lost_pages: u64,
-    /// Faults answered with a poison marker.
-    pub pages_poisoned: u64,
-    /// Failed device commands: appends, reads, resets, finishes.
-    pub device_errors: u64,
-    pub pages_discarded: u64,
-    /// Discards a process's agent did not answer in time (`DropDelay::Late`), answered
-    /// later (`late_discard_done`).
-    pub late_discards: u64,
-    pub resident_pages: u64,
-    pub resident_pages_max: u64,
-    /// When the first swap-out append was handed out (0: none yet), in the shell's
-    /// nanoseconds.
-    pub first_swap_out_ns: u64,
-    /// Discards of the program's (`discard_range`), and the pages they covered.
-    pub program_discards: u64,
-    pub program_discarded_pages: u64,
-    /// Pages mapped after a discard of the program's was read and zapped by it since,
-    /// found by a fault (`FaultStep::ZeroFill` landed on a page the pager had mapped).
-    pub zapped_pages_found: u64,
-    pub forks: u64,
-    /// Regions found with pages their process said it dropped and did not
-    /// (`take_false_drops`).
-    pub false_drops: u64,
-    /// Budget changes (`set_budget`).
-    pub budget_changes: u64,
-    /// Victims picked from tenants over their own budgets (`set_tenant_budget`).
-    pub tenant_victims: u64,
 }
 
 /// The engine's configuration for a device of `geometry`. A small device cannot keep as

@@ -1,6 +1,12 @@
-//! The pager's configuration: what the library, `znswap bench`, `znswap run` and the
-//! daemon start a pager with.
+//! The pager's configuration, one struct from the flag to the core: the core's part
+//! ([`CoreConfig`], embedded) and the shell's (threads, polling, co-location). Each use
+//! has one constructor that decides its defaults: [`PagerConfig::new`] (the library),
+//! [`PagerConfig::for_bench`], [`PagerConfig::for_run`] (a program under `znswap run`)
+//! and [`PagerConfig::for_daemon`]. The command line's flags then change what they name
+//! (`crates/cli/src/flags.rs`, `FaultFlags::apply`), and the configuration travels as it
+//! is: to the preload library inside `RunConfig`, and back in the reports.
 
+use serde::{Deserialize, Serialize};
 use znswap_core::PolicyKind;
 use znswap_pager_core::{CoreConfig, GC_BATCH_PAGES_DEFAULT, PAGE_BYTES, READAHEAD_PAGES_DEFAULT};
 
@@ -11,117 +17,64 @@ pub const FAULT_POLL_US_DEFAULT: u32 = 200;
 /// wake-up it saves.
 pub const FAULT_POLL_US_MAX: u32 = 10_000;
 
+/// Fault handler threads of a pager serving a program (`znswap run`, the daemon): the
+/// kernel itself touches a program's heap (`read()` into it), which self-paging cannot
+/// serve, and two let a second fault's device read overlap the first's.
+pub const HANDLER_THREADS_SERVED: usize = 2;
+
+/// Processes and tenants the daemon serves at once at most (a region each process; the
+/// tenants are the engine's).
+pub const DAEMON_PROCESSES_MAX: u32 = 64;
+pub const DAEMON_TENANTS_MAX: u32 = 16;
+
 /// Exit status of a program whose pager could not start (the launcher explains it).
 pub const EXIT_PAGER_FAILED: i32 = 125;
 /// Exit status of a forked child that outlived its parent (a daemon).
 pub const EXIT_DAEMONIZED: i32 = 124;
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct PagerConfig {
-    /// Resident bytes the pager aims to keep regions within.
-    pub budget_bytes: u64,
-    /// Pages the handler may install above the budget before it waits for the evictor.
-    /// Pages on their way to the device still count as resident, so this also bounds
-    /// the swap-out in flight; 1024 (4 MiB, the default from a 32 MiB budget up; an
-    /// eighth of smaller budgets, at least 64) lets sequential eviction keep 1 MiB
-    /// appends going back to back.
-    pub slack_pages: u64,
-    /// Victims per eviction round (up to 4 rounds' worth while victims are sequential).
-    pub evict_batch_pages: usize,
-    pub policy: PolicyKind,
-    pub tenants: u32,
-    /// Largest number of regions alive at once. A freed region's id is reused once no
-    /// I/O names it any more (`Engine::unregister_owner`); until then it counts too.
-    pub regions_max: u32,
+    /// What the core decides with: the budget, the slack, eviction batches, reference
+    /// sampling, read-ahead, the GC batch, the inactive list, policy, sealing.
+    #[serde(flatten)]
+    pub core: CoreConfig,
     /// Who resolves page faults.
     pub fault_mode: FaultMode,
-    /// The largest read-ahead window beyond a faulting page (`CoreConfig::readahead_pages`:
-    /// the valid slots around the faulting page's, read with it into a cache of the
-    /// pager's own, the window following the hits). FlashVM (seed 004) warns that flash
-    /// does not reward disk-era prefetching of random pages: this window stays at one
-    /// page without hits. [`READAHEAD_PAGES_DEFAULT`] by default, at most
-    /// `READAHEAD_PAGES_MAX`; 0 reads nothing ahead.
-    pub readahead_pages: u32,
-    /// Pages the GC moves per batch (1024, 4 MiB, by default). Its buffer holds twice
-    /// that (a batch and the gaps its reads span), allocated at start and resident once
-    /// the GC has run: `znswap run` counts it against `--memory`, so it scales it down
-    /// for small budgets.
-    pub gc_batch_pages: u32,
     /// After the faults it found, a handler thread polls userfaultfd for the next one
     /// for up to this many microseconds before it sleeps (one thread at a time; 0:
-    /// never). A fault that finds a handler polling costs no wake-up of one: on this
-    /// machine's virtual CPUs a sleeping handler took 20-50 µs to wake, more than a
-    /// third of a fault. The window adapts as the kernel's halt polling does: it
-    /// doubles when the next fault came after the handler slept but within the
-    /// window's bound, and halves (to nothing) when it came later, so a program that
-    /// seldom faults costs no polling. Handler threads only (self-paging has none).
-    ///
-    /// Not 0 also makes a fault's device read wait by polling, in a handler thread or
-    /// a self-paging thread alike (`znswap_zoned::poll_reads_on_this_thread`): a sleep
-    /// there adds a wake-up of a halted virtual CPU to the fault (measured, same
-    /// minutes: handler-thread fault p50 113-119 -> 86-91 µs, redis 1 GiB in 256 MiB
-    /// +20 % ops/s, self-paging bench anon-r-rand +17-21 %, hotspot +37-65 %).
+    /// never). A fault that finds a handler polling costs no wake-up of one, which on a
+    /// virtual machine's halted CPUs is a large part of a fault. The window adapts as
+    /// the kernel's halt polling does (`pager/poll.rs`), so a program that seldom
+    /// faults costs no polling. Not 0 also makes a fault's device read wait by polling
+    /// (`znswap_zoned::poll_reads_on_this_thread`), for the same reason.
     pub fault_poll_us: u32,
-    /// Threads picking and write-protecting victims and handing them to
-    /// the engine. One keeps up with two faulting threads on this machine (measured: a
-    /// second one added lock contention and no throughput).
+    /// Threads picking and write-protecting victims and handing them to the engine.
     pub evictor_threads: usize,
     /// Threads running the engine's I/O (swap-out appends, GC reads and moves, resets),
     /// each with one request in flight.
     pub io_threads: usize,
-    /// Reference bits from writes, not only from faults (the default): the CLOCK hand
-    /// write-protects the pages whose bit it clears, and a write to one faults and sets
-    /// the bit again for its granule of 16 pages (the write-protect fault stands in for
-    /// the accessed bit userfaultfd cannot read). Without it a page that stays resident
-    /// looks unreferenced after one sweep, and CLOCK evicts about as FIFO would
-    /// (measured, 512 MiB budget, 2 GiB set, 1 thread: hotspot 0.42 swap-ins per
-    /// operation without, 0.24 with; uniform random writes unchanged at 0.75). Reads of a
-    /// resident page still leave no trace.
-    pub reference_sampling: bool,
-    /// Pages of the inactive list (0: none, the default). Victims are first parked:
-    /// moved out of the program's reach with `UFFDIO_MOVE` (no copy) to a shadow mapping
-    /// of their region, where they stay in memory; a touch, read or write, is a missing
-    /// fault that moves the page back with no I/O and marks it referenced, so the pager
-    /// sees reads. The pages still parked when their turn comes are written out from
-    /// there, with no write-protect fault on the program's path. Needs `UFFDIO_MOVE`
-    /// (Linux 6.8). See `znswap_pager_core`'s `park.rs`.
-    pub park_pages: u64,
-    /// Writes are seen without faults (`UFFD_FEATURE_WP_ASYNC`, Linux 6.7): a write to a
-    /// protected page goes ahead and leaves the page "written" for `PAGEMAP_SCAN`, where
-    /// today it is a write-protect fault through a handler (76 µs here, against 0.7 µs).
-    /// Reference sampling becomes a scan of the victims before they are parked, and a
-    /// swap-cached page is told clean by a digest of its bytes once parked. Needs
-    /// `park_pages` (a victim is only ever written out once parked) and handler threads;
-    /// a page the move refuses because it is shared with a fork's child is made the
-    /// parent's (`MADV_POPULATE_WRITE`) and parked at the hand's next pass. Experimental:
-    /// see `docs/wp-async-facts.md` for what it measured.
-    pub wp_async: bool,
     /// For tests: every this many moves to or from a shadow page that succeed are
     /// reported failed (`EEXIST`), as Linux 6.18 now and then does (`park_outcome` in the
-    /// pager core); the shells must find them done by the page map. 0 (the default):
-    /// never.
+    /// pager core); the shells must find them done by the page map. 0: never.
     pub misreport_moves_every: u32,
     /// Pins the program thread that takes nine in ten faults, and the fault handlers,
     /// to one CPU (the one it ran on), and the evictor and I/O threads to the others
-    /// (`src/pager/colocate.rs`): a fault's round trip then costs context switches, not
-    /// wake-ups of other CPUs. Off by default in the library; `znswap run` turns it on.
+    /// (`pager/colocate.rs`): a fault's round trip then costs context switches, not
+    /// wake-ups of other CPUs.
     pub colocate: bool,
-    /// Seal every page written to the device (AES-256-GCM, `znswap-seal`) under a key
-    /// made at start and held only in this process's memory; a page read back that
-    /// fails to open is lost (SIGBUS), never delivered. A page read ahead is opened when
-    /// a fault wants it, with the neighbours in the cache mapped along with it.
-    pub encrypt: bool,
     /// Called first thing in every pager thread. `znswap run`'s preload library marks
     /// its threads there, so their allocations stay out of the paged heap (a handler
     /// faulting on memory only it can bring back would wait forever).
+    #[serde(skip)]
     pub thread_start: Option<fn()>,
     /// Called in a forked child whose parent has exited (a daemon), before the child
     /// stops: `znswap run` tells its launcher so.
+    #[serde(skip)]
     pub child_orphaned: Option<fn()>,
 }
 
 /// Who resolves a page fault.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum FaultMode {
     /// Threads reading userfaultfd events. One per application thread that may fault at
     /// once lets their swap-in reads be in flight together. Kernel-mode accesses to
@@ -133,48 +86,91 @@ pub enum FaultMode {
     SelfPaging,
 }
 
-impl PagerConfig {
-    pub fn new(budget_bytes: u64) -> PagerConfig {
-        PagerConfig {
-            budget_bytes,
-            slack_pages: (budget_bytes / PAGE_BYTES as u64 / 8).clamp(64, 1024),
-            evict_batch_pages: 64,
-            policy: PolicyKind::PerCore,
-            tenants: 1,
-            regions_max: 64,
-            evictor_threads: 1,
-            io_threads: 1,
-            reference_sampling: true,
-            park_pages: 0,
-            wp_async: false,
-            misreport_moves_every: 0,
-            colocate: false,
-            encrypt: false,
-            readahead_pages: READAHEAD_PAGES_DEFAULT,
-            gc_batch_pages: GC_BATCH_PAGES_DEFAULT,
-            fault_poll_us: FAULT_POLL_US_DEFAULT,
-            thread_start: None,
-            child_orphaned: None,
-            fault_mode: FaultMode::HandlerThreads(std::thread::available_parallelism().map_or(1, |n| n.get())),
-        }
-    }
+/// The slack of a pager whose memory is all it may hold (`znswap run`, the daemon):
+/// 1/64 of it, 256 pages (1 MiB) at most. Above the budget it is room only bursts of
+/// faults use, while a memory cgroup lets a program have its whole limit.
+fn slack_in(memory_bytes: u64) -> u64 {
+    (memory_bytes / PAGE_BYTES as u64 / 64).clamp(64, 256)
 }
 
 impl PagerConfig {
-    pub(crate) fn core_config(&self) -> CoreConfig {
-        CoreConfig {
-            budget_pages: self.budget_bytes / PAGE_BYTES as u64,
-            slack_pages: self.slack_pages,
-            evict_batch_pages: self.evict_batch_pages,
-            reference_sampling: self.reference_sampling,
-            readahead_pages: self.readahead_pages,
-            gc_batch_pages: self.gc_batch_pages,
-            park_pages: self.park_pages,
-            regions_max: self.regions_max,
-            tenants: self.tenants,
-            policy: self.policy,
-            seal_pages: self.encrypt,
-            wp_async: self.wp_async,
+    /// The library's defaults, for a budget of `budget_bytes`: a handler thread per CPU,
+    /// a slack of an eighth of the budget (64 to 1024 pages: sequential eviction keeps
+    /// 1 MiB appends going back to back), reference sampling, read-ahead.
+    pub fn new(budget_bytes: u64) -> PagerConfig {
+        let budget_pages = budget_bytes / PAGE_BYTES as u64;
+        PagerConfig {
+            core: CoreConfig {
+                budget_pages,
+                slack_pages: (budget_pages / 8).clamp(64, 1024),
+                evict_batch_pages: 64,
+                reference_sampling: true,
+                readahead_pages: READAHEAD_PAGES_DEFAULT,
+                gc_batch_pages: GC_BATCH_PAGES_DEFAULT,
+                park_pages: 0,
+                regions_max: 64,
+                tenants: 1,
+                policy: PolicyKind::PerCore,
+                seal_pages: false,
+                wp_async: false,
+            },
+            fault_mode: FaultMode::HandlerThreads(std::thread::available_parallelism().map_or(1, |n| n.get())),
+            fault_poll_us: FAULT_POLL_US_DEFAULT,
+            evictor_threads: 1,
+            io_threads: 1,
+            misreport_moves_every: 0,
+            colocate: false,
+            thread_start: None,
+            child_orphaned: None,
+        }
+    }
+
+    /// `znswap bench`'s: the library's, but each faulting thread resolves its own faults
+    /// (self-paging: the bench's accesses are plain loads and stores).
+    pub fn for_bench(budget_bytes: u64) -> PagerConfig {
+        PagerConfig { fault_mode: FaultMode::SelfPaging, ..PagerConfig::new(budget_bytes) }
+    }
+
+    /// A program's under `znswap run --memory memory_bytes`: whatever the pager holds
+    /// comes out of `--memory`, so it holds only what it uses. The arena is the one
+    /// region; handler threads, since the kernel touches a program's heap; a small
+    /// slack; the GC's buffer (twice a batch, resident once the GC runs) scaled to 1/64
+    /// of `--memory`, 8 MiB at most; the hot thread co-located with the handlers. The
+    /// budget starts at the whole of `--memory` (the library lowers it at once).
+    pub fn for_run(memory_bytes: u64) -> PagerConfig {
+        let memory_pages = memory_bytes / PAGE_BYTES as u64;
+        let mut config = PagerConfig::new(memory_bytes);
+        config.core.regions_max = 2;
+        config.core.slack_pages = slack_in(memory_bytes);
+        config.core.gc_batch_pages = (memory_pages / 128).clamp(64, GC_BATCH_PAGES_DEFAULT as u64) as u32;
+        config.fault_mode = FaultMode::HandlerThreads(HANDLER_THREADS_SERVED);
+        config.colocate = true;
+        config
+    }
+
+    /// The daemon's, serving `memory_bytes` to its tenants together: a region per
+    /// process, an engine tenant per tenant, handler threads, a small slack, no
+    /// co-location (it pins one process's hot thread, and here there are many).
+    pub fn for_daemon(memory_bytes: u64) -> PagerConfig {
+        let mut config = PagerConfig::new(memory_bytes);
+        config.core.regions_max = DAEMON_PROCESSES_MAX;
+        config.core.tenants = DAEMON_TENANTS_MAX;
+        config.core.slack_pages = slack_in(memory_bytes);
+        config.fault_mode = FaultMode::HandlerThreads(HANDLER_THREADS_SERVED);
+        config.colocate = false;
+        config
+    }
+
+    /// The budget, in bytes.
+    pub fn budget_bytes(&self) -> u64 {
+        self.core.budget_pages * PAGE_BYTES as u64
+    }
+
+    /// Handler threads (0 when self-paging).
+    pub fn handler_threads(&self) -> usize {
+        match self.fault_mode {
+            FaultMode::HandlerThreads(count) => count,
+            FaultMode::SelfPaging => 0,
         }
     }
 }

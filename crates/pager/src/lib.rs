@@ -22,7 +22,8 @@ mod tenant;
 pub mod uffd;
 
 pub use config::{
-    FaultMode, PagerConfig, EXIT_DAEMONIZED, EXIT_PAGER_FAILED, FAULT_POLL_US_DEFAULT, FAULT_POLL_US_MAX,
+    FaultMode, PagerConfig, DAEMON_PROCESSES_MAX, DAEMON_TENANTS_MAX, EXIT_DAEMONIZED, EXIT_PAGER_FAILED,
+    FAULT_POLL_US_DEFAULT, FAULT_POLL_US_MAX, HANDLER_THREADS_SERVED,
 };
 pub use pager::{FaultTimeTotals, FaultTimes, ForkSnapshot, Pager, PagerError, PagerStats, Region, TenantId};
 pub use self_paging::SelfPagingError;
@@ -31,6 +32,7 @@ pub use tenant::{
     agent_loop, hand_over, serve_orphaned, serve_orphaned_events, DroppedPages, ForkFill, HandedOver, Orphaned,
     TenantError, TenantLink,
 };
+pub use znswap_pager_core::{CoreConfig, CoreStats};
 pub use znswap_pager_core::{
     CoreError, TenantFigures, GC_BATCH_PAGES_DEFAULT, PAGE_BYTES, READAHEAD_PAGES_DEFAULT, READAHEAD_PAGES_MAX,
 };

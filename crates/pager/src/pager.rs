@@ -139,7 +139,7 @@ impl Pager {
     /// budget, the read-ahead, enough zones), starting nothing: for a launcher that
     /// wants to refuse before it runs a program.
     pub fn check(geometry: &Geometry, config: &PagerConfig) -> Result<(), PagerError> {
-        Ok(PagerCore::check(engine_geometry(geometry), footer_mode(geometry), &config.core_config())?)
+        Ok(PagerCore::check(engine_geometry(geometry), footer_mode(geometry), &config.core)?)
     }
 
     pub fn new(device: Arc<dyn ZonedDevice>, config: PagerConfig) -> Result<Pager, PagerError> {
@@ -147,10 +147,10 @@ impl Pager {
             FaultMode::HandlerThreads(_) => features::PAGEFAULT_FLAG_WP,
             FaultMode::SelfPaging => features::PAGEFAULT_FLAG_WP | features::SIGBUS,
         };
-        if config.park_pages > 0 {
+        if config.core.park_pages > 0 {
             required |= features::MOVE;
         }
-        if config.wp_async {
+        if config.core.wp_async {
             if config.fault_mode == FaultMode::SelfPaging {
                 return Err(PagerError::WpAsyncSelfPaging);
             }
@@ -187,9 +187,9 @@ impl Pager {
     fn serving(device: Arc<dyn ZonedDevice>, config: PagerConfig, process: String) -> Result<Pager, PagerError> {
         let refused = if config.fault_mode == FaultMode::SelfPaging {
             Some("its faults are served by handler threads here, not by its own SIGBUS handler")
-        } else if config.park_pages > 0 || config.misreport_moves_every > 0 {
+        } else if config.core.park_pages > 0 || config.misreport_moves_every > 0 {
             Some("parking moves pages inside the process (UFFDIO_MOVE), which another process may not")
-        } else if config.wp_async {
+        } else if config.core.wp_async {
             Some("asynchronous write protection is not served across processes yet")
         } else {
             None
@@ -293,20 +293,20 @@ impl Pager {
         process: String,
     ) -> Result<Pager, PagerError> {
         let geometry = *device.geometry();
-        let core = PagerCore::new(engine_geometry(&geometry), footer_mode(&geometry), config.core_config())?;
-        let sealer = if config.encrypt { Some(znswap_seal::Sealer::new()?) } else { None };
+        let core = PagerCore::new(engine_geometry(&geometry), footer_mode(&geometry), config.core.clone())?;
+        let sealer = if config.core.seal_pages { Some(znswap_seal::Sealer::new()?) } else { None };
         let storage = Storage::new(device, sealer, core.engine().gc_buffer_pages() as usize);
         let self_paging = matches!(config.fault_mode, FaultMode::SelfPaging);
         let install = Installer::new(
             core.readahead_cache_pages() as usize,
             self_paging,
-            config.wp_async,
+            config.core.wp_async,
             config.misreport_moves_every,
         );
-        let faults = Faults::new(config.fault_poll_us, core.discard_batch(), config.tenants)
+        let faults = Faults::new(config.fault_poll_us, core.discard_batch(), config.core.tenants)
             .map_err(|source| PagerError::Io { what: "an event descriptor for faults set aside", source })?;
         let colocation = Colocation::new(config.colocate, process);
-        let digest_key = config.wp_async.then(random_key);
+        let digest_key = config.core.wp_async.then(random_key);
         let shared = Arc::new(Shared::new(Parts { core, storage, spaces, install, faults, colocation, digest_key }));
         if let Some(served) = shared.spaces.served_list() {
             served.waiter.add_fd(shared.faults.aside.ready_fd()).map_err(|source| PagerError::Io {

@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex, MutexGuard, RwLock, TryLockError};
 use std::time::{Duration, Instant};
 
-use znswap_pager_core::{PagerCore, WaitOn, Wakeups, PAGE_BYTES};
+use znswap_pager_core::{PagerCore, WaitOn, Wakeups};
 
 use super::colocate::Colocation;
 use super::discard::OwnDiscard;
@@ -173,74 +173,37 @@ impl Shared {
         let times = self.faults.all().times();
         let installs = self.install.counts();
         let state = self.lock();
-        let core = state.stats();
-        let engine = state.engine().stats();
-        let page = PAGE_BYTES as u64;
+        let (core, engine) = (state.stats(), *state.engine().stats());
+        drop(state);
         PagerStats {
-            missing_faults: core.missing_faults,
-            write_protect_faults: core.write_protect_faults,
-            zero_fills: core.zero_fills,
-            swap_in_reads: core.swap_in_reads,
-            readahead_pages_read: core.readahead_pages_read,
-            readahead_hits: core.readahead_hits,
-            pages_parked: core.pages_parked,
-            parked_touched: core.parked_touched,
-            park_refused: core.park_refused,
-            park_occupied: core.park_occupied,
+            core,
+            engine,
             unparks_copied: installs.unparks_copied,
             pages_unshared: installs.pages_unshared,
             wp_markers_cleared: installs.wp_markers_cleared,
             moves_misreported: installs.moves_misreported,
             served_process_gone: self.spaces.processes_gone(),
-            false_drops: core.false_drops,
-            late_discards: core.late_discards,
-            swap_outs_written: core.swap_outs_written,
-            swap_outs_clean: engine.swap_cache_hits,
-            swap_cache_dirtied: core.swap_cache_dirtied,
-            swap_cache_skipped: core.swap_cache_skipped,
-            victims_written: core.victims_written,
-            swap_cache_digest_dirtied: core.swap_cache_digest_dirtied,
-            swap_outs_zero: core.swap_outs_zero,
-            swap_outs_aborted_dirty: core.swap_outs_aborted_dirty,
-            backpressure: core.backpressure,
-            budget_overruns: core.budget_overruns,
-            evictions_raced: core.evictions_raced,
             budget_waits: times.room_waits,
             budget_wait_ns: times.budget_wait_ns,
             fault_discarded_pages: self.faults.discarded_pages(),
-            resident_pages: core.resident_pages,
-            resident_pages_max: core.resident_pages_max,
-            lost_pages: core.lost_pages,
-            pages_poisoned: core.pages_poisoned,
-            device_errors: core.device_errors,
             pages_sealed: self.storage.pages_sealed(),
             pages_failed_open: self.storage.pages_failed_open(),
             gc_cpu_ns: t.gc_cpu_ns.load(Relaxed),
             fault_lock_wait_ns: times.lock_wait_ns,
             fault_read_ns: times.read_ns,
-            fault_reads: times.reads,
-            fault_handled_ns: self.faults.all().latency.sum(),
-            faults_polled: self.faults.poll.found(),
             fault_install_ns: times.install_ns,
             fault_unlock_ns: times.unlock_ns,
             fault_wait_ns: times.wait_ns,
+            fault_reads: times.reads,
+            fault_handled_ns: self.faults.all().latency.sum(),
+            faults_polled: self.faults.poll.found(),
             fault_cpu_ns: self.faults.cpu_ns.load(Relaxed),
             evictor_cpu_ns: t.evictor_cpu_ns.load(Relaxed),
             io_cpu_ns: t.io_cpu_ns.load(Relaxed),
             evictor_append_ns: t.evictor_append_ns.load(Relaxed),
-            swap_out_appends: core.swap_out_appends,
             evictor_idle_ns: t.evictor_idle_ns.load(Relaxed),
             io_idle_ns: t.io_idle_ns.load(Relaxed),
-            host_bytes_written: engine.host_pages_written * page,
-            gc_bytes_written: engine.gc_pages_written * page,
-            record_bytes_written: engine.record_pages_written * page,
-            gc_bytes_read: engine.gc_pages_read * page,
-            gc_runs: engine.gc_runs,
-            zone_resets: engine.resets,
-            zones_retired_idle: engine.zones_retired_idle,
-            zones_retired_tenant: engine.zones_retired_tenant,
             uptime_ns: self.now(),
-            first_swap_out_ns: core.first_swap_out_ns,
         }
     }
 }
