@@ -144,11 +144,10 @@ fn poll_for_faults(shared: &Shared, scratch: &mut Box<FaultScratch>) {
     let poll = &shared.faults.poll;
     if let Some(window) = poll.begin() {
         let mut since = Instant::now();
-        let mut found = 0;
         while (since.elapsed().as_nanos() as u64) < window && !shared.wakers.stopping() {
-            let now_found = read_events(shared, scratch, true);
-            if now_found > 0 {
-                found += now_found;
+            let found = read_events(shared, scratch, true);
+            if found > 0 {
+                poll.found_some(found);
                 since = Instant::now();
             } else {
                 // The CPU goes to any other runnable thread between looks (the
@@ -157,7 +156,7 @@ fn poll_for_faults(shared: &Shared, scratch: &mut Box<FaultScratch>) {
                 unsafe { libc::sched_yield() };
             }
         }
-        poll.end(found);
+        poll.end();
     }
     if poll.is_on() {
         poll.sleeps(shared.now());

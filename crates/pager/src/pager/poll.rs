@@ -67,9 +67,14 @@ impl FaultPoll {
         (window > 0 && self.polling.compare_exchange(false, true, Relaxed, Relaxed).is_ok()).then_some(window)
     }
 
-    /// The poll `begin` started has ended, having found `found` faults.
-    pub(super) fn end(&self, found: u64) {
+    /// The poll `begin` started found `found` faults (counted at once: a poll may last
+    /// as long as faults keep coming).
+    pub(super) fn found_some(&self, found: u64) {
         self.found.fetch_add(found, Relaxed);
+    }
+
+    /// The poll `begin` started has ended.
+    pub(super) fn end(&self) {
         self.polling.store(false, Relaxed);
     }
 
@@ -124,7 +129,8 @@ mod tests {
         let on = FaultPoll::new(200);
         assert_eq!(on.begin(), Some(200_000));
         assert_eq!(on.begin(), None, "one thread polls at a time");
-        on.end(3);
+        on.found_some(3);
+        on.end();
         assert_eq!((on.begin(), on.found()), (Some(200_000), 3));
     }
 }
