@@ -55,9 +55,7 @@ fn page_problems(sim: &Sim, region: &ModelRegion, place: usize, page: usize, pte
             PageState::Dropping => !writable,
             PageState::Poisoned => pte.poisoned,
             // At the shadow, nothing here.
-            PageState::Parked | PageState::WritingParked => {
-                !pte.mapped && !pte.poisoned && region.shadow[page].mapped
-            }
+            PageState::Parked | PageState::WritingParked => !pte.mapped && !pte.poisoned && region.shadow[page].mapped,
             // Here or at the shadow, as far as the move went.
             PageState::Parking { .. } => pte.mapped || region.shadow[page].mapped,
             // Discarded, its move perhaps under way: after the zap nothing is here (its

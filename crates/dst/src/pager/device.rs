@@ -52,7 +52,8 @@ impl Device {
         let mut driver = Driver::new(core.engine());
         // The device's own limit (the engine may keep fewer zones open).
         driver.device.active_zones_max = scenario.geometry.max_active_zones.max(scenario.geometry.max_open_zones);
-        let offline_at_steps = (0..scenario.faults.offline_zones).map(|_| steps / 4 + below(rng, steps / 2 + 1)).collect();
+        let offline_at_steps =
+            (0..scenario.faults.offline_zones).map(|_| steps / 4 + below(rng, steps / 2 + 1)).collect();
         let altered_at_steps = (0..scenario.faults.altered_pages).map(|_| below(rng, steps)).collect();
         // A fixed key: the same seed seals to the same ciphertext.
         let sealer = scenario.seal_pages.then(|| Sealer::with_key(&[0x5e; 32]).expect("a key page"));
@@ -178,7 +179,14 @@ impl Device {
     }
 
     /// The faults due at `step`: a swapped page altered, a zone taken offline.
-    pub fn inject_due(&mut self, step: u64, tables: &PageTables, core: &PagerCore, rng: &mut Rng, coverage: &mut Coverage) {
+    pub fn inject_due(
+        &mut self,
+        step: u64,
+        tables: &PageTables,
+        core: &PagerCore,
+        rng: &mut Rng,
+        coverage: &mut Coverage,
+    ) {
         if self.altered_at_steps.contains(&step) {
             self.alter_swapped_page(tables, core, rng, coverage);
         }

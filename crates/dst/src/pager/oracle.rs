@@ -31,13 +31,7 @@ impl PageOracle {
     pub fn inherited(last: Vec<u64>, lost: Vec<bool>) -> PageOracle {
         let pages = last.len();
         assert_eq!(lost.len(), pages);
-        PageOracle {
-            last,
-            lost,
-            alt: vec![None; pages],
-            pre: vec![None; pages],
-            window_write: vec![None; pages],
-        }
+        PageOracle { last, lost, alt: vec![None; pages], pre: vec![None; pages], window_write: vec![None; pages] }
     }
 
     /// The last version written to `page`.

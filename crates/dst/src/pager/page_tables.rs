@@ -300,7 +300,8 @@ impl PageTables {
         if region.oracle.acceptable(page as usize, version) {
             region.oracle.seen(page as usize, version);
         } else if !region.oracle.is_lost(page as usize) {
-            findings.corruption(step, format!("page {place}:{page} installed with v{version}, last written v{expected}"));
+            findings
+                .corruption(step, format!("page {place}:{page} installed with v{version}, last written v{expected}"));
         }
     }
 

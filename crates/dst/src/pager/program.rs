@@ -10,8 +10,8 @@ use znswap_pager_core::{Fault, FaultKind, PAGE_BYTES};
 
 use super::checks::observe_lost;
 use super::discard::ProgramDiscards;
-use super::fork::Forks;
 use super::findings::Findings;
+use super::fork::Forks;
 use super::page_tables::{ModelRegion, PageTables, REGION_PLACES, SHADOW_OFFSET};
 use super::scenario::{Access, PagerFaultMode, PagerScenario};
 use super::schedule::{Actor, Schedule, Waiting};

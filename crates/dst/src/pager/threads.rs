@@ -9,8 +9,8 @@
 use znswap_pager_core::{DiscardBatch, Evictor, FaultTask, IoThread, PagerCore};
 
 use super::findings::Findings;
-use super::schedule::{Schedule, Waiting};
 use super::scenario::{PagerFaultMode, PagerScenario};
+use super::schedule::{Schedule, Waiting};
 
 /// What a read-ahead cache page holds before any read filled it, or after a failed
 /// read: a version no write ever makes, so the oracle catches a page installed from it.
@@ -205,8 +205,7 @@ impl Pager {
         let room_epoch = self.room_epoch;
         self.handlers.iter().enumerate().filter_map(move |(index, handler)| {
             let slot = handler.as_ref().expect("in place between steps");
-            let ready =
-                if slot.task.is_resolved() { event_waiting } else { slot.ready(schedule, room_epoch) };
+            let ready = if slot.task.is_resolved() { event_waiting } else { slot.ready(schedule, room_epoch) };
             ready.then_some(index)
         })
     }
@@ -253,7 +252,10 @@ impl Pager {
         lines.push(format!("engine stats {:?}", self.core.engine().stats()));
         for handler in &self.handlers {
             let slot = handler.as_deref().expect("in place between steps");
-            lines.push(format!("handler: {}", if slot.task.is_resolved() { "idle".to_string() } else { slot.describe() }));
+            lines.push(format!(
+                "handler: {}",
+                if slot.task.is_resolved() { "idle".to_string() } else { slot.describe() }
+            ));
         }
         lines.extend(faulting.iter().map(|fault| format!("app: {fault}")));
         for evictor in self.evictors.iter().flatten() {
