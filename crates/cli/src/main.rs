@@ -185,13 +185,14 @@ struct DstArgs {
     #[arg(long)]
     json: bool,
     /// Fail (exit non-zero, naming each figure) when a coverage figure of the run falls
-    /// below its floor in this file; CI uses crates/dst/coverage-floors.json.
+    /// below its floor in this file; CI uses crates/dst/coverage-floors.json, and with
+    /// --pager crates/dst/pager-coverage-floors.json.
     #[arg(long, value_name = "FILE")]
     floors: Option<PathBuf>,
     /// Simulate the live pager (its core over a model of the page tables, with seeded
     /// interleavings of application threads, fault handlers, the evictor and the I/O
     /// thread) instead of the swap engine alone; --ops counts its steps.
-    #[arg(long, conflicts_with = "floors")]
+    #[arg(long)]
     pager: bool,
 }
 
@@ -390,6 +391,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     seeds: args.seeds,
                     steps: args.ops,
                     json: args.json,
+                    floors: args.floors,
                 };
                 if !cmd_dst_pager::dst(&request)? {
                     return Ok(ExitCode::FAILURE);

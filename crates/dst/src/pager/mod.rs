@@ -18,17 +18,20 @@ mod fork;
 mod oracle;
 mod page_tables;
 mod program;
+mod report;
 mod scenario;
 mod schedule;
 mod shell;
+mod summary;
 mod threads;
 mod world;
 
-use serde::Serialize;
 use znswap_pager_core::{CoreConfig, PagerCore};
 
 pub use coverage::Coverage;
+pub use report::PagerDstReport;
 pub use scenario::{Access, PagerFaultMode, PagerFaults, PagerScenario};
+pub use summary::PagerCoverage;
 use world::World;
 
 #[derive(Clone, Debug)]
@@ -44,37 +47,6 @@ pub struct PagerDstOptions {
 impl PagerDstOptions {
     pub fn new(seed: u64, steps: u64) -> PagerDstOptions {
         PagerDstOptions { seed, steps, check_every_steps: 20_000, scenario: None }
-    }
-}
-
-/// One seed's run; the fields the engine's DST reports, and what the pager exercised.
-#[derive(Clone, Debug, Serialize)]
-pub struct PagerDstReport {
-    pub seed: u64,
-    /// Steps run, the final sweep's included.
-    pub ops: u64,
-    /// Reads checked against the oracle.
-    pub pages_verified: u64,
-    /// Of those, reads of pages swapped in from the device and not written since.
-    pub swap_ins_verified: u64,
-    /// Pages found poisoned after the device lost them.
-    pub lost: u64,
-    /// Reads, or installs, of anything but the last written version.
-    pub corrupted: u64,
-    pub violations: Vec<String>,
-    pub gc_runs: u64,
-    pub waf: f64,
-    /// Reset holds (forks): most zones held at once, and resets deferred.
-    pub zones_held_max: u64,
-    pub resets_deferred: u64,
-    pub core: znswap_pager_core::CoreStats,
-    pub coverage: Coverage,
-    pub scenario: PagerScenario,
-}
-
-impl PagerDstReport {
-    pub fn passed(&self) -> bool {
-        self.violations.is_empty() && self.corrupted == 0
     }
 }
 
