@@ -169,7 +169,7 @@ impl World {
     fn step_actor(&mut self, actor: Actor) {
         if let Actor::App(index) = actor {
             let steps_max = self.program.access_steps_max(&self.findings);
-            if tracing() && self.program.access_gives_up(index, self.schedule.step, steps_max) {
+            if self.program.access_gives_up(index, self.schedule.step, steps_max) && tracing() {
                 eprintln!("{}", self.describe());
             }
         }
