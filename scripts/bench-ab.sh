@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A/B of two znswap binaries: the same `znswap bench` workloads, alternating which runs
-# first in each round (the disk here drifts 2x within minutes), then a table of the
+# first in each round (a disk may drift 2x within minutes), then a table of the
 # per-round ratios B/A and their median. Put the device in RAM to see the pager's own
 # cost without the disk: ZNSWAP_DEVICE=/dev/shm/ab.zns.
 #

@@ -2,8 +2,8 @@
 # One program as a tenant of `znswap daemon` against the same program under in-process
 # `znswap run` (issue 34's goal: at least 0.9x the ops/s): memcached or redis with
 # --data of values in --memory, each checked by `znswap kv` (load, a timed run, a sweep
-# of every key), on the same device, alternating which goes first round by round (this
-# disk moves 2x in minutes). Prints each round's ops/s and p99 of both, their ratio, and
+# of every key), on the same device, alternating which goes first round by round (a
+# disk may move 2x in minutes). Prints each round's ops/s and p99 of both, their ratio, and
 # the median ratio; exits non-zero on any wrong or missing value.
 #
 # Usage: scripts/daemon-compare.sh [--server redis|memcached] [--data 1G] [--memory 256M]

@@ -19,8 +19,8 @@ Usage (root, while the program is busy; `perf` from linux-perf):
     scripts/fault-trace.py --pid $(pgrep -x redis-server) [--peer $(pgrep -f 'znswap kv')]
         [--seconds 0.5] [--json]
 A fault's time runs from the fault to the thread's return to the CPU, so it includes
-the kernel's own work in the fault (its swap-in and reclaim). On this machine's virtual
-CPUs perf misses the events a CPU emits from its idle task (the switch back to the
+the kernel's own work in the fault (its swap-in and reclaim). On some virtual CPUs (the
+ones it was written on) perf misses the events a CPU emits from its idle task (the switch back to the
 thread, a wake-up from an interrupt), so a thread that waits with its CPU idle, as under
 the kernel's swap, shows fewer waits than it had: the script compares the waits it saw
 with the major faults the kernel counted and warns when they fall short. znswap's fault

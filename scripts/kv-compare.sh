@@ -443,12 +443,12 @@ for row in rows:
                        "-", "-", "-", "-", "-"])
     z = row.get("znswap") and row["znswap"].get("znswap_stats")
     if z:
-        r = z["report"]
+        r = z["report"]["pager"]
         faults = r["missing_faults"] + r["write_protect_faults"]
         per = lambda key: cell(r[key] / 1e3 / faults if faults and key in r else None, ".1f")
         detail.append([str(row["round"]), "znswap", cell(row["znswap"].get("server_cpu_seconds"), ".1f"),
                        f"{r['missing_faults']} + {r['write_protect_faults']} wp",
-                       str(r["swapped_in_pages"]), str(r["swapped_out_pages"]), per("fault_handled_ns"),
+                       str(r["swap_in_reads"]), str(r["swap_outs_written"]), per("fault_handled_ns"),
                        per("fault_read_ns"), per("fault_lock_wait_ns"), per("fault_install_ns"), per("budget_wait_ns")])
 widths = [max(len(line[i]) for line in detail) for i in range(len(detail[0]))]
 for line in detail:
@@ -481,10 +481,10 @@ for row in rows:
             wp_faults = reads = None
             faults_cell = per(faults) + " major of " + per(every_fault)
         else:
-            swap_ins = mix_delta(result, lambda c: c["znswap"] and c["znswap"]["swapped_in_pages"])
-            faults = mix_delta(result, lambda c: c["znswap"] and c["znswap"]["missing_faults"])
-            wp_faults = mix_delta(result, lambda c: c["znswap"] and c["znswap"]["write_protect_faults"])
-            reads = mix_delta(result, lambda c: c["znswap"] and c["znswap"].get("fault_reads"))
+            swap_ins = mix_delta(result, lambda c: c["znswap"] and c["znswap"]["pager"]["swap_in_reads"])
+            faults = mix_delta(result, lambda c: c["znswap"] and c["znswap"]["pager"]["missing_faults"])
+            wp_faults = mix_delta(result, lambda c: c["znswap"] and c["znswap"]["pager"]["write_protect_faults"])
+            reads = mix_delta(result, lambda c: c["znswap"] and c["znswap"]["pager"].get("fault_reads"))
             every_fault = None
             faults_cell = per(faults) + " (" + per(reads) + " read) + " + per(wp_faults) + " wp"
         cpu = mix_delta(result, lambda c: c["cpu_seconds"])

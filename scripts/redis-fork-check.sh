@@ -134,13 +134,13 @@ import json, sys
 summary = json.load(open(sys.argv[1]))
 if summary.get("tenant"):
     t = summary["tenant"]
-    print("paged by the daemon: %d pages swapped out, %d in" % (t["swapped_out_pages"], t["swapped_in_pages"]))
+    print("paged by the daemon: %d pages swapped out, %d in" % (t["swap_outs"], t["swap_ins"]))
     sys.exit(0)
-r = summary["report"]
+r = summary["report"]["pager"]
 print("paged: %d pages swapped out, %d in, %d sealed, %d lost; %d parked, %d not movable (shared with the child), %d unshared" % (
-    r["swapped_out_pages"], r["swapped_in_pages"], r.get("pages_sealed", 0), r["lost_pages"],
+    r["swap_outs_written"], r["swap_in_reads"], r.get("pages_sealed", 0), r["lost_pages"],
     r.get("pages_parked", 0), r.get("park_refused", 0), r.get("pages_unshared", 0)))
-if sys.argv[2] != "0" and r.get("pages_sealed", 0) < r["swapped_out_pages"]:
+if sys.argv[2] != "0" and r.get("pages_sealed", 0) < r["swap_outs_written"]:
     sys.exit("error: --encrypt, but not every page swapped out was sealed")
 PY
 echo "ok: the RDB the forked child wrote under znswap run is the data set at the fork"

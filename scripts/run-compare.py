@@ -5,8 +5,8 @@
     a swap file on the file system that holds znswap's device.
 (B) znswap: `znswap run --memory M --device D --stats F -- CMD`.
 
-A round runs both, the side going first alternating from round to round (the disk here
-moves 2x within minutes). Each run records the wall time, the peak resident set of the
+A round runs both, the side going first alternating from round to round (a disk may
+move 2x within minutes). Each run records the wall time, the peak resident set of the
 command (and its descendants: `wait4`'s ru_maxrss), major faults, pages swapped in, and a
 SHA-256 of the command's standard output, which must be the same on both sides. Prints a
 table, the per-round ratios kernel time / znswap time (above 1: znswap is faster) and
@@ -182,10 +182,11 @@ def main():
                     except ValueError:
                         report = {}
                     os.unlink(stats.name)
-                    row["swapped_in_pages"] = report.get("swapped_in_pages")
-                    row["swapped_out_pages"] = report.get("swapped_out_pages")
-                    row["missing_faults"] = report.get("missing_faults")
-                    row["write_protect_faults"] = report.get("write_protect_faults")
+                    pager = report.get("pager") or {}
+                    row["swapped_in_pages"] = pager.get("swap_in_reads")
+                    row["swapped_out_pages"] = pager.get("swap_outs_written")
+                    row["missing_faults"] = pager.get("missing_faults")
+                    row["write_protect_faults"] = pager.get("write_protect_faults")
                     row["major_faults"] = usage.ru_majflt
                 row.update({"seconds": seconds, "status": status, "peak_rss_bytes": usage.ru_maxrss * 1024,
                             "cpu_seconds": usage.ru_utime + usage.ru_stime, "stdout_sha256": digest})

@@ -11,7 +11,7 @@
 # percentiles (a fault's as the program sees it), alone and beside the writer, and the
 # GC bytes charged to each tenant. The reader runs alone, beside the writer, and alone
 # again, in the same minutes ("alone" is the mean of the two); policies alternate round
-# by round (this disk moves 2x in minutes).
+# by round (a virtual disk may move 2x in minutes).
 #
 # --write-limit RATE gives each tenant that share of the device's writes (the paper's
 # Fig. 11 limits both cgroups alike): a tenant's swap-outs and the GC's moves of its
@@ -23,7 +23,7 @@
 # on a file beside the device: 4 KiB random reads at QD1 (the reader's faults) alone for
 # --seconds, and beside the writer's I/O as the daemon made it in that round (its writes,
 # swap-outs and GC, in 1 MiB writes at its measured rate, and its 4 KiB reads at its
-# measured swap-in rate). Its ratio is what no placement can win back on this disk.
+# measured swap-in rate). Its ratio is what no placement can win back on that disk.
 #
 # --warm-up SECONDS: the reader's untimed reads between its fill and its timed reads, so
 # that the pages its fill left dirty in memory are written out first (at its write
@@ -32,11 +32,12 @@
 # in the table's "alone" column says it was too short: at 16M and 4M, 10 s left the
 # reader writing 6-7 MiB and waiting 9 µs a fault for room in its timed reads alone). The reader's figures are over its timed reads only: the
 # daemon's are taken as they begin. Without it, the reader's own write limit held its
-# first reads back for seconds, alone and beside the writer alike (session 59).
+# first reads back for seconds, alone and beside the writer alike (docs/measurements/2026-11-daemon.md, 2026-11-29).
 #
 # --zone-append-max SIZE caps each write the daemon makes (its device's largest append,
-# 1 MiB by default), since a read queued behind a write waits for it. (On this machine's
-# disk fio found no clear gain from writes of 128 or 32 KiB at 4 MB/s: session 58.)
+# 1 MiB by default), since a read queued behind a write waits for it. (On VM 2's disk
+# fio found no clear gain from writes of 128 or 32 KiB at 4 MB/s: docs/measurements/
+# 2026-11-daemon.md, 2026-11-28.)
 #
 # Usage: scripts/tenants.sh [--rounds 1] [--seconds 15] [--memory 16M] [--reader-mib 128]
 #        [--writer-mib 160] [--zones 24] [--zone-size 16M] [--zone-append-max SIZE]
@@ -193,7 +194,7 @@ seconds = status["daemon"]["uptime_seconds"] - before["daemon"]["uptime_seconds"
 writer = lambda s: next(t for t in s["tenants"] if t["name"] == "writer")
 delta = lambda key: writer(status)[key] - writer(before)[key]
 writes = (delta("written_bytes") + delta("gc_bytes_moved")) / seconds
-reads = delta("swapped_in_pages") * 4096 / seconds
+reads = delta("swap_ins") * 4096 / seconds
 print(max(int(writes), 4096), max(int(reads), 4096))
 PY
 )
@@ -213,7 +214,7 @@ def reader(name):
     per_fault = lambda part: (tenant["fault_seconds"][part] - start["fault_seconds"][part]) * 1e6 / faults
     return {
         "accesses_per_s": run["accesses_per_s"],
-        "swap_in_mb_s": (tenant["swapped_in_pages"] - start["swapped_in_pages"]) * 4096 / run["seconds"] / 1e6,
+        "swap_in_mb_s": (tenant["swap_ins"] - start["swap_ins"]) * 4096 / run["seconds"] / 1e6,
         # A fault's mean time in the daemon, and its parts: the device read, waiting for room.
         "fault_us": per_fault("handled"), "fault_read_us": per_fault("read"), "fault_room_wait_us": per_fault("room_wait"),
         "written_bytes": tenant["written_bytes"] - start["written_bytes"],

@@ -44,11 +44,11 @@ swap_bench() {
     echo "ZNSWAP-EXPECT $name"
     verdict=FAIL
     if znswap bench "$@" --json > /tmp/out 2>/tmp/err; then
-        out=$(grep -E '"swap_out_pages"|"swap_in_pages_with_verification"' /tmp/out | tr -dc '0-9 \n' | tr '\n' ' ')
+        out=$(grep -E '"swap_outs_written"|"swap_in_pages_with_verification"' /tmp/out | tr -dc '0-9 \n' | tr '\n' ' ')
         set -- $out
         if [ "${1:-0}" -gt 0 ] && [ "${2:-0}" -gt 0 ]; then verdict=PASS; fi
     fi
-    grep -E '"(workload|device|swap_out_pages|swap_in_pages_with_verification|swap_out_mib_s|fault_p50_us|fault_p99_us|pages_verified|corrupted|lost_pages|waf)"' /tmp/out | sed "s/^/# $name: /"
+    grep -E '"(workload|device|swap_outs_written|swap_in_pages_with_verification|swap_out_mib_s|fault_p50_us|fault_p99_us|pages_verified|corrupted|lost_pages|waf)"' /tmp/out | sed "s/^/# $name: /"
     sed "s/^/# $name: /" /tmp/err | tail -n 5
     echo "ZNSWAP-RESULT $name $verdict"
 }

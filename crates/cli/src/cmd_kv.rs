@@ -390,36 +390,11 @@ pub fn run(args: KvArgs) -> Result<bool> {
         Mix::Etc => ValueSize::Etc,
         Mix::YcsbA => ValueSize::Fixed(1000),
     });
-    let addr = args.addr.unwrap_or_else(|| format!("127.0.0.1:{}", protocol.default_port()));
+    let addr = args.addr.clone().unwrap_or_else(|| format!("127.0.0.1:{}", protocol.default_port()));
     let space = Keyspace::for_data(args.data, value_size, args.seed);
-    let data_bytes = space.data_bytes();
     let connections = args.connections.min(space.keys);
-    let timeout = Duration::from_secs_f64(args.timeout);
     let show = !args.json && std::io::stderr().is_terminal();
-
-    let mut workers = Vec::new();
-    for index in 0..connections {
-        let owned = space.keys / connections + u64::from(index < space.keys % connections);
-        workers.push(Worker {
-            index,
-            connections,
-            connection: Connection::open(protocol, &addr, timeout)?,
-            // --no-load: the load was an earlier --load-only, which leaves version 1.
-            versions: vec![1; owned as usize],
-            stream: None,
-            latency_ns: Histogram::new_with_bounds(1, 1_000_000_000_000, 3).expect("valid histogram bounds"),
-            gets: 0,
-            sets: 0,
-            run_seconds: 0.0,
-            run: Verdicts::default(),
-            sweep: Verdicts::default(),
-            mismatches: Vec::new(),
-            list_missing: !args.allow_missing,
-            key: Vec::new(),
-            value: Vec::new(),
-            pending: Vec::new(),
-        });
-    }
+    let mut workers = open_workers(&args, protocol, &addr, &space, connections)?;
     let mut report = KvReport {
         protocol: protocol.name(),
         addr,
@@ -428,7 +403,7 @@ pub fn run(args: KvArgs) -> Result<bool> {
         seed: args.seed,
         connections,
         keys: space.keys,
-        data_bytes,
+        data_bytes: space.data_bytes(),
         load: None,
         run: None,
         sweep: None,
@@ -437,99 +412,15 @@ pub fn run(args: KvArgs) -> Result<bool> {
         allow_missing: args.allow_missing,
         mismatches: Vec::new(),
     };
-
     if !args.no_load {
-        let loaded = AtomicU64::new(0);
-        let progress = |elapsed: Duration| {
-            let bytes = loaded.load(Relaxed);
-            format!(
-                "load: {} of {} ({:.0} %), {:.0} s",
-                format_size(bytes),
-                format_size(data_bytes),
-                bytes as f64 * 100.0 / data_bytes as f64,
-                elapsed.as_secs_f64()
-            )
-        };
-        let elapsed = in_parallel(&mut workers, show.then_some(&progress), |w| w.load(&space, &loaded))?;
-        let seconds = elapsed.as_secs_f64();
-        report.load = Some(LoadReport {
-            keys: space.keys,
-            seconds,
-            ops_per_s: space.keys as f64 / seconds,
-            mib_per_s: data_bytes as f64 / seconds / (1 << 20) as f64,
-        });
+        report.load = Some(load_phase(&mut workers, &space, show)?);
     }
-
     if !args.load_only && args.seconds > 0.0 {
-        // Streams first (the ETC one lays out a model of memcached's memory, a second or
-        // so for millions of keys), so the timed part starts together on every connection.
-        in_parallel(&mut workers, None, |w| {
-            let owned = w.versions.len() as u64;
-            let stream_seed = args.seed.wrapping_mul(1000).wrapping_add(w.index);
-            w.stream = Some(match mix {
-                Mix::Etc => {
-                    let layout = EtcLayout::new(&EtcConfig::paper(owned, stream_seed))?;
-                    Box::new(EtcStream::new(Arc::new(layout), stream_seed))
-                }
-                Mix::YcsbA => Box::new(YcsbStream::new(YcsbConfig::workload_a(owned), stream_seed)?),
-            });
-            Ok(())
-        })?;
-        run_phase_hook(args.phase_hook.as_deref(), "mix-start")?;
-        let ops_done = AtomicU64::new(0);
-        let progress = |elapsed: Duration| {
-            format!(
-                "run: {:.0} of {:.0} s, {:.0} ops/s",
-                elapsed.as_secs_f64(),
-                args.seconds,
-                ops_done.load(Relaxed) as f64 / elapsed.as_secs_f64()
-            )
-        };
-        in_parallel(&mut workers, show.then_some(&progress), |w| w.run(&space, args.seconds, &ops_done))?;
-        run_phase_hook(args.phase_hook.as_deref(), "mix-end")?;
-        let mut latency = workers[0].latency_ns.clone();
-        for worker in &workers[1..] {
-            latency.add(&worker.latency_ns).expect("histograms of equal bounds add up");
-        }
-        let mut verdicts = Verdicts::default();
-        workers.iter().for_each(|w| verdicts.add(w.run));
-        let (gets, sets) = (workers.iter().map(|w| w.gets).sum::<u64>(), workers.iter().map(|w| w.sets).sum::<u64>());
-        let seconds = workers.iter().map(|w| w.run_seconds).fold(0.0, f64::max);
-        let us = |ns: u64| ns as f64 / 1e3;
-        report.run = Some(RunReport {
-            seconds,
-            ops: gets + sets,
-            ops_per_s: (gets + sets) as f64 / seconds,
-            gets,
-            sets,
-            p50_us: us(latency.value_at_quantile(0.50)),
-            p99_us: us(latency.value_at_quantile(0.99)),
-            p999_us: us(latency.value_at_quantile(0.999)),
-            max_us: us(latency.max()),
-            mean_us: latency.mean() / 1e3,
-            wrong: verdicts.wrong,
-            missing: verdicts.missing,
-        });
+        report.run = Some(run_phase(&mut workers, &space, &args, mix, show)?);
     }
-
     if !args.load_only {
-        let swept = AtomicU64::new(0);
-        let progress = |elapsed: Duration| {
-            let keys = swept.load(Relaxed);
-            format!("sweep: {keys} of {} keys checked, {:.0} s", space.keys, elapsed.as_secs_f64())
-        };
-        let seconds = in_parallel(&mut workers, show.then_some(&progress), |w| w.sweep(&space, &swept))?.as_secs_f64();
-        let mut verdicts = Verdicts::default();
-        workers.iter().for_each(|w| verdicts.add(w.sweep));
-        report.sweep = Some(SweepReport {
-            keys: verdicts.checked,
-            seconds,
-            keys_per_s: verdicts.checked as f64 / seconds,
-            wrong: verdicts.wrong,
-            missing: verdicts.missing,
-        });
+        report.sweep = Some(sweep_phase(&mut workers, &space, show)?);
     }
-
     report.wrong = report.run.as_ref().map_or(0, |r| r.wrong) + report.sweep.as_ref().map_or(0, |s| s.wrong);
     report.missing = report.run.as_ref().map_or(0, |r| r.missing) + report.sweep.as_ref().map_or(0, |s| s.missing);
     report.mismatches = workers.iter().flat_map(|w| w.mismatches.iter().cloned()).take(MISMATCHES_KEPT).collect();
@@ -550,6 +441,137 @@ pub fn run(args: KvArgs) -> Result<bool> {
         eprintln!("note: {} keys were missing (allowed by --allow-missing)", report.missing);
     }
     Ok(!failed)
+}
+
+/// One worker per connection, each owning an equal share of the keys.
+fn open_workers(
+    args: &KvArgs,
+    protocol: Protocol,
+    addr: &str,
+    space: &Keyspace,
+    connections: u64,
+) -> Result<Vec<Worker>> {
+    let timeout = Duration::from_secs_f64(args.timeout);
+    let mut workers = Vec::new();
+    for index in 0..connections {
+        let owned = space.keys / connections + u64::from(index < space.keys % connections);
+        workers.push(Worker {
+            index,
+            connections,
+            connection: Connection::open(protocol, addr, timeout)?,
+            // --no-load: the load was an earlier --load-only, which leaves version 1.
+            versions: vec![1; owned as usize],
+            stream: None,
+            latency_ns: Histogram::new_with_bounds(1, 1_000_000_000_000, 3).expect("valid histogram bounds"),
+            gets: 0,
+            sets: 0,
+            run_seconds: 0.0,
+            run: Verdicts::default(),
+            sweep: Verdicts::default(),
+            mismatches: Vec::new(),
+            list_missing: !args.allow_missing,
+            key: Vec::new(),
+            value: Vec::new(),
+            pending: Vec::new(),
+        });
+    }
+    Ok(workers)
+}
+
+/// Every key written once, each connection its own.
+fn load_phase(workers: &mut [Worker], space: &Keyspace, show: bool) -> Result<LoadReport> {
+    let data_bytes = space.data_bytes();
+    let loaded = AtomicU64::new(0);
+    let progress = |elapsed: Duration| {
+        let bytes = loaded.load(Relaxed);
+        format!(
+            "load: {} of {} ({:.0} %), {:.0} s",
+            format_size(bytes),
+            format_size(data_bytes),
+            bytes as f64 * 100.0 / data_bytes as f64,
+            elapsed.as_secs_f64()
+        )
+    };
+    let elapsed = in_parallel(workers, show.then_some(&progress), |w| w.load(space, &loaded))?;
+    let seconds = elapsed.as_secs_f64();
+    Ok(LoadReport {
+        keys: space.keys,
+        seconds,
+        ops_per_s: space.keys as f64 / seconds,
+        mib_per_s: data_bytes as f64 / seconds / (1 << 20) as f64,
+    })
+}
+
+/// The timed mix, every value read checked.
+fn run_phase(workers: &mut [Worker], space: &Keyspace, args: &KvArgs, mix: Mix, show: bool) -> Result<RunReport> {
+    // Streams first (the ETC one lays out a model of memcached's memory, a second or
+    // so for millions of keys), so the timed part starts together on every connection.
+    in_parallel(workers, None, |w| {
+        let owned = w.versions.len() as u64;
+        let stream_seed = args.seed.wrapping_mul(1000).wrapping_add(w.index);
+        w.stream = Some(match mix {
+            Mix::Etc => {
+                let layout = EtcLayout::new(&EtcConfig::paper(owned, stream_seed))?;
+                Box::new(EtcStream::new(Arc::new(layout), stream_seed))
+            }
+            Mix::YcsbA => Box::new(YcsbStream::new(YcsbConfig::workload_a(owned), stream_seed)?),
+        });
+        Ok(())
+    })?;
+    run_phase_hook(args.phase_hook.as_deref(), "mix-start")?;
+    let ops_done = AtomicU64::new(0);
+    let progress = |elapsed: Duration| {
+        format!(
+            "run: {:.0} of {:.0} s, {:.0} ops/s",
+            elapsed.as_secs_f64(),
+            args.seconds,
+            ops_done.load(Relaxed) as f64 / elapsed.as_secs_f64()
+        )
+    };
+    in_parallel(workers, show.then_some(&progress), |w| w.run(space, args.seconds, &ops_done))?;
+    run_phase_hook(args.phase_hook.as_deref(), "mix-end")?;
+    let mut latency = workers[0].latency_ns.clone();
+    for worker in &workers[1..] {
+        latency.add(&worker.latency_ns).expect("histograms of equal bounds add up");
+    }
+    let mut verdicts = Verdicts::default();
+    workers.iter().for_each(|w| verdicts.add(w.run));
+    let (gets, sets) = (workers.iter().map(|w| w.gets).sum::<u64>(), workers.iter().map(|w| w.sets).sum::<u64>());
+    let seconds = workers.iter().map(|w| w.run_seconds).fold(0.0, f64::max);
+    let us = |ns: u64| ns as f64 / 1e3;
+    Ok(RunReport {
+        seconds,
+        ops: gets + sets,
+        ops_per_s: (gets + sets) as f64 / seconds,
+        gets,
+        sets,
+        p50_us: us(latency.value_at_quantile(0.50)),
+        p99_us: us(latency.value_at_quantile(0.99)),
+        p999_us: us(latency.value_at_quantile(0.999)),
+        max_us: us(latency.max()),
+        mean_us: latency.mean() / 1e3,
+        wrong: verdicts.wrong,
+        missing: verdicts.missing,
+    })
+}
+
+/// Every key read back and checked against its last version.
+fn sweep_phase(workers: &mut [Worker], space: &Keyspace, show: bool) -> Result<SweepReport> {
+    let swept = AtomicU64::new(0);
+    let progress = |elapsed: Duration| {
+        let keys = swept.load(Relaxed);
+        format!("sweep: {keys} of {} keys checked, {:.0} s", space.keys, elapsed.as_secs_f64())
+    };
+    let seconds = in_parallel(workers, show.then_some(&progress), |w| w.sweep(space, &swept))?.as_secs_f64();
+    let mut verdicts = Verdicts::default();
+    workers.iter().for_each(|w| verdicts.add(w.sweep));
+    Ok(SweepReport {
+        keys: verdicts.checked,
+        seconds,
+        keys_per_s: verdicts.checked as f64 / seconds,
+        wrong: verdicts.wrong,
+        missing: verdicts.missing,
+    })
 }
 
 fn print(report: &KvReport) {

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use znswap_pager::run_env::{self, RunConfig, RunReport};
-use znswap_pager::{Pager, PAGE_BYTES};
+use znswap_pager::{Pager, PagerConfig, PAGE_BYTES};
 use znswap_zoned::format_size;
 
 use crate::device_path;
@@ -98,9 +98,9 @@ pub struct RunArgs {
     command: Vec<String>,
 }
 
-/// Fault handler threads when `--handler-threads` is not given: two let a program's
-/// two threads have their swap-in reads in flight together.
-const HANDLER_THREADS_DEFAULT: u32 = 2;
+/// What a heap under `--daemon` is given room for beyond `--memory` when no `--arena`
+/// is given: the daemon's device is not the launcher's to know.
+const DAEMON_SWAP_BYTES: u64 = 2 << 30;
 /// The smallest budget: two eviction batches and the slack.
 const MEMORY_MIN_BYTES: u64 = 4 << 20;
 
@@ -206,7 +206,7 @@ fn prepare(args: &RunArgs, stats_path: PathBuf, alive_fd: i32) -> Result<Launch>
             arena
         }
         None => {
-            let arena = (2 * (memory + capacity)).min(run_env::ARENA_MAX_BYTES);
+            let arena = run_env::default_arena_bytes(memory, capacity);
             anyhow::ensure!(
                 arena > memory,
                 "--memory {} leaves nothing to swap: znswap run pages a heap of at most {} (one allocator \
@@ -218,37 +218,28 @@ fn prepare(args: &RunArgs, stats_path: PathBuf, alive_fd: i32) -> Result<Launch>
             arena
         }
     };
-    let ld_preload_before = ld_preload_before()?;
-    let config = RunConfig {
-        device: device_path.clone(),
-        memory_bytes: memory,
-        arena_bytes: arena,
-        policy: args.policy.policy,
-        handler_threads: args.faults.handler_threads.unwrap_or(HANDLER_THREADS_DEFAULT) as usize,
-        readahead_pages: args.faults.readahead,
-        fault_poll_us: args.faults.fault_poll,
-        park_pages: args.faults.park / PAGE_BYTES as u64,
-        reference_sampling: !args.faults.no_reference_sampling,
-        wp_async: args.faults.wp_async,
-        misreport_moves_every: args.misreport_moves_every.unwrap_or(0),
-        colocate: !args.no_colocate,
-        encrypt: args.encrypt.encrypt,
-        serve_fd: None,
-        daemon: None,
-        tenant_token: None,
-        descendant: false,
-        stats: stats_path,
-        alive_fd,
-        ld_preload_before,
-    };
+    let mut config = RunConfig::new(device_path.clone(), memory, arena, pager_config(args), stats_path, alive_fd);
+    config.ld_preload_before = ld_preload_before()?;
     config.check().map_err(|error| anyhow::anyhow!("internal: the run configuration is wrong: {error}"))?;
     anyhow::ensure!(config.device.to_str().is_some(), "the device path {} is not UTF-8", device_path.display());
-    Pager::check(&geometry, &config.pager_config()).with_context(|| {
+    Pager::check(&geometry, &config.pager).with_context(|| {
         format!("{} cannot serve as swap with --memory {}", device_path.display(), format_size(memory))
     })?;
     // Last, so that a refusal above leaves no file behind.
     let stats_file = stats_file(args)?;
     Ok(Launch { library, config, stats_file, tenant: None })
+}
+
+/// The program's pager's configuration: `znswap run`'s defaults (`PagerConfig::for_run`)
+/// and what the flags change.
+fn pager_config(args: &RunArgs) -> PagerConfig {
+    let mut config = PagerConfig::for_run(args.memory.memory);
+    args.faults.apply(&mut config);
+    args.policy.apply(&mut config);
+    args.encrypt.apply(&mut config);
+    config.colocate = !args.no_colocate;
+    config.misreport_moves_every = args.misreport_moves_every.unwrap_or(0);
+    config
 }
 
 /// `$LD_PRELOAD` as it is, to be kept behind the library.
@@ -270,13 +261,15 @@ fn stats_file(args: &RunArgs) -> Result<Option<(PathBuf, File)>> {
 
 /// `--daemon`'s socket, if given (its default if given without one).
 fn daemon_socket(args: &RunArgs) -> Option<PathBuf> {
-    args.daemon.as_ref().map(|path| {
-        if path.as_os_str().is_empty() {
-            crate::cmd_daemon::default_socket()
-        } else {
-            path.clone()
-        }
-    })
+    args.daemon.as_ref().map(
+        |path| {
+            if path.as_os_str().is_empty() {
+                znswap_daemon::default_socket()
+            } else {
+                path.clone()
+            }
+        },
+    )
 }
 
 /// Under `--daemon`: the daemon answers at `socket` (checked now, so its absence is
@@ -319,8 +312,9 @@ fn prepare_for_daemon(
     };
     let tenant = OpenTenant { channel, index, name: name.as_str().to_string() };
     let memory = args.memory.memory;
-    // The device's size is the daemon's: the arena is what a heap may grow to.
-    let arena = args.arena.unwrap_or((2 * memory + (4 << 30)).min(run_env::ARENA_MAX_BYTES));
+    // The device's size is the daemon's: the arena is what a heap may grow to, as if
+    // the device held 2 GiB.
+    let arena = args.arena.unwrap_or(run_env::default_arena_bytes(memory, DAEMON_SWAP_BYTES));
     anyhow::ensure!(
         arena > memory && arena <= run_env::ARENA_MAX_BYTES,
         "--arena {} must be larger than --memory {} and at most {}",
@@ -328,29 +322,12 @@ fn prepare_for_daemon(
         format_size(memory),
         format_size(run_env::ARENA_MAX_BYTES)
     );
-    let ld_preload_before = ld_preload_before()?;
-    let config = RunConfig {
-        device: socket.clone(),
-        memory_bytes: memory,
-        arena_bytes: arena,
-        policy: args.policy.policy,
-        handler_threads: HANDLER_THREADS_DEFAULT as usize,
-        readahead_pages: args.faults.readahead,
-        fault_poll_us: args.faults.fault_poll,
-        park_pages: 0,
-        reference_sampling: !args.faults.no_reference_sampling,
-        wp_async: false,
-        misreport_moves_every: 0,
-        colocate: false,
-        encrypt: false,
-        serve_fd: None,
-        daemon: Some(socket),
-        tenant_token: Some(token.to_hex()),
-        descendant: false,
-        stats: stats_path,
-        alive_fd,
-        ld_preload_before,
-    };
+    // (The daemon's pager serves it: the library starts none, and the device, the
+    // policy and encryption are the daemon's.)
+    let mut config = RunConfig::new(socket.clone(), memory, arena, pager_config(args), stats_path, alive_fd);
+    config.daemon = Some(socket);
+    config.tenant_token = Some(token.to_hex());
+    config.ld_preload_before = ld_preload_before()?;
     config.check().map_err(|error| anyhow::anyhow!("internal: the run configuration is wrong: {error}"))?;
     let stats_file = stats_file(args)?;
     Ok(Launch { library, config, stats_file, tenant: Some(tenant) })
@@ -383,7 +360,7 @@ pub fn run(args: RunArgs) -> Result<u8> {
     let (alive_read, alive_write) = pipe()?;
     let Launch { library, mut config, mut stats_file, tenant } = prepare(&args, stats_path.clone(), alive_write)?;
     let program = args.command[0].clone();
-    let serving_socket = if args.serve { Some(crate::run_serve::socket()?) } else { None };
+    let serving_socket = if args.serve { Some(znswap_daemon::launcher::socket()?) } else { None };
 
     let mut command = Command::new(&program);
     command.args(&args.command[1..]);
@@ -436,7 +413,7 @@ pub fn run(args: RunArgs) -> Result<u8> {
     let serving = match serving_socket {
         Some((launcher_end, program_end)) => {
             drop(program_end);
-            Some(crate::run_serve::Serving::start(launcher_end, &config, child.id())?)
+            Some(znswap_daemon::launcher::Serving::start(launcher_end, &config, child.id())?)
         }
         None => None,
     };
@@ -469,7 +446,7 @@ pub fn run(args: RunArgs) -> Result<u8> {
             // SAFETY: signalling our own child.
             unsafe { libc::kill(pid, signal) };
             if STOPPING.contains(&signal) && stopping.is_none() {
-                let swapped_in = read_report(&stats_path).map_or(0, |report| report.swapped_in_pages);
+                let swapped_in = read_report(&stats_path).map_or(0, |report| report.pager.core.swap_in_reads);
                 stopping = Some((Instant::now(), signal, swapped_in, false));
             }
         } else if signal == libc::SIGUSR1 {
@@ -482,7 +459,7 @@ pub fn run(args: RunArgs) -> Result<u8> {
         if let Some((since, signal, swapped_in, said)) = &mut stopping {
             if !*said && since.elapsed() >= Duration::from_secs(2) {
                 *said = true;
-                let now = read_report(&stats_path).map_or(*swapped_in, |report| report.swapped_in_pages);
+                let now = read_report(&stats_path).map_or(*swapped_in, |report| report.pager.core.swap_in_reads);
                 line.say(&format!(
                     "znswap run: {program} (pid {pid}) got {} {:.0} s ago and is still exiting: its exit \
                      handlers touch swapped-out memory, which comes back from the device first ({} pages so \
@@ -643,8 +620,9 @@ struct TenantSummary {
     /// Programs of the tenant the daemon served: the program and those it executed, each
     /// image counted (none if the daemon did not answer at the end).
     processes: Option<u64>,
-    swapped_out_pages: u64,
-    swapped_in_pages: u64,
+    /// The tenant's pages swapped out and read back (`TenantStatus`'s names).
+    swap_outs: u64,
+    swap_ins: u64,
     /// Bytes of the tenant's data the daemon's GC moved (charged to it).
     gc_bytes: u64,
     /// The tenant's faults the daemon served, and their latency's 99th percentile.
@@ -679,8 +657,8 @@ impl TenantSummary {
             name: tenant.name.clone(),
             index: tenant.index,
             processes: status.as_ref().map(|status| status.processes_joined),
-            swapped_out_pages: status.as_ref().map_or(0, |status| status.swap_outs),
-            swapped_in_pages: status.as_ref().map_or(0, |status| status.swap_ins),
+            swap_outs: status.as_ref().map_or(0, |status| status.swap_outs),
+            swap_ins: status.as_ref().map_or(0, |status| status.swap_ins),
             gc_bytes: status.as_ref().map_or(0, |status| status.gc_bytes),
             faults: status.as_ref().map_or(0, |status| status.faults),
             fault_p99_us: status.as_ref().map_or(0.0, |status| status.fault_p99_ns as f64 / 1000.0),
@@ -697,7 +675,7 @@ impl TenantSummary {
             executed: executed.len() as u64,
             executed_memory_max_bytes: executed.iter().map(|r| r.memory_used_max_bytes).max().unwrap_or(0),
             executed_cpu_ns: executed.iter().map(|r| r.cpu_ns).sum(),
-            executed_lost_pages: executed.iter().map(|r| r.lost_pages).sum(),
+            executed_lost_pages: executed.iter().map(|r| r.pager.core.lost_pages).sum(),
         }
     }
 }
@@ -728,9 +706,8 @@ impl Summary {
             );
         };
         let page = PAGE_BYTES as u64;
-        let waf =
-            znswap_core::waf(r.host_bytes_written, r.host_bytes_written + r.gc_bytes_written + r.record_bytes_written);
-        let paged = r.resident_pages * page;
+        let waf = r.pager.waf();
+        let paged = r.pager.core.resident_pages * page;
         let uncovered = r.rss_anon_bytes.saturating_sub(paged);
         let mut out = format!("znswap run: {} {} after {:.1} s\n", self.command, self.ended(), self.seconds);
         if self.daemon.is_some() {
@@ -764,7 +741,7 @@ impl Summary {
                     format!(
                         "while the program ran: the pages it had swapped out are lost, and a touch of one raises \
                          SIGBUS ({} touched by the last report); the program served its own faults since",
-                        r.lost_pages
+                        r.pager.core.lost_pages
                     ),
                 );
             }
@@ -772,7 +749,7 @@ impl Summary {
                 let processes = match t.processes {
                     Some(processes) => format!(
                         "{} paged (the program and {} it forked or executed)",
-                        crate::cmd_daemon::plural(processes, "process", "processes"),
+                        znswap_daemon::plural(processes, "process", "processes"),
                         processes.saturating_sub(1)
                     ),
                     None => "the daemon did not say its figures at the end".to_string(),
@@ -793,10 +770,10 @@ impl Summary {
                     "swapped out / in",
                     format!(
                         "{} / {} pages of the tenant ({} / {}); the daemon's GC moved {} of its data",
-                        t.swapped_out_pages,
-                        t.swapped_in_pages,
-                        format_size(t.swapped_out_pages * page),
-                        format_size(t.swapped_in_pages * page),
+                        t.swap_outs,
+                        t.swap_ins,
+                        format_size(t.swap_outs * page),
+                        format_size(t.swap_ins * page),
                         format_size(t.gc_bytes)
                     ),
                 );
@@ -840,7 +817,7 @@ impl Summary {
                     format!(
                         "ran in {} (one that executed again counted once), their heaps within the tenant's {}: \
                          the largest held max {} anonymous{}",
-                        crate::cmd_daemon::plural(t.executed, "process", "processes"),
+                        znswap_daemon::plural(t.executed, "process", "processes"),
                         format_size(r.memory_bytes),
                         format_size(t.executed_memory_max_bytes),
                         if t.executed_lost_pages > 0 {
@@ -857,68 +834,71 @@ impl Summary {
             "swapped out / in",
             format!(
                 "{} / {} pages ({} / {})",
-                r.swapped_out_pages,
-                r.swapped_in_pages,
-                format_size(r.swapped_out_pages * page),
-                format_size(r.swapped_in_pages * page)
+                r.pager.core.swap_outs_written,
+                r.pager.core.swap_in_reads,
+                format_size(r.pager.core.swap_outs_written * page),
+                format_size(r.pager.core.swap_in_reads * page)
             ),
         );
-        if r.readahead_pages_read > 0 {
+        if r.pager.core.readahead_pages_read > 0 {
             line(
                 "read-ahead",
                 format!(
                     "{} pages read ahead, {} of them used ({:.0} %): faults served with no device read",
-                    r.readahead_pages_read,
-                    r.readahead_hits,
-                    100.0 * r.readahead_hits as f64 / r.readahead_pages_read as f64
+                    r.pager.core.readahead_pages_read,
+                    r.pager.core.readahead_hits,
+                    100.0 * r.pager.core.readahead_hits as f64 / r.pager.core.readahead_pages_read as f64
                 ),
             );
         }
-        if r.pages_parked + r.park_refused + r.park_occupied > 0 {
+        if r.pager.core.pages_parked + r.pager.core.park_refused + r.pager.core.park_occupied > 0 {
             line(
                 "inactive list",
                 format!(
                     "{} victims parked, {} touched while parked (brought back with no device read), {} not \
                      movable (evicted in place), {} kept (their shadow page held a page){}",
-                    r.pages_parked,
-                    r.parked_touched,
-                    r.park_refused,
-                    r.park_occupied,
-                    if r.moves_misreported > 0 {
-                        format!("; {} moves the kernel did but failed, found done by the page map", r.moves_misreported)
+                    r.pager.core.pages_parked,
+                    r.pager.core.parked_touched,
+                    r.pager.core.park_refused,
+                    r.pager.core.park_occupied,
+                    if r.pager.moves_misreported > 0 {
+                        format!(
+                            "; {} moves the kernel did but failed, found done by the page map",
+                            r.pager.moves_misreported
+                        )
                     } else {
                         String::new()
                     }
                 ),
             );
         }
-        if r.swap_outs_clean + r.swap_cache_dirtied + r.swap_cache_skipped > 0 {
+        if r.pager.engine.swap_cache_hits + r.pager.core.swap_cache_dirtied + r.pager.core.swap_cache_skipped > 0 {
             line(
                 "swap cache",
                 format!(
                     "{} pages swapped out clean (no write), {} written after their swap-in (a write-protect \
                      fault each), {} mapped writable with their slot dropped",
-                    r.swap_outs_clean, r.swap_cache_dirtied, r.swap_cache_skipped
+                    r.pager.engine.swap_cache_hits, r.pager.core.swap_cache_dirtied, r.pager.core.swap_cache_skipped
                 ),
             );
         }
         line(
             "faults",
-            if r.missing_faults + r.write_protect_faults == 0 {
+            if r.pager.core.missing_faults + r.pager.core.write_protect_faults == 0 {
                 "none".to_string()
             } else {
                 format!(
                     "{} missing, {} write-protect ({} found a handler polling); p50 ≤ {:.1} µs, p99 ≤ {:.1} µs",
-                    r.missing_faults,
-                    r.write_protect_faults,
-                    r.faults_polled,
+                    r.pager.core.missing_faults,
+                    r.pager.core.write_protect_faults,
+                    r.pager.faults_polled,
                     r.fault_p50_ns as f64 / 1e3,
                     r.fault_p99_ns as f64 / 1e3
                 )
             },
         );
         if r.cpu_ns > 0 {
-            let pager = r.fault_threads_cpu_ns + r.evictor_threads_cpu_ns + r.io_threads_cpu_ns + r.stats_thread_cpu_ns;
+            let pager = r.pager.fault_cpu_ns + r.pager.evictor_cpu_ns + r.pager.io_cpu_ns + r.stats_thread_cpu_ns;
             let s = |ns: u64| ns as f64 / 1e9;
             line(
                 "CPU",
@@ -928,15 +908,15 @@ impl Summary {
                     s(r.cpu_ns),
                     s(r.cpu_ns.saturating_sub(pager)),
                     s(pager),
-                    s(r.fault_threads_cpu_ns),
-                    s(r.evictor_threads_cpu_ns),
-                    s(r.io_threads_cpu_ns),
+                    s(r.pager.fault_cpu_ns),
+                    s(r.pager.evictor_cpu_ns),
+                    s(r.pager.io_cpu_ns),
                     s(r.stats_thread_cpu_ns)
                 ),
             );
         }
-        let faults = r.missing_faults + r.write_protect_faults;
-        if faults > 0 && r.fault_handled_ns > 0 {
+        let faults = r.pager.core.missing_faults + r.pager.core.write_protect_faults;
+        if faults > 0 && r.pager.fault_handled_ns > 0 {
             let per_fault = |ns: u64| ns as f64 / 1e3 / faults as f64;
             line(
                 "fault time",
@@ -944,15 +924,15 @@ impl Summary {
                     "{:.1} µs per fault in the handlers: device reads {:.1} ({} reads of {:.1} µs), lock {:.1}, \
                      install {:.1}, lock release and wake-ups {:.1}, waiting for pages on their way \
                      out {:.1}, for room {:.1}",
-                    per_fault(r.fault_handled_ns),
-                    per_fault(r.fault_read_ns),
-                    r.fault_reads,
-                    r.fault_read_ns as f64 / 1e3 / r.fault_reads.max(1) as f64,
-                    per_fault(r.fault_lock_wait_ns),
-                    per_fault(r.fault_install_ns),
-                    per_fault(r.fault_unlock_ns),
-                    per_fault(r.fault_wait_ns),
-                    per_fault(r.budget_wait_ns)
+                    per_fault(r.pager.fault_handled_ns),
+                    per_fault(r.pager.fault_read_ns),
+                    r.pager.fault_reads,
+                    r.pager.fault_read_ns as f64 / 1e3 / r.pager.fault_reads.max(1) as f64,
+                    per_fault(r.pager.fault_lock_wait_ns),
+                    per_fault(r.pager.fault_install_ns),
+                    per_fault(r.pager.fault_unlock_ns),
+                    per_fault(r.pager.fault_wait_ns),
+                    per_fault(r.pager.budget_wait_ns)
                 ),
             );
         }
@@ -982,19 +962,19 @@ impl Summary {
             "paged heap resident",
             format!(
                 "max {} (its budget is what the rest leaves of --memory: {} at the end, + slack {})",
-                format_size(r.resident_pages_max * page),
+                format_size(r.pager.core.resident_pages_max * page),
                 format_size(r.budget_bytes),
                 format_size(r.slack_pages * page)
             ),
         );
-        line("device WAF", format!("{waf:.2} ({} GC runs)", r.gc_runs));
-        line("lost pages", r.lost_pages.to_string());
-        if r.pages_sealed > 0 {
+        line("device WAF", format!("{waf:.2} ({} GC runs)", r.pager.engine.gc_runs));
+        line("lost pages", r.pager.core.lost_pages.to_string());
+        if r.pager.pages_sealed > 0 {
             line(
                 "encrypted",
                 format!(
                     "{} pages sealed (AES-256-GCM, a key held only in memory); {} read back failed their check",
-                    r.pages_sealed, r.pages_failed_open
+                    r.pager.pages_sealed, r.pager.pages_failed_open
                 ),
             );
         }
@@ -1017,11 +997,14 @@ impl Summary {
                 format!("{} paged ({} mapped at the end)", r.mmaps_paged, format_size(r.mapped_bytes)),
             );
         }
-        if r.budget_overruns > 0 {
-            line("past the budget", format!("{} faults (swap was full, or room came too slowly)", r.budget_overruns));
+        if r.pager.core.budget_overruns > 0 {
+            line(
+                "past the budget",
+                format!("{} faults (swap was full, or room came too slowly)", r.pager.core.budget_overruns),
+            );
         }
-        if r.device_errors > 0 {
-            line("device errors", r.device_errors.to_string());
+        if r.pager.core.device_errors > 0 {
+            line("device errors", r.pager.core.device_errors.to_string());
         }
         if r.mlocks_ignored > 0 {
             line("mlock ignored", format!("{} calls", r.mlocks_ignored));
@@ -1069,10 +1052,10 @@ fn live_line(report: &RunReport) -> String {
         "znswap: resident set {} of {}, paged heap {} of its budget {}, out {} in {} pages, fault p99 ≤ {:.0} µs",
         format_size(report.rss_bytes),
         format_size(report.memory_bytes),
-        format_size(report.resident_pages * PAGE_BYTES as u64),
+        format_size(report.pager.core.resident_pages * PAGE_BYTES as u64),
         format_size(report.budget_bytes),
-        report.swapped_out_pages,
-        report.swapped_in_pages,
+        report.pager.core.swap_outs_written,
+        report.pager.core.swap_in_reads,
         report.fault_p99_ns as f64 / 1e3
     )
 }

@@ -46,8 +46,8 @@ struct DaemonFigures {
     memory_bytes: u64,
     granted_bytes: u64,
     resident_bytes: u64,
-    swapped_out_pages: u64,
-    swapped_in_pages: u64,
+    swap_outs: u64,
+    swap_ins: u64,
     lost_pages: u64,
     host_bytes_written: u64,
     gc_bytes_written: u64,
@@ -70,8 +70,8 @@ struct TenantFigures {
     processes_joined: u64,
     budget_bytes: u64,
     resident_bytes: u64,
-    swapped_out_pages: u64,
-    swapped_in_pages: u64,
+    swap_outs: u64,
+    swap_ins: u64,
     gc_bytes_moved: u64,
     /// Its processes' faults served by the daemon, and their latency's 99th percentile
     /// (from reading the fault to waking the thread).
@@ -150,7 +150,7 @@ pub fn run(args: StatusArgs) -> Result<()> {
         args.endurance_tbw.is_none_or(|tbw| tbw.is_finite() && tbw > 0.0),
         "--endurance-tbw must be a positive number of terabytes"
     );
-    let socket = args.socket.clone().unwrap_or_else(crate::cmd_daemon::default_socket);
+    let socket = args.socket.clone().unwrap_or_else(znswap_daemon::default_socket);
     let asked = Channel::connect(&socket).map_err(anyhow::Error::from).and_then(|channel| ask(&channel));
     let (daemon, tenants) = asked.with_context(|| {
         format!(
@@ -204,8 +204,8 @@ fn figures(socket: &std::path::Path, d: &DaemonStatus, tenants: &[TenantStatus],
             memory_bytes: d.memory_pages * PAGE,
             granted_bytes: d.granted_pages * PAGE,
             resident_bytes: d.resident_pages * PAGE,
-            swapped_out_pages: d.swap_outs,
-            swapped_in_pages: d.swap_ins,
+            swap_outs: d.swap_outs,
+            swap_ins: d.swap_ins,
             lost_pages: d.lost_pages,
             host_bytes_written: host,
             gc_bytes_written: d.gc_pages_written * PAGE,
@@ -225,8 +225,8 @@ fn figures(socket: &std::path::Path, d: &DaemonStatus, tenants: &[TenantStatus],
                 processes_joined: t.processes_joined,
                 budget_bytes: t.budget_pages * PAGE,
                 resident_bytes: t.resident_pages * PAGE,
-                swapped_out_pages: t.swap_outs,
-                swapped_in_pages: t.swap_ins,
+                swap_outs: t.swap_outs,
+                swap_ins: t.swap_ins,
                 gc_bytes_moved: t.gc_bytes,
                 faults: t.faults,
                 fault_p99_us: t.fault_p99_ns as f64 / 1000.0,
@@ -257,10 +257,7 @@ fn table(s: &Status, tbw: Option<f64>) -> String {
             format_size(d.resident_bytes)
         ),
     );
-    line(
-        "swap",
-        format!("{} pages swapped out, {} read back, {} lost", d.swapped_out_pages, d.swapped_in_pages, d.lost_pages),
-    );
+    line("swap", format!("{} pages swapped out, {} read back, {} lost", d.swap_outs, d.swap_ins, d.lost_pages));
     line(
         "device",
         format!(
@@ -321,8 +318,8 @@ fn table(s: &Status, tbw: Option<f64>) -> String {
             format_size(t.budget_bytes),
             format_size(t.resident_bytes),
             on_device,
-            t.swapped_out_pages,
-            t.swapped_in_pages,
+            t.swap_outs,
+            t.swap_ins,
             format_size(t.written_bytes),
             format_size(t.gc_bytes_moved),
             if t.faults == 0 { "-".to_string() } else { format!("{:.0} µs", t.fault_p99_us) },
@@ -364,8 +361,8 @@ fn prometheus(s: &Status) -> String {
     metric("memory_bytes", "gauge", "The daemon's --memory.", &one(d.memory_bytes as f64));
     metric("granted_bytes", "gauge", "Memory granted to tenants.", &one(d.granted_bytes as f64));
     metric("resident_bytes", "gauge", "Served heaps' bytes in memory.", &one(d.resident_bytes as f64));
-    metric("swapped_out_pages_total", "counter", "Pages swapped out.", &one(d.swapped_out_pages as f64));
-    metric("swapped_in_pages_total", "counter", "Pages read back from the device.", &one(d.swapped_in_pages as f64));
+    metric("swapped_out_pages_total", "counter", "Pages swapped out.", &one(d.swap_outs as f64));
+    metric("swapped_in_pages_total", "counter", "Pages read back from the device.", &one(d.swap_ins as f64));
     metric("lost_pages_total", "counter", "Pages lost to device errors.", &one(d.lost_pages as f64));
     metric(
         "device_written_bytes_total",
@@ -392,14 +389,9 @@ fn prometheus(s: &Status) -> String {
         "tenant_swapped_out_pages_total",
         "counter",
         "A tenant's pages swapped out.",
-        &each(&|t| t.swapped_out_pages as f64),
+        &each(&|t| t.swap_outs as f64),
     );
-    metric(
-        "tenant_swapped_in_pages_total",
-        "counter",
-        "A tenant's pages read back.",
-        &each(&|t| t.swapped_in_pages as f64),
-    );
+    metric("tenant_swapped_in_pages_total", "counter", "A tenant's pages read back.", &each(&|t| t.swap_ins as f64));
     metric(
         "tenant_gc_moved_bytes_total",
         "counter",

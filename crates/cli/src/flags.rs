@@ -6,16 +6,17 @@ use std::path::PathBuf;
 
 use clap::Args;
 use znswap_core::PolicyKind;
-use znswap_pager::{READAHEAD_PAGES_DEFAULT, READAHEAD_PAGES_MAX};
+use znswap_pager::{FaultMode, PagerConfig, PAGE_BYTES, READAHEAD_PAGES_DEFAULT, READAHEAD_PAGES_MAX};
 
 /// `--device`, for commands that work on an existing device or the default one.
 #[derive(Args, Clone, Debug)]
 pub struct DeviceFlag {
-    /// The zoned device: a znswap device file, a Linux zoned block device
-    /// (/dev/nvme0n1, /dev/nullb0) or an NVMe ZNS namespace's generic char device
-    /// (/dev/ng0n1) [default: the embedded default device, $ZNSWAP_DEVICE or
-    /// ~/.cache/znswap/default.zns, created on first use]. Commands that write to it
-    /// destroy its data.
+    /// The zoned device [default: the embedded default device]
+    ///
+    /// A znswap device file, a Linux zoned block device (/dev/nvme0n1, /dev/nullb0) or an
+    /// NVMe ZNS namespace's generic char device (/dev/ng0n1). Without it, the embedded
+    /// default: $ZNSWAP_DEVICE or ~/.cache/znswap/default.zns, created on first use.
+    /// Commands that write to it destroy its data.
     #[arg(long, visible_alias = "path", value_name = "DEVICE")]
     pub device: Option<PathBuf>,
 }
@@ -23,13 +24,14 @@ pub struct DeviceFlag {
 /// `--memory`: the resident budget of paged memory.
 #[derive(Args, Clone, Debug)]
 pub struct MemoryFlag {
-    /// Resident memory (e.g. 256M, 2G): pages beyond it are swapped to the device and
-    /// come back on fault. For `bench`, the paged working set's budget; for `run`, the
-    /// program's anonymous memory (its heap, its own anonymous and shared mappings, the
-    /// pager's tables and buffers), the paged heap getting what the rest leaves,
-    /// re-measured every 100 ms. Mapped files (code, libraries) are not counted: a memory
-    /// cgroup at the same limit leaves them in the shared page cache and maps them back
-    /// on use.
+    /// Resident memory (e.g. 256M, 2G): pages beyond it are swapped to the device
+    ///
+    /// Pages beyond it come back on fault. For `bench`, the paged working set's budget;
+    /// for `run`, the program's anonymous memory (its heap, its own anonymous and shared
+    /// mappings, the pager's tables and buffers), the paged heap getting what the rest
+    /// leaves, re-measured every 100 ms. Mapped files (code, libraries) are not counted: a
+    /// memory cgroup at the same limit leaves them in the shared page cache and maps them
+    /// back on use.
     #[arg(long, value_parser = size, default_value = "256M")]
     pub memory: u64,
 }
@@ -37,28 +39,41 @@ pub struct MemoryFlag {
 /// `--policy`: where swapped-out pages go.
 #[derive(Args, Clone, Debug)]
 pub struct PolicyFlag {
-    /// Where swapped-out pages go: per-core (a swap-zone per core that swaps out; here
-    /// the pager's evictor does every swap-out, so one swap-zone), hot-cold (the
-    /// paper's: two or more accesses in 16 samples is hot), lifetime (hot, warm and
-    /// cold by returns while the live pages are rewritten 2.5 times, GC survivors by
-    /// class, cost-benefit victims; a zone per class only while the device's free
-    /// headroom pays for the zones it keeps open), tenant (a swap-zone per tenant).
+    /// Where swapped-out pages go: per-core, hot-cold, lifetime or tenant
+    ///
+    /// per-core: a swap-zone per core that swaps out (the pager's evictor does every
+    /// swap-out, so one swap-zone). hot-cold: the paper's, two or more accesses in 16
+    /// samples is hot. lifetime: hot, warm and cold by returns while the live pages are
+    /// rewritten 2.5 times, GC survivors by class, cost-benefit victims; a zone per class
+    /// only while the device's free headroom pays for the zones it keeps open. tenant: a
+    /// swap-zone per tenant, to keep tenants' pages (and their GC) apart under the daemon.
     #[arg(long, default_value = "per-core", value_parser = policy)]
     pub policy: PolicyKind,
+}
+
+impl PolicyFlag {
+    pub fn apply(&self, config: &mut PagerConfig) {
+        config.core.policy = self.policy;
+    }
 }
 
 /// Who serves page faults, and how far they read ahead.
 #[derive(Args, Clone, Debug)]
 pub struct FaultFlags {
-    /// Serve page faults with this many threads reading userfaultfd events (at least 1).
-    /// The kernel may then touch paged memory itself (a read() into it), which
-    /// self-paging cannot serve: there each faulting thread resolves its own fault in a
-    /// SIGBUS handler, with no context switch. [default: `bench` self-pages; `run` uses
-    /// 2 threads, as programs hand their heap to system calls]
+    /// Serve page faults with N threads reading userfaultfd events [default: `bench`
+    /// self-pages; `run` uses 2]
+    ///
+    /// With handler threads the kernel may touch paged memory itself (a read() into it),
+    /// which self-paging cannot serve: there each faulting thread resolves its own fault
+    /// in a SIGBUS handler, with no context switch. Programs hand their heap to system
+    /// calls, so `run` always uses handler threads. One per application thread that
+    /// faults keeps their device reads in flight together. At least 1.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=256))]
     pub handler_threads: Option<u32>,
     /// The largest read-ahead window, in pages beyond the faulting one (0: none; at most
-    /// 32). A fault that reads from the device also reads the swapped pages in the slots
+    /// 32)
+    ///
+    /// A fault that reads from the device also reads the swapped pages in the slots
     /// around its own (pages swapped out together), one device command, into a cache of
     /// the pager's own that costs no budget; a later fault on one of them needs no device
     /// read. The window grows with such hits and falls back to one page without them, as
@@ -67,82 +82,104 @@ pub struct FaultFlags {
     #[arg(long, value_name = "PAGES", default_value_t = READAHEAD_PAGES_DEFAULT,
           value_parser = clap::value_parser!(u32).range(0..=READAHEAD_PAGES_MAX as i64))]
     pub readahead: u32,
-    /// After a fault, one handler thread polls for the next for up to this many
-    /// microseconds before it sleeps (0: never; at most 10000). A fault that finds it
-    /// polling needs no handler woken (measured here, 4 pairs alternating: redis 256 MiB in
-    /// 64 MiB +12 % ops/s, memcached +14 %, for a CPU that polls while the program
-    /// faults). The window adapts to the gaps between faults, so a program that seldom
-    /// faults costs no polling. Not 0 also makes each fault's device read wait by
-    /// polling rather than asleep, in handler and self-paging threads alike, for the
-    /// same reason (one wake-up less per fault: redis 1 GiB in 256 MiB +20 % ops/s;
-    /// `bench` anon-r-rand +17-21 %), at the price of the CPU the poll takes, which it
-    /// yields to any other runnable thread.
+    /// Microseconds a handler thread polls for the next fault before it sleeps (0: never;
+    /// at most 10000)
+    ///
+    /// A fault that finds a handler polling needs none woken, which pays where waking a
+    /// thread is slow (virtual CPUs that halt when idle, each wake-up a VM exit). The
+    /// window adapts to the gaps between faults, so a program that seldom faults costs no
+    /// polling. Not 0 also makes each fault's device read wait by polling rather than
+    /// asleep, in handler and self-paging threads alike (one wake-up less per fault), at
+    /// the price of the CPU the poll takes, which it yields to any other runnable thread.
+    /// 0 where a CPU must not spin. Measured: docs/measurements/2026-11-pager.md.
     #[arg(long, value_name = "US", default_value_t = znswap_pager::FAULT_POLL_US_DEFAULT,
           value_parser = clap::value_parser!(u32).range(0..=znswap_pager::FAULT_POLL_US_MAX as i64))]
     pub fault_poll: u32,
-    /// Memory for an inactive list of parked pages (0: none). Victims are first moved
-    /// out of the program's reach (UFFDIO_MOVE, no copy) and stay in memory; a touch,
-    /// read or write, brings a page back with no device read and marks it referenced, so
-    /// pages the program only reads are seen at last; the pages still parked when their
-    /// turn comes are written out, with no write-protect fault on the program's path.
-    /// Part of the budget, not added to it. Needs Linux 6.8. Off by default: each touch
+    /// Memory for an inactive list of parked pages (0: none; needs Linux 6.8)
+    ///
+    /// Victims are first moved out of the program's reach (UFFDIO_MOVE, no copy) and stay
+    /// in memory; a touch, read or write, brings a page back with no device read and marks
+    /// it referenced, so pages the program only reads are seen at last; the pages still
+    /// parked when their turn comes are written out, with no write-protect fault on the
+    /// program's path. Part of the budget, not added to it. Off by default: each touch
     /// costs a fault round trip where the kernel's accessed bit is free, and each park a
-    /// move (about 2 µs of the evictor's CPU). Measured, 1 GiB in 256 MiB, server on one
-    /// CPU and its client on the other, alternating: redis YCSB-A with 16M swaps in
-    /// fewer pages per operation than the kernel's swap (0.594-0.602 to 0.605) at 1.28x
-    /// its ops/s; but memcached ETC against no parking does up to 12 % fewer ops/s (one
-    /// round of four +1 %) with a 1.13-1.33x higher p99 (16M and 8M, two rounds each),
-    /// and `bench --workload hotspot` (4 threads on one CPU) 30 % fewer with 16M or 64M,
-    /// swapping in 0.36 pages per access to 0.24 (swapped-in pages start unreferenced,
-    /// and a hot page waits longer between touches than it stays parked).
-    /// docs/run-measurements.md has every round. A move that finds no page is an error,
-    /// never a page parked (counted as moved, that once hung memcached).
+    /// move of the evictor's. Worth trying on a program whose hot pages are mostly read
+    /// (redis YCSB-A swapped in fewer pages with it); on memcached ETC, and on a hot set
+    /// that nearly fills the budget (swapped-in pages start unreferenced, and a hot page
+    /// waits longer between touches than it stays parked), it measured slower with a
+    /// higher p99. Measured: docs/measurements/2026-11-pager.md; when: docs/tuning.md.
     #[arg(long, value_name = "SIZE", default_value = "0", value_parser = size)]
     pub park: u64,
-    /// Reference bits from faults only. By default the CLOCK hand also write-protects
-    /// the pages whose bit it clears, so their next write faults and marks their
-    /// 16-page granule referenced; without that, and without --park, CLOCK evicts about
-    /// as FIFO would. With --park the touches of parked pages still mark references,
-    /// but fewer: redis YCSB-A 1 GiB in 256 MiB with --park 16M swapped in 0.66 pages
-    /// per operation without sampling to 0.60 with it (0.02 write-protect faults to 0.07).
+    /// Reference bits from faults only (no write-protect sampling)
+    ///
+    /// By default the CLOCK hand also write-protects the pages whose bit it clears, so
+    /// their next write faults and marks their 16-page granule referenced; without that,
+    /// and without --park, CLOCK evicts about as FIFO would. With --park the touches of
+    /// parked pages still mark references, but fewer. For measuring what sampling buys
+    /// (docs/measurements/2026-11-pager.md).
     #[arg(long)]
     pub no_reference_sampling: bool,
-    /// See writes without write-protect faults (UFFD_FEATURE_WP_ASYNC and PAGEMAP_SCAN,
-    /// Linux 6.7): a write to a protected page goes ahead and the page reads as written
-    /// to a scan. The CLOCK hand's victims are scanned before they are parked (a
-    /// written one stays), and a page read back keeps its slot as swap cache until its
-    /// parked bytes' digest says it was written (XXH3-128, keyed per run). Needs --park
-    /// (a victim is only ever written out once parked, out of the program's reach) and
-    /// fault handler threads. A page shared with a forked child cannot be parked: it
-    /// is made the parent's alone (a write fault taken for the program) and parked at
-    /// the hand's next pass. Reference sampling is part of it: writes cost no fault
-    /// here. Experimental: bench hotspot swaps in 30 % fewer pages than --park alone,
-    /// redis YCSB-A about as many as with no parking (docs/wp-async-facts.md).
+    /// See writes without write-protect faults (experimental; needs Linux 6.7, --park
+    /// and handler threads)
+    ///
+    /// UFFD_FEATURE_WP_ASYNC and PAGEMAP_SCAN: a write to a protected page goes ahead and
+    /// the page reads as written to a scan. The CLOCK hand's victims are scanned before
+    /// they are parked (a written one stays), and a page read back keeps its slot as swap
+    /// cache until its parked bytes' digest says it was written (XXH3-128, keyed per
+    /// run). Needs --park (a victim is only ever written out once parked, out of the
+    /// program's reach) and fault handler threads. A page shared with a forked child
+    /// cannot be parked: it is made the parent's alone (a write fault taken for the
+    /// program) and parked at the hand's next pass. Reference sampling is part of it:
+    /// writes cost no fault here. On bench hotspot it swapped in fewer pages than --park
+    /// alone, on redis YCSB-A about as many as with no parking (docs/wp-async-facts.md).
     // Hidden from --help while it measures no better than --park alone on redis (its
     // aborts were the kernel's misreported moves, handled since: docs/wp-async-facts.md).
     #[arg(long, requires = "park", conflicts_with = "no_reference_sampling", hide = true)]
     pub wp_async: bool,
 }
 
+impl FaultFlags {
+    /// Changes what the flags name in `config` (each command's constructor decided the
+    /// rest): the one place a fault flag reaches the pager's configuration.
+    pub fn apply(&self, config: &mut PagerConfig) {
+        if let Some(threads) = self.handler_threads {
+            config.fault_mode = FaultMode::HandlerThreads(threads as usize);
+        }
+        config.core.readahead_pages = self.readahead;
+        config.fault_poll_us = self.fault_poll;
+        config.core.park_pages = self.park / PAGE_BYTES as u64;
+        config.core.reference_sampling = !self.no_reference_sampling;
+        config.core.wp_async = self.wp_async;
+    }
+}
+
 /// `--encrypt`.
 #[derive(Args, Clone, Debug)]
 pub struct EncryptFlag {
-    /// Encrypt every swapped page (AES-256-GCM, hardware AES) with a key made at start
-    /// from the OS's random source and held only in the pager's memory (never written,
-    /// left out of core dumps, zeroed at exit): what reaches the device is unreadable
-    /// after the run, and a page altered there is reported lost (SIGBUS), never
-    /// delivered. Each swapped page's nonce and tag (24 B) stay in the pager's memory.
-    /// Cost: 0.6 µs of CPU per page each way; measured against the same run without it
-    /// in the README ("Encrypted swap").
+    /// Encrypt every swapped page (AES-256-GCM, a key held only in memory)
+    ///
+    /// The key is made at start from the OS's random source and held only in the pager's
+    /// memory (never written, left out of core dumps, zeroed at exit): what reaches the
+    /// device is unreadable after the run, and a page altered there is reported lost
+    /// (SIGBUS), never delivered. Each swapped page's nonce and tag (24 B) stay in the
+    /// pager's memory. Use it when someone else may read the device after the run; it
+    /// costs CPU on every swap-in and swap-out (docs/measurements/2026-11-pager.md).
     #[arg(long)]
     pub encrypt: bool,
+}
+
+impl EncryptFlag {
+    pub fn apply(&self, config: &mut PagerConfig) {
+        config.core.seal_pages = self.encrypt;
+    }
 }
 
 /// `--json`.
 #[derive(Args, Clone, Debug)]
 pub struct JsonFlag {
-    /// Print JSON instead of a table: one object (or array) of the same shape whatever
-    /// the count of results.
+    /// Print JSON instead of a table
+    ///
+    /// One object (or array) of the same shape whatever the count of results.
     #[arg(long)]
     pub json: bool,
 }

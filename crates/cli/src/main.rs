@@ -1,5 +1,6 @@
 //! `znswap`: swap for zoned (ZNS) SSDs.
 
+mod cmd_bench;
 mod cmd_daemon;
 mod cmd_device;
 mod cmd_dst;
@@ -8,12 +9,10 @@ mod cmd_kv;
 mod cmd_run;
 mod cmd_sim;
 mod cmd_status;
-mod daemon_tenants;
 mod device_bench;
 mod device_path;
 mod flags;
 mod progress;
-mod run_serve;
 mod stats;
 mod swap_bench;
 
@@ -22,10 +21,8 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::{Args, Parser, Subcommand};
-use znswap_workload::Workload;
-use znswap_zoned::FaultSpec;
 
-use flags::{size, DeviceFlag, EncryptFlag, FaultFlags, JsonFlag, MemoryFlag, PolicyFlag};
+use flags::{size, DeviceFlag};
 
 #[derive(Parser)]
 #[command(
@@ -48,124 +45,47 @@ enum Command {
     /// Create, inspect, reset, check and measure zoned devices.
     #[command(subcommand)]
     Device(DeviceCommand),
-    /// Run a workload on paged memory larger than its budget, swapped to a zoned device,
-    /// with every page verified and the device's own limits measured in the same run.
-    Bench(SwapBenchArgs),
+    /// Run a workload on paged memory larger than its budget, swapped to a zoned device
+    ///
+    /// Every page is verified, and the device's own limits are measured in the same run,
+    /// so the figures can be read against them.
+    Bench(cmd_bench::SwapBenchArgs),
     /// Deterministic simulation testing of the swap engine (or, with --pager, of the
-    /// live pager): random workloads with injected device faults, every swap-in checked
-    /// against an oracle. Several seeds end with their coverage: the share of seeds that
-    /// reached each engine (or pager) path and fault stage.
+    /// live pager)
+    ///
+    /// Random workloads with injected device faults, every swap-in checked against an
+    /// oracle; a failing seed reproduces its run exactly. Several seeds end with their
+    /// coverage: the share of seeds that reached each engine (or pager) path and fault
+    /// stage.
     Dst(DstArgs),
-    /// Simulate swap in virtual time on ZNS and block SSD models: the paper's figures
-    /// (`sim paper`) and device write amplification (`sim waf`).
+    /// Simulate swap in virtual time on ZNS and block SSD models
+    ///
+    /// The paper's figures (`sim paper`) and device write amplification (`sim waf`).
     #[command(subcommand)]
     Sim(cmd_sim::SimCommand),
-    /// A key-value client for memcached or redis that checks every value it reads back:
-    /// load, a timed ETC or YCSB-A mix (ops/s, latency percentiles), a sweep of all keys.
+    /// A key-value client for memcached or redis that checks every value it reads back
+    ///
+    /// Load, a timed ETC or YCSB-A mix (ops/s, latency percentiles), a sweep of all keys;
+    /// a non-zero exit on any wrong or missing value.
     Kv(cmd_kv::KvArgs),
-    /// Run an unmodified program with its heap paged: memory beyond --memory is swapped
-    /// to the zoned device, and back on fault. Prints what the pager did at exit and
-    /// returns the program's exit status. The program and its children run without
-    /// transparent huge pages. `znswap run --memory 256M -- redis-server`
+    /// Run an unmodified program with its heap paged
+    ///
+    /// Memory beyond --memory is swapped to the zoned device, and back on fault. Prints
+    /// what the pager did at exit and returns the program's exit status. The program and
+    /// its children run without transparent huge pages. `znswap run --memory 256M --
+    /// redis-server`
     Run(cmd_run::RunArgs),
-    /// Serve many programs from one zoned device: the daemon owns the device and pages
-    /// the heap of every program started with `znswap run --daemon -- CMD`, within one
-    /// --memory for them all. Runs in the foreground until SIGINT or SIGTERM.
-    /// `znswap daemon --memory 1G`
+    /// Serve many programs from one zoned device
+    ///
+    /// The daemon owns the device and pages the heap of every program started with
+    /// `znswap run --daemon -- CMD`, within one --memory for them all. Runs in the
+    /// foreground until SIGINT or SIGTERM. `znswap daemon --memory 1G`
     Daemon(cmd_daemon::DaemonArgs),
-    /// What a running daemon holds and has done, and each tenant's share: memory, pages
-    /// swapped out and read back, GC bytes charged, the device's WAF and wear.
-    /// `znswap status`, `znswap status --prometheus`
+    /// What a running daemon holds and has done, and each tenant's share
+    ///
+    /// Memory, pages swapped out and read back, GC bytes charged, the device's WAF and
+    /// wear. `znswap status`, `znswap status --prometheus`
     Status(cmd_status::StatusArgs),
-}
-
-#[derive(Args)]
-struct SwapBenchArgs {
-    #[command(flatten)]
-    device: DeviceFlag,
-    /// anon-w-rand (random writes), anon-w-seq (sequential writes), anon-r-rand (fill,
-    /// then random reads), pmbench (normal, sigma = set/12), hotspot (80 % on 20 %).
-    #[arg(long, default_value = "anon-w-rand", value_parser = workload)]
-    workload: Workload,
-    #[command(flatten)]
-    memory: MemoryFlag,
-    /// Working set [default: four times --memory].
-    #[arg(long, value_parser = size)]
-    wss: Option<u64>,
-    /// Threads running the workload, each on its own slice of the working set
-    /// [default: the number of CPUs].
-    #[arg(long)]
-    threads: Option<usize>,
-    #[command(flatten)]
-    policy: PolicyFlag,
-    #[command(flatten)]
-    faults: FaultFlags,
-    #[command(flatten)]
-    encrypt: EncryptFlag,
-    /// Threads picking and snapshotting pages to evict.
-    #[arg(long, default_value_t = 1)]
-    evictor_threads: usize,
-    /// Threads running the device I/O of swap-out and GC (one request in flight each).
-    #[arg(long, default_value_t = 1)]
-    io_threads: usize,
-    /// Pages evicted per round, written together (one append per swap-zone, up to the
-    /// device's append limit); eviction starts this many pages below the budget. Rounds
-    /// grow to 4 batches while the victims are contiguous and nothing is swapped in.
-    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=4096))]
-    evict_batch: u32,
-    /// Pages a fault may install above the budget before it waits for the evictor:
-    /// pages on their way to the device still count as resident, so this bounds how
-    /// much swap-out is in flight [default: 1024, or an eighth of a budget under 32 MiB]
-    #[arg(long, value_parser = clap::value_parser!(u64).range(0..=1 << 20))]
-    slack: Option<u64>,
-    /// Seconds the workload runs.
-    #[arg(long, default_value_t = 10.0)]
-    seconds: f64,
-    /// Start the clock at once instead of after writing every page once (the warm-up
-    /// that makes random workloads measure steady-state swapping rather than first
-    /// touches; anon-w-seq and anon-r-rand never warm up).
-    #[arg(long)]
-    no_warm_up: bool,
-    /// Accesses (all threads together) run after the first writes and before the clock
-    /// starts: the GC's steady state comes only after the device has been rewritten a few
-    /// times, and the figures (WAF above all) then leave that transient out. Accesses are
-    /// verified all the same.
-    #[arg(long, default_value_t = 0)]
-    warm_up_ops: u64,
-    /// Stop after this many accesses (all threads together).
-    #[arg(long)]
-    ops: Option<u64>,
-    /// Seed of the access streams.
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
-    /// Seconds spent measuring each of the device's limits first.
-    #[arg(long, default_value_t = 2.0)]
-    ceiling_seconds: f64,
-    /// Run the same workload on plain memory paged by the kernel's own swap instead
-    /// (for comparisons; run it inside a memory cgroup limited to the budget, as
-    /// scripts/kernel-swap-compare.sh does). No device is used.
-    #[arg(long)]
-    kernel_swap: bool,
-    /// Inject device faults into the pager's commands (the device's own limits are
-    /// measured without them): KEY=VALUE pairs such as read=0.01,append=0.01,offline=2.
-    /// read, write, append, reset and slow are probabilities per command (failed
-    /// commands, completions delayed up to slow-us µs); offline zones go offline during
-    /// the run, offline-after commands apart on average; seed fixes every decision.
-    /// Pages lost with an offline zone are then expected and counted: the run fails only
-    /// if a page reads back wrong.
-    #[arg(long, value_name = "SPEC", value_parser = fault_spec, conflicts_with = "kernel_swap")]
-    inject_faults: Option<FaultSpec>,
-    #[command(flatten)]
-    json: JsonFlag,
-}
-
-fn fault_spec(text: &str) -> Result<FaultSpec, String> {
-    text.parse().map_err(|error: znswap_zoned::FaultSpecError| error.to_string())
-}
-
-fn workload(name: &str) -> Result<Workload, String> {
-    Workload::from_name(name)
-        .ok_or_else(|| format!("unknown workload {name:?}: use one of {}", Workload::NAMES.join(", ")))
 }
 
 #[derive(Args)]
@@ -179,19 +99,22 @@ struct DstArgs {
     /// Operations per seed.
     #[arg(long, default_value_t = 1_000_000)]
     ops: u64,
-    /// Print JSON: `{"seeds": [reports], "coverage": {figure: value}}` however many
-    /// seeds (shares of seeds as fractions), plus `"below_floors": [{name, value,
-    /// floor}]` with --floors.
+    /// Print JSON
+    ///
+    /// `{"seeds": [reports], "coverage": {figure: value}}` however many seeds (shares of
+    /// seeds as fractions), plus `"below_floors": [{name, value, floor}]` with --floors.
     #[arg(long)]
     json: bool,
-    /// Fail (exit non-zero, naming each figure) when a coverage figure of the run falls
-    /// below its floor in this file; CI uses crates/dst/coverage-floors.json, and with
-    /// --pager crates/dst/pager-coverage-floors.json.
+    /// Fail when a coverage figure of the run falls below its floor in this file
+    ///
+    /// The exit is non-zero and each figure below its floor is named; CI uses
+    /// crates/dst/coverage-floors.json, and with --pager crates/dst/pager-coverage-floors.json.
     #[arg(long, value_name = "FILE")]
     floors: Option<PathBuf>,
-    /// Simulate the live pager (its core over a model of the page tables, with seeded
-    /// interleavings of application threads, fault handlers, the evictor and the I/O
-    /// thread) instead of the swap engine alone; --ops counts its steps.
+    /// Simulate the live pager instead of the swap engine alone
+    ///
+    /// Its core over a model of the page tables, with seeded interleavings of application
+    /// threads, fault handlers, the evictor and the I/O thread; --ops counts its steps.
     #[arg(long)]
     pager: bool,
 }
@@ -204,8 +127,9 @@ enum DeviceCommand {
     Report(ReportArgs),
     /// Reset one zone, or all of them (their data is gone).
     Reset(ResetArgs),
-    /// Measure the device's raw limits: append bandwidth, 4 KiB read latency and
-    /// throughput, reset latency. Destroys the device's data.
+    /// Measure the device's raw limits (destroys its data)
+    ///
+    /// Append bandwidth, 4 KiB read latency and throughput, reset latency.
     Bench(BenchArgs),
     /// Run the zoned conformance suite against the device. Destroys its data.
     Check(CheckArgs),
@@ -301,75 +225,7 @@ struct CheckArgs {
 
 fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
-        Command::Bench(args) => {
-            anyhow::ensure!(
-                args.seconds > 0.0 && args.ceiling_seconds > 0.0,
-                "--seconds and --ceiling-seconds must be positive"
-            );
-            let threads =
-                args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get())).max(1);
-            let memory = args.memory.memory;
-            let options = swap_bench::SwapBenchOptions {
-                workload: args.workload,
-                policy: args.policy.policy,
-                budget_bytes: memory,
-                wss_bytes: args.wss.unwrap_or(4 * memory),
-                threads,
-                readahead_pages: args.faults.readahead,
-                fault_poll_us: args.faults.fault_poll,
-                park_pages: args.faults.park / znswap_pager::PAGE_BYTES as u64,
-                encrypt: args.encrypt.encrypt,
-                evictor_threads: args.evictor_threads.max(1),
-                io_threads: args.io_threads.max(1),
-                evict_batch_pages: args.evict_batch as usize,
-                slack_pages: args.slack.unwrap_or(znswap_pager::PagerConfig::new(memory).slack_pages),
-                reference_sampling: !args.faults.no_reference_sampling,
-                wp_async: args.faults.wp_async,
-                fault_mode: match args.faults.handler_threads {
-                    None => znswap_pager::FaultMode::SelfPaging,
-                    Some(count) => znswap_pager::FaultMode::HandlerThreads(count as usize),
-                },
-                seconds: args.seconds,
-                ops_max: args.ops.unwrap_or(u64::MAX),
-                warm_up_ops: args.warm_up_ops,
-                seed: args.seed,
-                ceiling_seconds: args.ceiling_seconds,
-                warm_up: !args.no_warm_up,
-                inject_faults: args.inject_faults,
-                json: args.json.json,
-            };
-            if args.kernel_swap {
-                let bench = swap_bench::run_kernel(&options)?;
-                if options.json {
-                    println!("{}", serde_json::to_string_pretty(&bench)?);
-                } else {
-                    println!(
-                        "{} on kernel swap: {:.0} ops/s, swap-in {:.0} MiB/s, swap-out {:.0} MiB/s, fault p50 {:.1} µs p99 {:.1} µs, {} pages verified, {} corrupted",
-                        bench.workload, bench.ops_per_s, bench.swap_in_mib_s, bench.swap_out_mib_s, bench.fault_p50_us, bench.fault_p99_us, bench.pages_verified, bench.corrupted
-                    );
-                }
-                if bench.corrupted > 0 {
-                    return Ok(ExitCode::FAILURE);
-                }
-                return Ok(ExitCode::SUCCESS);
-            }
-            let device: std::sync::Arc<dyn znswap_zoned::ZonedDevice> =
-                device_path::open(args.device.device.as_deref())?.into();
-            let device_name = args.device.device.unwrap_or_else(device_path::default_path);
-            swap_bench::reset_earlier_run(&*device, &device_name.display().to_string())?;
-            let bench = swap_bench::run(device, &options)?;
-            if options.json {
-                println!("{}", serde_json::to_string_pretty(&bench)?);
-            } else {
-                swap_bench::print(&bench);
-            }
-            // Injected faults lose pages on purpose; a page read back wrong is never right.
-            let lost_is_failure = options.inject_faults.is_none() && bench.lost_pages > 0;
-            if bench.corrupted > 0 || lost_is_failure {
-                eprintln!("error: {} pages read back wrong and {} were lost", bench.corrupted, bench.lost_pages);
-                return Ok(ExitCode::FAILURE);
-            }
-        }
+        Command::Bench(args) => return cmd_bench::run(args),
         Command::Sim(command) => {
             if !cmd_sim::run(command)? {
                 return Ok(ExitCode::FAILURE);

@@ -19,8 +19,7 @@ use anyhow::{ensure, Context, Result};
 use rand_core::{RngCore, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use serde::Serialize;
-use znswap_core::PolicyKind;
-use znswap_pager::{lost_pages, FaultMode, Pager, PagerConfig, PAGE_BYTES};
+use znswap_pager::{lost_pages, Pager, PagerConfig, PagerStats, PAGE_BYTES};
 use znswap_workload::pattern::{fill, holds};
 use znswap_workload::{Generator, Workload};
 use znswap_zoned::{
@@ -37,22 +36,10 @@ const MIB: f64 = (1 << 20) as f64;
 
 pub struct SwapBenchOptions {
     pub workload: Workload,
-    pub policy: PolicyKind,
-    pub budget_bytes: u64,
+    /// The pager's configuration (its budget is `--memory`).
+    pub pager: PagerConfig,
     pub wss_bytes: u64,
     pub threads: usize,
-    pub fault_mode: FaultMode,
-    pub readahead_pages: u32,
-    pub fault_poll_us: u32,
-    pub park_pages: u64,
-    pub encrypt: bool,
-    pub evictor_threads: usize,
-    pub io_threads: usize,
-    pub evict_batch_pages: usize,
-    pub slack_pages: u64,
-    pub reference_sampling: bool,
-    /// Writes seen without faults (`--wp-async`).
-    pub wp_async: bool,
     pub seconds: f64,
     pub ops_max: u64,
     /// Accesses run after the first writes, before the clock starts (all threads).
@@ -66,35 +53,25 @@ pub struct SwapBenchOptions {
     pub json: bool,
 }
 
+/// What `znswap bench` reports: the run's shape, the pager's configuration, its counters
+/// over the timed run (`stats`, one name each), and the figures derived from them and
+/// from the device's own limits measured in the same run.
 #[derive(Serialize)]
 pub struct SwapBench {
     pub workload: &'static str,
-    pub policy: &'static str,
     pub device: String,
     pub threads: usize,
-    /// "handler-threads" or "self-paging".
-    pub fault_mode: &'static str,
-    /// Fault handler threads (0 in self-paging mode).
-    pub handler_threads: usize,
     /// Every page was written once before the clock started.
     pub warmed_up: bool,
     /// Accesses run after that, before the clock started.
     pub warm_up_ops: u64,
-    pub readahead_pages: u32,
-    pub evictor_threads: usize,
-    pub io_threads: usize,
-    pub evict_batch_pages: usize,
-    /// The CLOCK's reference bits came from write-protect faults too (off with
-    /// `--no-reference-sampling`).
-    pub reference_sampling: bool,
-    /// Writes were seen without faults (`--wp-async`).
-    pub wp_async: bool,
-    /// Pages of the inactive list (`--park`; 0: none).
-    pub park_pages: u64,
-    pub budget_bytes: u64,
     pub wss_bytes: u64,
     /// Working set over the device's capacity.
     pub swap_utilization: f64,
+    /// The pager's configuration.
+    pub config: PagerConfig,
+    /// The pager's counters over the timed run.
+    pub stats: PagerStats,
     pub seconds: f64,
     pub ops: u64,
     pub ops_per_s: f64,
@@ -106,14 +83,12 @@ pub struct SwapBench {
     pub swap_out_steady_mib_s: f64,
     pub swap_out_seconds: f64,
     pub swap_in_mib_s: f64,
-    /// Pages written to the device by swap-out, and read back by swap-in, in the timed run.
-    pub swap_out_pages: u64,
-    pub swap_in_pages: u64,
-    /// Faults on pages not mapped (swap-ins, zero fills), in the timed run.
-    pub missing_faults: u64,
-    pub zero_fills: u64,
-    /// Swap-ins over the whole run, the final verification of every page included.
+    /// Over the whole run, the final verification of every page included: swap-ins,
+    /// device errors, pages the pager reported lost.
     pub swap_in_pages_with_verification: u64,
+    pub device_errors: u64,
+    pub lost_pages: u64,
+    /// Fault latency as the bench's threads saw it (touches slower than a fault).
     pub fault_p50_us: f64,
     pub fault_p99_us: f64,
     pub faults_sampled: u64,
@@ -124,11 +99,8 @@ pub struct SwapBench {
     pub swap_in_install_us: f64,
     /// Wall time of swap-out appends per page written, in µs.
     pub evictor_append_us_per_page: f64,
-    /// Time the evictor slept with nothing to evict, in ms.
-    pub evictor_idle_ms: f64,
-    /// Pages per swap-out append, and the time the I/O thread slept with nothing to do.
+    /// Pages per swap-out append.
     pub evictor_append_pages_avg: f64,
-    pub io_idle_ms: f64,
     /// CPU time of the evictor threads (picking, protecting, handing over, discarding)
     /// per page swapped out, in µs.
     pub evictor_cpu_us_per_page: f64,
@@ -142,50 +114,14 @@ pub struct SwapBench {
     pub gc_cpu_us_per_page_moved: f64,
     /// Pages the GC read per page it moved (> 1: reads span gaps of dead slots).
     pub gc_read_pages_per_page_moved: f64,
-    pub gc_runs: u64,
-    /// Open zones finished because their swap-zone went idle or the policy stopped using it.
-    pub zones_retired_idle: u64,
-    pub resident_max_bytes: u64,
-    pub budget_slack_bytes: u64,
-    /// Faults served past the budget because swap was full, or room came too slowly
-    /// (the budget is a soft limit: the pager throttles, it never hangs).
-    pub budget_overruns: u64,
     pub pages_verified: u64,
     pub corrupted: u64,
-    /// Pages the pager reported lost (their only copy gone with an offline zone).
-    pub lost_pages: u64,
     /// Pages whose touch raised the SIGBUS of a lost page (never verified after); pages
     /// lost after the final pass last touched them are touched again to be found.
     pub lost_pages_observed: u64,
-    /// Device commands of the pager that failed (injected or not).
-    pub device_errors: u64,
     /// The `--inject-faults` spec in full, and what the wrapper injected.
     pub inject_faults: Option<String>,
     pub injected: Option<InjectedFaults>,
-    pub swap_outs_aborted_dirty: u64,
-    /// Pages read ahead, and faults served from them with no device read.
-    pub readahead_pages_read: u64,
-    pub readahead_hits: u64,
-    /// Writes to write-protected resident pages (swap-cached, or being swapped out).
-    pub write_protect_faults: u64,
-    /// Faults that waited for the evictor, and their total wait (their own discards
-    /// included).
-    pub budget_waits: u64,
-    pub budget_wait_ms: f64,
-    /// Pages those faults discarded themselves while they waited (direct reclaim).
-    pub fault_discarded_pages: u64,
-    pub swap_outs_clean: u64,
-    /// Swapped-in pages written while their slot was kept (a write-protect fault each),
-    /// and pages mapped writable with their slot dropped at once.
-    pub swap_cache_dirtied: u64,
-    pub swap_cache_skipped: u64,
-    pub swap_outs_zero: u64,
-    /// Victims parked, parked pages touched (brought back with no device read), and
-    /// moves refused (shared with a fork's child; the shadow page not yet free).
-    pub pages_parked: u64,
-    pub parked_touched: u64,
-    pub park_refused: u64,
-    pub park_occupied: u64,
     pub host_bytes_per_slot: f64,
     /// Raw append bandwidth of the same device (the ceiling for `anon-w-seq`): the mean
     /// of a measurement before the workload and one after it.
@@ -294,30 +230,22 @@ pub fn run(device: Arc<dyn ZonedDevice>, options: &SwapBenchOptions) -> Result<S
         format_size(options.wss_bytes),
         format_size(capacity)
     );
-    ensure!(options.budget_bytes < options.wss_bytes, "--memory must be below --wss, or nothing is swapped");
+    ensure!(options.pager.budget_bytes() < options.wss_bytes, "--memory must be below --wss, or nothing is swapped");
 
     // The device's own limits, measured on this device before the workload and again
-    // after it: its speed drifts on a shared machine (a virtual disk's bandwidth moved
-    // 1.5-2.2 GB/s within minutes here), and the mean of the two brackets the run.
-    let ceilings_before = measure_ceilings(&*device, options, &progress)?;
+    // after it: its speed drifts within minutes, and the mean of the two brackets the run.
+    let before = measure_ceilings(&*device, options, &progress)?;
+    let mut bench = run_paged(&device, options, capacity)?;
+    let after = measure_ceilings(&*device, options, &progress)?;
+    bench.set_ceilings(options.workload, &before, &after);
+    Ok(bench)
+}
 
-    let pager_config = PagerConfig {
-        fault_mode: options.fault_mode,
-        readahead_pages: options.readahead_pages,
-        fault_poll_us: options.fault_poll_us,
-        park_pages: options.park_pages,
-        encrypt: options.encrypt,
-        evictor_threads: options.evictor_threads,
-        io_threads: options.io_threads,
-        evict_batch_pages: options.evict_batch_pages,
-        slack_pages: options.slack_pages,
-        reference_sampling: options.reference_sampling,
-        wp_async: options.wp_async,
-        policy: options.policy,
-        ..PagerConfig::new(options.budget_bytes)
-    };
-    // The ceilings above and below measure the device as it is; only the pager's
-    // commands go through the faults.
+/// The workload on paged memory: the pager started (over injected faults if asked), the
+/// working set allocated and driven, every lost page found, the figures taken.
+fn run_paged(device: &Arc<dyn ZonedDevice>, options: &SwapBenchOptions, capacity: u64) -> Result<SwapBench> {
+    // The ceilings measure the device as it is; only the pager's commands go through
+    // the faults.
     let faulty = options.inject_faults.map(|spec| Arc::new(FaultyDevice::new(device.clone(), spec)));
     let pager_device: Arc<dyn ZonedDevice> = match &faulty {
         Some(faulty) => faulty.clone(),
@@ -325,10 +253,9 @@ pub fn run(device: Arc<dyn ZonedDevice>, options: &SwapBenchOptions) -> Result<S
     };
     // Before the pager starts: its self-paging handler must find ours to chain to.
     lost_pages::install().context("installing the SIGBUS handler for lost pages")?;
-    let pager = Pager::new(pager_device, pager_config).context("starting the pager")?;
+    let pager = Pager::new(pager_device, options.pager.clone()).context("starting the pager")?;
     let region = pager.alloc(options.wss_bytes, 0).context("allocating the working set")?;
     let pages = region.pages();
-
     let base = region.as_ptr() as usize;
     ensure!(pages / options.threads as u64 > 0, "the working set is smaller than one page per thread");
     let lost = lost_pages::watch(base, pages).context("watching the working set for lost pages")?;
@@ -337,143 +264,123 @@ pub fn run(device: Arc<dyn ZonedDevice>, options: &SwapBenchOptions) -> Result<S
         pages,
         options,
         &|page| lost.is_lost(page),
-        || format!("resident {}", format_size(pager.stats().resident_pages * PAGE_BYTES as u64)),
+        || format!("resident {}", format_size(pager.stats().core.resident_pages * PAGE_BYTES as u64)),
         || (pager.stats(), device.counters().bytes_written),
     );
     // (Taken before the touches below: the swap-in figures leave their reads out.)
-    let final_stats = pager.stats();
-    find_every_lost_page(base, pages, &lost, || pager.stats().lost_pages);
-    let lost_pages = pager.stats().lost_pages;
-    let lost_pages_observed = lost.count();
-    let Driven { results, seconds, ops, before: (start, device_written_before), figures: (end, device_written_after) } =
-        driven;
-    let stats = end.since(&start);
-    let device_written = device_written_after - device_written_before;
-    let host_written = stats.swap_outs_written * PAGE_BYTES as u64;
-    let faults: Vec<u64> = results.iter().flat_map(|r| r.faults_ns.iter().copied()).collect();
-    let faults_sampled = faults.len() as u64;
-    let fault_latency = Latency::from_ns(&faults);
-    let swap_out_mib_s = host_written as f64 / MIB / seconds;
-    // (The pager's clock: its uptime when the timed part began and ended.)
-    let swap_out_seconds = if end.first_swap_out_ns == 0 {
-        0.0
-    } else {
-        let from = end.first_swap_out_ns.max(start.uptime_ns);
-        end.uptime_ns.saturating_sub(from) as f64 / 1e9
-    };
-    let swap_out_steady_mib_s =
-        if swap_out_seconds > 0.0 { host_written as f64 / MIB / swap_out_seconds } else { swap_out_mib_s };
-    let per_read_us = |ns: u64| ns as f64 / 1e3 / stats.swap_in_reads.max(1) as f64;
-    let bench = SwapBench {
-        workload: options.workload.name(),
-        policy: options.policy.name(),
-        device: device.describe(),
-        threads: options.threads,
-        fault_mode: match options.fault_mode {
-            FaultMode::HandlerThreads(_) => "handler-threads",
-            FaultMode::SelfPaging => "self-paging",
-        },
-        readahead_pages: options.readahead_pages,
-        evictor_threads: options.evictor_threads,
-        io_threads: options.io_threads,
-        evict_batch_pages: options.evict_batch_pages,
-        reference_sampling: options.reference_sampling,
-        wp_async: options.wp_async,
-        park_pages: options.park_pages,
-        warmed_up: options.warm_up && warms_up(options.workload),
-        warm_up_ops: options.warm_up_ops,
-        handler_threads: match options.fault_mode {
-            FaultMode::HandlerThreads(count) => count,
-            FaultMode::SelfPaging => 0,
-        },
-        budget_bytes: options.budget_bytes,
-        wss_bytes: pages * PAGE_BYTES as u64,
-        swap_utilization: (pages * PAGE_BYTES as u64) as f64 / capacity as f64,
-        seconds,
-        ops,
-        ops_per_s: ops as f64 / seconds,
-        swap_out_mib_s,
-        swap_out_steady_mib_s,
-        swap_out_seconds,
-        swap_in_mib_s: (stats.swap_in_reads * PAGE_BYTES as u64) as f64 / MIB / seconds,
-        swap_out_pages: stats.swap_outs_written,
-        swap_in_pages: stats.swap_in_reads,
-        missing_faults: stats.missing_faults,
-        zero_fills: stats.zero_fills,
-        swap_in_pages_with_verification: final_stats.swap_in_reads,
-        fault_p50_us: fault_latency.p50_us,
-        fault_p99_us: fault_latency.p99_us,
-        faults_sampled,
-        swap_in_lock_wait_us: per_read_us(stats.fault_lock_wait_ns),
-        swap_in_read_us: per_read_us(stats.fault_read_ns),
-        swap_in_install_us: per_read_us(stats.fault_install_ns),
-        evictor_cpu_us_per_page: stats.evictor_cpu_ns as f64 / 1e3 / stats.swap_outs_written.max(1) as f64,
-        io_cpu_us_per_page: stats.io_cpu_ns as f64 / 1e3 / stats.swap_outs_written.max(1) as f64,
-        evictor_append_us_per_page: stats.evictor_append_ns as f64 / 1e3 / stats.swap_outs_written.max(1) as f64,
-        evictor_idle_ms: stats.evictor_idle_ns as f64 / 1e6,
-        evictor_append_pages_avg: stats.swap_outs_written as f64 / stats.swap_out_appends.max(1) as f64,
-        io_idle_ms: stats.io_idle_ns as f64 / 1e6,
-        waf: znswap_core::waf(host_written, device_written),
-        gc_cpu_pct: stats.gc_cpu_ns as f64 / 1e9 / seconds * 100.0,
-        gc_cpu_us_per_page_moved: stats.gc_cpu_ns as f64
-            / 1e3
-            / (stats.gc_bytes_written / PAGE_BYTES as u64).max(1) as f64,
-        gc_read_pages_per_page_moved: stats.gc_bytes_read as f64 / stats.gc_bytes_written.max(1) as f64,
-        gc_runs: stats.gc_runs,
-        zones_retired_idle: stats.zones_retired_idle,
-        resident_max_bytes: stats.resident_pages_max * PAGE_BYTES as u64,
-        budget_slack_bytes: options.slack_pages * PAGE_BYTES as u64,
-        budget_overruns: stats.budget_overruns,
-        pages_verified: results.iter().map(|r| r.verified).sum(),
-        corrupted: results.iter().map(|r| r.corrupted).sum(),
-        lost_pages,
-        lost_pages_observed,
-        device_errors: final_stats.device_errors,
-        inject_faults: options.inject_faults.map(|spec| spec.to_string()),
-        injected: faulty.as_ref().map(|faulty| faulty.injected()),
-        swap_outs_aborted_dirty: stats.swap_outs_aborted_dirty,
-        readahead_pages_read: stats.readahead_pages_read,
-        readahead_hits: stats.readahead_hits,
-        write_protect_faults: stats.write_protect_faults,
-        budget_waits: stats.budget_waits,
-        budget_wait_ms: stats.budget_wait_ns as f64 / 1e6,
-        fault_discarded_pages: stats.fault_discarded_pages,
-        swap_outs_clean: stats.swap_outs_clean,
-        swap_cache_dirtied: stats.swap_cache_dirtied,
-        swap_cache_skipped: stats.swap_cache_skipped,
-        swap_outs_zero: stats.swap_outs_zero,
-        pages_parked: stats.pages_parked,
-        parked_touched: stats.parked_touched,
-        park_refused: stats.park_refused,
-        park_occupied: stats.park_occupied,
-        host_bytes_per_slot: pager.host_bytes_per_slot(),
-        device_append_mib_s: 0.0,
-        device_append_before_after_mib_s: [0.0; 2],
-        device_mixed_mib_s: 0.0,
-        device_mixed_before_after_mib_s: [0.0; 2],
-        device_read_p50_us: 0.0,
-        device_read_p99_us: 0.0,
-        efficiency: 0.0,
-        efficiency_steady: 0.0,
-    };
+    let whole_run = pager.stats();
+    find_every_lost_page(base, pages, &lost, || pager.stats().core.lost_pages);
+    let mut bench = SwapBench::of(options, &driven, &whole_run);
+    bench.device = device.describe();
+    bench.wss_bytes = pages * PAGE_BYTES as u64;
+    bench.swap_utilization = bench.wss_bytes as f64 / capacity as f64;
+    bench.lost_pages = pager.stats().core.lost_pages;
+    bench.lost_pages_observed = lost.count();
+    bench.injected = faulty.as_ref().map(|faulty| faulty.injected());
+    bench.host_bytes_per_slot = pager.host_bytes_per_slot();
     drop(region);
     // The region is unmapped: no SIGBUS can name it any more.
     drop(lost);
     drop(pager);
-    let after = measure_ceilings(&*device, options, &progress)?;
-    let before = ceilings_before;
-    let mut bench = bench;
-    bench.device_append_before_after_mib_s = [before.append_mib_s, after.append_mib_s];
-    bench.device_append_mib_s = (before.append_mib_s + after.append_mib_s) / 2.0;
-    bench.device_mixed_before_after_mib_s = [before.mixed_mib_s, after.mixed_mib_s];
-    bench.device_mixed_mib_s = (before.mixed_mib_s + after.mixed_mib_s) / 2.0;
-    bench.device_read_p50_us = (before.reads.p50_us + after.reads.p50_us) / 2.0;
-    bench.device_read_p99_us = (before.reads.p99_us + after.reads.p99_us) / 2.0;
-    let ceiling =
-        if options.workload == Workload::AnonWSeq { bench.device_append_mib_s } else { bench.device_mixed_mib_s };
-    bench.efficiency = if ceiling > 0.0 { bench.swap_out_mib_s / ceiling } else { 0.0 };
-    bench.efficiency_steady = if ceiling > 0.0 { bench.swap_out_steady_mib_s / ceiling } else { 0.0 };
     Ok(bench)
+}
+
+impl SwapBench {
+    /// The figures of a driven run: the counters over its timed part (`driven`'s two
+    /// snapshots, with the device's bytes written), `whole_run` the pager's at its end.
+    fn of(options: &SwapBenchOptions, driven: &Driven<(PagerStats, u64)>, whole_run: &PagerStats) -> SwapBench {
+        let Driven {
+            results,
+            seconds,
+            ops,
+            before: (start, device_written_before),
+            figures: (end, device_written_after),
+        } = driven;
+        let (seconds, ops) = (*seconds, *ops);
+        let stats = end.since(start);
+        let core = &stats.core;
+        let page = PAGE_BYTES as u64;
+        let device_written = device_written_after - device_written_before;
+        let host_written = core.swap_outs_written * page;
+        let faults: Vec<u64> = results.iter().flat_map(|r| r.faults_ns.iter().copied()).collect();
+        let fault_latency = Latency::from_ns(&faults);
+        let swap_out_mib_s = host_written as f64 / MIB / seconds;
+        // (The pager's clock: its uptime when the timed part began and ended.)
+        let swap_out_seconds = if end.core.first_swap_out_ns == 0 {
+            0.0
+        } else {
+            let from = end.core.first_swap_out_ns.max(start.uptime_ns);
+            end.uptime_ns.saturating_sub(from) as f64 / 1e9
+        };
+        let swap_out_steady_mib_s =
+            if swap_out_seconds > 0.0 { host_written as f64 / MIB / swap_out_seconds } else { swap_out_mib_s };
+        let per_read_us = |ns: u64| ns as f64 / 1e3 / core.swap_in_reads.max(1) as f64;
+        let per_out_us = |ns: u64| ns as f64 / 1e3 / core.swap_outs_written.max(1) as f64;
+        SwapBench {
+            workload: options.workload.name(),
+            device: String::new(),
+            threads: options.threads,
+            warmed_up: options.warm_up && warms_up(options.workload),
+            warm_up_ops: options.warm_up_ops,
+            wss_bytes: 0,
+            swap_utilization: 0.0,
+            config: options.pager.clone(),
+            seconds,
+            ops,
+            ops_per_s: ops as f64 / seconds,
+            swap_out_mib_s,
+            swap_out_steady_mib_s,
+            swap_out_seconds,
+            swap_in_mib_s: (core.swap_in_reads * page) as f64 / MIB / seconds,
+            swap_in_pages_with_verification: whole_run.core.swap_in_reads,
+            device_errors: whole_run.core.device_errors,
+            lost_pages: 0,
+            fault_p50_us: fault_latency.p50_us,
+            fault_p99_us: fault_latency.p99_us,
+            faults_sampled: faults.len() as u64,
+            swap_in_lock_wait_us: per_read_us(stats.fault_lock_wait_ns),
+            swap_in_read_us: per_read_us(stats.fault_read_ns),
+            swap_in_install_us: per_read_us(stats.fault_install_ns),
+            evictor_cpu_us_per_page: per_out_us(stats.evictor_cpu_ns),
+            io_cpu_us_per_page: per_out_us(stats.io_cpu_ns),
+            evictor_append_us_per_page: per_out_us(stats.evictor_append_ns),
+            evictor_append_pages_avg: core.swap_outs_written as f64 / core.swap_out_appends.max(1) as f64,
+            waf: znswap_core::waf(host_written, device_written),
+            gc_cpu_pct: stats.gc_cpu_ns as f64 / 1e9 / seconds * 100.0,
+            gc_cpu_us_per_page_moved: stats.gc_cpu_ns as f64 / 1e3 / stats.engine.gc_pages_written.max(1) as f64,
+            gc_read_pages_per_page_moved: stats.engine.gc_pages_read as f64
+                / stats.engine.gc_pages_written.max(1) as f64,
+            pages_verified: results.iter().map(|r| r.verified).sum(),
+            corrupted: results.iter().map(|r| r.corrupted).sum(),
+            lost_pages_observed: 0,
+            inject_faults: options.inject_faults.map(|spec| spec.to_string()),
+            injected: None,
+            host_bytes_per_slot: 0.0,
+            device_append_mib_s: 0.0,
+            device_append_before_after_mib_s: [0.0; 2],
+            device_mixed_mib_s: 0.0,
+            device_mixed_before_after_mib_s: [0.0; 2],
+            device_read_p50_us: 0.0,
+            device_read_p99_us: 0.0,
+            efficiency: 0.0,
+            efficiency_steady: 0.0,
+            stats,
+        }
+    }
+
+    /// The device's limits measured before and after the workload, and the swap-out's
+    /// efficiency against the one that bounds this workload.
+    fn set_ceilings(&mut self, workload: Workload, before: &Ceilings, after: &Ceilings) {
+        self.device_append_before_after_mib_s = [before.append_mib_s, after.append_mib_s];
+        self.device_append_mib_s = (before.append_mib_s + after.append_mib_s) / 2.0;
+        self.device_mixed_before_after_mib_s = [before.mixed_mib_s, after.mixed_mib_s];
+        self.device_mixed_mib_s = (before.mixed_mib_s + after.mixed_mib_s) / 2.0;
+        self.device_read_p50_us = (before.reads.p50_us + after.reads.p50_us) / 2.0;
+        self.device_read_p99_us = (before.reads.p99_us + after.reads.p99_us) / 2.0;
+        let ceiling = if workload == Workload::AnonWSeq { self.device_append_mib_s } else { self.device_mixed_mib_s };
+        self.efficiency = if ceiling > 0.0 { self.swap_out_mib_s / ceiling } else { 0.0 };
+        self.efficiency_steady = if ceiling > 0.0 { self.swap_out_steady_mib_s / ceiling } else { 0.0 };
+    }
 }
 
 struct Ceilings {
@@ -762,24 +669,32 @@ fn drive<T: Send>(
 }
 
 pub fn print(bench: &SwapBench) {
+    let config = &bench.config;
     println!(
         "{} on {}: {} threads ({}), working set {} in a budget of {} ({:.0} % of the device)",
         bench.workload,
         bench.device,
         bench.threads,
-        if bench.handler_threads == 0 {
-            "self-paging".to_string()
-        } else {
-            format!("{} fault handler threads", bench.handler_threads)
+        match config.handler_threads() {
+            0 => "self-paging".to_string(),
+            count => format!("{count} fault handler threads"),
         },
         format_size(bench.wss_bytes),
-        format_size(bench.budget_bytes),
+        format_size(config.budget_bytes()),
         bench.swap_utilization * 100.0
     );
     if bench.warm_up_ops > 0 {
         println!("measured after {} untimed accesses of warm-up", bench.warm_up_ops);
     }
     let mut table = Table::new(&["measure", "value", "against"]);
+    throughput_rows(bench, &mut table);
+    device_rows(bench, &mut table);
+    paging_rows(bench, &mut table);
+    print!("{}", table.render());
+}
+
+/// Swap-out and swap-in against the device, fault latency, operations.
+fn throughput_rows(bench: &SwapBench, table: &mut Table) {
     let ceiling_name = if bench.workload == "anon-w-seq" { "raw appends" } else { "appends + paired reads" };
     let (ceiling, [before, after]) = if bench.workload == "anon-w-seq" {
         (bench.device_append_mib_s, bench.device_append_before_after_mib_s)
@@ -807,7 +722,7 @@ pub fn print(bench: &SwapBench) {
         format!("p50 {:.1} µs, p99 {:.1} µs", bench.fault_p50_us, bench.fault_p99_us),
         format!("device 4 KiB read p50 {:.1} µs, p99 {:.1} µs", bench.device_read_p50_us, bench.device_read_p99_us),
     ]);
-    if bench.swap_in_pages > 0 {
+    if bench.stats.core.swap_in_reads > 0 {
         table.row(vec![
             "swap-in parts".into(),
             format!(
@@ -822,10 +737,15 @@ pub fn print(bench: &SwapBench) {
         format!("{:.0}/s", bench.ops_per_s),
         format!("{} in {:.1} s", bench.ops, bench.seconds),
     ]);
+}
+
+/// WAF and the GC, memory against the budget, what was verified, device errors.
+fn device_rows(bench: &SwapBench, table: &mut Table) {
+    let (config, stats) = (&bench.config, &bench.stats);
     table.row(vec![
         "WAF".into(),
         format!("{:.3}", bench.waf),
-        format!("{} GC runs, {} policy", bench.gc_runs, bench.policy),
+        format!("{} GC runs, {} policy", stats.engine.gc_runs, config.core.policy.name()),
     ]);
     table.row(vec![
         "GC CPU".into(),
@@ -838,18 +758,17 @@ pub fn print(bench: &SwapBench) {
             bench.io_cpu_us_per_page
         ),
     ]);
+    let budget = format!(
+        "budget {} + slack {}",
+        format_size(config.budget_bytes()),
+        format_size(config.core.slack_pages * PAGE_BYTES as u64)
+    );
     table.row(vec![
         "resident max".into(),
-        format_size(bench.resident_max_bytes),
-        if bench.budget_overruns == 0 {
-            format!("budget {} + slack {}", format_size(bench.budget_bytes), format_size(bench.budget_slack_bytes))
-        } else {
-            format!(
-                "budget {} + slack {}; {} faults past it (swap full, or room too slow)",
-                format_size(bench.budget_bytes),
-                format_size(bench.budget_slack_bytes),
-                bench.budget_overruns
-            )
+        format_size(stats.core.resident_pages_max * PAGE_BYTES as u64),
+        match stats.core.budget_overruns {
+            0 => budget,
+            overruns => format!("{budget}; {overruns} faults past it (swap full, or room too slow)"),
         },
     ]);
     table.row(vec![
@@ -876,57 +795,62 @@ pub fn print(bench: &SwapBench) {
     } else if bench.device_errors > 0 {
         table.row(vec!["device errors".into(), bench.device_errors.to_string(), String::new()]);
     }
+}
+
+/// Clean drops, the swap cache, read-ahead, the inactive list, reference bits.
+fn paging_rows(bench: &SwapBench, table: &mut Table) {
+    let (config, core) = (&bench.config, &bench.stats.core);
+    let per_op = |count: u64| count as f64 / bench.ops.max(1) as f64;
     table.row(vec![
         "clean drops".into(),
-        bench.swap_outs_clean.to_string(),
-        format!("{} aborted by writes, {} zero pages", bench.swap_outs_aborted_dirty, bench.swap_outs_zero),
+        bench.stats.engine.swap_cache_hits.to_string(),
+        format!("{} aborted by writes, {} zero pages", core.swap_outs_aborted_dirty, core.swap_outs_zero),
     ]);
     table.row(vec![
         "swap cache".into(),
-        format!("{} written", bench.swap_cache_dirtied),
+        format!("{} written", core.swap_cache_dirtied),
         format!(
             "swapped-in pages written while their slot was kept; {} mapped writable, slot dropped",
-            bench.swap_cache_skipped
+            core.swap_cache_skipped
         ),
     ]);
     table.row(vec![
         "read-ahead".into(),
-        format!("{} pages", bench.readahead_pages_read),
+        format!("{} pages", core.readahead_pages_read),
         format!(
             "{} of them used by faults ({:.0} %), window at most {}",
-            bench.readahead_hits,
-            100.0 * bench.readahead_hits as f64 / bench.readahead_pages_read.max(1) as f64,
-            bench.readahead_pages
+            core.readahead_hits,
+            100.0 * core.readahead_hits as f64 / core.readahead_pages_read.max(1) as f64,
+            config.core.readahead_pages
         ),
     ]);
-    if bench.park_pages > 0 {
+    if config.core.park_pages > 0 {
         table.row(vec![
             "inactive list".into(),
-            format!("{} parked", bench.pages_parked),
+            format!("{} parked", core.pages_parked),
             format!(
                 "{} touched while parked ({:.3} per op), {} not movable (shared), {} kept (shadow busy); {} pages long",
-                bench.parked_touched,
-                bench.parked_touched as f64 / bench.ops.max(1) as f64,
-                bench.park_refused,
-                bench.park_occupied,
-                bench.park_pages
+                core.parked_touched,
+                per_op(core.parked_touched),
+                core.park_refused,
+                core.park_occupied,
+                config.core.park_pages
             ),
         ]);
     }
     table.row(vec![
         "write-protect faults".into(),
-        format!("{:.3} per op", bench.write_protect_faults as f64 / bench.ops.max(1) as f64),
+        format!("{:.3} per op", per_op(core.write_protect_faults)),
         format!(
             "{:.3} swap-ins per op; reference bits from {}",
-            bench.swap_in_pages as f64 / bench.ops.max(1) as f64,
-            match (bench.reference_sampling, bench.wp_async) {
+            per_op(core.swap_in_reads),
+            match (config.core.reference_sampling, config.core.wp_async) {
                 (_, true) => "faults and scans for writes",
                 (true, false) => "faults and writes",
                 (false, false) => "faults",
             }
         ),
     ]);
-    print!("{}", table.render());
 }
 
 /// The same workload on plain anonymous memory, paged by the kernel's own swap (run it

@@ -3,8 +3,11 @@
 //! the kill come back Closed), so the second bench finds written zones, says so, resets
 //! them and runs clean.
 
+mod common;
+
+use std::os::unix::fs::FileExt;
 use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 fn znswap(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_znswap")).args(args).output().expect("running znswap")
@@ -12,6 +15,29 @@ fn znswap(args: &[&str]) -> Output {
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Zones of the device at `path` whose condition is not "empty", read from its file's
+/// zone table as it is now (`docs/device-file.md`): the table is a shared mapping of the
+/// process driving the device, which stores a zone's condition at each change of it, and
+/// which holds the file locked (`znswap device report` would be refused).
+fn zones_not_empty_now(path: &str) -> usize {
+    let file = std::fs::File::open(path).unwrap();
+    let word = |offset: u64, bytes: usize| {
+        let mut buffer = [0u8; 8];
+        file.read_exact_at(&mut buffer[..bytes], offset).unwrap();
+        u64::from_le_bytes(buffer)
+    };
+    let (zones, table) = (word(24, 4), word(64, 8));
+    // Word 0 of each 128-byte entry: its condition, 1 for empty.
+    (0..zones).filter(|zone| word(table + zone * 128, 8) != 1).count()
+}
+
+/// Whether process `pid` has a userfaultfd open: its pager has started.
+fn has_a_userfaultfd(pid: u32) -> bool {
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else { return false };
+    fds.filter_map(Result::ok)
+        .any(|fd| std::fs::read_link(fd.path()).is_ok_and(|link| link.as_os_str() == "anon_inode:[userfaultfd]"))
 }
 
 /// Zones of the device at `path` whose condition is not "empty".
@@ -50,17 +76,20 @@ fn a_bench_killed_mid_run_leaves_zones_the_next_bench_resets() {
         command
     };
 
-    // Long enough that the kill lands in the workload: the ceilings take 0.4 s and the
-    // warm-up writes 32 MiB through an 8 MiB budget.
+    // Killed in the workload, once its pager has written zones: the pager starts after
+    // the device's ceilings, which reset the device (before, every zone's writes could
+    // be theirs), and the warm-up writes 32 MiB through an 8 MiB budget.
     let mut first = bench("60").stdout(Stdio::null()).stderr(Stdio::piped()).spawn().expect("starting the bench");
-    let started = Instant::now();
-    std::thread::sleep(Duration::from_millis(2500));
+    common::wait_until(Duration::from_secs(60), "the first bench's pager to write zones", || {
+        assert!(first.try_wait().unwrap().is_none(), "the first bench ended before it could be killed");
+        has_a_userfaultfd(first.id()) && zones_not_empty_now(&path) > 0
+    });
     assert!(first.try_wait().unwrap().is_none(), "the first bench ended before it could be killed");
     first.kill().expect("SIGKILL");
     let status = first.wait().unwrap();
     use std::os::unix::process::ExitStatusExt;
+    // (Ended by the kill, not at the end of its 60 s.)
     assert_eq!(status.signal(), Some(libc::SIGKILL), "{status:?}");
-    assert!(started.elapsed() < Duration::from_secs(30));
     let written = zones_not_empty(&path);
     assert!(written > 0, "a bench killed mid-run left every zone empty");
 

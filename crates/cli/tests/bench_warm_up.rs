@@ -45,7 +45,7 @@ fn warm_up_accesses_are_left_out_of_the_figures() {
     let result: serde_json::Value = serde_json::from_slice(&out.stdout).expect("bench JSON");
     assert_eq!(result["warm_up_ops"], 200000, "{result}");
     assert_eq!(result["ops"], 1000, "{result}");
-    let swapped_out = result["swap_out_pages"].as_u64().unwrap();
+    let swapped_out = result["stats"]["swap_outs_written"].as_u64().unwrap();
     assert!(swapped_out < 5000, "the warm-up's swap-outs were counted: {swapped_out} pages for 1000 accesses");
     assert_eq!(result["corrupted"], 0, "{result}");
     // The final sweep reads every page back, those the warm-up wrote last included.

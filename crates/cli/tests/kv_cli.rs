@@ -2,10 +2,12 @@
 //! (`apt-get install memcached redis-server`; .ci/run installs them). Each test starts its
 //! own server on a free loopback port and stops it at the end.
 
+mod common;
+
 use std::net::{TcpListener, TcpStream};
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// A server process, killed when dropped (also when an assertion fails).
 struct Server {
@@ -42,14 +44,12 @@ fn start(binary: &str, args: impl Fn(u16) -> Vec<String>) -> Option<Server> {
         .spawn()
         .unwrap_or_else(|error| panic!("starting {binary}: {error}"));
     let mut server = Server { child, port };
-    let start = Instant::now();
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+    common::wait_until(Duration::from_secs(10), &format!("{binary} to accept connections on port {port}"), || {
         if let Some(status) = server.child.try_wait().unwrap() {
             panic!("{binary} exited with {status} before accepting connections on port {port}");
         }
-        assert!(start.elapsed() < Duration::from_secs(10), "{binary} does not accept connections on {port}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+        TcpStream::connect(("127.0.0.1", port)).is_ok()
+    });
     Some(server)
 }
 

@@ -4,6 +4,8 @@
 //! runs it under the pager on a small device of its own and also checks the figures
 //! the pager reports (pages really went to the device, the budget held).
 
+mod common;
+
 use std::io::Read;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -35,20 +37,14 @@ fn output_within_limit(command: &mut Command) -> Output {
     };
     let stdout = drain(Box::new(child.stdout.take().unwrap()));
     let stderr = drain(Box::new(child.stderr.take().unwrap()));
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if started.elapsed() > RUN_LIMIT {
-            // SAFETY: signals the group this test started (its leader is the child).
-            unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
-            let _ = child.wait();
-            let stderr = String::from_utf8_lossy(&stderr.join().unwrap()).into_owned();
-            panic!("{command:?} still ran after {RUN_LIMIT:?} (killed); stderr:\n{stderr}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    if !common::holds_within(RUN_LIMIT, || child.try_wait().unwrap().is_some()) {
+        // SAFETY: signals the group this test started (its leader is the child).
+        unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
+        let _ = child.wait();
+        let stderr = String::from_utf8_lossy(&stderr.join().unwrap()).into_owned();
+        panic!("{command:?} still ran after {RUN_LIMIT:?} (killed); stderr:\n{stderr}");
+    }
+    let status = child.wait().unwrap();
     Output { status, stdout: stdout.join().unwrap(), stderr: stderr.join().unwrap() }
 }
 
@@ -94,10 +90,17 @@ impl Run {
     fn stderr(&self) -> String {
         String::from_utf8_lossy(&self.output.stderr).into_owned()
     }
+    /// A figure of the run's report, by its path (`pager.swap_outs_written`).
     fn figure(&self, name: &str) -> u64 {
         let report = self.report.as_ref().unwrap_or_else(|| panic!("no report; stderr: {}", self.stderr()));
-        report["report"][name].as_u64().unwrap_or_else(|| panic!("no {name} in {report}"))
+        figure_at(&report["report"], name)
     }
+}
+
+/// The figure at `path` (`pager.swap_outs_written`) of a run's report.
+fn figure_at(report: &serde_json::Value, path: &str) -> u64 {
+    let pointer = format!("/{}", path.replace('.', "/"));
+    report.pointer(&pointer).and_then(|value| value.as_u64()).unwrap_or_else(|| panic!("no {path} in {report}"))
 }
 
 fn device(dir: &Path) -> PathBuf {
@@ -151,15 +154,15 @@ fn assert_paged(run: &Run, what: &str) {
         run.stdout(),
         run.stderr()
     );
-    assert!(run.figure("swapped_out_pages") > 0, "nothing was swapped out: {:?}", run.report);
-    assert!(run.figure("swapped_in_pages") > 0, "nothing was swapped in: {:?}", run.report);
+    assert!(run.figure("pager.swap_outs_written") > 0, "nothing was swapped out: {:?}", run.report);
+    assert!(run.figure("pager.swap_in_reads") > 0, "nothing was swapped in: {:?}", run.report);
     let budget_pages = BUDGET_MIB * 256;
     // The slack is an eighth of the budget here (`PagerConfig::slack_pages`), and each of
     // the 2 handler threads may map a fault's page and the 63 untouched pages after it
     // at once (`ZERO_FILL_AROUND_PAGES`) as it reaches the slack.
     let bound = budget_pages + budget_pages / 8 + 2 * 64;
-    assert!(run.figure("resident_pages_max") <= bound, "resident max over {bound} pages: {:?}", run.report);
-    assert_eq!(run.figure("lost_pages"), 0);
+    assert!(run.figure("pager.resident_pages_max") <= bound, "resident max over {bound} pages: {:?}", run.report);
+    assert_eq!(run.figure("pager.lost_pages"), 0);
 }
 
 #[test]
@@ -214,8 +217,8 @@ fn an_encrypted_heap_and_its_forked_children_read_back_exactly() {
     let run = run_with(&["fork", "64"], &[], &["--encrypt"]);
     assert_paged(&run, "fork: 2 children checked 64 MiB snapshots");
     assert_eq!(run.figure("forks"), 2);
-    assert!(run.figure("pages_sealed") >= run.figure("swapped_out_pages"), "{:?}", run.report);
-    assert_eq!(run.figure("pages_failed_open"), 0);
+    assert!(run.figure("pager.pages_sealed") >= run.figure("pager.swap_outs_written"), "{:?}", run.report);
+    assert_eq!(run.figure("pager.pages_failed_open"), 0);
 }
 
 /// With an inactive list, victims are parked (moved out of the program's reach) before
@@ -231,7 +234,7 @@ fn parked_pages_read_back_exactly_through_discards_and_forks() {
     ] {
         let run = run_with(&args, &[], &["--park", "4M"]);
         assert_paged(&run, what);
-        assert!(run.figure("pages_parked") > 1000, "{what}: few pages parked: {:?}", run.report);
+        assert!(run.figure("pager.pages_parked") > 1000, "{what}: few pages parked: {:?}", run.report);
         assert!(run.stderr().contains("inactive list"), "{what}: no inactive list in the summary: {}", run.stderr());
     }
 }
@@ -468,7 +471,7 @@ fn the_summary_says_how_the_program_ended() {
     assert_eq!(fast.status.code(), Some(3), "{}", stderr(&fast));
     let summary: serde_json::Value = serde_json::from_slice(&std::fs::read(&stats).unwrap()).unwrap();
     assert!(summary["report"]["at_exit"].as_bool().unwrap(), "{summary}");
-    assert!(summary["report"]["swapped_out_pages"].as_u64().unwrap() > 0, "{summary}");
+    assert!(figure_at(&summary["report"], "pager.swap_outs_written") > 0, "{summary}");
     assert!(stderr(&fast).contains("exited (3)"), "{}", stderr(&fast));
 
     // A program that executes another: the summary says the other ran unpaged.
@@ -484,7 +487,8 @@ fn a_slow_exit_after_ctrl_c_is_explained() {
     ensure_library();
     let dir = tempfile::tempdir().unwrap();
     let device = device(dir.path());
-    // A program that takes 3 s to exit after SIGINT.
+    // A program that takes 3 s to exit after SIGINT. (Its sleeps are the program's
+    // work: the wait the launcher explains, and a child to wait for.)
     let mut child = Command::new(ZNSWAP)
         .args(["run", "--memory", "16M", "--device"])
         .arg(&device)
@@ -492,7 +496,16 @@ fn a_slow_exit_after_ctrl_c_is_explained() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(700));
+    // Signalled once its trap is set: the shell has started its `sleep 30`, which it
+    // does after the trap (the launcher takes signals from before it starts the shell).
+    common::wait_until(Duration::from_secs(30), "the shell to start its sleep, its trap set", || {
+        assert!(child.try_wait().unwrap().is_none(), "the launcher ended before it was signalled");
+        let shells = common::children(child.id());
+        shells
+            .iter()
+            .flat_map(|&shell| common::children(shell))
+            .any(|pid| common::command_name(pid).as_deref() == Some("sleep"))
+    });
     // SAFETY: signals the launcher this test started.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let mut stderr = String::new();
@@ -526,17 +539,17 @@ fn the_programs_anonymous_memory_stays_within_memory() {
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     let summary: serde_json::Value = serde_json::from_slice(&std::fs::read(&stats).unwrap()).unwrap();
     let report = &summary["report"];
-    let figure = |name: &str| report[name].as_u64().unwrap_or_else(|| panic!("no {name} in {report}"));
+    let figure = |name: &str| figure_at(report, name);
     assert_eq!(figure("memory_bytes"), memory);
-    assert!(figure("swapped_out_pages") > 0 && figure("swapped_in_pages") > 0, "{report}");
+    assert!(figure("pager.swap_outs_written") > 0 && figure("pager.swap_in_reads") > 0, "{report}");
     // A MiB of give: the governor looks every 100 ms.
     assert!(figure("memory_used_max_bytes") <= memory + (1 << 20), "anonymous memory over --memory: {report}");
     assert!(figure("memory_used_max_bytes") > memory / 2, "the heap used what --memory gives: {report}");
     // Counted from the program's anonymous memory (the arena's pages among it), not its
     // whole resident set.
-    assert!(figure("rss_anon_bytes") >= figure("resident_pages") * 4096, "{report}");
+    assert!(figure("rss_anon_bytes") >= figure("pager.resident_pages") * 4096, "{report}");
     // CPU by thread role: the pager's threads did work, and are a part of the whole.
-    let pager_cpu = figure("fault_threads_cpu_ns") + figure("evictor_threads_cpu_ns") + figure("io_threads_cpu_ns");
+    let pager_cpu = figure("pager.fault_cpu_ns") + figure("pager.evictor_cpu_ns") + figure("pager.io_cpu_ns");
     assert!(pager_cpu > 0 && figure("cpu_ns") >= pager_cpu + figure("stats_thread_cpu_ns"), "{report}");
     assert!(figure("budget_bytes") < memory - (4 << 20), "the rest of the anonymous memory was not counted: {report}");
 }
@@ -588,13 +601,25 @@ fn start_daemon_with(dir: &Path, memory: &str, options: &[&str]) -> (DaemonChild
         .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
         .unwrap();
-    let started = Instant::now();
-    while !socket.exists() {
-        assert!(started.elapsed() < Duration::from_secs(20), "no socket: {}", std::fs::read_to_string(&log).unwrap());
+    let listening = common::holds_within(Duration::from_secs(20), || {
         assert!(daemon.try_wait().unwrap().is_none(), "the daemon ended: {}", std::fs::read_to_string(&log).unwrap());
-        std::thread::sleep(Duration::from_millis(20));
-    }
+        socket.exists()
+    });
+    assert!(listening, "no socket after 20 s: {}", std::fs::read_to_string(&log).unwrap());
     (DaemonChild(daemon), socket, log)
+}
+
+/// `znswap status --json` of the daemon at `socket`.
+fn daemon_status(socket: &Path) -> serde_json::Value {
+    let output = Command::new(ZNSWAP).args(["status", "--json", "--socket"]).arg(socket).output().unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
+/// The pages the daemon at `socket` swapped out of its tenants now, all together.
+fn tenants_swapped_out(socket: &Path) -> u64 {
+    let status = daemon_status(socket);
+    status["tenants"].as_array().unwrap().iter().map(|tenant| tenant["swap_outs"].as_u64().unwrap()).sum()
 }
 
 /// `znswap run --memory MEMORY [--stats STATS] --daemon SOCKET`: a program (`--` and
@@ -693,22 +718,18 @@ fn programs_a_program_executes_join_its_tenant_and_status_shows_them() {
         assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
         String::from_utf8(output.stdout).unwrap()
     };
-    // A tenant that waits, seen by `znswap status` while it runs.
+    // A tenant that waits, seen by `znswap status` while it runs (its sleep is its work).
     let sleeper = daemon_tenant(&socket, "16M", None)
         .args(["--tenant", "sleeper", "--", "sleep", "30"])
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let started = Instant::now();
-    let seen = loop {
-        let json: serde_json::Value = serde_json::from_str(&status(&["--json"])).unwrap();
-        let tenant = json["tenants"].as_array().unwrap().iter().find(|t| t["name"] == "sleeper").cloned();
-        if let Some(tenant) = tenant.filter(|t| t["processes"] == 1) {
-            break tenant;
-        }
-        assert!(started.elapsed() < Duration::from_secs(30), "no tenant in {json}");
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let seen =
+        common::wait_for(Duration::from_secs(30), "the sleeper's tenant of 1 process in `znswap status`", || {
+            let json: serde_json::Value = serde_json::from_str(&status(&["--json"])).unwrap();
+            let tenant = json["tenants"].as_array().unwrap().iter().find(|t| t["name"] == "sleeper").cloned();
+            tenant.filter(|t| t["processes"] == 1)
+        });
     assert_eq!(seen["budget_bytes"], 16 << 20, "{seen}");
     let table = status(&[]);
     assert!(table.contains("sleeper") && table.contains("16 MiB granted of 48 MiB to 1 tenants"), "{table}");
@@ -728,8 +749,8 @@ fn programs_a_program_executes_join_its_tenant_and_status_shows_them() {
     // Each command held its heap within the tenant's 16 MiB (and the slack), not its 64.
     let most = tenant["executed_memory_max_bytes"].as_u64().unwrap();
     assert!(most > 8 << 20 && most < 28 << 20, "the largest executed process held {most} B: {summary}");
-    assert!(tenant["swapped_out_pages"].as_u64().unwrap() > 16384, "both heaps swapped: {summary}");
-    assert!(tenant["swapped_in_pages"].as_u64().unwrap() > 8192, "and read back: {summary}");
+    assert!(tenant["swap_outs"].as_u64().unwrap() > 16384, "both heaps swapped: {summary}");
+    assert!(tenant["swap_ins"].as_u64().unwrap() > 8192, "and read back: {summary}");
     assert!(tenant["faults"].as_u64().unwrap() > 8192, "the daemon timed the tenant's faults: {summary}");
     assert!(tenant["fault_p99_us"].as_f64().unwrap() > 0.0, "{summary}");
     // Where the faults' time went: the device reads are part of it, and no part is more
@@ -744,8 +765,8 @@ fn programs_a_program_executes_join_its_tenant_and_status_shows_them() {
     let mut sleeper = sleeper;
     sleeper.wait().unwrap();
     let after: serde_json::Value = serde_json::from_str(&status(&["--json"])).unwrap();
-    let swapped = after["daemon"]["swapped_out_pages"].as_u64().unwrap();
-    assert!(swapped >= tenant["swapped_out_pages"].as_u64().unwrap(), "{after}");
+    let swapped = after["daemon"]["swap_outs"].as_u64().unwrap();
+    assert!(swapped >= tenant["swap_outs"].as_u64().unwrap(), "{after}");
     assert_eq!(after["daemon"]["lost_pages"], 0, "{after}");
     unsafe { libc::kill(daemon.id() as i32, libc::SIGTERM) };
     assert!(daemon.wait().unwrap().success());
@@ -823,24 +844,15 @@ fn a_tenant_held_by_its_write_limit_holds_up_no_other() {
         .spawn()
         .unwrap();
     // Until it has been held back: its heap is past its memory, written out at 64 KiB/s.
-    let status = || {
-        let output = Command::new(ZNSWAP).args(["status", "--json", "--socket"]).arg(&socket).output().unwrap();
-        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-        serde_json::from_slice::<serde_json::Value>(&output.stdout).unwrap()
-    };
-    let started = Instant::now();
-    loop {
-        let status = status();
-        let throttled = status["tenants"].as_array().unwrap().iter().any(|tenant| {
-            tenant["write_limit_bytes_per_second"] == 64 << 10 && tenant["throttled_seconds"].as_f64().unwrap() > 1.0
-        });
-        if throttled {
-            break;
-        }
-        assert!(started.elapsed() < Duration::from_secs(30), "the limited tenant was never held back: {status}");
+    let mut status = serde_json::Value::Null;
+    let throttled = common::holds_within(Duration::from_secs(30), || {
         assert!(held.try_wait().unwrap().is_none(), "the limited tenant ended");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+        status = daemon_status(&socket);
+        status["tenants"].as_array().unwrap().iter().any(|tenant| {
+            tenant["write_limit_bytes_per_second"] == 64 << 10 && tenant["throttled_seconds"].as_f64().unwrap() > 1.0
+        })
+    });
+    assert!(throttled, "the limited tenant was not held back in 30 s: {status}");
 
     let started = Instant::now();
     let other = output_within_limit(daemon_tenant(&socket, "8M", None).args(["--", HEAP_CHECK, "heap", "48"]));
@@ -877,29 +889,39 @@ fn a_stopped_tenant_holds_up_no_other() {
         .process_group(0)
         .spawn()
         .unwrap();
-    let children = format!("/proc/{0}/task/{0}/children", stopped.id());
-    let started = Instant::now();
-    let program: i32 = loop {
-        if let Some(pid) = std::fs::read_to_string(&children).ok().and_then(|pids| pids.trim().parse().ok()) {
-            break pid;
-        }
-        assert!(started.elapsed() < Duration::from_secs(20), "the program did not start");
-        std::thread::sleep(Duration::from_millis(10));
-    };
+    let launcher = stopped.id();
+    let program = common::wait_for(Duration::from_secs(20), "the program to start", || {
+        common::children(launcher).first().copied()
+    });
     // Stopped until its agent has been asked a discard it could not answer: its pages
-    // are being written out all along, so a stop lands on one soon.
+    // are being written out all along, so a stop lands on one soon. Each try stops it
+    // as more of its pages have gone out (their discards follow), waits until every
+    // thread of it is stopped (its agent among them), and gives the daemon a while to
+    // ask: a discard it asks now goes unanswered, and 2 ms later the log says so. A
+    // try that caught none (the discards were answered before the stop) lets it go on.
     let late = |log: &Path| std::fs::read_to_string(log).unwrap().contains("has not answered a discard");
+    let all_stopped = || {
+        let threads = std::fs::read_dir(format!("/proc/{program}/task")).unwrap();
+        threads.filter_map(Result::ok).all(|thread| {
+            let tid: u32 = thread.file_name().to_string_lossy().parse().unwrap();
+            // (`state` reads /proc/TID/stat, which is the thread's.)
+            matches!(common::state(tid), Some('T' | 't'))
+        })
+    };
     for _ in 0..100 {
-        std::thread::sleep(Duration::from_millis(100));
-        assert!(stopped.try_wait().unwrap().is_none(), "the program ended before a stop caught a discard");
+        let before = tenants_swapped_out(&socket);
+        common::wait_until(Duration::from_secs(60), "more of the program's pages to be swapped out", || {
+            assert!(stopped.try_wait().unwrap().is_none(), "the program ended before a stop caught a discard");
+            tenants_swapped_out(&socket) > before
+        });
         // SAFETY: signalling the program this test started.
-        unsafe { libc::kill(program, libc::SIGSTOP) };
-        std::thread::sleep(Duration::from_millis(300));
-        if late(&log) {
+        unsafe { libc::kill(program as i32, libc::SIGSTOP) };
+        common::wait_until(Duration::from_secs(30), "every thread of the program to stop", all_stopped);
+        if common::holds_within(Duration::from_millis(300), || late(&log)) {
             break;
         }
         // SAFETY: as above.
-        unsafe { libc::kill(program, libc::SIGCONT) };
+        unsafe { libc::kill(program as i32, libc::SIGCONT) };
     }
     assert!(late(&log), "no stop caught a discard: {}", std::fs::read_to_string(&log).unwrap());
 
@@ -914,7 +936,7 @@ fn a_stopped_tenant_holds_up_no_other() {
     assert!(most < 20 << 20, "the program beside a stopped one held {most} B in 8 MiB: {summary}");
 
     // SAFETY: as above.
-    unsafe { libc::kill(program, libc::SIGCONT) };
+    unsafe { libc::kill(program as i32, libc::SIGCONT) };
     let status = stopped.wait().unwrap();
     let mut stdout = String::new();
     stopped.stdout.take().unwrap().read_to_string(&mut stdout).unwrap();
@@ -935,7 +957,7 @@ fn a_stopped_tenant_holds_up_no_other() {
 /// reason where one is sent) and logged, and the daemon goes on serving a program.
 #[test]
 fn a_daemon_refuses_garbage_and_strangers_and_serves_on() {
-    use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+    use std::os::fd::{AsFd, FromRawFd, OwnedFd};
     use znswap_wire::{Channel, Hello, Join, Name, Range, Reason, ToDaemon, ToTenant, Token};
     let dir = tempfile::tempdir().unwrap();
     let (mut daemon, socket, log) = start_daemon(dir.path(), "32M");
@@ -990,15 +1012,19 @@ fn a_daemon_refuses_garbage_and_strangers_and_serves_on() {
     assert_eq!(refused(&one_more), Some(Reason::Full));
     drop(idle);
     // Their threads end as they see them closed: until then a new one may be refused.
-    let answered_at_once = |channel: &Channel| {
-        let mut poll = libc::pollfd { fd: channel.as_fd().as_raw_fd(), events: libc::POLLIN, revents: 0 };
-        // SAFETY: one pollfd, valid for the call.
-        unsafe { libc::poll(&mut poll, 1, 100) > 0 }
+    // A connection is served once the daemon answers it what it asks (its figures).
+    let served = |channel: &Channel| {
+        // (Refused, the daemon may have closed its end already: its answer is there.)
+        let _ = channel.send_to_daemon(&ToDaemon::Status, &[]);
+        match channel.recv_to_tenant() {
+            Ok(Some(ToTenant::Status(_))) => true,
+            Ok(Some(ToTenant::Refused(Reason::Full))) => false,
+            other => panic!("a status asked on a new connection was answered {other:?}"),
+        }
     };
-    let started = Instant::now();
-    while answered_at_once(&Channel::connect(&socket).unwrap()) {
-        assert!(started.elapsed() < Duration::from_secs(10), "connections still refused after the others closed");
-    }
+    common::wait_until(Duration::from_secs(10), "a new connection to be served after the others closed", || {
+        served(&Channel::connect(&socket).unwrap())
+    });
 
     let output = output_within_limit(daemon_tenant(&socket, "16M", None).args(["--", HEAP_CHECK, "heap", "64"]));
     let (stdout, stderr) = (String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
@@ -1026,17 +1052,17 @@ fn a_daemon_refuses_garbage_and_strangers_and_serves_on() {
 fn a_daemon_killed_under_a_program_leaves_it_sigbus_never_zeros() {
     let dir = tempfile::tempdir().unwrap();
     let (mut daemon, socket, log) = start_daemon(dir.path(), "32M");
-    let started = Instant::now();
     let run = std::thread::spawn({
         let socket = socket.clone();
         move || output_within_limit(daemon_tenant(&socket, "16M", None).args(["--", HEAP_CHECK, "heap", "192"]))
     });
-    // Once it has swapped (the daemon's log says it joined; its heap is 12x its budget).
-    while !std::fs::read_to_string(&log).unwrap().contains(" opened by ") {
-        assert!(started.elapsed() < Duration::from_secs(60), "{}", std::fs::read_to_string(&log).unwrap());
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    std::thread::sleep(Duration::from_millis(700));
+    // Once it has swapped (a budget's worth of its pages out; its heap is 12x its budget,
+    // to be read back after it is all written).
+    let swapped = common::holds_within(Duration::from_secs(60), || {
+        assert!(!run.is_finished(), "the program ended before the daemon was killed");
+        tenants_swapped_out(&socket) >= 4096
+    });
+    assert!(swapped, "16 MiB of the program were not swapped out in 60 s: {}", std::fs::read_to_string(&log).unwrap());
     daemon.kill().unwrap();
     daemon.wait().unwrap();
     let output = run.join().unwrap();

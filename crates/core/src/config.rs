@@ -91,8 +91,8 @@ pub struct Config {
     pub gc_batch_pages_max: u32,
     /// A GC read spans up to this many unoccupied slots between two it must read, so
     /// a victim full of small holes costs a few large reads instead of one read per
-    /// run of valid slots (measured here: a GC read is a syscall, its CPU cost hardly
-    /// depends on its size). 0 reads only occupied slots. At most 63.
+    /// run of valid slots (a GC read is a syscall, whose CPU cost was measured to hardly
+    /// depend on its size). 0 reads only occupied slots. At most 63.
     pub gc_read_gap_pages_max: u32,
     /// GC destination streams (1 ..= `GC_STREAMS_MAX`), each an open zone of its own;
     /// the policy picks the stream of each moved page (hot/cold and lifetime: survivors

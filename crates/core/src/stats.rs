@@ -1,6 +1,6 @@
 //! Counters the engine keeps (`swap_inf` plus write amplification and GC work).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Write amplification: what the device wrote per byte (or page) the host asked it to
 /// write for swap-out, both in one unit. The device's writes are the host's plus the
@@ -13,7 +13,8 @@ pub fn waf(host_written: u64, device_written: u64) -> f64 {
     device_written as f64 / host_written as f64
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Stats {
     pub swap_outs: u64,
     pub swap_ins: u64,

@@ -155,7 +155,7 @@ impl Engine {
             // tenant write its clean pages again (and turn its zones into the GC's next
             // victims). A reader beside a writer whose GC had spent the allowance wrote
             // each page it let go, and was held back by its own write limit for it
-            // (`scripts/tenants.sh`, session 59).
+            // (`scripts/tenants.sh`; docs/measurements/2026-11-daemon.md, 2026-11-29).
             SwapCacheMode::Adaptive => {
                 !self.gc_moved_lately(tenant)
                     || self.cached_total < self.cache_limit_slots

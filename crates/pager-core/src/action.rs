@@ -105,3 +105,76 @@ impl Wakeups {
         self.evictors || self.io || self.room || self.false_drops
     }
 }
+
+/// The threads around the core as it sees them: which are asleep (whoever changes, under
+/// the lock, what one waits for owes it a wake-up), whether the evictors are gone, and
+/// the wake-ups owed since the shell last took them.
+#[derive(Debug, Default)]
+pub(crate) struct Threads {
+    evictors_asleep: bool,
+    io_asleep: bool,
+    /// The evictors are gone: faults no longer wait for room.
+    shut_down: bool,
+    owed: Wakeups,
+}
+
+impl Threads {
+    pub(crate) fn evictors_asleep(&self) -> bool {
+        self.evictors_asleep
+    }
+
+    pub(crate) fn io_asleep(&self) -> bool {
+        self.io_asleep
+    }
+
+    /// An evictor is about to wait for `Wakeups::evictors`.
+    pub(crate) fn evictors_sleep(&mut self) {
+        self.evictors_asleep = true;
+    }
+
+    /// The I/O thread is about to wait for `Wakeups::io`.
+    pub(crate) fn io_sleeps(&mut self) {
+        self.io_asleep = true;
+    }
+
+    /// Sleeping evictors are owed a wake-up.
+    pub(crate) fn wake_evictors(&mut self) {
+        if self.evictors_asleep {
+            self.evictors_asleep = false;
+            self.owed.evictors = true;
+        }
+    }
+
+    /// A sleeping I/O thread is owed a wake-up.
+    pub(crate) fn wake_io(&mut self) {
+        if self.io_asleep {
+            self.io_asleep = false;
+            self.owed.io = true;
+        }
+    }
+
+    /// Faults waiting for room are owed a wake-up.
+    pub(crate) fn wake_room(&mut self) {
+        self.owed.room = true;
+    }
+
+    /// Regions were found whose pages were not dropped as their process said.
+    pub(crate) fn wake_for_false_drops(&mut self) {
+        self.owed.false_drops = true;
+    }
+
+    /// The evictors are gone: everyone waiting is woken.
+    pub(crate) fn shut_down(&mut self) {
+        self.shut_down = true;
+        self.owed = Wakeups { evictors: true, io: true, room: true, false_drops: self.owed.false_drops };
+    }
+
+    pub(crate) fn is_shut_down(&self) -> bool {
+        self.shut_down
+    }
+
+    /// The wake-ups owed since the last call.
+    pub(crate) fn take(&mut self) -> Wakeups {
+        std::mem::take(&mut self.owed)
+    }
+}

@@ -13,10 +13,12 @@
 //!  evictor:  Check (late discards answered since: done) ──Sleep──> Wait(Evictors)
 //!              │                                       (lock held into the wait)
 //!              │ ├──Discard──> Discard(Take → Madvise → Done) ──> Check
-//!              │ └──Evict────> Park(a move a step; settled under the lock) → Protect(range 0..n)
+//!              │ └──Evict────> Scan → Park(a move a step; settled under the lock) → Protect(range 0..n)
 //!              │                 → ZeroCheck → HandOver ──> Check
+//!              │        (asynchronous write protection: Protect → Scan → Park → HandOver)
 //!  fault:    Call ──Read──> Read → ReadDone ──> resolved / Call
 //!              ├──ZeroFill (under the same lock hold) ──> resolved
+//!              ├──OpenCached (under the same lock hold) ──> served, or Read → ReadDone
 //!              ├──WaitRoom──> Discard(Take → Madvise → Done) ──> Call, or Wait(Room)
 //!              └──Again──> Pause ──> Call
 //!  I/O:      Next ──none──> Wait(Io)
@@ -25,7 +27,8 @@
 
 use znswap_core::{IoError, IoRequest};
 
-use crate::evict::{DiscardBatch, EvictRound, EvictorWork, ParkOutcome};
+use crate::discard::DiscardBatch;
+use crate::evict::{EvictRound, EvictorWork, ParkOutcome};
 use crate::fault::{Fault, FaultKind, FaultStep, Pause, ReadInto};
 use crate::io::{IoCompletion, IoPlan};
 use crate::{Actions, Digest, PagerCore, Sealed};
@@ -273,59 +276,7 @@ impl Evictor {
     /// One step; `did` counts what it finished.
     pub fn step(&mut self, shell: &mut impl EvictorShell, did: &mut EvictorDid) -> Next {
         match self.phase {
-            EvictorPhase::Check => {
-                // A victim's region stays mapped from its pick to its hand-over: freed
-                // between them, its addresses could belong to a new region by the time
-                // the victims are protected and read.
-                shell.mappings_read();
-                shell.lock();
-                // Discards their agents were late to answer: those answered since.
-                let mut index = 0;
-                while let Some(&owner) = shell.core().late_owners().get(index) {
-                    if shell.late_answered(owner) {
-                        shell.core().late_discard_done(owner);
-                    } else {
-                        index += 1;
-                    }
-                }
-                match shell.core().evictor_work() {
-                    EvictorWork::Sleep => {
-                        shell.mappings_release();
-                        shell.core().evictor_sleeps(false);
-                        Next::Wait(WaitOn::Evictors)
-                    }
-                    EvictorWork::Discard => {
-                        shell.unlock();
-                        shell.mappings_release();
-                        self.phase = EvictorPhase::Discard(DiscardPhase::Take);
-                        Next::Continue
-                    }
-                    EvictorWork::Evict => {
-                        did.rounds += 1;
-                        let now = shell.now();
-                        let pause = shell.core().evict_pick(&mut self.round, now);
-                        if !self.round.needs_hand_over() && shell.core().evictor_held_back() {
-                            // Nothing to pick but pages of tenants past their write
-                            // limits: asleep, a fault wanting room (or a budget) wakes it
-                            // at once, as a pause would not.
-                            shell.mappings_release();
-                            shell.core().evictor_sleeps(true);
-                            return Next::Wait(WaitOn::Evictors);
-                        }
-                        shell.unlock();
-                        if !self.round.needs_hand_over() {
-                            shell.mappings_release();
-                            return pause.map_or(Next::Continue, Next::Pause);
-                        }
-                        self.phase = if self.round.protects_first() && !self.round.ranges().is_empty() {
-                            EvictorPhase::Protect { range: 0, pause }
-                        } else {
-                            EvictorPhase::Scan { span: 0, pause }
-                        };
-                        Next::Continue
-                    }
-                }
-            }
+            EvictorPhase::Check => self.step_check(shell, did),
             EvictorPhase::Discard(phase) => {
                 match discard_step(shell, phase, &mut self.batch) {
                     Ok(next) => self.phase = EvictorPhase::Discard(next),
@@ -336,106 +287,179 @@ impl Evictor {
                 }
                 Next::Continue
             }
-            // Without the state lock: a move is a TLB flush (an inter-processor interrupt,
-            // a VM exit here), and faults should not wait behind it (held through the
-            // moves, the lock doubled memcached's lock wait per fault, 6 -> 13 µs). The
-            // victim cannot change meanwhile but by the program's discard: faults on a
-            // `Parking` or `ParkingRemoved` page wait for the settling, so the move takes
-            // the page's data or the old data of a discarded page, never a page the program
-            // mapped after the zap. One move a step: the pager DST runs the other actors'
-            // steps between them.
-            // Without the state lock, before the moves: a write after the scan lands in the
-            // page that is moved (a reference missed, no data lost: a parked page is
-            // written out from the shadow, out of the program's reach).
-            EvictorPhase::Scan { span, pause } => {
-                self.phase = match self.round.scans().get(span).copied() {
-                    Some(scan) => {
-                        let round = &mut self.round;
-                        shell.scan_written(scan.start, scan.end, &mut |start, end| {
-                            round.found_written(span, start, end)
-                        });
-                        EvictorPhase::Scan { span: span + 1, pause }
-                    }
-                    None => {
-                        self.round.spread_written();
-                        EvictorPhase::Park { pause, next: 0 }
-                    }
-                };
-                Next::Continue
-            }
-            EvictorPhase::Park { pause, next } => {
-                let victim = (next..self.round.victims()).find(|&v| self.round.victim_to_park(v).is_some());
-                self.phase = match victim {
-                    Some(victim) => {
-                        let (address, shadow) = self.round.victim_to_park(victim).expect("a victim to park");
-                        let outcome = shell.park(address, shadow);
-                        self.round.park_done(victim, outcome);
-                        if self.round.wants_digest(victim) {
-                            // Out of the program's reach now: the bytes cannot change.
-                            let digest = shell.digest(shadow);
-                            self.round.set_digest(victim, digest);
-                        }
-                        EvictorPhase::Park { pause, next: victim + 1 }
-                    }
-                    None => {
-                        // One lock hold settles every move before anything reads or
-                        // protects the victims: faults on them wait until then.
-                        if self.round.parks() {
-                            shell.lock();
-                            let now = shell.now();
-                            shell.core().park_settle(&mut self.round, now, &mut self.actions);
-                            shell.apply(&mut self.actions);
-                            shell.unlock();
-                        }
-                        if self.round.ranges().is_empty() || self.round.protects_first() {
-                            EvictorPhase::HandOver { pause }
-                        } else {
-                            EvictorPhase::Protect { range: 0, pause }
-                        }
-                    }
-                };
-                Next::Continue
-            }
-            // Without the state lock: each protection costs a TLB flush, and faults
-            // should not wait behind them. Writers fault from here on, so the pages stay
-            // as the zero check and the append see them unless a write dirties them
-            // (which aborts their swap-out: Appendix A).
-            EvictorPhase::Protect { range, pause } => {
-                let protect = self.round.ranges()[range];
-                let protected = shell.write_protect(protect.start, protect.end);
-                self.round.ranges_mut()[range].protected = protected;
-                self.phase = if range + 1 < self.round.ranges().len() {
-                    EvictorPhase::Protect { range: range + 1, pause }
-                } else if self.round.protects_first() {
-                    EvictorPhase::Scan { span: 0, pause }
-                } else {
-                    EvictorPhase::ZeroCheck { pause }
-                };
-                Next::Continue
-            }
-            EvictorPhase::ZeroCheck { pause } => {
-                for victim in 0..self.round.victims() {
-                    if let Some(address) = self.round.victim_to_check(victim) {
-                        // A write fault meanwhile takes the page back: it is kept at the
-                        // hand-over, whatever this saw.
-                        let zero = shell.page_is_zero(address);
-                        self.round.set_zero(victim, zero);
-                    }
-                }
-                self.phase = EvictorPhase::HandOver { pause };
-                Next::Continue
-            }
-            EvictorPhase::HandOver { pause } => {
-                shell.lock();
-                let now = shell.now();
-                shell.core().evict_hand_over(&mut self.round, now, &mut self.actions);
-                shell.apply(&mut self.actions);
-                shell.unlock();
-                shell.mappings_release();
-                self.phase = EvictorPhase::Check;
-                pause.map_or(Next::Continue, Next::Pause)
+            EvictorPhase::Scan { span, pause } => self.step_scan(shell, span, pause),
+            EvictorPhase::Park { pause, next } => self.step_park(shell, pause, next),
+            EvictorPhase::Protect { range, pause } => self.step_protect(shell, range, pause),
+            EvictorPhase::ZeroCheck { pause } => self.step_zero_check(shell, pause),
+            EvictorPhase::HandOver { pause } => self.step_hand_over(shell, pause),
+        }
+    }
+
+    /// `Check`: under `mappings` and the lock, takes the late discards answered since and
+    /// asks the core what to do: sleep, discard, or pick a round.
+    fn step_check(&mut self, shell: &mut impl EvictorShell, did: &mut EvictorDid) -> Next {
+        // A victim's region stays mapped from its pick to its hand-over: freed between
+        // them, its addresses could belong to a new region by the time the victims are
+        // protected and read.
+        shell.mappings_read();
+        shell.lock();
+        // Discards their agents were late to answer: those answered since.
+        let mut index = 0;
+        while let Some(&owner) = shell.core().late_owners().get(index) {
+            if shell.late_answered(owner) {
+                shell.core().late_discard_done(owner);
+            } else {
+                index += 1;
             }
         }
+        match shell.core().evictor_work() {
+            EvictorWork::Sleep => {
+                shell.mappings_release();
+                shell.core().evictor_sleeps(false);
+                Next::Wait(WaitOn::Evictors)
+            }
+            EvictorWork::Discard => {
+                shell.unlock();
+                shell.mappings_release();
+                self.phase = EvictorPhase::Discard(DiscardPhase::Take);
+                Next::Continue
+            }
+            EvictorWork::Evict => {
+                did.rounds += 1;
+                self.step_pick(shell)
+            }
+        }
+    }
+
+    /// `Check`, still under `mappings` and the lock: picks a round, and starts its work
+    /// outside the lock (the protection first with asynchronous write protection, else
+    /// the scans and moves), or ends it at once if it has none.
+    fn step_pick(&mut self, shell: &mut impl EvictorShell) -> Next {
+        let now = shell.now();
+        let pause = shell.core().evict_pick(&mut self.round, now);
+        if !self.round.needs_hand_over() && shell.core().evictor_held_back() {
+            // Nothing to pick but pages of tenants past their write limits: asleep, a
+            // fault wanting room (or a budget) wakes it at once, as a pause would not.
+            shell.mappings_release();
+            shell.core().evictor_sleeps(true);
+            return Next::Wait(WaitOn::Evictors);
+        }
+        shell.unlock();
+        if !self.round.needs_hand_over() {
+            shell.mappings_release();
+            return pause.map_or(Next::Continue, Next::Pause);
+        }
+        self.phase = if self.round.protects_first() && !self.round.ranges().is_empty() {
+            EvictorPhase::Protect { range: 0, pause }
+        } else {
+            EvictorPhase::Scan { span: 0, pause }
+        };
+        Next::Continue
+    }
+
+    /// `Scan`, without the state lock, before the moves: a write after the scan lands in
+    /// the page that is moved (a reference missed, no data lost: a parked page is written
+    /// out from the shadow, out of the program's reach).
+    fn step_scan(&mut self, shell: &mut impl EvictorShell, span: usize, pause: Option<Pause>) -> Next {
+        self.phase = match self.round.scans().get(span).copied() {
+            Some(scan) => {
+                let round = &mut self.round;
+                shell.scan_written(scan.start, scan.end, &mut |start, end| round.found_written(span, start, end));
+                EvictorPhase::Scan { span: span + 1, pause }
+            }
+            None => {
+                self.round.spread_written();
+                EvictorPhase::Park { pause, next: 0 }
+            }
+        };
+        Next::Continue
+    }
+
+    /// `Park`: the next victim's move, without the state lock (a move is a TLB flush, an
+    /// inter-processor interrupt, and faults should not wait behind it: held through the
+    /// moves, the lock doubled memcached's lock wait per fault). The victim cannot change
+    /// meanwhile but by the program's discard: faults on a `Parking` or `ParkingRemoved`
+    /// page wait for the settling, so the move takes the page's data or the old data of
+    /// a discarded page, never a page the program mapped after the zap. One move a step:
+    /// the pager DST runs the other actors' steps between them. After the last, one lock
+    /// hold settles them all.
+    fn step_park(&mut self, shell: &mut impl EvictorShell, pause: Option<Pause>, next: usize) -> Next {
+        let victim = (next..self.round.victims()).find(|&v| self.round.victim_to_park(v).is_some());
+        self.phase = match victim {
+            Some(victim) => {
+                let (address, shadow) = self.round.victim_to_park(victim).expect("a victim to park");
+                let outcome = shell.park(address, shadow);
+                self.round.park_done(victim, outcome);
+                if self.round.wants_digest(victim) {
+                    // Out of the program's reach now: the bytes cannot change.
+                    let digest = shell.digest(shadow);
+                    self.round.set_digest(victim, digest);
+                }
+                EvictorPhase::Park { pause, next: victim + 1 }
+            }
+            None => {
+                // One lock hold settles every move before anything reads or protects the
+                // victims: faults on them wait until then.
+                if self.round.parks() {
+                    shell.lock();
+                    let now = shell.now();
+                    shell.core().park_settle(&mut self.round, now, &mut self.actions);
+                    shell.apply(&mut self.actions);
+                    shell.unlock();
+                }
+                if self.round.ranges().is_empty() || self.round.protects_first() {
+                    EvictorPhase::HandOver { pause }
+                } else {
+                    EvictorPhase::Protect { range: 0, pause }
+                }
+            }
+        };
+        Next::Continue
+    }
+
+    /// `Protect`: range `range` of the round, without the state lock (each protection
+    /// costs a TLB flush, and faults should not wait behind them). Writers fault from
+    /// here on, so the pages stay as the zero check and the append see them unless a
+    /// write dirties them (which aborts their swap-out: Appendix A).
+    fn step_protect(&mut self, shell: &mut impl EvictorShell, range: usize, pause: Option<Pause>) -> Next {
+        let protect = self.round.ranges()[range];
+        let protected = shell.write_protect(protect.start, protect.end);
+        self.round.ranges_mut()[range].protected = protected;
+        self.phase = if range + 1 < self.round.ranges().len() {
+            EvictorPhase::Protect { range: range + 1, pause }
+        } else if self.round.protects_first() {
+            EvictorPhase::Scan { span: 0, pause }
+        } else {
+            EvictorPhase::ZeroCheck { pause }
+        };
+        Next::Continue
+    }
+
+    /// `ZeroCheck`: looks for all-zero victims (they need no write), outside the lock.
+    fn step_zero_check(&mut self, shell: &mut impl EvictorShell, pause: Option<Pause>) -> Next {
+        for victim in 0..self.round.victims() {
+            if let Some(address) = self.round.victim_to_check(victim) {
+                // A write fault meanwhile takes the page back: it is kept at the
+                // hand-over, whatever this saw.
+                let zero = shell.page_is_zero(address);
+                self.round.set_zero(victim, zero);
+            }
+        }
+        self.phase = EvictorPhase::HandOver { pause };
+        Next::Continue
+    }
+
+    /// `HandOver`: under the lock, the round's victims go to the engine (or stay); the
+    /// round is over, and `mappings` released.
+    fn step_hand_over(&mut self, shell: &mut impl EvictorShell, pause: Option<Pause>) -> Next {
+        shell.lock();
+        let now = shell.now();
+        shell.core().evict_hand_over(&mut self.round, now, &mut self.actions);
+        shell.apply(&mut self.actions);
+        shell.unlock();
+        shell.mappings_release();
+        self.phase = EvictorPhase::Check;
+        pause.map_or(Next::Continue, Next::Pause)
     }
 }
 
@@ -547,102 +571,118 @@ impl FaultTask {
     pub fn step(&mut self, shell: &mut impl FaultShell) -> Next {
         match self.phase {
             FaultPhase::Idle => panic!("a fault stepped before it was started"),
-            FaultPhase::Call => {
-                shell.lock();
-                let now = shell.now();
-                let mut step = shell.core().fault(&mut self.fault, now, &mut self.actions);
-                shell.apply(&mut self.actions);
-                // Still under the lock: a sealed page read ahead is opened, then served.
-                if let FaultStep::OpenCached { entry, sealed, around } = step {
-                    let mut opened = shell.open_cached(entry, &sealed) as u64;
-                    for index in 0..around {
-                        let (entry, sealed) = shell.core().fault_cache_around(&self.fault, index);
-                        opened |= (shell.open_cached(entry, &sealed) as u64) << (index + 1);
-                    }
-                    step = shell.core().fault_cache_opened(&mut self.fault, opened, now, &mut self.actions);
-                    shell.apply(&mut self.actions);
-                }
-                match step {
-                    FaultStep::OpenCached { .. } => unreachable!("a cache page to open is opened above"),
-                    FaultStep::NotOurs | FaultStep::Done => {
-                        shell.unlock();
-                        self.resolved(step == FaultStep::Done)
-                    }
-                    FaultStep::Read { zone, slot, pages, into, sealed } => {
-                        shell.unlock();
-                        self.phase = FaultPhase::Read { zone, slot, pages, into, sealed };
-                        Next::Continue
-                    }
-                    // Still under the lock: a zero page lands only where nothing is.
-                    FaultStep::ZeroFill { address } => {
-                        let landed = shell.zero_fill(address);
-                        let step = shell.core().fault_zero_filled(&mut self.fault, landed, now, &mut self.actions);
-                        shell.apply(&mut self.actions);
-                        shell.unlock();
-                        assert_eq!(step, FaultStep::Done, "a zero fill completion asks for nothing more");
-                        self.resolved(true)
-                    }
-                    FaultStep::Again(pause) => {
-                        shell.unlock();
-                        Next::Pause(pause)
-                    }
-                    FaultStep::WaitRoom { discard, write_limited } => {
-                        self.room_wait_since_ns.get_or_insert(now);
-                        self.write_limited = write_limited;
-                        // Pages already written out wait only for their discard: do it
-                        // here rather than sleep until an evictor does (direct reclaim).
-                        // This CPU would idle, while the evictor's may be busy (measured
-                        // on 2 vCPUs: the one running the evictor, I/O thread and disk
-                        // interrupts was).
-                        if discard {
-                            if let Some(batch) = shell.fault_discard_take() {
-                                shell.unlock();
-                                self.discard = Some(batch);
-                                self.phase = FaultPhase::Discard(DiscardPhase::Take);
-                                return Next::Continue;
-                            }
-                        }
-                        Next::Wait(WaitOn::Room)
-                    }
-                }
-            }
+            FaultPhase::Call => self.step_call(shell),
             FaultPhase::Read { zone, slot, pages, into, sealed } => {
                 let result = shell.read(zone, slot, pages, into, sealed.as_ref());
                 self.phase = FaultPhase::ReadDone { result };
                 Next::Continue
             }
-            FaultPhase::ReadDone { result } => {
-                shell.lock();
-                let now = shell.now();
-                let step = shell.core().fault_read_done(&mut self.fault, result, now, &mut self.actions);
-                shell.apply(&mut self.actions);
-                shell.unlock();
-                match step {
-                    FaultStep::Done => self.resolved(true),
-                    FaultStep::Again(pause) => {
-                        self.phase = FaultPhase::Call;
-                        Next::Pause(pause)
-                    }
-                    other => panic!("a read completion answered {other:?}"),
-                }
+            FaultPhase::ReadDone { result } => self.step_read_done(shell, result),
+            FaultPhase::Discard(phase) => self.step_discard(shell, phase),
+        }
+    }
+
+    /// `Call`: under the lock, asks the core (and opens the sealed cache pages it names,
+    /// still under the lock), and carries out what it answers.
+    fn step_call(&mut self, shell: &mut impl FaultShell) -> Next {
+        shell.lock();
+        let now = shell.now();
+        let mut step = shell.core().fault(&mut self.fault, now, &mut self.actions);
+        shell.apply(&mut self.actions);
+        // Still under the lock: a sealed page read ahead is opened, then served.
+        if let FaultStep::OpenCached { entry, sealed, around } = step {
+            let mut opened = shell.open_cached(entry, &sealed) as u64;
+            for index in 0..around {
+                let (entry, sealed) = shell.core().fault_cache_around(&self.fault, index);
+                opened |= (shell.open_cached(entry, &sealed) as u64) << (index + 1);
             }
-            FaultPhase::Discard(phase) => {
-                let mut batch = self.discard.take().expect("a discarding fault holds the batch");
-                let next = discard_step(shell, phase, &mut batch);
-                match next {
-                    Ok(next) => {
-                        self.discard = Some(batch);
-                        self.phase = FaultPhase::Discard(next);
-                    }
-                    Err(pages) => {
-                        shell.fault_discard_return(batch);
-                        self.discarded_pages += pages as u64;
-                        self.phase = FaultPhase::Call;
-                    }
-                }
+            step = shell.core().fault_cache_opened(&mut self.fault, opened, now, &mut self.actions);
+            shell.apply(&mut self.actions);
+        }
+        match step {
+            FaultStep::OpenCached { .. } => unreachable!("a cache page to open is opened above"),
+            FaultStep::NotOurs | FaultStep::Done => {
+                shell.unlock();
+                self.resolved(step == FaultStep::Done)
+            }
+            FaultStep::Read { zone, slot, pages, into, sealed } => {
+                shell.unlock();
+                self.phase = FaultPhase::Read { zone, slot, pages, into, sealed };
                 Next::Continue
             }
+            // Still under the lock: a zero page lands only where nothing is.
+            FaultStep::ZeroFill { address } => {
+                let landed = shell.zero_fill(address);
+                let step = shell.core().fault_zero_filled(&mut self.fault, landed, now, &mut self.actions);
+                shell.apply(&mut self.actions);
+                shell.unlock();
+                assert_eq!(step, FaultStep::Done, "a zero fill completion asks for nothing more");
+                self.resolved(true)
+            }
+            FaultStep::Again(pause) => {
+                shell.unlock();
+                Next::Pause(pause)
+            }
+            FaultStep::WaitRoom { discard, write_limited } => {
+                self.room_wait_since_ns.get_or_insert(now);
+                self.write_limited = write_limited;
+                self.step_wait_room(shell, discard)
+            }
         }
+    }
+
+    /// `Call` answered `WaitRoom`, still under the lock: pages already written out wait
+    /// only for their discard, so the fault does it itself if no other fault is (direct
+    /// reclaim) rather than sleep until an evictor does: this CPU would idle, while the
+    /// evictor's may be busy (with the I/O thread and the device's interrupts too).
+    /// Otherwise it waits for room.
+    fn step_wait_room(&mut self, shell: &mut impl FaultShell, discard: bool) -> Next {
+        if discard {
+            if let Some(batch) = shell.fault_discard_take() {
+                shell.unlock();
+                self.discard = Some(batch);
+                self.phase = FaultPhase::Discard(DiscardPhase::Take);
+                return Next::Continue;
+            }
+        }
+        Next::Wait(WaitOn::Room)
+    }
+
+    /// `ReadDone`: under the lock, the read's result to the core, which installs the
+    /// pages or asks for another call.
+    fn step_read_done(&mut self, shell: &mut impl FaultShell, result: Result<(), IoError>) -> Next {
+        shell.lock();
+        let now = shell.now();
+        let step = shell.core().fault_read_done(&mut self.fault, result, now, &mut self.actions);
+        shell.apply(&mut self.actions);
+        shell.unlock();
+        match step {
+            FaultStep::Done => self.resolved(true),
+            FaultStep::Again(pause) => {
+                self.phase = FaultPhase::Call;
+                Next::Pause(pause)
+            }
+            other => panic!("a read completion answered {other:?}"),
+        }
+    }
+
+    /// `Discard`: a phase of the direct-reclaim discard, with the pager's one batch for
+    /// it (given back when done).
+    fn step_discard(&mut self, shell: &mut impl FaultShell, phase: DiscardPhase) -> Next {
+        let mut batch = self.discard.take().expect("a discarding fault holds the batch");
+        let next = discard_step(shell, phase, &mut batch);
+        match next {
+            Ok(next) => {
+                self.discard = Some(batch);
+                self.phase = FaultPhase::Discard(next);
+            }
+            Err(pages) => {
+                shell.fault_discard_return(batch);
+                self.discarded_pages += pages as u64;
+                self.phase = FaultPhase::Call;
+            }
+        }
+        Next::Continue
     }
 }
 

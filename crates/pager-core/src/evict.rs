@@ -4,9 +4,12 @@
 use znswap_core::{Event, PageState as EnginePage, SwapOutError, SwapOutOutcome};
 
 use crate::action::{Action, Actions};
+use crate::discard::DropKind;
 use crate::fault::Pause;
+use crate::out::OutPage;
+use crate::page::ROUNDS_MAX;
 use crate::region::Region;
-use crate::{Digest, DropKind, Dropping, OutPage, PageState, PagerCore, PAGE_BYTES};
+use crate::{Digest, PageState, PagerCore, PAGE_BYTES};
 
 /// Largest eviction round, in batches (see `evict_hand_over`).
 pub const ROUND_BATCHES_MAX: usize = 4;
@@ -14,6 +17,33 @@ pub const ROUND_BATCHES_MAX: usize = 4;
 /// The pause after a round that found nothing to evict: every candidate was referenced
 /// or in flight, so faults and the I/O thread should move on before the next sweep.
 const NOTHING_PICKED_PAUSE_US: u32 = 200;
+
+/// The CLOCK and its rounds: where the hand is, the rounds handed out, and whether one
+/// is in flight. One round is in flight at a time: a victim stays its round's, mapped,
+/// from its pick to its hand-over (`PagerCore::evictor_work`).
+#[derive(Debug, Default)]
+pub(crate) struct Rounds {
+    /// The next (owner, page) the eviction sweep looks at.
+    hand: (u32, u64),
+    /// Rounds handed out (`evict_round`): each names its victims.
+    made: u8,
+    /// A round is between its pick and its hand-over.
+    in_flight: bool,
+}
+
+impl Rounds {
+    /// The id of a new round (one per evictor thread). Ids run from 1; a page byte names
+    /// ids below `ROUNDS_MAX`.
+    fn new_id(&mut self) -> u8 {
+        assert!(self.made + 1 < ROUNDS_MAX, "at most {} evictors", ROUNDS_MAX - 2);
+        self.made += 1;
+        self.made
+    }
+
+    pub(crate) fn in_flight(&self) -> bool {
+        self.in_flight
+    }
+}
 
 /// What an evictor should do next.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -43,7 +73,7 @@ struct Victim {
     /// Its shadow page's address if it is to be parked (`PageState::Parking`).
     shadow: Option<u64>,
     generation: u64,
-    /// Its out handle (taken from `out_free` when picked; none for a page to park).
+    /// Its out handle (taken when picked; none for a page to park).
     handle: Option<u64>,
     /// The range that covers it, if it is to be write-protected.
     range: Option<u32>,
@@ -62,6 +92,71 @@ struct Victim {
     cached: bool,
     /// Its parked bytes' digest (`EvictRound::set_digest`), 0 if not taken.
     digest: Digest,
+}
+
+impl Victim {
+    /// Victim `page` of region `owner` (of `generation`), at `address`: to evict in place
+    /// with no handle yet, until told otherwise.
+    fn new(owner: u32, page: u64, address: u64, generation: u64) -> Victim {
+        Victim {
+            owner,
+            page,
+            address,
+            shadow: None,
+            generation,
+            handle: None,
+            range: None,
+            zero: false,
+            moved: None,
+            settled: false,
+            written: false,
+            cached: false,
+            digest: 0,
+        }
+    }
+}
+
+/// One round's sweep of the CLOCK hand (`PagerCore::evict_pick`): what it may still
+/// pick, where the hand is, the ranges it builds, and which regions it passes over.
+struct Sweep {
+    /// Victims still wanted: to evict in place, and to park.
+    direct_room: usize,
+    park_room: usize,
+    /// The page the hand is at.
+    owner: u32,
+    page: u64,
+    /// Pages looked at, at most `limit`.
+    scanned: u64,
+    limit: u64,
+    /// Whether the last range may grow; the last scan span.
+    open: bool,
+    scan_open: bool,
+    /// The hand write-protects the pages whose bit it clears.
+    sampling: bool,
+    wp_async: bool,
+    /// Only regions of tenants over their own budgets are swept: `over[owner]`.
+    tenants_first: bool,
+    over: Vec<bool>,
+    /// Tenants held back (`held[tenant]`: past their write limits, at their swap
+    /// limits) are passed over.
+    any_held: bool,
+    held: Vec<bool>,
+}
+
+impl Sweep {
+    /// Whether the round passes region `owner` over: gone, not of a tenant over its
+    /// budget while some are, or of a tenant held back.
+    fn region_passed_over(&self, regions: &[Region], owner: usize) -> bool {
+        let region = &regions[owner];
+        !region.live
+            || (self.tenants_first && !self.over[owner])
+            || (self.any_held && self.held[region.tenant as usize])
+    }
+
+    /// Whether the round passes the hand's region over.
+    fn passes_over(&self, regions: &[Region]) -> bool {
+        self.region_passed_over(regions, self.owner as usize)
+    }
 }
 
 /// A stretch of a region to scan for written pages before the round's moves
@@ -287,60 +382,6 @@ pub fn unpark_next(failure: MoveFailure, here: bool, at_shadow: bool, retried: b
     }
 }
 
-/// An address range laid out as `struct iovec`, so the shell can hand a batch of them to
-/// `process_madvise` as they are.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(C)]
-pub struct AddressRange {
-    pub start: usize,
-    pub len: usize,
-}
-
-/// Pages taken for a discard, and their ranges (sorted, merged). Allocated once per
-/// discarding thread (`PagerCore::discard_batch`).
-pub struct DiscardBatch {
-    dropping: Vec<Dropping>,
-    addresses: Vec<u64>,
-    ranges: Vec<AddressRange>,
-    /// Ranges the shell did not drop by its return (`delay`), by index.
-    delayed: Vec<(usize, DropDelay)>,
-    /// The same, by region, as `discard_done` finds them.
-    delayed_owners: Vec<(u32, DropDelay)>,
-}
-
-/// Why a discard's pages of one process were not dropped by the shell's return. Only a
-/// served process's pages can be (`docs/daemon.md`): its agent thread drops them, and it
-/// may be slow to answer or not answer for a long time (stopped by SIGSTOP or a
-/// debugger, held by a fork), and the pager must not wait for it meanwhile.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DropDelay {
-    /// Asked, not answered yet: the pages stay `Dropping` (faults on them wait, and the
-    /// agent zaps them before it answers) until the answer (`late_discard_done`).
-    Late,
-    /// Not asked: the process's agent owes the answer to an earlier discard. They await
-    /// the next.
-    Unsent,
-}
-
-impl DiscardBatch {
-    /// What to discard (`MADV_DONTNEED`): pages of regions still mapped; pages of freed
-    /// regions are skipped, their mappings gone.
-    pub fn ranges(&self) -> &[AddressRange] {
-        &self.ranges
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.dropping.is_empty()
-    }
-
-    /// The shell did not drop `ranges()[range]` (yet): every range of a region must be
-    /// said alike.
-    pub fn delay(&mut self, range: usize, delay: DropDelay) {
-        debug_assert!(range < self.ranges.len());
-        self.delayed.push((range, delay));
-    }
-}
-
 impl PagerCore {
     /// Whether an evictor has pages to evict: the resident set, less what is already on
     /// its way out, is above the low watermark (a batch below the budget), and an out
@@ -354,11 +395,11 @@ impl PagerCore {
     /// spin picking them again (it looks again on its timeout, once frees made room).
     fn eviction_wanted(&self) -> bool {
         let low_watermark = self.config.budget_pages - self.config.evict_batch_pages as u64;
-        // Pages taken by a discard under way still count as pressure, as they always did
-        // (measured against the previous pager: the eviction pacing is unchanged).
-        let leaving = self.writing_pages + self.dropping_pages() + self.swap_limited_pages();
+        // Pages taken by a discard under way still count as pressure: the eviction's
+        // pacing is tuned with them counted.
+        let leaving = self.out.writing() + self.drops.dropping_pages() + self.tenants.swap_limited_pages(&self.engine);
         (self.stats.resident_pages.saturating_sub(leaving) > low_watermark || self.any_tenant_over())
-            && !self.out_free.is_empty()
+            && self.out.free() > 0
             && !self.engine.swap_full()
     }
 
@@ -366,10 +407,10 @@ impl PagerCore {
     /// on its way out (a swap-out, a discard, a round that may drop zero pages).
     pub(crate) fn no_room_can_come(&self) -> bool {
         self.engine.swap_full()
-            && self.writing_pages == 0
-            && self.to_drop.is_empty()
-            && self.discarding_pages == 0
-            && self.out_evicting == 0
+            && self.out.writing() == 0
+            && self.drops.is_empty()
+            && self.drops.discarding_pages() == 0
+            && self.out.evicting() == 0
     }
 
     /// Owed to sleeping evictors whenever the resident set, the pages in flight or the
@@ -382,9 +423,11 @@ impl PagerCore {
     /// every fault of the tenants beside: about 38 thousand times in 5 s of a reader's
     /// faults beside a write-limited writer, its CPU time doubled: `scripts/tenants.sh`.)
     pub(crate) fn wake_evictor(&mut self) {
-        if self.evictors_asleep && self.eviction_wanted() && (!self.held_back || self.picks_beside_held()) {
-            self.evictors_asleep = false;
-            self.wakeups.evictors = true;
+        if self.threads.evictors_asleep()
+            && self.eviction_wanted()
+            && (!self.tenants.held_back() || self.picks_beside_held())
+        {
+            self.threads.wake_evictors();
         }
     }
 
@@ -392,15 +435,7 @@ impl PagerCore {
     /// (`evict_pick`'s choice, with those tenants passed over): a tenant over its budget
     /// and not held, or, with no tenant over, the pager over its low watermark.
     fn picks_beside_held(&self) -> bool {
-        let held = |tenant: u32| self.held_tenants[tenant as usize];
-        if !self.tenant_budgeted {
-            return true;
-        }
-        let tenants = self.tenant_budgets.len() as u32;
-        if (0..tenants).any(|tenant| self.tenant_over(tenant) && !held(tenant)) {
-            return true;
-        }
-        !self.any_tenant_over()
+        self.tenants.picks_beside_held(self.config.evict_batch_pages as u64, &self.engine)
     }
 
     /// One round is in flight at a time: a victim stays its round's, mapped, from its pick
@@ -411,7 +446,7 @@ impl PagerCore {
     pub fn evictor_work(&self) -> EvictorWork {
         if self.discard_wanted() {
             EvictorWork::Discard
-        } else if self.eviction_wanted() && !self.round_in_flight {
+        } else if self.eviction_wanted() && !self.rounds.in_flight() {
             EvictorWork::Evict
         } else {
             EvictorWork::Sleep
@@ -423,7 +458,7 @@ impl PagerCore {
     /// fault wanting room wakes it (`WaitOn::Evictors`' timeout brings it back to see the
     /// allowances).
     pub fn evictor_held_back(&self) -> bool {
-        self.held_back
+        self.tenants.held_back()
     }
 
     /// An evictor is about to wait: whoever gives it work under the lock wakes it.
@@ -431,14 +466,16 @@ impl PagerCore {
     /// (`evictor_held_back`); otherwise it has nothing to do, and what the last round
     /// held no longer narrows who wakes it.
     pub fn evictor_sleeps(&mut self, held_back: bool) {
-        debug_assert!(!held_back || self.held_back);
-        self.held_back &= held_back;
-        self.evictors_asleep = true;
+        debug_assert!(!held_back || self.tenants.held_back());
+        if !held_back {
+            self.tenants.release_hold();
+        }
+        self.threads.evictors_sleep();
     }
 
     /// The I/O thread is about to wait: an eviction that queues appends wakes it.
     pub fn io_sleeps(&mut self) {
-        self.io_asleep = true;
+        self.threads.io_sleeps();
     }
 
     /// Actions one hand-over can leave: an unprotect per victim of the largest round.
@@ -449,11 +486,8 @@ impl PagerCore {
     /// A round's buffers, sized for the largest round: one per evictor thread.
     pub fn evict_round(&mut self) -> EvictRound {
         let batch = self.config.evict_batch_pages;
-        // Round ids run from 1; a page byte names ids below `ROUNDS_MAX`.
-        assert!(self.rounds + 1 < crate::page::ROUNDS_MAX, "at most {} evictors", crate::page::ROUNDS_MAX - 2);
-        self.rounds += 1;
         EvictRound {
-            id: self.rounds,
+            id: self.rounds.new_id(),
             wanted: batch,
             reads_seen: self.stats.swap_in_reads,
             victims: Vec::with_capacity(ROUND_BATCHES_MAX * batch),
@@ -461,7 +495,7 @@ impl PagerCore {
             ranges: Vec::with_capacity(ROUND_BATCHES_MAX * batch + 2 * self.config.regions_max as usize + 2),
             scans: Vec::with_capacity(if self.config.wp_async { ROUND_BATCHES_MAX * batch } else { 0 }),
             protect_first: self.config.wp_async,
-            held: Vec::with_capacity(self.write_limits_len()),
+            held: Vec::with_capacity(self.tenants.len() as usize),
         }
     }
 
@@ -479,12 +513,36 @@ impl PagerCore {
     /// victims, and calls `evict_hand_over`. Returns a pause for after the hand-over when
     /// nothing was picked.
     pub fn evict_pick(&mut self, round: &mut EvictRound, now: u64) -> Option<Pause> {
-        assert!(!self.round_in_flight, "an eviction round picked while another is in flight");
+        assert!(!self.rounds.in_flight(), "an eviction round picked while another is in flight");
         round.victims.clear();
         round.ranges.clear();
         round.scans.clear();
+        let (writes, mut sweep) = self.evict_pick_sweep(round, now);
+        while (sweep.direct_room > 0 || sweep.park_room > 0) && sweep.scanned < sweep.limit {
+            if sweep.owner as usize >= self.regions.len() {
+                sweep.owner = 0;
+            }
+            if sweep.page >= self.regions[sweep.owner as usize].pages || sweep.passes_over(&self.regions) {
+                sweep.owner += 1;
+                sweep.page = 0;
+                sweep.open = false;
+                sweep.scan_open = false;
+                continue;
+            }
+            sweep.scanned += 1;
+            self.evict_pick_page(round, &mut sweep);
+            sweep.page += 1;
+        }
+        self.rounds.hand = (sweep.owner, sweep.page);
+        self.evict_pick_done(round, sweep, writes, now)
+    }
+
+    /// The round's writes from the inactive list's old end, and the sweep that picks the
+    /// rest: how many victims it may take in place and to park, which regions it passes
+    /// over, and from where the hand starts.
+    fn evict_pick_sweep(&mut self, round: &mut EvictRound, now: u64) -> (usize, Sweep) {
         let wp_async = self.config.wp_async;
-        let mut wanted = round.wanted.min(self.out_free.len());
+        let mut wanted = round.wanted.min(self.out.free());
         // With an inactive list, what the round evicts comes from its old end, and the
         // hand refills it; victims are evicted in place (the CLOCK of before) only while
         // the list cannot supply them, and in regions not parked. A round takes a
@@ -498,7 +556,7 @@ impl PagerCore {
         };
         // Asynchronously protected, a victim could be written during its write-out with
         // nothing to stop or tell it: victims are only ever parked then.
-        let mut direct_room = if wp_async { 0 } else { wanted - writes };
+        let direct_room = if wp_async { 0 } else { wanted - writes };
         // Tenants over their own budgets are evicted from first (`set_tenant_budget`); the
         // others' pages are passed over meanwhile. A whole round, as for the pager's
         // budget: a tenant is over from a batch under its budget, so a round leaves it at
@@ -516,147 +574,129 @@ impl PagerCore {
         // allowance catches up (`src/write_limit.rs`), and those at their swap limits.
         // (Not the inactive list's writes: parking is off under the daemon.)
         let mut held = std::mem::take(&mut round.held);
-        let any_held = self.tenants_held(&mut held, now);
-        let passed_over = |regions: &[Region], owner: usize| {
-            let region = &regions[owner];
-            !region.live || (tenants_first && !over[owner]) || (any_held && held[region.tenant as usize])
+        let any_held = self.tenants.find_held(&mut held, &self.engine, now);
+        let (owner, page) = self.rounds.hand;
+        let mut sweep = Sweep {
+            direct_room,
+            park_room: 0,
+            owner,
+            page,
+            scanned: 0,
+            // Two sweeps at most: the first may only clear reference bits. (Counted
+            // before the tenants' pass over: a sweep of only theirs ends sooner.)
+            limit: 2 * self.regions.iter().filter(|r| r.live).map(|r| r.pages).sum::<u64>(),
+            open: false,
+            scan_open: false,
+            // Asynchronously, writes are seen by a scan that only reports: a page the
+            // hand clears must be protected again, or it would read as written ever
+            // after (and, kept for it, never be evicted: the pager DST's seeds without
+            // sampling hung so).
+            sampling: self.config.reference_sampling || wp_async,
+            wp_async,
+            tenants_first,
+            over,
+            any_held,
+            held,
         };
         // With every region passed over, the hand would go round for ever.
-        let none_to_pick = (0..self.regions.len()).all(|owner| passed_over(&self.regions, owner));
+        let none_to_pick = (0..self.regions.len()).all(|owner| sweep.region_passed_over(&self.regions, owner));
         if none_to_pick {
-            direct_room = 0;
+            sweep.direct_room = 0;
         }
         let capacity = round.victims.capacity();
         let parks = (0..self.regions.len() as u32).any(|owner| self.parks_in(owner));
-        let mut park_room = if parks {
-            ((self.config.park_pages + writes as u64).saturating_sub(self.parked.len() as u64) as usize)
-                .min(capacity - direct_room)
-        } else {
-            0
-        };
-        if none_to_pick {
-            park_room = 0;
+        if parks && !none_to_pick {
+            sweep.park_room = ((self.config.park_pages + writes as u64).saturating_sub(self.parked.len() as u64)
+                as usize)
+                .min(capacity - sweep.direct_room);
         }
-        // Two sweeps at most: the first may only clear reference bits.
-        let limit: u64 = 2 * self.regions.iter().filter(|r| r.live).map(|r| r.pages).sum::<u64>();
-        // (Computed before the tenants' pass over: a sweep of only theirs ends sooner.)
-        let (mut owner, mut page) = self.hand;
-        let mut scanned = 0;
-        // Whether the last range may grow; the last scan span.
-        let mut open = false;
-        let mut scan_open = false;
-        // Asynchronously, writes are seen by a scan that only reports: a page the hand
-        // clears must be protected again, or it would read as written ever after (and,
-        // kept for it, never be evicted: the pager DST's seeds without sampling hung so).
-        let sampling = self.config.reference_sampling || wp_async;
-        while (direct_room > 0 || park_room > 0) && scanned < limit {
-            if owner as usize >= self.regions.len() {
-                owner = 0;
-            }
-            let region = &self.regions[owner as usize];
-            if page >= region.pages || passed_over(&self.regions, owner as usize) {
-                owner += 1;
-                page = 0;
-                open = false;
-                scan_open = false;
-                continue;
-            }
-            scanned += 1;
-            let address = region.base + page * PAGE_BYTES as u64;
-            let generation = region.generation;
-            let parkable = self.parks_in(owner) && !region.stale_shadow.get(page);
-            let state = self.state(owner, page);
-            match state {
-                // Already write-protected: a sampling range may run over it.
-                PageState::Evicting { .. } | PageState::Writing => open &= sampling,
-                PageState::Referenced => {
-                    self.set_state(owner, page, PageState::Resident);
-                    if sampling {
-                        protect_page(&mut round.ranges, &mut open, address);
-                    } else {
-                        open = false;
-                    }
+        (writes, sweep)
+    }
+
+    /// The hand at a page of a region the round sweeps: its bit cleared, picked to park
+    /// or to evict in place, or passed by; and whether the round's open range (and scan
+    /// span) may run over it.
+    fn evict_pick_page(&mut self, round: &mut EvictRound, sweep: &mut Sweep) {
+        let (owner, page) = (sweep.owner, sweep.page);
+        let region = &self.regions[owner as usize];
+        let address = region.base + page * PAGE_BYTES as u64;
+        let parkable = self.parks_in(owner) && !region.stale_shadow.get(page);
+        match self.state(owner, page) {
+            // Already write-protected: a sampling range may run over it.
+            PageState::Evicting { .. } | PageState::Writing => sweep.open &= sweep.sampling,
+            PageState::Referenced => {
+                self.set_state(owner, page, PageState::Resident);
+                if sweep.sampling {
+                    protect_page(&mut round.ranges, &mut sweep.open, address);
+                } else {
+                    sweep.open = false;
                 }
-                PageState::Resident if parkable && park_room > 0 => {
-                    park_room -= 1;
-                    open = false;
-                    if wp_async {
-                        let index = round.victims.len() as u32;
-                        let end = address + PAGE_BYTES as u64;
-                        match round.scans.last_mut() {
-                            Some(span) if scan_open => {
-                                span.end = end;
-                                span.victims_end = index + 1;
-                            }
-                            _ => {
-                                round.scans.push(ScanSpan { start: address, end, first: index, victims_end: index + 1 })
-                            }
-                        }
-                        scan_open = true;
-                    }
-                    let cached =
-                        wp_async && matches!(self.engine.page_state(owner, page), Ok(EnginePage::SwapCached { .. }));
-                    self.set_state(owner, page, PageState::Parking { by: round.id });
-                    round.victims.push(Victim {
-                        owner,
-                        page,
-                        address,
-                        shadow: Some(self.shadow_address(owner, page)),
-                        generation,
-                        handle: None,
-                        range: None,
-                        zero: false,
-                        moved: None,
-                        settled: false,
-                        written: false,
-                        cached,
-                        digest: 0,
-                    });
-                }
-                PageState::Resident if direct_room > 0 => {
-                    direct_room -= 1;
-                    self.stats.tenant_victims += tenants_first as u64;
-                    self.set_state(owner, page, PageState::Evicting { by: round.id });
-                    protect_page(&mut round.ranges, &mut open, address);
-                    let handle = self.out_free.pop().expect("no more victims than free handles");
-                    self.out_evicting += 1;
-                    round.victims.push(Victim {
-                        owner,
-                        page,
-                        address,
-                        shadow: None,
-                        generation,
-                        handle: Some(handle),
-                        range: Some(round.ranges.len() as u32 - 1),
-                        zero: false,
-                        moved: None,
-                        settled: false,
-                        written: false,
-                        cached: false,
-                        digest: 0,
-                    });
-                }
-                // Passed over: the round wants none of its kind.
-                PageState::Resident => open = false,
-                // A lost page's marker may have been mapped over by the program (a
-                // handler of the SIGBUS): no range spans it, or its ioctl would fail.
-                // Nor one the program discarded: what is left there is not the pager's.
-                // Nor a parked one: nothing is mapped there, or it is on its way.
-                PageState::Poisoned
-                | PageState::Removed
-                | PageState::Parking { .. }
-                | PageState::ParkingRemoved
-                | PageState::Parked
-                | PageState::WritingParked => open = false,
-                // A range may run over them (protecting an empty entry does nothing), but
-                // for asynchronous write protection: the kernel then turns on
-                // `WP_UNPOPULATED`, and protecting an empty entry leaves a marker there,
-                // which a zero page or a move back cannot land on.
-                PageState::Unmapped | PageState::Dropping => open &= !wp_async,
             }
-            page += 1;
+            PageState::Resident if parkable && sweep.park_room > 0 => self.pick_to_park(round, sweep, address),
+            PageState::Resident if sweep.direct_room > 0 => self.pick_in_place(round, sweep, address),
+            // Passed over: the round wants none of its kind.
+            PageState::Resident => sweep.open = false,
+            // A lost page's marker may have been mapped over by the program (a handler of
+            // the SIGBUS): no range spans it, or its ioctl would fail. Nor one the
+            // program discarded: what is left there is not the pager's. Nor a parked
+            // one: nothing is mapped there, or it is on its way.
+            PageState::Poisoned
+            | PageState::Removed
+            | PageState::Parking { .. }
+            | PageState::ParkingRemoved
+            | PageState::Parked
+            | PageState::WritingParked => sweep.open = false,
+            // A range may run over them (protecting an empty entry does nothing), but for
+            // asynchronous write protection: the kernel then turns on `WP_UNPOPULATED`,
+            // and protecting an empty entry leaves a marker there, which a zero page or a
+            // move back cannot land on.
+            PageState::Unmapped | PageState::Dropping => sweep.open &= !sweep.wp_async,
         }
-        self.hand = (owner, page);
+    }
+
+    /// Picks the hand's page, at `address`, to be parked (moved outside the lock). With
+    /// asynchronous write protection its stretch of the region is scanned first.
+    fn pick_to_park(&mut self, round: &mut EvictRound, sweep: &mut Sweep, address: u64) {
+        let (owner, page) = (sweep.owner, sweep.page);
+        sweep.park_room -= 1;
+        sweep.open = false;
+        if sweep.wp_async {
+            let index = round.victims.len() as u32;
+            let end = address + PAGE_BYTES as u64;
+            match round.scans.last_mut() {
+                Some(span) if sweep.scan_open => {
+                    span.end = end;
+                    span.victims_end = index + 1;
+                }
+                _ => round.scans.push(ScanSpan { start: address, end, first: index, victims_end: index + 1 }),
+            }
+            sweep.scan_open = true;
+        }
+        let cached = sweep.wp_async && matches!(self.engine.page_state(owner, page), Ok(EnginePage::SwapCached { .. }));
+        self.set_state(owner, page, PageState::Parking { by: round.id });
+        let generation = self.regions[owner as usize].generation;
+        let shadow = Some(self.shadow_address(owner, page));
+        round.victims.push(Victim { shadow, cached, ..Victim::new(owner, page, address, generation) });
+    }
+
+    /// Picks the hand's page, at `address`, to be evicted where it is: write-protected by
+    /// the round's open range, with an out handle.
+    fn pick_in_place(&mut self, round: &mut EvictRound, sweep: &mut Sweep, address: u64) {
+        let (owner, page) = (sweep.owner, sweep.page);
+        sweep.direct_room -= 1;
+        self.stats.tenant_victims += sweep.tenants_first as u64;
+        self.set_state(owner, page, PageState::Evicting { by: round.id });
+        protect_page(&mut round.ranges, &mut sweep.open, address);
+        let handle = Some(self.out.take_for_victim());
+        let range = Some(round.ranges.len() as u32 - 1);
+        let generation = self.regions[owner as usize].generation;
+        round.victims.push(Victim { handle, range, ..Victim::new(owner, page, address, generation) });
+    }
+
+    /// The sweep is over: the round's writes from the inactive list go to the engine,
+    /// and if nothing was picked, the evictor pauses, or sleeps while tenants held it
+    /// back.
+    fn evict_pick_done(&mut self, round: &mut EvictRound, sweep: Sweep, writes: usize, now: u64) -> Option<Pause> {
         // The parked pages the round writes out go to the engine now, oldest first, after
         // the victims took their handles: they are out of the program's reach already, so
         // their appends need not wait for the round's moves (about 2 µs each; waiting
@@ -665,22 +705,21 @@ impl PagerCore {
         if writes > 0 {
             self.write_parked(writes, now);
             self.after_engine();
-            if self.io_asleep {
-                self.io_asleep = false;
-                self.wakeups.io = true;
-            }
+            self.threads.wake_io();
         }
         // With nothing to do outside the lock there is no hand-over: the round ends here.
-        self.round_in_flight = round.needs_hand_over();
-        round.held = held;
+        self.rounds.in_flight = round.needs_hand_over();
+        let any_held = sweep.any_held;
+        round.held = sweep.held;
         let nothing = round.victims.is_empty() && writes == 0;
         // Nothing picked while tenants are held: the evictor sleeps (`evictor_held_back`)
         // until woken or its wait's timeout.
-        self.held_back = nothing && any_held;
-        if self.held_back {
-            self.held_tenants.copy_from_slice(&round.held);
+        if nothing && any_held {
+            self.tenants.hold_back(&round.held);
+        } else {
+            self.tenants.release_hold();
         }
-        (nothing && !self.held_back).then_some(Pause::Micros(NOTHING_PICKED_PAUSE_US))
+        (nothing && !any_held).then_some(Pause::Micros(NOTHING_PICKED_PAUSE_US))
     }
 
     /// The round's moves are done (outside the lock): settles each victim to park, before
@@ -695,7 +734,7 @@ impl PagerCore {
     /// A `Parking` page whose address held nothing (`Hole`) had lost its data before
     /// the move (the pager believed it mapped): that is a broken invariant, and it
     /// panics naming the page rather than park nothing or read an empty page (which
-    /// hung the evictor on its own fault, session 47).
+    /// hung the evictor on its own fault).
     ///
     /// With asynchronous write protection, a victim the scan found written was not moved:
     /// it is referenced (as a write fault would have made it), and one refused as shared
@@ -812,17 +851,17 @@ impl PagerCore {
     /// stay at one batch: larger appends delayed the swap-in reads queued behind them
     /// (fault p99 +15 %), and each round holds the state lock for its hand-over.
     pub fn evict_hand_over(&mut self, round: &mut EvictRound, now: u64, actions: &mut Actions) {
-        assert!(self.round_in_flight, "a hand-over without a round in flight");
-        self.round_in_flight = false;
+        assert!(self.rounds.in_flight, "a hand-over without a round in flight");
+        self.rounds.in_flight = false;
         for index in 0..round.victims.len() {
             let Victim { owner, page, address, generation, handle, range, zero, shadow, settled, .. } =
                 round.victims[index];
             if handle.is_some() {
-                self.out_evicting -= 1;
+                self.out.victim_handed_over();
             }
             if !self.same_region(owner, generation) {
                 if let Some(handle) = handle {
-                    self.out_free.push(handle);
+                    self.out.give_back(handle);
                 }
                 continue;
             }
@@ -838,12 +877,12 @@ impl PagerCore {
             let written = state != (PageState::Evicting { by: round.id });
             let handle = match handle {
                 Some(handle) => Some(handle),
-                None if !written && protected => self.out_free.pop(),
+                None if !written && protected => self.out.take(),
                 None => None,
             };
             if written || !protected || handle.is_none() {
                 if let Some(handle) = handle {
-                    self.out_free.push(handle);
+                    self.out.give_back(handle);
                 }
                 if written {
                     // (A victim the program discarded meanwhile was not written: it is
@@ -857,21 +896,20 @@ impl PagerCore {
             }
             let handle = handle.expect("checked above");
             if zero {
-                self.out_free.push(handle);
+                self.out.give_back(handle);
                 self.engine.free(owner, page..page + 1, now).expect("freeing a zero page");
                 self.stats.swap_outs_zero += 1;
                 self.drop_page(owner, page, DropKind::Mapped);
                 continue;
             }
-            self.out_pages[handle as usize] = OutPage { owner, generation, page, address, parked: false };
             match self.engine.swap_out(owner, page, handle, now) {
                 Ok(_) => {
                     self.set_state(owner, page, PageState::Writing);
-                    self.writing_pages += 1;
+                    self.out.writing_started(handle, OutPage { owner, generation, page, address, parked: false });
                 }
                 Err(SwapOutError::Backpressure) => {
                     self.stats.backpressure += 1;
-                    self.out_free.push(handle);
+                    self.out.give_back(handle);
                     self.set_state(owner, page, PageState::Resident);
                     self.unprotect_if_dirty(owner, page, actions);
                 }
@@ -879,13 +917,10 @@ impl PagerCore {
             }
         }
         self.after_engine();
-        if self.io_asleep {
-            self.io_asleep = false;
-            self.wakeups.io = true;
-        }
+        self.threads.wake_io();
         if self.no_room_can_come() {
             // Faults waiting for room wait in vain: they go past the budget now.
-            self.wakeups.room = true;
+            self.threads.wake_room();
         }
         self.assert_counts();
         if round.victims.is_empty() {
@@ -916,31 +951,6 @@ impl PagerCore {
         }
     }
 
-    /// No longer resident for the pager, but mapped (at its address, or its shadow's)
-    /// until a discard; faults on it wait for that.
-    pub(crate) fn drop_page(&mut self, owner: u32, page: u64, kind: DropKind) {
-        debug_assert!(kind != DropKind::ShadowCopy);
-        self.set_state(owner, page, PageState::Dropping);
-        let generation = self.regions[owner as usize].generation;
-        self.to_drop.push(Dropping { owner, page, generation, kind });
-    }
-
-    /// A stale copy of the page at its shadow address goes with the next discard; the
-    /// page itself is elsewhere (copied back, or discarded by the program). Until that
-    /// discard a move there is refused (`EEXIST`): the page is then evicted in place.
-    pub(crate) fn drop_shadow_copy(&mut self, owner: u32, page: u64) {
-        self.regions[owner as usize].stale_shadow.set(page, true);
-        let generation = self.regions[owner as usize].generation;
-        self.to_drop.push(Dropping { owner, page, generation, kind: DropKind::ShadowCopy });
-        self.to_drop_copies += 1;
-    }
-
-    /// Pages awaiting their discard that still count as resident.
-    pub(crate) fn dropping_pages(&self) -> u64 {
-        self.to_drop.len() as u64 - self.to_drop_copies
-    }
-
-    /// Takes in the engine's events after every engine input: swap-out completions move
     /// their pages on, losses are counted. Then wakes whoever the changes concern: an
     /// evictor for pages to discard or to evict, and faults waiting for room (the first
     /// of them or an evictor to take the pages discards them).
@@ -952,12 +962,9 @@ impl PagerCore {
                 Event::Remapped { .. } | Event::RecordRejected { .. } | Event::ZoneRetired { .. } => {}
             }
         }
-        if !self.to_drop.is_empty() {
-            self.wakeups.room = true;
-            if self.evictors_asleep {
-                self.evictors_asleep = false;
-                self.wakeups.evictors = true;
-            }
+        if !self.drops.is_empty() {
+            self.threads.wake_room();
+            self.threads.wake_evictors();
         }
         self.wake_evictor();
     }
@@ -965,11 +972,9 @@ impl PagerCore {
     /// One per swap-out the engine took (a freed page's too, at its append's completion):
     /// no append reads the page any more, so its handle is free.
     fn swap_out_done(&mut self, owner: u32, page: u64, handle: u64, outcome: SwapOutOutcome) {
-        self.out_free.push(handle);
-        self.writing_pages -= 1;
         // The region it was taken from, not a later one under the same owner id (whose
         // page of that index may have a swap-out of its own).
-        let OutPage { generation, parked, .. } = self.out_pages[handle as usize];
+        let OutPage { generation, parked, .. } = self.out.writing_done(handle);
         // Its region was freed (the shadow went with it).
         if !self.same_region(owner, generation) {
             return;
@@ -1015,183 +1020,6 @@ impl PagerCore {
             }
             (state, outcome) => panic!("{owner}:{page} completed a swap-out ({outcome:?}) as {state:?}"),
         }
-    }
-
-    /// Buffers for one discarding thread.
-    pub fn discard_batch(&self) -> DiscardBatch {
-        // Every page between its pick and its swap-out's completion, and the shadow
-        // copies of the whole inactive list (a discard of the program's over it).
-        let pages = self.out_handles() + self.config.park_pages as usize;
-        DiscardBatch {
-            dropping: Vec::with_capacity(pages),
-            addresses: Vec::with_capacity(pages),
-            ranges: Vec::with_capacity(pages),
-            delayed: Vec::with_capacity(pages),
-            delayed_owners: Vec::with_capacity(self.config.regions_max as usize),
-        }
-    }
-
-    /// Whether pages await a discard that may be asked now: some not of a region whose
-    /// agent owes an answer (`DropDelay::Late`).
-    pub(crate) fn discard_wanted(&self) -> bool {
-        if self.late_owners.is_empty() {
-            return !self.to_drop.is_empty();
-        }
-        self.to_drop.iter().any(|dropping| !self.late_owners.contains(&dropping.owner))
-    }
-
-    /// The regions whose agents owe the answer to a discard (`DropDelay::Late`).
-    pub fn late_owners(&self) -> &[u32] {
-        &self.late_owners
-    }
-
-    /// Takes the pages awaiting their discard; the shell discards `batch.ranges()`
-    /// outside the state lock (`MADV_DONTNEED`, about 0.35 µs a page and a TLB flush per
-    /// batch, which faults used to wait behind) while holding `mappings`, then calls
-    /// `discard_done`. False when there was nothing to take.
-    pub fn discard_take(&mut self, batch: &mut DiscardBatch) -> bool {
-        assert!(batch.dropping.is_empty(), "a discard batch taken twice");
-        if self.to_drop.is_empty() {
-            return false;
-        }
-        std::mem::swap(&mut self.to_drop, &mut batch.dropping);
-        if !self.late_owners.is_empty() {
-            // A region whose agent owes an answer is asked nothing more until it gives
-            // it: its pages stay.
-            let mut index = 0;
-            while index < batch.dropping.len() {
-                if self.late_owners.contains(&batch.dropping[index].owner) {
-                    self.to_drop.push(batch.dropping.swap_remove(index));
-                } else {
-                    index += 1;
-                }
-            }
-            if batch.dropping.is_empty() {
-                return false;
-            }
-        }
-        self.discarding_pages += batch.dropping.len() as u64;
-        batch.addresses.clear();
-        let mut copies = 0;
-        for dropping in &batch.dropping {
-            copies += (dropping.kind == DropKind::ShadowCopy) as u64;
-            if self.same_region(dropping.owner, dropping.generation) {
-                batch.addresses.push(match dropping.kind {
-                    DropKind::Mapped => self.page_address(dropping.owner, dropping.page),
-                    DropKind::Parked | DropKind::ShadowCopy => self.shadow_address(dropping.owner, dropping.page),
-                });
-            }
-        }
-        self.to_drop_copies -= copies;
-        self.discarding_pages -= copies;
-        batch.addresses.sort_unstable();
-        batch.ranges.clear();
-        let mut index = 0;
-        while index < batch.addresses.len() {
-            let start = batch.addresses[index];
-            let mut end = start + PAGE_BYTES as u64;
-            index += 1;
-            while index < batch.addresses.len() && batch.addresses[index] == end {
-                end += PAGE_BYTES as u64;
-                index += 1;
-            }
-            batch.ranges.push(AddressRange { start: start as usize, len: (end - start) as usize });
-        }
-        true
-    }
-
-    /// The batch is discarded: its pages are unmapped, and leave the resident set.
-    /// Returns how many pages it held.
-    ///
-    /// The pages of regions the shell delayed (`DiscardBatch::delay`) are not: those
-    /// asked wait for their agent's answer, those not asked for the next discard.
-    pub fn discard_done(&mut self, batch: &mut DiscardBatch) -> usize {
-        batch.delayed_owners.clear();
-        for index in 0..batch.delayed.len() {
-            let (range, delay) = batch.delayed[index];
-            // (A region gone meanwhile: its pages are dropped below, as any freed region's.)
-            let Some((owner, _)) = self.locate(batch.ranges[range].start as u64) else { continue };
-            match batch.delayed_owners.iter().find(|&&(delayed, _)| delayed == owner) {
-                Some(&(_, said)) => assert_eq!(said, delay, "region {owner}'s ranges delayed unlike"),
-                None => batch.delayed_owners.push((owner, delay)),
-            }
-        }
-        batch.delayed.clear();
-        let mut pages = 0;
-        for index in 0..batch.dropping.len() {
-            let dropping = batch.dropping[index];
-            let delay = batch
-                .delayed_owners
-                .iter()
-                .find(|&&(owner, _)| owner == dropping.owner && self.same_region(owner, dropping.generation))
-                .map(|&(_, delay)| delay);
-            match delay {
-                None => pages += self.dropped(dropping),
-                // Still counted among the pages being discarded, until the answer.
-                Some(DropDelay::Late) => self.late_drops.push(dropping),
-                Some(DropDelay::Unsent) => {
-                    if dropping.kind == DropKind::ShadowCopy {
-                        self.to_drop_copies += 1;
-                    } else {
-                        self.discarding_pages -= 1;
-                    }
-                    self.to_drop.push(dropping);
-                }
-            }
-        }
-        for index in 0..batch.delayed_owners.len() {
-            let (owner, delay) = batch.delayed_owners[index];
-            if delay == DropDelay::Late && !self.late_owners.contains(&owner) {
-                self.late_owners.push(owner);
-                self.stats.late_discards += 1;
-            }
-        }
-        batch.dropping.clear();
-        self.discarded(pages)
-    }
-
-    /// Region `owner`'s agent answered its late discard (`DropDelay::Late`), or its
-    /// region is gone: its pages there are dropped, and it may be asked again.
-    pub fn late_discard_done(&mut self, owner: u32) -> usize {
-        let mut pages = 0;
-        let mut index = 0;
-        while index < self.late_drops.len() {
-            if self.late_drops[index].owner == owner {
-                let dropping = self.late_drops.swap_remove(index);
-                pages += self.dropped(dropping);
-            } else {
-                index += 1;
-            }
-        }
-        self.late_owners.retain(|&late| late != owner);
-        self.discarded(pages)
-    }
-
-    /// A page awaiting its discard is gone from its mapping: 1 if it counted resident.
-    fn dropped(&mut self, Dropping { owner, page, generation, kind }: Dropping) -> usize {
-        if kind == DropKind::ShadowCopy {
-            if self.same_region(owner, generation) {
-                self.regions[owner as usize].stale_shadow.set(page, false);
-            }
-            return 0;
-        }
-        if self.same_region(owner, generation) {
-            self.set_state(owner, page, PageState::Unmapped);
-        }
-        1
-    }
-
-    /// `pages` being discarded are gone: they leave the resident set.
-    fn discarded(&mut self, pages: usize) -> usize {
-        // Every dropped page was still counted resident, a freed region's too
-        // (`region_remove` subtracts only resident pages).
-        self.stats.resident_pages -= pages as u64;
-        self.discarding_pages -= pages as u64;
-        self.stats.pages_discarded += pages as u64;
-        self.wakeups.room = true;
-        self.wake_evictor();
-        self.assert_counts();
-        pages
     }
 }
 

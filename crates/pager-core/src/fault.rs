@@ -5,12 +5,13 @@ use znswap_core::{EngineError, IoError, IoId, PageState as EnginePage, ReadOutco
 
 use crate::action::{Action, Actions, CopyFrom};
 use crate::readahead::Claim;
+use crate::tenant::of_tenant;
 use crate::{ChildPage, Notice, PageState, PagerCore, Sealed, PAGE_BYTES, READAHEAD_PAGES_MAX};
 
 /// Never-written pages mapped with a fault that continues a sequential run, beyond the
 /// faulting page: they cost no I/O (zero fill), and one fault, one lock hold and one
 /// `UFFDIO_COPY` then serve many first touches (a first-touch fault costs about 6 µs
-/// here, the kernel's own about 1 µs). 63 swapped out 5-16 % faster than 31 on a
+/// through the pager, the kernel's own about 1 µs). 63 swapped out 5-16 % faster than 31 on a
 /// sequential pass (3 alternating rounds); 127 was slower than 63 in each round (the
 /// fault holds the state lock while it maps them, and the evictor waits).
 pub const ZERO_FILL_AROUND_PAGES: u64 = 63;
@@ -18,7 +19,7 @@ pub const ZERO_FILL_AROUND_PAGES: u64 = 63;
 /// Reference sampling tracks references per granule of this many pages: a write fault
 /// on a sampled page marks its whole granule referenced and unprotects it, so a run of
 /// hot pages costs one sampling fault per sweep instead of one per page (a write-protect
-/// fault costs 6-10 µs here: the signal, and a TLB flush on the other CPU).
+/// fault costs 6-10 µs: the signal, and a TLB flush on the CPUs the process runs on).
 pub(crate) const SAMPLING_GRANULE_PAGES: u64 = 16;
 
 /// Failed reads of one page before it is given up as lost: an injected or transient
@@ -302,8 +303,8 @@ impl PagerCore {
         region.write_faults_unmapped = region.write_faults_unmapped.saturating_add(1);
         if region.write_faults_unmapped == FALSE_DROP_FAULTS {
             self.stats.false_drops += 1;
-            self.false_drops.push(owner);
-            self.wakeups.false_drops = true;
+            self.drops.false_drop(owner);
+            self.threads.wake_for_false_drops();
         }
     }
 
@@ -394,7 +395,7 @@ impl PagerCore {
             return;
         }
         if matches!(self.engine.page_state(owner, page), Ok(EnginePage::SwapCached { .. })) {
-            self.swap_cache[self.regions[owner as usize].tenant as usize].dirtied();
+            self.tenants.swap_cache_dirtied(self.tenant_of(owner));
             self.stats.swap_cache_dirtied += 1;
         }
         self.engine.dirtied(owner, page, now).expect("dirtied on a registered page");
@@ -461,7 +462,6 @@ impl PagerCore {
         now: u64,
         actions: &mut Actions,
     ) -> FaultStep {
-        let address = fault.address;
         let write = matches!(fault.kind, FaultKind::Missing { write: true } | FaultKind::Sigbus { write: true });
         if !fault.counted {
             fault.counted = true;
@@ -469,106 +469,18 @@ impl PagerCore {
         }
         self.regions[owner as usize].write_faults_unmapped = 0;
         let state = self.state(owner, page);
-        match state {
-            // Its discard is under way: swap it in once that is done.
-            PageState::Dropping => return FaultStep::Again(Pause::Yield),
-            // Parked: nothing is mapped here, and never was since (regions the program
-            // discards from are not parked), so this is a touch.
-            PageState::Parked | PageState::WritingParked => {
-                self.parked_fault(owner, page, write, now, actions);
-                return FaultStep::Done;
-            }
-            PageState::Parking { .. } | PageState::ParkingRemoved => unreachable!("answered in `fault`"),
-            // Mapped, so a stale event; unless the program's discard zapped it since it
-            // was mapped (then it reads zero): the kernel tells which.
-            PageState::Resident
-            | PageState::Referenced
-            | PageState::Evicting { .. }
-            | PageState::Writing
-            | PageState::Poisoned
-                if self.regions[owner as usize].program_discards =>
-            {
-                return self.zero_fill_if_unmapped(fault, owner, page);
-            }
-            // Another thread resolved it meanwhile (or the device lost it: the retried
-            // access meets the poison).
-            PageState::Resident
-            | PageState::Referenced
-            | PageState::Evicting { .. }
-            | PageState::Writing
-            | PageState::Poisoned => {
-                // Only the program's threads race each other on a page; nothing maps a
-                // page under a pager thread's read of it.
-                assert!(
-                    !fault.pager_thread || state == PageState::Poisoned,
-                    "page {owner}:{page} at {address:#x} is {state:?} for the pager, but one of its own threads \
-                     found nothing mapped there (a pager bug: the page's bytes are not where the pager thinks)"
-                );
-                actions.push(Action::Wake { address });
-                return FaultStep::Done;
-            }
-            PageState::Unmapped | PageState::Removed => {}
+        if let Some(step) = self.missing_fault_on_state(fault, owner, page, state, write, now, actions) {
+            return step;
         }
-        // Faults beyond the budget (the pager's, or the tenant's own) wait for room (a
-        // bounded resident set), unless no room can come: swap is full and nothing is on
-        // its way out. Then the resident set grows past the budget, counted and said
-        // once, rather than hang the program.
-        let tenant_full = self.tenant_room(owner) == 0;
-        let over = tenant_full
-            || self.stats.resident_pages.saturating_sub(self.swap_limited_pages())
-                >= self.config.budget_pages + self.config.slack_pages;
-        if over && !self.shut_down {
-            // A tenant held back by its write limit waits as long as the limit says:
-            // that wait is not room failing to come.
-            let write_limited = tenant_full && self.write_throttled(owner);
-            if fault.waiting_since_ns == 0 || write_limited {
-                fault.waiting_since_ns = now.max(1);
-            }
-            let waited_long = now.saturating_sub(fault.waiting_since_ns) > ROOM_WAIT_MAX_NS;
-            // A tenant at its swap limit beyond its own budget: none of its pages may go.
-            let tenant = self.regions[owner as usize].tenant;
-            let tenant_swap_full = tenant_full && self.tenant_swap_full(tenant);
-            if !self.no_room_can_come() && !waited_long && !tenant_swap_full {
-                self.wake_evictor();
-                return FaultStep::WaitRoom { discard: self.discard_wanted(), write_limited };
-            }
-            self.stats.budget_overruns += 1;
-            if tenant_swap_full {
-                self.stats.swap_limit_overruns += 1;
-                if !self.swap_limit_said[tenant as usize] {
-                    self.swap_limit_said[tenant as usize] = true;
-                    self.notice = Some(Notice::TenantSwapFull { tenant, slots: self.swap_limits[tenant as usize] });
-                }
-            } else if !self.swap_full_said {
-                self.swap_full_said = true;
-                let swap = self.engine.swap_inf();
-                self.notice = Some(if waited_long {
-                    Notice::RoomTooSlow { empty_zones: swap.free_zones, zones: swap.num_zones }
-                } else {
-                    Notice::SwapFull
-                });
-            }
+        if let Some(step) = self.missing_fault_waits_for_room(fault, owner, now) {
+            return step;
         }
         if state == PageState::Removed {
             // Whatever the program's discard left mapped may still be there: map zeroes
             // only where nothing is.
             return self.zero_fill_if_unmapped(fault, owner, page);
         }
-        let sequential = match fault.progress {
-            Progress::Started { sequential, .. } => sequential,
-            _ => {
-                let region = &mut self.regions[owner as usize];
-                region.sequential_faults = if region.last_fault.wrapping_add(1) == page {
-                    region.sequential_faults.saturating_add(1)
-                } else {
-                    0
-                };
-                region.last_fault = page;
-                let sequential = region.sequential_faults > 0;
-                fault.progress = Progress::Started { owner, generation: region.generation, sequential };
-                sequential
-            }
-        };
+        let sequential = self.missing_fault_run(fault, owner, page);
         if let Some(step) = self.inherited_fault(fault, owner, page, actions) {
             return step;
         }
@@ -585,21 +497,7 @@ impl PagerCore {
                 panic!("page {owner}:{page} faulted while the engine says it is resident");
             }
             SwapIn::Zero => {
-                self.stats.zero_fills += 1;
-                let around = if sequential { self.plan_zero_fill(owner, page, now) } else { 0 };
-                if write || around > 0 {
-                    // A zero page mapped for a write would take a second (copy-on-write)
-                    // fault at once: install private zeroed pages instead.
-                    let pages = 1 + around as u32;
-                    actions.push(Action::Copy { address, pages, from: CopyFrom::Zeros, write_protect: false });
-                    for next in page..page + 1 + around {
-                        self.mark_resident(owner, next);
-                    }
-                    self.regions[owner as usize].last_fault = page + around;
-                } else {
-                    actions.push(Action::ZeroPage { address });
-                    self.mark_resident(owner, page);
-                }
+                self.zero_fault(fault.address, owner, page, write, sequential, now, actions);
                 FaultStep::Done
             }
             SwapIn::Lost => {
@@ -609,59 +507,221 @@ impl PagerCore {
             // Another thread's read of it: let that one install it.
             SwapIn::InFlight => FaultStep::Again(Pause::Micros(50)),
             SwapIn::Read { io, zone, slot } => {
-                let capacity = self.engine.config().geometry.zone_capacity_pages;
-                let address = SlotAddress::new(zone, slot, capacity);
-                let zone_generation = self.engine.zone_counters(zone).resets;
-                if let Some(entry) = self.readahead.lookup(address, zone_generation) {
-                    if self.config.seal_pages {
-                        // Opened first, under this lock, with the pages that would be
-                        // mapped along: a page that fails to open is read from the
-                        // device instead, whose failure reports it lost.
-                        let generation = self.regions[owner as usize].generation;
-                        let reading = Reading { owner, page, generation, sequential, write, io, claim: None };
-                        // The faulting page is not installed yet: one more pending.
-                        let (around, around_count) = self.plan_around(owner, page, address, 1);
-                        let opening = OpeningCached { reading, entry, zone, slot, around, around_count };
-                        fault.progress = Progress::OpeningCached(opening);
-                        let seal = self.regions[owner as usize].seals.get(page);
-                        return FaultStep::OpenCached {
-                            entry,
-                            sealed: Sealed { owner, page, seal },
-                            around: opening.around_count,
-                        };
-                    }
-                    // Read ahead by an earlier fault: no device read.
-                    self.serve_from_cache(owner, page, io, entry, write, now, actions);
-                    self.serve_around(owner, page, address, write, now, actions);
-                    return FaultStep::Done;
-                }
-                let claim = self.plan_readahead(zone, slot, zone_generation);
-                let reading = Reading {
-                    owner,
-                    page,
-                    generation: self.regions[owner as usize].generation,
-                    sequential,
-                    write,
-                    io,
-                    claim,
-                };
-                let (start, pages, into) = match claim {
-                    Some(claim) => (
-                        slot - claim.fault_index,
-                        claim.pages,
-                        ReadInto::Cache { first: claim.first, fault_index: claim.fault_index },
-                    ),
-                    None => (slot, 1, ReadInto::FaultPage),
-                };
-                self.stats.swap_in_reads += pages as u64;
-                self.count_tenant_traffic(owner, 0, pages as u64);
-                self.stats.readahead_pages_read += pages as u64 - 1;
-                fault.progress = Progress::Reading(reading);
-                let region = &self.regions[owner as usize];
-                let sealed = self.config.seal_pages.then(|| Sealed { owner, page, seal: region.seals.get(page) });
-                FaultStep::Read { zone, slot: start, pages, into, sealed }
+                let generation = self.regions[owner as usize].generation;
+                let reading = Reading { owner, page, generation, sequential, write, io, claim: None };
+                self.swap_in_fault(fault, reading, zone, slot, now, actions)
             }
         }
+    }
+
+    /// A missing fault on a page the pager does not hold as missing (`None`: it does,
+    /// `Unmapped` or `Removed`, and the fault goes on to map it).
+    #[allow(clippy::too_many_arguments)]
+    fn missing_fault_on_state(
+        &mut self,
+        fault: &mut Fault,
+        owner: u32,
+        page: u64,
+        state: PageState,
+        write: bool,
+        now: u64,
+        actions: &mut Actions,
+    ) -> Option<FaultStep> {
+        let address = fault.address;
+        match state {
+            // Its discard is under way: swap it in once that is done.
+            PageState::Dropping => Some(FaultStep::Again(Pause::Yield)),
+            // Parked: nothing is mapped here, and never was since (regions the program
+            // discards from are not parked), so this is a touch.
+            PageState::Parked | PageState::WritingParked => {
+                self.parked_fault(owner, page, write, now, actions);
+                Some(FaultStep::Done)
+            }
+            PageState::Parking { .. } | PageState::ParkingRemoved => unreachable!("answered in `fault`"),
+            // Mapped, so a stale event; unless the program's discard zapped it since it
+            // was mapped (then it reads zero): the kernel tells which.
+            PageState::Resident
+            | PageState::Referenced
+            | PageState::Evicting { .. }
+            | PageState::Writing
+            | PageState::Poisoned
+                if self.regions[owner as usize].program_discards =>
+            {
+                Some(self.zero_fill_if_unmapped(fault, owner, page))
+            }
+            // Another thread resolved it meanwhile (or the device lost it: the retried
+            // access meets the poison).
+            PageState::Resident
+            | PageState::Referenced
+            | PageState::Evicting { .. }
+            | PageState::Writing
+            | PageState::Poisoned => {
+                // Only the program's threads race each other on a page; nothing maps a
+                // page under a pager thread's read of it.
+                assert!(
+                    !fault.pager_thread || state == PageState::Poisoned,
+                    "page {owner}:{page} at {address:#x} is {state:?} for the pager, but one of its own threads \
+                     found nothing mapped there (a pager bug: the page's bytes are not where the pager thinks)"
+                );
+                actions.push(Action::Wake { address });
+                Some(FaultStep::Done)
+            }
+            PageState::Unmapped | PageState::Removed => None,
+        }
+    }
+
+    /// Faults beyond the budget (the pager's, or the tenant's own) wait for room (a
+    /// bounded resident set), unless no room can come: swap is full and nothing is on
+    /// its way out. Then the resident set grows past the budget, counted and said once,
+    /// rather than hang the program. `Some(WaitRoom)`: wait; `None`: map the page.
+    fn missing_fault_waits_for_room(&mut self, fault: &mut Fault, owner: u32, now: u64) -> Option<FaultStep> {
+        let tenant_full = self.tenant_room(owner) == 0;
+        let over = tenant_full
+            || self.stats.resident_pages.saturating_sub(self.tenants.swap_limited_pages(&self.engine))
+                >= self.config.budget_pages + self.config.slack_pages;
+        if !over || self.threads.is_shut_down() {
+            return None;
+        }
+        // A tenant held back by its write limit waits as long as the limit says: that
+        // wait is not room failing to come.
+        let write_limited = tenant_full && self.write_throttled(owner);
+        if fault.waiting_since_ns == 0 || write_limited {
+            fault.waiting_since_ns = now.max(1);
+        }
+        let waited_long = now.saturating_sub(fault.waiting_since_ns) > ROOM_WAIT_MAX_NS;
+        // A tenant at its swap limit beyond its own budget: none of its pages may go.
+        let tenant = self.regions[owner as usize].tenant;
+        let tenant_swap_full = tenant_full && self.tenants.swap_full(tenant, &self.engine);
+        if !self.no_room_can_come() && !waited_long && !tenant_swap_full {
+            self.wake_evictor();
+            return Some(FaultStep::WaitRoom { discard: self.discard_wanted(), write_limited });
+        }
+        self.stats.budget_overruns += 1;
+        if tenant_swap_full {
+            self.stats.swap_limit_overruns += 1;
+            if let Some(slots) = self.tenants.swap_full_unsaid(tenant) {
+                self.notices.say(Notice::TenantSwapFull { tenant, slots });
+            }
+        } else if self.notices.budget_unsaid() {
+            let swap = self.engine.swap_inf();
+            self.notices.say(if waited_long {
+                Notice::RoomTooSlow { empty_zones: swap.free_zones, zones: swap.num_zones }
+            } else {
+                Notice::SwapFull
+            });
+        }
+        None
+    }
+
+    /// Whether the fault continues a sequential run of its region's faults (noted at its
+    /// first call, kept across its retries).
+    fn missing_fault_run(&mut self, fault: &mut Fault, owner: u32, page: u64) -> bool {
+        if let Progress::Started { sequential, .. } = fault.progress {
+            return sequential;
+        }
+        let region = &mut self.regions[owner as usize];
+        region.sequential_faults =
+            if region.last_fault.wrapping_add(1) == page { region.sequential_faults.saturating_add(1) } else { 0 };
+        region.last_fault = page;
+        let sequential = region.sequential_faults > 0;
+        fault.progress = Progress::Started { owner, generation: region.generation, sequential };
+        sequential
+    }
+
+    /// A never-written page swapped in (`SwapIn::Zero`) at `address`: a zero page, or with
+    /// the never-written pages after it in a sequential run, private zeroed pages.
+    #[allow(clippy::too_many_arguments)]
+    fn zero_fault(
+        &mut self,
+        address: u64,
+        owner: u32,
+        page: u64,
+        write: bool,
+        sequential: bool,
+        now: u64,
+        actions: &mut Actions,
+    ) {
+        self.stats.zero_fills += 1;
+        let around = if sequential { self.plan_zero_fill(owner, page, now) } else { 0 };
+        if write || around > 0 {
+            // A zero page mapped for a write would take a second (copy-on-write) fault at
+            // once: install private zeroed pages instead.
+            let pages = 1 + around as u32;
+            actions.push(Action::Copy { address, pages, from: CopyFrom::Zeros, write_protect: false });
+            for next in page..page + 1 + around {
+                self.mark_resident(owner, next);
+            }
+            self.regions[owner as usize].last_fault = page + around;
+        } else {
+            actions.push(Action::ZeroPage { address });
+            self.mark_resident(owner, page);
+        }
+    }
+
+    /// A missing fault whose page is on the device at `slot` of `zone` (`SwapIn::Read`,
+    /// its engine read `reading.io`): served from the read-ahead cache if an earlier read
+    /// brought the slot there, else read from the device.
+    fn swap_in_fault(
+        &mut self,
+        fault: &mut Fault,
+        reading: Reading,
+        zone: u32,
+        slot: u32,
+        now: u64,
+        actions: &mut Actions,
+    ) -> FaultStep {
+        let capacity = self.engine.config().geometry.zone_capacity_pages;
+        let address = SlotAddress::new(zone, slot, capacity);
+        let zone_generation = self.engine.zone_counters(zone).resets;
+        let Some(entry) = self.readahead.lookup(address, zone_generation) else {
+            return self.swap_in_read(fault, reading, zone, slot, zone_generation);
+        };
+        let Reading { owner, page, write, io, .. } = reading;
+        if self.config.seal_pages {
+            // Opened first, under this lock, with the pages that would be mapped along: a
+            // page that fails to open is read from the device instead, whose failure
+            // reports it lost. The faulting page is not installed yet: one more pending.
+            let (around, around_count) = self.plan_around(owner, page, address, 1);
+            let opening = OpeningCached { reading, entry, zone, slot, around, around_count };
+            fault.progress = Progress::OpeningCached(opening);
+            let seal = self.regions[owner as usize].seals.get(page);
+            return FaultStep::OpenCached { entry, sealed: Sealed { owner, page, seal }, around: around_count };
+        }
+        // Read ahead by an earlier fault: no device read.
+        self.serve_from_cache(owner, page, io, entry, write, now, actions);
+        self.serve_around(owner, page, address, write, now, actions);
+        FaultStep::Done
+    }
+
+    /// A swap-in the cache cannot serve: the faulting page's slot is read from the
+    /// device, with the valid slots around it into the read-ahead cache
+    /// (`plan_readahead`).
+    fn swap_in_read(
+        &mut self,
+        fault: &mut Fault,
+        mut reading: Reading,
+        zone: u32,
+        slot: u32,
+        zone_generation: u32,
+    ) -> FaultStep {
+        let Reading { owner, page, .. } = reading;
+        let claim = self.plan_readahead(zone, slot, zone_generation);
+        reading.claim = claim;
+        let (start, pages, into) = match claim {
+            Some(claim) => (
+                slot - claim.fault_index,
+                claim.pages,
+                ReadInto::Cache { first: claim.first, fault_index: claim.fault_index },
+            ),
+            None => (slot, 1, ReadInto::FaultPage),
+        };
+        self.stats.swap_in_reads += pages as u64;
+        self.count_tenant_traffic(owner, 0, pages as u64);
+        self.stats.readahead_pages_read += pages as u64 - 1;
+        fault.progress = Progress::Reading(reading);
+        let region = &self.regions[owner as usize];
+        let sealed = self.config.seal_pages.then(|| Sealed { owner, page, seal: region.seals.get(page) });
+        FaultStep::Read { zone, slot: start, pages, into, sealed }
     }
 
     /// A missing fault on a page a fork's child inherited (`region_add_inherited`): read
@@ -882,8 +942,8 @@ impl PagerCore {
         let wp_async = self.config.wp_async;
         let skip_cache = cached && !write && !wp_async && {
             let tenant = self.regions[owner as usize].tenant;
-            let clean = crate::of_tenant(self.engine.tenant_swap_cache_hits(), tenant);
-            !self.swap_cache[tenant as usize].keep(page, clean)
+            let clean = of_tenant(self.engine.tenant_swap_cache_hits(), tenant);
+            !self.tenants.swap_cache_keeps(tenant, page, clean)
         };
         self.stats.swap_cache_skipped += skip_cache as u64;
         let write = write || skip_cache;
@@ -927,8 +987,8 @@ impl PagerCore {
     /// the faulting one in the address space whose slots are next to its slot, and in
     /// the cache, are mapped with it, each direction until one is not, at most a window's
     /// worth (`CoreConfig::readahead_pages`) and within the budget's slack. Each would
-    /// be a fault of its own otherwise: about 10 µs of userfaultfd round trip here,
-    /// where the kernel serves a page from its swap cache in about 1. They count as hits:
+    /// be a fault of its own otherwise: about 10 µs of userfaultfd round trip, where
+    /// the kernel serves a page from its swap cache in about 1. They count as hits:
     /// the window keeps growing while the run lasts. They are mapped as the faulting page
     /// is: writable for a write (a run that writes, as Python's reference counts do,
     /// would otherwise take a write-protect fault per page: measured 99k of them where

@@ -85,12 +85,13 @@ pub enum IoCompletion {
 
 impl PagerCore {
     pub fn io_plan(&self) -> IoPlan {
+        let append_pages_max = self.append_pages_max();
         IoPlan {
             request: None,
-            sources: Vec::with_capacity(self.append_pages_max),
-            identities: Vec::with_capacity(self.append_pages_max),
-            seals: Vec::with_capacity(self.append_pages_max),
-            digests: Vec::with_capacity(self.append_pages_max),
+            sources: Vec::with_capacity(append_pages_max),
+            identities: Vec::with_capacity(append_pages_max),
+            seals: Vec::with_capacity(append_pages_max),
+            digests: Vec::with_capacity(append_pages_max),
             gc: false,
         }
     }
@@ -116,7 +117,7 @@ impl PagerCore {
                     let mut identity = (u32::MAX, 0, 0);
                     let source = match append_page.buf {
                         Buf::Page(handle) => {
-                            let out = self.out_pages[handle as usize];
+                            let out = self.out.page(handle);
                             identity = (out.owner, out.generation, out.page);
                             // A page the program discarded during its swap-out (no longer
                             // Writing) completes Dropped: its data is not wanted, and

@@ -75,34 +75,48 @@
 
 mod action;
 mod actor;
+mod discard;
 mod evict;
 mod fault;
 mod io;
+mod notice;
+mod out;
 mod page;
 mod park;
 mod program;
 mod readahead;
 mod region;
+mod stats;
 mod swap_cache;
+mod tenant;
 mod write_limit;
 
 pub use action::{Action, Actions, CopyFrom, Wakeups};
 pub use actor::{Evictor, EvictorDid, EvictorShell, FaultShell, FaultTask, IoShell, IoThread, Next, Shell, WaitOn};
+pub use discard::{AddressRange, DiscardBatch, DropDelay};
 pub use evict::{
-    park_outcome, unpark_next, AddressRange, DiscardBatch, DropDelay, EvictRound, EvictorWork, MoveFailure,
-    ParkOutcome, ProtectRange, ScanSpan, UnparkNext,
+    park_outcome, unpark_next, EvictRound, EvictorWork, MoveFailure, ParkOutcome, ProtectRange, ScanSpan, UnparkNext,
 };
 pub use fault::{Fault, FaultKind, FaultStep, Pause, ReadInto, ROOM_WAIT_MAX_NS, ZERO_FILL_AROUND_PAGES};
 pub use io::{IoCompletion, IoPlan, PageSource};
+pub use notice::Notice;
 pub use page::PageState;
 pub use program::{ChildPage, ForkHold};
+pub use stats::CoreStats;
+pub use tenant::TenantFigures;
 pub use write_limit::WRITE_HOLD_MAX_NS;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use znswap_core::{Config, ConfigError, Engine, Geometry, OwnerError, PolicyKind, RecordEncoding};
 
+use action::Threads;
+use discard::Drops;
+use evict::Rounds;
+use notice::Notices;
+use out::OutPages;
 use readahead::ReadaheadCache;
 use region::Region;
+use tenant::Tenants;
 
 pub use znswap_core::PAGE_BYTES;
 /// Largest read-ahead window, in pages.
@@ -134,7 +148,7 @@ pub struct Sealed {
 }
 
 /// What the core is told at start-up.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct CoreConfig {
     /// Resident pages the pager aims to keep regions within.
     pub budget_pages: u64,
@@ -182,39 +196,6 @@ pub struct CoreConfig {
     pub wp_async: bool,
 }
 
-/// One tenant's figures (`PagerCore::tenant_figures`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct TenantFigures {
-    /// Its pages counted resident, and those of them kept (not on their way out).
-    pub resident_pages: u64,
-    pub kept_pages: u64,
-    /// Its pages swapped out (gone from memory, their data on the device: written, or
-    /// still there from an earlier write), and pages read back from the device for its
-    /// faults (read-ahead included).
-    pub swap_outs: u64,
-    pub swap_ins: u64,
-    /// Bytes its swap-outs wrote (appended pages).
-    pub written_bytes: u64,
-    /// Bytes of its data the GC moved: charged to it (the paper's §4.3).
-    pub gc_bytes: u64,
-    /// Its share of the device's writes, bytes a second (`set_tenant_write_limit`).
-    pub write_limit: Option<u64>,
-    /// Its slots in use (its pages on the device and its swap cache), and its swap limit
-    /// in slots (`set_tenant_swap_limit`).
-    pub swap_slots: u64,
-    pub swap_limit: Option<u64>,
-    /// How long its swap-outs waited for that share (nanoseconds), and the bytes it was
-    /// let through past its share when held back longest (`src/write_limit.rs`).
-    pub throttled_ns: u64,
-    pub grace_bytes: u64,
-}
-
-/// `tenant`'s entry of one of the engine's per-tenant counts (0 past the engine's
-/// tenants).
-pub(crate) fn of_tenant(counts: &[u64], tenant: u32) -> u64 {
-    counts.get(tenant as usize).copied().unwrap_or(0)
-}
-
 /// Why the core cannot start, or cannot take a region. Typed: the shell wraps it.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -245,173 +226,6 @@ pub enum CoreError {
     WpAsyncNeedsShadow,
     #[error("a fork's child inherits page {page}, which is {what}: only slots on the device and lost pages are")]
     NotInheritable { page: u64, what: &'static str },
-}
-
-/// Something the user should hear about, once.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Notice {
-    /// Swap is full: the working set does not fit the budget plus the device, and the
-    /// resident set grows past the budget.
-    SwapFull,
-    /// A fault waited too long for room (`ROOM_WAIT_MAX_NS`): swap-out did not keep up,
-    /// and the resident set went past the budget. With the device's empty zones then,
-    /// which tell a nearly full device whose GC wins back little from slow writes or
-    /// pager threads kept from a CPU (seen: the message blamed a full device with 70 of
-    /// 80 zones empty).
-    RoomTooSlow { empty_zones: u32, zones: u32 },
-    /// A tenant reached its swap limit (`set_tenant_swap_limit`): its resident set grows
-    /// past its budget.
-    TenantSwapFull { tenant: u32, slots: u64 },
-}
-
-impl std::fmt::Display for Notice {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Notice::SwapFull => write!(
-                f,
-                "the swap device is full (nothing left for the GC to reclaim): the working set does not fit the \
-                 memory budget plus the device, so the resident set now grows past the budget; use a larger \
-                 device or a larger budget"
-            ),
-            // A device an eighth empty or less is where the GC's copies slow swap-out.
-            Notice::RoomTooSlow { empty_zones, zones } if empty_zones * 8 <= *zones => write!(
-                f,
-                "swap-out cannot make room fast enough: the device is nearly full ({empty_zones} of {zones} zones \
-                 empty) and its GC wins back little, so the resident set grows past the budget; use a larger \
-                 device or a larger budget"
-            ),
-            Notice::TenantSwapFull { tenant, slots } => write!(
-                f,
-                "tenant {tenant} reached its swap limit ({} MiB on the device): its pages stay in memory, past its \
-                 memory budget, until some of its swapped pages are read back or freed; give it a larger swap limit \
-                 or more memory",
-                (slots * PAGE_BYTES as u64) >> 20
-            ),
-            Notice::RoomTooSlow { empty_zones, zones } => write!(
-                f,
-                "a fault waited over {} ms for room: swap-out did not keep up, though the device has room \
-                 ({empty_zones} of {zones} zones empty): its writes were slow, or the pager's threads did not get \
-                 a CPU; the resident set went past the budget meanwhile (counted as budget overruns)",
-                fault::ROOM_WAIT_MAX_NS / 1_000_000
-            ),
-        }
-    }
-}
-
-/// What the core counts. Times are the shell's to measure.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct CoreStats {
-    pub missing_faults: u64,
-    pub write_protect_faults: u64,
-    pub zero_fills: u64,
-    /// Pages read from the device for faults (read-ahead pages included).
-    pub swap_in_reads: u64,
-    /// Of those, pages a fork's child read from its parent's slots at the fork
-    /// (`region_add_inherited`).
-    pub inherited_reads: u64,
-    /// Pages read after a faulting page's into the read-ahead cache (holes between
-    /// valid slots included).
-    pub readahead_pages_read: u64,
-    /// Faults served from the read-ahead cache, with no device read.
-    pub readahead_hits: u64,
-    /// Pages read back that kept their slot as swap cache and were written since (a
-    /// write-protect fault each; `src/swap_cache.rs`).
-    pub swap_cache_dirtied: u64,
-    /// Pages read back that did not keep their slot: cached pages were mostly written.
-    pub swap_cache_skipped: u64,
-    /// Victims moved to their shadow page (the inactive list).
-    pub pages_parked: u64,
-    /// Parked pages touched and brought back (moved back, or copied back while their
-    /// swap-out was in flight): reads and writes the pager saw.
-    pub parked_touched: u64,
-    /// Victims the kernel refused to move (shared with a fork's child): write-protected
-    /// and evicted in place instead.
-    pub park_refused: u64,
-    /// Victims not moved because their shadow page still awaited its discard: kept.
-    pub park_occupied: u64,
-    /// Victims found written by the scan before their move (`CoreConfig::wp_async`):
-    /// referenced, kept.
-    pub victims_written: u64,
-    /// Parked swap-cached pages whose digest no longer matched their slot's
-    /// (`CoreConfig::wp_async`): written since they were read back, so the slot went.
-    pub swap_cache_digest_dirtied: u64,
-    /// Pages written to the device by swap-out appends that succeeded.
-    pub swap_outs_written: u64,
-    pub swap_outs_zero: u64,
-    pub swap_outs_aborted_dirty: u64,
-    pub swap_out_appends: u64,
-    pub backpressure: u64,
-    /// Faults served beyond the budget because swap was full and no room could come, or
-    /// because room did not come within `ROOM_WAIT_MAX_NS`.
-    pub budget_overruns: u64,
-    /// Of them, faults of tenants at their swap limits (`set_tenant_swap_limit`).
-    pub swap_limit_overruns: u64,
-    /// Victims written (or unprotected) between their pick and their hand-over: kept.
-    pub evictions_raced: u64,
-    /// Pages whose only copy the device lost (the engine's `Event::Lost`).
-    pub lost_pages: u64,
-    /// Faults answered with a poison marker.
-    pub pages_poisoned: u64,
-    /// Failed device commands: appends, reads, resets, finishes.
-    pub device_errors: u64,
-    pub pages_discarded: u64,
-    /// Discards a process's agent did not answer in time (`DropDelay::Late`), answered
-    /// later (`late_discard_done`).
-    pub late_discards: u64,
-    pub resident_pages: u64,
-    pub resident_pages_max: u64,
-    /// When the first swap-out append was handed out (0: none yet), in the shell's
-    /// nanoseconds.
-    pub first_swap_out_ns: u64,
-    /// Discards of the program's (`discard_range`), and the pages they covered.
-    pub program_discards: u64,
-    pub program_discarded_pages: u64,
-    /// Pages mapped after a discard of the program's was read and zapped by it since,
-    /// found by a fault (`FaultStep::ZeroFill` landed on a page the pager had mapped).
-    pub zapped_pages_found: u64,
-    pub forks: u64,
-    /// Regions found with pages their process said it dropped and did not
-    /// (`take_false_drops`).
-    pub false_drops: u64,
-    /// Budget changes (`set_budget`).
-    pub budget_changes: u64,
-    /// Victims picked from tenants over their own budgets (`set_tenant_budget`).
-    pub tenant_victims: u64,
-}
-
-/// A page on its way to the device: the append reads it at `address` (its own, or its
-/// shadow page's when `parked`) if its region (`owner`, `generation`) is still the one
-/// mapped there.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct OutPage {
-    owner: u32,
-    generation: u64,
-    page: u64,
-    address: u64,
-    parked: bool,
-}
-
-/// A page awaiting its discard.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Dropping {
-    owner: u32,
-    page: u64,
-    /// The region's generation when the page was dropped: a region freed meanwhile has
-    /// no mapping left to discard (and its addresses may belong to a new region).
-    generation: u64,
-    kind: DropKind,
-}
-
-/// What a discard zaps for a page.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum DropKind {
-    /// The page at its own address (`Dropping`, counted resident until discarded).
-    Mapped,
-    /// Its shadow page: written out from there (`Dropping`, counted resident).
-    Parked,
-    /// A stale copy at its shadow address, the page itself being elsewhere (copied back
-    /// during its swap-out, or discarded by the program): not counted, no state change.
-    ShadowCopy,
 }
 
 /// The engine's configuration for a device of `geometry`. A small device cannot keep as
@@ -455,78 +269,26 @@ pub struct PagerCore {
     regions: Vec<Region>,
     /// Regions ever added (the last one's generation).
     generations: u64,
-    /// The CLOCK hand: the next (owner, page) the eviction sweep looks at.
-    hand: (u32, u64),
-    /// Free handles of `out_pages`. A victim takes one when picked; it comes back with
-    /// the page's `SwapOutDone`, or when the page stays resident. So it bounds the pages
-    /// between pick and completion.
-    out_free: Vec<u64>,
-    out_pages: Vec<OutPage>,
-    /// Handles held by victims between their pick and their hand-over.
-    out_evicting: u64,
-    /// Pages swapped out (or zero) awaiting their discard; still counted resident (but
-    /// for `DropKind::ShadowCopy` entries, `to_drop_copies` of them).
-    to_drop: Vec<Dropping>,
-    to_drop_copies: u64,
-    /// Dropped pages taken by a discard not yet done; still counted resident. Late
-    /// drops' pages among them.
-    discarding_pages: u64,
-    /// Pages of discards asked of processes' agents that did not answer in time
-    /// (`DropDelay::Late`): `Dropping` until the answer (`late_discard_done`).
-    late_drops: Vec<Dropping>,
-    /// The regions whose agents owe that answer: asked nothing more until they give it.
-    late_owners: Vec<u32>,
+    /// The out handles: one per page between its pick and its swap-out's completion
+    /// (`src/out.rs`).
+    out: OutPages,
+    /// Pages awaiting their discard, those being discarded, agents late to answer
+    /// (`src/discard.rs`).
+    drops: Drops,
     /// The inactive list: parked pages, oldest first (`src/park.rs`).
     parked: std::collections::VecDeque<park::ParkedPage>,
-    /// Pages handed to the engine and not yet completed: resident, but on their way out,
-    /// so the evictor does not count them as pressure.
-    writing_pages: u64,
-    /// Each tenant's own budget in pages (`set_tenant_budget`; `u64::MAX`: none, only
-    /// the pager's), and whether any has one.
-    tenant_budgets: Vec<u64>,
-    tenant_budgeted: bool,
-    /// Each tenant's pages counted resident and kept (its live regions' `resident` and
-    /// `kept`, summed as `set_state` changes them).
-    tenant_counts: Vec<(u64, u64)>,
-    /// Each tenant's pages swapped out and read back (`TenantFigures`).
-    tenant_traffic: Vec<(u64, u64)>,
-    /// Each tenant's share of the device's writes (`set_tenant_write_limit`), and
-    /// whether any has a limit.
-    write_limits: Vec<write_limit::WriteLimit>,
-    write_limited: bool,
-    /// The last eviction round found only pages of tenants past their write limits or
-    /// at their swap limits, and which tenants it held (`held_tenants[tenant]`, kept
-    /// while `held_back`): until its wait's timeout, only work beside them wakes it.
-    held_back: bool,
-    held_tenants: Vec<bool>,
-    /// Each tenant's swap limit in slots (`set_tenant_swap_limit`; `u64::MAX`: none),
-    /// and whether its reaching it was said.
-    swap_limits: Vec<u64>,
-    swap_limit_said: Vec<bool>,
-    swap_limited: bool,
-    /// Regions found with pages not dropped as their process said (`take_false_drops`).
-    false_drops: Vec<u32>,
-    evictors_asleep: bool,
-    io_asleep: bool,
-    /// Eviction rounds handed out (`evict_round`): each names its victims.
-    rounds: u8,
-    /// A round is between its pick and its hand-over.
-    round_in_flight: bool,
-    /// The evictors are gone: faults no longer wait for room.
-    shut_down: bool,
-    /// A notice for the user, taken by `take_notice`.
-    notice: Option<Notice>,
-    /// The budget's giving way has been said.
-    swap_full_said: bool,
-    wakeups: Wakeups,
+    /// Every tenant: its own budget, counts, limits and swap cache feedback
+    /// (`src/tenant.rs`).
+    tenants: Tenants,
+    /// The CLOCK hand and the eviction rounds (`src/evict.rs`).
+    rounds: Rounds,
+    /// Who is asleep, and the wake-ups owed (`src/action.rs`).
+    threads: Threads,
+    /// What the user is to hear, once (`src/notice.rs`).
+    notices: Notices,
     stats: CoreStats,
-    /// Largest append the engine emits, in pages.
-    append_pages_max: usize,
     /// Which pages of the shell's read-ahead cache hold what.
     readahead: ReadaheadCache,
-    /// Whether pages read back keep their slots.
-    /// Each tenant's swap cache feedback.
-    swap_cache: Vec<swap_cache::SwapCacheFeedback>,
     /// `append_done`'s dirtied flags: the pager reports writes during write-out through
     /// `Engine::dirtied`, so no append ever carries a dirtied page of its own.
     no_dirtied: Vec<bool>,
@@ -574,44 +336,18 @@ impl PagerCore {
             engine,
             regions: Vec::with_capacity(config.regions_max as usize),
             generations: 0,
-            hand: (0, 0),
-            out_free: (0..out_count as u64).rev().collect(),
-            out_pages: vec![OutPage { owner: 0, generation: 0, page: 0, address: 0, parked: false }; out_count],
-            out_evicting: 0,
-            to_drop: Vec::with_capacity(out_count + config.park_pages as usize),
-            to_drop_copies: 0,
-            discarding_pages: 0,
-            late_drops: Vec::with_capacity(out_count + config.park_pages as usize),
-            late_owners: Vec::with_capacity(config.regions_max as usize),
+            out: OutPages::new(out_count),
+            drops: Drops::new(out_count + config.park_pages as usize, config.regions_max),
             parked: std::collections::VecDeque::with_capacity(
                 config.park_pages as usize + evict::ROUND_BATCHES_MAX * config.evict_batch_pages,
             ),
-            writing_pages: 0,
-            tenant_budgets: vec![u64::MAX; config.tenants.max(1) as usize],
-            tenant_budgeted: false,
-            tenant_counts: vec![(0, 0); config.tenants.max(1) as usize],
-            tenant_traffic: vec![(0, 0); config.tenants.max(1) as usize],
-            write_limits: vec![Default::default(); config.tenants.max(1) as usize],
-            write_limited: false,
-            held_back: false,
-            held_tenants: vec![false; config.tenants.max(1) as usize],
-            swap_limits: vec![u64::MAX; config.tenants.max(1) as usize],
-            swap_limit_said: vec![false; config.tenants.max(1) as usize],
-            swap_limited: false,
-            false_drops: Vec::new(),
-            evictors_asleep: false,
-            io_asleep: false,
-            rounds: 0,
-            round_in_flight: false,
-            shut_down: false,
-            notice: None,
-            swap_full_said: false,
-            wakeups: Wakeups::default(),
+            tenants: Tenants::new(config.tenants.max(1)),
+            rounds: Rounds::default(),
+            threads: Threads::default(),
+            notices: Notices::default(),
             stats: CoreStats::default(),
-            append_pages_max,
             no_dirtied: vec![false; append_pages_max],
             readahead: ReadaheadCache::new(config.readahead_pages),
-            swap_cache: vec![Default::default(); config.tenants.max(1) as usize],
             config,
         })
     }
@@ -631,12 +367,12 @@ impl PagerCore {
     /// Out handles: the most pages between their pick and their swap-out's completion
     /// (discard batches need room for as many).
     pub fn out_handles(&self) -> usize {
-        self.out_pages.len()
+        self.out.len()
     }
 
     /// Largest append the engine emits, in pages.
     pub fn append_pages_max(&self) -> usize {
-        self.append_pages_max
+        self.engine.derived().append_pages_max as usize
     }
 
     /// Pages of the read-ahead cache the shell allocates (page-aligned, outside the state
@@ -660,211 +396,9 @@ impl PagerCore {
         self.wake_evictor();
         if grew {
             // Room for faults waiting for it.
-            self.wakeups.room = true;
+            self.threads.wake_room();
         }
         Ok(())
-    }
-
-    /// Holds `tenant`'s pages (those of the regions charged to it) to a budget of their
-    /// own within the pager's (`None`: only the pager's): a daemon serving many programs
-    /// holds each to what it was granted. Over it, the evictor takes that tenant's pages
-    /// first, and its faults wait for room beyond it and the slack, as all faults do
-    /// beyond the pager's budget.
-    pub fn set_tenant_budget(&mut self, tenant: u32, budget_pages: Option<u64>) -> Result<(), CoreError> {
-        let tenants = self.tenant_budgets.len() as u32;
-        if tenant >= tenants {
-            return Err(CoreError::NoSuchTenant { tenant, tenants });
-        }
-        let budget_pages = match budget_pages {
-            Some(pages) if pages < self.budget_pages_min() => {
-                return Err(CoreError::BudgetTooSmall { budget_pages: pages, min_pages: self.budget_pages_min() })
-            }
-            Some(pages) => pages,
-            None => u64::MAX,
-        };
-        let grew = budget_pages > self.tenant_budgets[tenant as usize];
-        self.tenant_budgets[tenant as usize] = budget_pages;
-        self.tenant_budgeted = self.tenant_budgets.iter().any(|&budget| budget != u64::MAX);
-        self.wake_evictor();
-        if grew {
-            self.wakeups.room = true;
-        }
-        Ok(())
-    }
-
-    /// Limits what `tenant`'s swap-outs and the GC's moves of its pages write together
-    /// to `bytes_per_s` (`None`: no limit), from `now`: `src/write_limit.rs`. Over it,
-    /// the evictor passes the tenant's pages over, and its faults wait for room in its
-    /// own budget (as long as it takes: the wait is the limit at work, not room that
-    /// does not come).
-    pub fn set_tenant_write_limit(&mut self, tenant: u32, bytes_per_s: Option<u64>, now: u64) -> Result<(), CoreError> {
-        let tenants = self.write_limits.len() as u32;
-        if tenant >= tenants {
-            return Err(CoreError::NoSuchTenant { tenant, tenants });
-        }
-        let charged = self.tenant_charged_bytes(tenant);
-        self.write_limits[tenant as usize].set(bytes_per_s.filter(|&rate| rate > 0), charged, now);
-        self.write_limited = self.write_limits.iter().any(|limit| limit.rate().is_some());
-        self.wake_evictor();
-        Ok(())
-    }
-
-    /// Holds `tenant`'s slots (its pages on the device, written out or kept as their
-    /// swap cache) to `slots` (`None`: no limit), as `memory.swap.max` holds a cgroup's,
-    /// so that no tenant fills the device others swap to. At it, the evictor passes the
-    /// tenant's pages over, and its faults beyond its budget go past the budget at once
-    /// (counted as budget overruns, said once: `Notice::TenantSwapFull`) rather than wait
-    /// for room no swap-out may make.
-    pub fn set_tenant_swap_limit(&mut self, tenant: u32, slots: Option<u64>) -> Result<(), CoreError> {
-        let tenants = self.swap_limits.len() as u32;
-        if tenant >= tenants {
-            return Err(CoreError::NoSuchTenant { tenant, tenants });
-        }
-        self.swap_limits[tenant as usize] = slots.unwrap_or(u64::MAX);
-        self.swap_limited = self.swap_limits.iter().any(|&limit| limit != u64::MAX);
-        self.wake_evictor();
-        self.wakeups.room = true;
-        Ok(())
-    }
-
-    /// Whether `tenant` holds as many slots as its swap limit lets it.
-    pub(crate) fn tenant_swap_full(&self, tenant: u32) -> bool {
-        let limit = self.swap_limits[tenant as usize];
-        limit != u64::MAX && of_tenant(self.engine.tenant_slots(), tenant) >= limit
-    }
-
-    /// Pages of tenants at their swap limits: no eviction may take them, so they are not
-    /// counted against the pager's budget (each such tenant is still held to its own),
-    /// or the tenants beside would wait for room that cannot come (the pager DST found
-    /// faults waiting out `ROOM_WAIT_MAX_NS` one by one so).
-    pub(crate) fn swap_limited_pages(&self) -> u64 {
-        if !self.swap_limited {
-            return 0;
-        }
-        (0..self.swap_limits.len() as u32)
-            .filter(|&tenant| self.tenant_swap_full(tenant))
-            .map(|tenant| self.tenant_counts[tenant as usize].0)
-            .sum()
-    }
-
-    /// What `tenant`'s share of the device's writes is charged: the bytes its swap-outs
-    /// appended and the GC wrote moving its pages.
-    fn tenant_charged_bytes(&self, tenant: u32) -> u64 {
-        of_tenant(self.engine.tenant_host_bytes(), tenant) + of_tenant(self.engine.tenant_gc_bytes(), tenant)
-    }
-
-    /// Which tenants the evictor passes over now (`held[tenant]`): those past their
-    /// write limits (each allowance brought to `now`) or at their swap limits. Returns
-    /// whether any is.
-    pub(crate) fn tenants_held(&mut self, held: &mut Vec<bool>, now: u64) -> bool {
-        held.clear();
-        if !self.write_limited && !self.swap_limited {
-            return false;
-        }
-        let mut any = false;
-        for tenant in 0..self.write_limits.len() as u32 {
-            let throttled = self.write_limited && {
-                let charged = self.tenant_charged_bytes(tenant);
-                self.write_limits[tenant as usize].wait_ns(charged, now) > 0
-            };
-            let at_limit = self.tenant_swap_full(tenant);
-            held.push(throttled || at_limit);
-            any |= throttled || at_limit;
-        }
-        any
-    }
-
-    pub(crate) fn write_limits_len(&self) -> usize {
-        self.write_limits.len()
-    }
-
-    /// Whether `owner`'s tenant is held back by its write limit (as the evictor last
-    /// found it).
-    pub(crate) fn write_throttled(&self, owner: u32) -> bool {
-        self.write_limited && self.write_limits[self.regions[owner as usize].tenant as usize].throttled()
-    }
-
-    /// A new tenant takes `tenant`'s index: its swap cache is judged on its own outcomes,
-    /// not its predecessor's, its swap limit's notice is said anew, and under the tenant
-    /// policy its pages go to zones of their own (`Engine::tenant_begins`).
-    pub fn tenant_begins(&mut self, tenant: u32) {
-        self.engine.tenant_begins(tenant);
-        if let Some(said) = self.swap_limit_said.get_mut(tenant as usize) {
-            *said = false;
-        }
-        let clean_total = of_tenant(self.engine.tenant_swap_cache_hits(), tenant);
-        if let Some(feedback) = self.swap_cache.get_mut(tenant as usize) {
-            *feedback = swap_cache::SwapCacheFeedback::counting_from(clean_total);
-        }
-    }
-
-    /// `tenant`'s pages counted resident, and those of them kept (not on their way out).
-    pub fn tenant_pages(&self, tenant: u32) -> (u64, u64) {
-        self.tenant_counts[tenant as usize]
-    }
-
-    /// What `tenant` holds and has done (`znswap status`), by `now`.
-    pub fn tenant_figures(&self, tenant: u32, now: u64) -> TenantFigures {
-        let (resident_pages, kept_pages) = self.tenant_counts[tenant as usize];
-        let (swap_outs, swap_ins) = self.tenant_traffic[tenant as usize];
-        let limit = &self.write_limits[tenant as usize];
-        TenantFigures {
-            resident_pages,
-            kept_pages,
-            swap_outs,
-            swap_ins,
-            written_bytes: of_tenant(self.engine.tenant_host_bytes(), tenant),
-            gc_bytes: of_tenant(self.engine.tenant_gc_bytes(), tenant),
-            write_limit: limit.rate(),
-            throttled_ns: limit.throttled_ns(now),
-            grace_bytes: limit.grace_bytes(),
-            swap_slots: of_tenant(self.engine.tenant_slots(), tenant),
-            swap_limit: Some(self.swap_limits[tenant as usize]).filter(|&slots| slots != u64::MAX),
-        }
-    }
-
-    /// `owner`'s pages swapped out (`outs`) or read back from the device (`ins`),
-    /// counted to its tenant.
-    pub(crate) fn count_tenant_traffic(&mut self, owner: u32, outs: u64, ins: u64) {
-        let traffic = &mut self.tenant_traffic[self.regions[owner as usize].tenant as usize];
-        traffic.0 += outs;
-        traffic.1 += ins;
-    }
-
-    /// Room for `owner`'s tenant to map pages: its budget and its share of the slack
-    /// less its resident pages (`u64::MAX` without a budget of its own).
-    ///
-    /// The share is the slack in proportion to the tenant's part of the pager's budget,
-    /// so that tenants whose budgets add up to the pager's fill the pager's budget and
-    /// slack together exactly: a tenant within its own room never waits on the pager's.
-    /// With the whole slack each, two tenants at their budgets filled the pager's slack
-    /// between them, and a reader's faults then waited for room at the pager's budget
-    /// while a writer held back by its write limit sat in its own slack (53 µs a fault,
-    /// `scripts/tenants.sh`, session 59).
-    pub(crate) fn tenant_room(&self, owner: u32) -> u64 {
-        let tenant = self.regions[owner as usize].tenant;
-        let budget = self.tenant_budgets[tenant as usize];
-        if budget == u64::MAX {
-            return u64::MAX;
-        }
-        let pager_budget = self.config.budget_pages.max(1);
-        let slack = self.config.slack_pages * budget.min(pager_budget) / pager_budget;
-        (budget + slack).saturating_sub(self.tenant_pages(tenant).0)
-    }
-
-    /// Whether `tenant` keeps more pages than its low watermark, a batch under its own
-    /// budget: eviction then takes its pages first.
-    /// (Not a tenant at its swap limit: none of its pages may go.)
-    pub(crate) fn tenant_over(&self, tenant: u32) -> bool {
-        let budget = self.tenant_budgets[tenant as usize];
-        budget != u64::MAX
-            && self.tenant_pages(tenant).1 > budget.saturating_sub(self.config.evict_batch_pages as u64)
-            && !self.tenant_swap_full(tenant)
-    }
-
-    /// Whether any tenant is over its own budget (`tenant_over`).
-    pub(crate) fn any_tenant_over(&self) -> bool {
-        self.tenant_budgeted && (0..self.tenant_budgets.len() as u32).any(|tenant| self.tenant_over(tenant))
     }
 
     /// The smallest budget [`PagerCore::set_budget`] takes, in pages.
@@ -875,26 +409,18 @@ impl PagerCore {
     /// The pager is stopping (its evictors exit): a fault that still comes (a region
     /// kept past the pager) is served beyond the budget rather than left waiting.
     pub fn shut_down(&mut self) {
-        self.shut_down = true;
-        self.wakeups = Wakeups { evictors: true, io: true, room: true, false_drops: self.wakeups.false_drops };
+        self.threads.shut_down();
     }
 
     /// A notice owed to the user since the last call (each said once in the pager's
     /// life; `budget_overruns` counts every fault it concerns).
     pub fn take_notice(&mut self) -> Option<Notice> {
-        self.notice.take()
+        self.notices.take()
     }
 
     /// The wake-ups owed since the last call.
     pub fn take_wakeups(&mut self) -> Wakeups {
-        std::mem::take(&mut self.wakeups)
-    }
-
-    /// The regions whose process said it dropped pages it did not (found by the write
-    /// faults they raise, `Wakeups::false_drops`): only a served process's agent can, and
-    /// that process is to be let go.
-    pub fn take_false_drops(&mut self) -> Vec<u32> {
-        std::mem::take(&mut self.false_drops)
+        self.threads.take()
     }
 
     // ------------------------------------------------------------------ regions
@@ -999,9 +525,7 @@ impl PagerCore {
         let pages = region.pages;
         // Pages awaiting their discard stay counted until the discard (which skips them).
         let resident = region.states.iter().filter(|&&byte| PageState::from_byte(byte).is_resident()).count() as u64;
-        let counts = &mut self.tenant_counts[region.tenant as usize];
-        counts.0 -= region.resident;
-        counts.1 -= region.kept;
+        self.tenants.uncount_region(region.tenant, region.resident, region.kept);
         region.live = false;
         region.states = Vec::new();
         region.seals = Default::default();
@@ -1012,11 +536,11 @@ impl PagerCore {
         self.stats.resident_pages -= resident;
         // Its agent's late answer will not come to this region (its process is gone or
         // let go): its pages there count as dropped.
-        if self.late_owners.contains(&owner) {
+        if self.drops.is_late(owner) {
             self.late_discard_done(owner);
         }
         self.after_engine();
-        self.wakeups.room = true;
+        self.threads.wake_room();
     }
 
     /// The live regions' address ranges (base, bytes).
@@ -1071,9 +595,7 @@ impl PagerCore {
         let kept = to.is_kept() as i64 - state.is_kept() as i64;
         region.resident = region.resident.wrapping_add_signed(resident);
         region.kept = region.kept.wrapping_add_signed(kept);
-        let counts = &mut self.tenant_counts[region.tenant as usize];
-        counts.0 = counts.0.wrapping_add_signed(resident);
-        counts.1 = counts.1.wrapping_add_signed(kept);
+        self.tenants.count_pages(region.tenant, resident, kept);
     }
 
     fn state(&self, owner: u32, page: u64) -> PageState {
@@ -1102,16 +624,16 @@ impl PagerCore {
             "resident {} writing {} parked {} to drop {} discarding {} out free {} evicting {} round in flight {} \
              swap full {} evictors asleep {} io asleep {} engine I/O in flight {}",
             self.stats.resident_pages,
-            self.writing_pages,
+            self.out.writing(),
             self.parked.len(),
-            self.to_drop.len(),
-            self.discarding_pages,
-            self.out_free.len(),
-            self.out_evicting,
-            self.round_in_flight,
+            self.drops.waiting(),
+            self.drops.discarding_pages(),
+            self.out.free(),
+            self.out.evicting(),
+            self.rounds.in_flight(),
             self.engine.swap_full(),
-            self.evictors_asleep,
-            self.io_asleep,
+            self.threads.evictors_asleep(),
+            self.threads.io_asleep(),
             self.engine.io_in_flight()
         )
     }
@@ -1121,13 +643,9 @@ impl PagerCore {
     /// The counts every completion must leave consistent, in O(1): checked after each
     /// (the full check, `check_invariants`, walks every page).
     pub(crate) fn assert_counts(&self) {
-        assert_eq!(
-            self.out_free.len() as u64 + self.out_evicting + self.writing_pages,
-            self.out_pages.len() as u64,
-            "out handles: free + held by victims + in flight"
-        );
+        self.out.check();
         assert!(
-            self.stats.resident_pages >= self.dropping_pages() + self.discarding_pages,
+            self.stats.resident_pages >= self.drops.dropping_pages() + self.drops.discarding_pages(),
             "resident count {} below the pages awaiting a discard",
             self.stats.resident_pages
         );
@@ -1140,7 +658,7 @@ impl PagerCore {
         let mut resident = 0u64;
         let mut writing = 0u64;
         let mut parked = 0u64;
-        let mut tenants = vec![(0, 0); self.tenant_counts.len()];
+        let mut tenants = vec![(0, 0); self.tenants.len() as usize];
         for (owner, region) in self.regions.iter().enumerate() {
             if !region.live {
                 continue;
@@ -1193,9 +711,17 @@ impl PagerCore {
                 );
             }
         }
-        assert_eq!(tenants, self.tenant_counts, "each tenant's resident and kept pages against its regions'");
+        for (tenant, &counted) in tenants.iter().enumerate() {
+            let tenant = tenant as u32;
+            assert_eq!(
+                self.tenants.pages(tenant),
+                counted,
+                "tenant {tenant}'s resident and kept pages against its regions'"
+            );
+        }
+        self.tenants.check();
         assert_eq!(
-            self.tenant_traffic.iter().map(|&(_, ins)| ins).sum::<u64>(),
+            self.tenants.swap_ins(),
             self.stats.swap_in_reads,
             "the tenants' pages read back against the pager's"
         );
@@ -1203,9 +729,8 @@ impl PagerCore {
         for entry in &self.parked {
             assert_eq!(self.state(entry.owner, entry.page), PageState::Parked, "{entry:?} on the inactive list");
         }
-        let copies = self.to_drop.iter().filter(|dropping| dropping.kind == DropKind::ShadowCopy).count() as u64;
-        assert_eq!(copies, self.to_drop_copies, "shadow copies awaiting their discard");
-        let dropping = self.dropping_pages() + self.discarding_pages;
+        self.drops.check();
+        let dropping = self.drops.dropping_pages() + self.drops.discarding_pages();
         assert_eq!(
             self.stats.resident_pages,
             resident + dropping,
@@ -1213,29 +738,10 @@ impl PagerCore {
         );
         // Freed regions' swap-outs still count until they complete.
         assert!(
-            self.writing_pages >= writing,
+            self.out.writing() >= writing,
             "{} writing pages counted, {writing} in live regions",
-            self.writing_pages
+            self.out.writing()
         );
-        assert_eq!(
-            self.out_free.len() as u64 + self.out_evicting + self.writing_pages,
-            self.out_pages.len() as u64,
-            "out handles: free + held by victims + in flight"
-        );
-    }
-}
-
-#[cfg(test)]
-mod notice_tests {
-    use super::Notice;
-
-    /// A long wait for room blames a full device only when the device is nearly full.
-    #[test]
-    fn a_slow_swap_out_names_its_cause() {
-        let full = Notice::RoomTooSlow { empty_zones: 3, zones: 80 }.to_string();
-        assert!(full.contains("nearly full (3 of 80 zones empty)"), "{full}");
-        let slow = Notice::RoomTooSlow { empty_zones: 70, zones: 80 }.to_string();
-        assert!(!slow.contains("nearly full") && slow.contains("70 of 80 zones empty"), "{slow}");
-        assert!(slow.contains("over 50 ms"), "{slow}");
+        self.out.check();
     }
 }

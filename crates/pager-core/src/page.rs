@@ -164,7 +164,10 @@ impl PageState {
     /// state is checked against this list (`PagerCore::set_state`); staying in a state
     /// is not a transition.
     pub fn may_become(self, to: PageState) -> bool {
-        use PageState::*;
+        use PageState::{
+            Dropping, Evicting, Parked, Parking, ParkingRemoved, Poisoned, Referenced, Removed, Resident, Unmapped,
+            Writing, WritingParked,
+        };
         matches!(
             (self, to),
             // A fault installs it: swap-in, zero fill, read-ahead (unreferenced where
@@ -232,7 +235,10 @@ impl PageState {
 
 #[cfg(test)]
 mod tests {
-    use super::PageState::{self, *};
+    use super::PageState::{
+        self, Dropping, Evicting, Parked, Parking, ParkingRemoved, Poisoned, Referenced, Removed, Resident, Unmapped,
+        Writing, WritingParked,
+    };
     use super::ROUNDS_MAX;
 
     const ALL: [PageState; 15] = [

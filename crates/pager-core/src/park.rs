@@ -15,9 +15,11 @@
 //! in place, write-protected, as before. Regions the program discarded from are not
 //! parked (`PagerCore::evict_pick`).
 
+use znswap_core::{PageState as EnginePage, SwapOutError};
+
 use crate::action::{Action, Actions, CopyFrom};
+use crate::out::OutPage;
 use crate::{PageState, PagerCore};
-use znswap_core::PageState as EnginePage;
 
 /// A page on the inactive list.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -31,21 +33,20 @@ impl PagerCore {
     /// appends read them at their shadow pages. Under backpressure the rest wait.
     pub(crate) fn write_parked(&mut self, wanted: usize, now: u64) {
         for _ in 0..wanted {
-            let Some(&crate::park::ParkedPage { owner, page }) = self.parked.front() else { break };
-            let Some(handle) = self.out_free.pop() else { break };
+            let Some(&ParkedPage { owner, page }) = self.parked.front() else { break };
+            let Some(handle) = self.out.take() else { break };
             debug_assert_eq!(self.state(owner, page), PageState::Parked);
             let generation = self.regions[owner as usize].generation;
             let address = self.shadow_address(owner, page);
-            self.out_pages[handle as usize] = crate::OutPage { owner, generation, page, address, parked: true };
             match self.engine.swap_out(owner, page, handle, now) {
                 Ok(_) => {
                     self.parked.pop_front();
                     self.set_state(owner, page, PageState::WritingParked);
-                    self.writing_pages += 1;
+                    self.out.writing_started(handle, OutPage { owner, generation, page, address, parked: true });
                 }
-                Err(znswap_core::SwapOutError::Backpressure) => {
+                Err(SwapOutError::Backpressure) => {
                     self.stats.backpressure += 1;
-                    self.out_free.push(handle);
+                    self.out.give_back(handle);
                     break;
                 }
                 Err(error) => panic!("swap-out of parked page {owner}:{page}: {error}"),
@@ -81,7 +82,7 @@ impl PagerCore {
                 self.unlist(owner, page);
                 let cached = matches!(self.engine.page_state(owner, page), Ok(EnginePage::SwapCached { .. }));
                 if cached && write {
-                    self.swap_cache[self.regions[owner as usize].tenant as usize].dirtied();
+                    self.tenants.swap_cache_dirtied(self.tenant_of(owner));
                     self.stats.swap_cache_dirtied += 1;
                     self.engine.dirtied(owner, page, now).expect("dirtied on a registered page");
                     self.after_engine();

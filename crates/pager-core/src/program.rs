@@ -122,7 +122,7 @@ impl PagerCore {
             self.engine.free(owner, first..last, now).expect("freeing a live region's pages");
         }
         self.after_engine();
-        self.wakeups.room = true;
+        self.threads.wake_room();
         self.wake_evictor();
         self.assert_counts();
     }

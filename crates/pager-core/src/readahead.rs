@@ -207,7 +207,9 @@ impl ReadaheadCache {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use znswap_core::SlotAddress;
+
+    use super::{ReadaheadCache, Window};
 
     #[test]
     fn the_window_grows_with_hits_and_falls_back_without_them() {

@@ -3,7 +3,7 @@
 //! A page read back from the device still has an identical copy in its slot. Kept, the
 //! page is mapped write-protected: evicted clean it needs no write (the engine's
 //! `swap_cache_hits`), but its first write is a write-protect fault, a round trip
-//! through the pager (about 50 µs on the 2-core test machine, on the program's path)
+//! through the pager (about 50 µs, on the program's path)
 //! where the kernel's swap pays a minor fault for its dirty bit. Dropped (the engine
 //! told the page is dirty at once), the page is mapped writable and is written again
 //! if evicted: an append's page, off the program's path.
@@ -82,7 +82,7 @@ impl SwapCacheFeedback {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{SwapCacheFeedback, PROBE_EVERY, WINDOW};
 
     #[test]
     fn pages_keep_their_slots_while_cached_pages_end_clean() {

@@ -127,7 +127,7 @@ fn burst(rate: u64) -> u64 {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{WriteLimit, BURST_MIN_BYTES, GRACE_BYTES, WRITE_HOLD_MAX_NS};
 
     const MS: u64 = 1_000_000;
 

@@ -28,7 +28,7 @@ fn tenants_share_the_slack_so_none_waits_on_the_pagers_budget_within_its_own() {
     // map its budget and half the slack (its share) before its faults wait. With the
     // whole slack each, the first filled 48 and the second then waited at 32, on the
     // pager's budget, below its own (a reader beside a writer held back by its write
-    // limit did, for 53 µs a fault: `scripts/tenants.sh`, session 59).
+    // limit did, for 53 µs a fault: `scripts/tenants.sh`).
     let config =
         CoreConfig { budget_pages: 64, slack_pages: 16, tenants: 2, ..common::core_config(PolicyKind::Tenant) };
     let mut core = PagerCore::new(common::geometry(4), false, config).expect("a valid core");

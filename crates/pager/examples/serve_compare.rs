@@ -216,8 +216,8 @@ impl Figures {
             p50_us: self.p50_ns as f64 / 1e3,
             p99_us: self.p99_ns as f64 / 1e3,
             p999_us: self.p999_ns as f64 / 1e3,
-            swap_ins: stats.swap_in_reads,
-            swap_outs: stats.swap_outs_written,
+            swap_ins: stats.core.swap_in_reads,
+            swap_outs: stats.core.swap_outs_written,
         }
     }
 }

@@ -88,7 +88,7 @@ impl LatencyHistogram {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{bucket, bucket_top, LatencyHistogram};
 
     #[test]
     fn buckets_bound_their_values_within_a_quarter() {

@@ -2,8 +2,7 @@
 //! the device lost than die of it.
 //!
 //! The pager poisons a page whose only copy the device lost: touching it raises SIGBUS
-//! (`BUS_MCEERR_AR`, or `BUS_ADRERR` on kernels built without memory-failure handling,
-//! as on this machine's 6.18). That kills a program by default, which is right for a
+//! (`BUS_MCEERR_AR`, or `BUS_ADRERR` on kernels built without memory-failure handling). That kills a program by default, which is right for a
 //! program that cannot tell (the kernel's own swap does the same). A program that can
 //! installs this handler before any pager starts (the self-paging pager's own handler,
 //! installed with the first such pager, hands every SIGBUS that is not a userfault to
@@ -18,7 +17,7 @@
 use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Mutex, OnceLock};
 
-use crate::PAGE_BYTES;
+use znswap_pager_core::PAGE_BYTES;
 
 /// Regions watched at once.
 pub const WATCHES_MAX: usize = 16;

@@ -15,7 +15,9 @@
 //! `fault_read_done`; otherwise they are read only under the state lock, by the install
 //! (`CopyFrom::Cache`) of a fault they serve, while no read has them claimed.
 
-use crate::pager::PAGE_BYTES;
+use znswap_pager_core::PAGE_BYTES;
+
+use crate::sys::map_anonymous;
 
 /// One page of bytes on a page boundary.
 #[derive(Clone, Copy)]
@@ -48,7 +50,7 @@ impl ZeroedPages {
         if count == 0 {
             return ZeroedPages { pages: std::ptr::NonNull::dangling().as_ptr(), count };
         }
-        let pages = crate::map_anonymous(count * PAGE_BYTES).expect("mapping a pager buffer").cast::<AlignedPage>();
+        let pages = map_anonymous(count * PAGE_BYTES).expect("mapping a pager buffer").cast::<AlignedPage>();
         ZeroedPages { pages, count }
     }
 }
@@ -132,7 +134,7 @@ impl PageBuffers {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{bytes_mut, AlignedPage, PageBuffers, PAGE_BYTES};
 
     #[test]
     fn buffers_are_distinct_aligned_pages() {

@@ -64,8 +64,8 @@ impl WrittenScan {
     pub fn open() -> io::Result<WrittenScan> {
         let mut scan =
             WrittenScan { file: File::open("/proc/self/pagemap")?, runs: vec![PageRegion::default(); RUNS_PER_CALL] };
-        let page = crate::PAGE_BYTES;
-        let scratch = crate::map_anonymous(page)?;
+        let page = znswap_pager_core::PAGE_BYTES;
+        let scratch = crate::sys::map_anonymous(page)?;
         let probed = scan.scan(scratch as u64, scratch as u64 + page as u64, false, &mut |_, _| {});
         // SAFETY: the mapping made above.
         unsafe { libc::munmap(scratch.cast(), page) };
@@ -126,7 +126,7 @@ impl WrittenScan {
 /// itself, so they are the kernel's word, not the child's. (Pages the kernel's own swap
 /// holds, and markers, are not mapped: not counted.)
 pub fn present_pages(pid: u32, start: u64, end: u64) -> io::Result<Vec<u64>> {
-    let page = crate::PAGE_BYTES as u64;
+    let page = znswap_pager_core::PAGE_BYTES as u64;
     let mut scan = WrittenScan {
         file: File::open(format!("/proc/{pid}/pagemap"))?,
         runs: vec![PageRegion::default(); RUNS_PER_CALL],
@@ -154,7 +154,7 @@ pub fn page_at(address: u64) -> bool {
     let read = unsafe {
         let fd = libc::open(c"/proc/self/pagemap".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
         assert!(fd >= 0, "opening /proc/self/pagemap: {}", std::io::Error::last_os_error());
-        let offset = (address / crate::PAGE_BYTES as u64 * 8) as libc::off_t;
+        let offset = (address / znswap_pager_core::PAGE_BYTES as u64 * 8) as libc::off_t;
         let read = libc::pread(fd, (&mut entry as *mut u64).cast(), 8, offset);
         libc::close(fd);
         read
@@ -165,8 +165,8 @@ pub fn page_at(address: u64) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-    use crate::PAGE_BYTES;
+    use super::{page_at, present_pages};
+    use znswap_pager_core::PAGE_BYTES;
 
     /// The page map tells a mapped page from an empty one, and a discarded one is empty.
     #[test]

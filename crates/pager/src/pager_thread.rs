@@ -18,6 +18,7 @@
 use std::cell::Cell;
 use std::io;
 use std::panic::{catch_unwind, AssertUnwindSafe, PanicHookInfo};
+use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
 use std::sync::Once;
 
 const STACK_BYTES: usize = 2 << 20;
@@ -160,9 +161,43 @@ extern "C" fn run(start: *mut libc::c_void) -> *mut libc::c_void {
     std::ptr::null_mut()
 }
 
+/// Pager threads whose faults are told apart ([`PagerTids`]); more go unmarked.
+const PAGER_TIDS_MAX: usize = 16;
+
+/// The pager's own threads (thread ids, 0: a free entry), so that a fault one of them
+/// raises is known as such (`Fault::from_pager_thread`).
+#[derive(Default)]
+pub(crate) struct PagerTids {
+    tids: [AtomicU32; PAGER_TIDS_MAX],
+}
+
+impl PagerTids {
+    /// Notes the calling thread as one of the pager's.
+    pub(crate) fn note_this_thread(&self) {
+        let tid = crate::sys::gettid();
+        for entry in &self.tids {
+            if entry.compare_exchange(0, tid, Relaxed, Relaxed).is_ok() {
+                return;
+            }
+        }
+    }
+
+    /// Whether thread `tid` (0: the kernel did not say) is one of the pager's.
+    pub(crate) fn contains(&self, tid: u32) -> bool {
+        tid != 0 && self.tids.iter().any(|entry| entry.load(Relaxed) == tid)
+    }
+
+    /// A forked child runs none of the parent's threads (and its own ids may come back).
+    pub(crate) fn forget(&self) {
+        for entry in &self.tids {
+            entry.store(0, Relaxed);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::PagerThread;
     use std::cell::Cell;
     use std::sync::mpsc;
 

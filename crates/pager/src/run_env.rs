@@ -6,13 +6,17 @@
 
 use std::path::PathBuf;
 
-use znswap_core::PolicyKind;
+use znswap_pager_core::READAHEAD_PAGES_MAX;
+
+use crate::config::{FaultMode, PagerConfig};
+pub use crate::config::{EXIT_DAEMONIZED, EXIT_PAGER_FAILED};
+use crate::pager::{Pager, PagerStats};
 
 /// The variable that carries the [`RunConfig`].
 pub const CONFIG: &str = "ZNSWAP_RUN_CONFIG";
 
 /// Everything the library needs to start the pager in the program.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RunConfig {
     /// The device (checked, and created for the default device, by the launcher).
@@ -23,33 +27,9 @@ pub struct RunConfig {
     pub memory_bytes: u64,
     /// Address space reserved for the paged heap, in bytes.
     pub arena_bytes: u64,
-    pub policy: PolicyKind,
-    /// Fault handler threads (at least one).
-    pub handler_threads: usize,
-    /// Pages read ahead after a sequential fault, at most `READAHEAD_PAGES_MAX`.
-    pub readahead_pages: u32,
-    /// How long a handler thread polls for the next fault before it sleeps, at most, in
-    /// microseconds (`PagerConfig::fault_poll_us`).
-    pub fault_poll_us: u32,
-    /// Pages of the inactive list (`PagerConfig::park_pages`; 0: none).
-    pub park_pages: u64,
-    /// The CLOCK hand write-protects the pages whose bit it clears
-    /// (`PagerConfig::reference_sampling`).
-    pub reference_sampling: bool,
-    /// Writes are seen without faults (`PagerConfig::wp_async`).
-    #[serde(default)]
-    pub wp_async: bool,
-    /// Tests only: some moves done are reported failed
-    /// (`PagerConfig::misreport_moves_every`; 0: none).
-    #[serde(default)]
-    pub misreport_moves_every: u32,
-    /// Pins the thread that takes nearly all the faults with the fault handlers
-    /// (`PagerConfig::colocate`).
-    #[serde(default)]
-    pub colocate: bool,
-    /// Seal every swapped page (`PagerConfig::encrypt`).
-    #[serde(default)]
-    pub encrypt: bool,
+    /// The pager's configuration, as the launcher decided it (`PagerConfig::for_run`
+    /// and the flags): the library starts its pager with it (adding its thread hooks).
+    pub pager: PagerConfig,
     /// The launcher serves the program's memory from its own process
     /// (`znswap run --serve`, `docs/daemon.md`): the library hands its arena over on this
     /// socket (`znswap_wire`) instead of starting a pager.
@@ -82,14 +62,52 @@ pub struct RunConfig {
 }
 
 impl RunConfig {
+    /// The configuration for a program with `memory_bytes` of anonymous memory and an
+    /// arena of `arena_bytes`, paged by `pager`, its figures written to `stats`, its
+    /// processes holding `alive_fd` open: served by nobody but the program's own pager
+    /// (set `serve_fd`, or `daemon` and `tenant_token`, for the others).
+    pub fn new(
+        device: PathBuf,
+        memory_bytes: u64,
+        arena_bytes: u64,
+        pager: PagerConfig,
+        stats: PathBuf,
+        alive_fd: i32,
+    ) -> RunConfig {
+        RunConfig {
+            device,
+            memory_bytes,
+            arena_bytes,
+            pager,
+            serve_fd: None,
+            daemon: None,
+            tenant_token: None,
+            descendant: false,
+            stats,
+            alive_fd,
+            ld_preload_before: None,
+        }
+    }
+
     /// Checks what the launcher decided: a library given a configuration it cannot run
     /// says which value is wrong rather than adjusting it.
     pub fn check(&self) -> Result<(), String> {
-        if self.handler_threads == 0 {
-            return Err("handler_threads is 0: at least one thread must serve faults".into());
+        // Handler threads, not self-paging: the kernel itself touches a program's heap
+        // (`read()` into it, `write()` from it), and a SIGBUS handler cannot serve that.
+        match self.pager.fault_mode {
+            FaultMode::HandlerThreads(0) => {
+                return Err("handler_threads is 0: at least one thread must serve faults".into())
+            }
+            FaultMode::SelfPaging => {
+                return Err("fault_mode is SelfPaging: a program's heap needs handler threads".into())
+            }
+            FaultMode::HandlerThreads(_) => {}
         }
-        if self.readahead_pages > crate::READAHEAD_PAGES_MAX {
-            return Err(format!("readahead_pages is {}: at most {}", self.readahead_pages, crate::READAHEAD_PAGES_MAX));
+        if self.pager.core.readahead_pages > READAHEAD_PAGES_MAX {
+            return Err(format!(
+                "readahead_pages is {}: at most {}",
+                self.pager.core.readahead_pages, READAHEAD_PAGES_MAX
+            ));
         }
         if self.tenant_token.is_some() && self.daemon.is_none() {
             return Err("tenant_token without daemon: a tenant is the daemon's".into());
@@ -104,41 +122,6 @@ impl RunConfig {
             ));
         }
         Ok(())
-    }
-
-    /// The pager's configuration: the launcher checks it against the device
-    /// (`Pager::check`) before the program starts, and the library starts the pager with
-    /// it (adding its thread hooks).
-    pub fn pager_config(&self) -> crate::PagerConfig {
-        let memory_pages = self.memory_bytes / crate::PAGE_BYTES as u64;
-        crate::PagerConfig {
-            policy: self.policy,
-            // The arena is the one region.
-            regions_max: 2,
-            // Handler threads, not self-paging: the kernel itself touches a program's
-            // heap (`read()` into it, `write()` from it), and a SIGBUS handler cannot
-            // serve that.
-            fault_mode: crate::FaultMode::HandlerThreads(self.handler_threads),
-            readahead_pages: self.readahead_pages,
-            fault_poll_us: self.fault_poll_us,
-            park_pages: self.park_pages,
-            reference_sampling: self.reference_sampling,
-            wp_async: self.wp_async,
-            misreport_moves_every: self.misreport_moves_every,
-            colocate: self.colocate,
-            encrypt: self.encrypt,
-            // Whatever the pager holds comes out of --memory, so it holds what it uses.
-            // The slack: 1/64 of --memory, 256 pages (1 MiB) at most. Above the budget it
-            // is room only bursts of faults use (measured, redis in 64 MiB: at most 356
-            // pages over the budget), while the kernel's memory cgroup lets the program
-            // have its whole limit; the default 4 MiB sat idle.
-            slack_pages: (memory_pages / 64).clamp(64, 256),
-            // The GC's buffer (twice a batch) is resident once the GC runs: 1/64 of
-            // --memory (a batch of 1/128), 8 MiB at most, not 8 MiB from 64 MiB up.
-            gc_batch_pages: (memory_pages / 128).clamp(64, crate::GC_BATCH_PAGES_DEFAULT as u64) as u32,
-            // Started at the whole of --memory; the library lowers it at once.
-            ..crate::PagerConfig::new(self.memory_bytes)
-        }
     }
 
     /// The value of [`CONFIG`].
@@ -158,15 +141,17 @@ impl RunConfig {
     }
 }
 
+/// The arena for `--memory memory_bytes` when none is given: room for the heap to grow
+/// twice past what memory and swap (`swap_bytes`, the device's capacity) hold, within
+/// what one allocator arena manages.
+pub fn default_arena_bytes(memory_bytes: u64, swap_bytes: u64) -> u64 {
+    (2 * (memory_bytes + swap_bytes)).min(ARENA_MAX_BYTES)
+}
+
 /// The largest arena. mimalloc v3 covers at most 16 GiB with one arena's bitmaps and
 /// splits larger memory into several, but here it refused 15.9 GiB (and 20.6 GiB) while
 /// 8.8 GiB worked; why is not known yet, so arenas stop at 8 GiB.
 pub const ARENA_MAX_BYTES: u64 = 8 << 30;
-
-/// Exit status of a program whose pager could not start (the launcher explains it).
-pub const EXIT_PAGER_FAILED: i32 = 125;
-/// Exit status of a forked child that outlived its parent (a daemon).
-pub const EXIT_DAEMONIZED: i32 = 124;
 
 /// A process's resident set, from one read of its `status` file, in bytes.
 #[derive(Clone, Copy, Debug, Default)]
@@ -203,7 +188,7 @@ impl ResidentSet {
 /// anonymous memory (`rest`) leaves, less the slack faults may use above it, never below
 /// `floor`; moved when it is off by a MiB or more. (The library's governor, and under
 /// `--serve` the launcher's.)
-pub fn hold_budget(pager: &crate::Pager, memory: u64, rest: u64, slack: u64, floor: u64) {
+pub fn hold_budget(pager: &Pager, memory: u64, rest: u64, slack: u64, floor: u64) {
     let budget = memory.saturating_sub(rest + slack).max(floor);
     if budget.abs_diff(pager.budget_bytes()) >= 1 << 20 {
         let _ = pager.set_budget(budget);
@@ -258,162 +243,41 @@ impl RunReport {
 
     /// The pager's figures into the report (the library's own pager's, or under
     /// `--serve` the launcher's, over the library's process figures).
-    pub fn set_pager_figures(&mut self, pager: &crate::Pager) {
-        let stats = pager.stats();
-        let (fault_p50_ns, _) = pager.fault_latency(0.5);
-        let (fault_p99_ns, _) = pager.fault_latency(0.99);
+    pub fn set_pager_figures(&mut self, pager: &Pager) {
+        self.pager = pager.stats();
         self.budget_bytes = pager.budget_bytes();
-        self.swapped_out_pages = stats.swap_outs_written;
-        self.swapped_in_pages = stats.swap_in_reads;
-        self.readahead_pages_read = stats.readahead_pages_read;
-        self.readahead_hits = stats.readahead_hits;
-        self.pages_parked = stats.pages_parked;
-        self.parked_touched = stats.parked_touched;
-        self.park_refused = stats.park_refused;
-        self.park_occupied = stats.park_occupied;
-        self.unparks_copied = stats.unparks_copied;
-        self.swap_outs_clean = stats.swap_outs_clean;
-        self.swap_cache_dirtied = stats.swap_cache_dirtied;
-        self.swap_cache_skipped = stats.swap_cache_skipped;
-        self.victims_written = stats.victims_written;
-        self.swap_cache_digest_dirtied = stats.swap_cache_digest_dirtied;
-        self.pages_unshared = stats.pages_unshared;
-        self.wp_markers_cleared = stats.wp_markers_cleared;
-        self.moves_misreported = stats.moves_misreported;
-        self.missing_faults = stats.missing_faults;
-        self.write_protect_faults = stats.write_protect_faults;
-        self.fault_p50_ns = fault_p50_ns;
-        self.fault_p99_ns = fault_p99_ns;
-        self.resident_pages = stats.resident_pages;
-        self.resident_pages_max = stats.resident_pages_max;
-        self.host_bytes_written = stats.host_bytes_written;
-        self.gc_bytes_written = stats.gc_bytes_written;
-        self.record_bytes_written = stats.record_bytes_written;
-        self.gc_runs = stats.gc_runs;
-        self.lost_pages = stats.lost_pages;
-        self.pages_sealed = stats.pages_sealed;
-        self.pages_failed_open = stats.pages_failed_open;
-        self.budget_overruns = stats.budget_overruns;
-        self.device_errors = stats.device_errors;
-        self.fault_handled_ns = stats.fault_handled_ns;
-        self.fault_lock_wait_ns = stats.fault_lock_wait_ns;
-        self.fault_reads = stats.fault_reads;
-        self.faults_polled = stats.faults_polled;
-        self.fault_read_ns = stats.fault_read_ns;
-        self.fault_install_ns = stats.fault_install_ns;
-        self.fault_unlock_ns = stats.fault_unlock_ns;
-        self.fault_wait_ns = stats.fault_wait_ns;
-        self.budget_wait_ns = stats.budget_wait_ns;
-        self.uptime_ns = stats.uptime_ns;
-        self.fault_threads_cpu_ns = stats.fault_cpu_ns;
-        self.evictor_threads_cpu_ns = stats.evictor_cpu_ns;
-        self.io_threads_cpu_ns = stats.io_cpu_ns;
+        self.fault_p50_ns = pager.fault_latency(0.5).0;
+        self.fault_p99_ns = pager.fault_latency(0.99).0;
     }
 }
 
 /// What the library writes to the stats file.
 #[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct RunReport {
     pub pid: u32,
     /// Written at exit (the last one), not a periodic snapshot.
     pub at_exit: bool,
     /// `--memory`: the limit on the program's anonymous memory (`RssAnon + RssShmem`).
-    #[serde(default)]
     pub memory_bytes: u64,
     /// What `--memory` holds, at its highest as sampled every 100 ms.
-    #[serde(default)]
     pub memory_used_max_bytes: u64,
     /// The program's mapped files resident now (`RssFile`), not counted in `--memory`.
-    #[serde(default)]
     pub rss_file_bytes: u64,
     /// The program's resident set (anonymous, file and shared memory), now and at its
     /// highest (`VmHWM`).
-    #[serde(default)]
     pub rss_bytes: u64,
-    #[serde(default)]
     pub rss_max_bytes: u64,
-    /// The paged heap's budget now: what the rest of the resident set leaves of
-    /// `memory_bytes`.
-    pub budget_bytes: u64,
-    /// Pages faults may map above the budget before they wait for room.
-    #[serde(default)]
-    pub slack_pages: u64,
-    pub arena_bytes: u64,
-    pub swapped_out_pages: u64,
-    /// Pages read from the device (read-ahead pages included), as the kernel's `pswpin`.
-    pub swapped_in_pages: u64,
-    /// Pages read ahead, and faults served from them with no device read.
-    #[serde(default)]
-    pub readahead_pages_read: u64,
-    #[serde(default)]
-    pub readahead_hits: u64,
-    /// Victims parked on the inactive list, parked pages the program touched (brought
-    /// back with no device read), and victims the kernel would not move.
-    #[serde(default)]
-    pub pages_parked: u64,
-    #[serde(default)]
-    pub parked_touched: u64,
-    #[serde(default)]
-    pub park_refused: u64,
-    /// Victims kept because their shadow page still awaited its discard.
-    #[serde(default)]
-    pub park_occupied: u64,
-    #[serde(default)]
-    pub unparks_copied: u64,
-    /// Swapped-in pages evicted again clean (their slot kept: no write), written after
-    /// their swap-in while their slot was kept (a write-protect fault each), and mapped
-    /// writable at once with their slot dropped (kept slots were mostly written).
-    #[serde(default)]
-    pub swap_outs_clean: u64,
-    #[serde(default)]
-    pub swap_cache_dirtied: u64,
-    #[serde(default)]
-    pub swap_cache_skipped: u64,
-    /// Asynchronous write protection (`--wp-async`): victims found written by the scan,
-    /// cached pages whose digest showed them written, pages shared with a fork's child
-    /// made the parent's, write-protect markers cleared.
-    #[serde(default)]
-    pub victims_written: u64,
-    #[serde(default)]
-    pub swap_cache_digest_dirtied: u64,
-    #[serde(default)]
-    pub pages_unshared: u64,
-    #[serde(default)]
-    pub wp_markers_cleared: u64,
-    /// Moves to or from a shadow page the kernel did though the call failed
-    /// (`PagerStats::moves_misreported`).
-    #[serde(default)]
-    pub moves_misreported: u64,
-    pub missing_faults: u64,
-    pub write_protect_faults: u64,
-    pub fault_p50_ns: u64,
-    pub fault_p99_ns: u64,
-    pub resident_pages: u64,
-    pub resident_pages_max: u64,
-    pub host_bytes_written: u64,
-    pub gc_bytes_written: u64,
-    /// Chunk footers and their padding (devices without per-LBA metadata).
-    #[serde(default)]
-    pub record_bytes_written: u64,
-    pub gc_runs: u64,
-    pub lost_pages: u64,
-    /// The pager serving the program from another process died while it ran
-    /// (`znswap run --daemon`): the program served its own faults since, and its
-    /// `lost_pages` are the pages that pager had swapped out and the program touched.
-    #[serde(default)]
-    pub pager_gone: bool,
-    /// With `--encrypt`: pages sealed on their way out, and pages read back that failed
-    /// to open (altered on the device; each is lost).
-    #[serde(default)]
-    pub pages_sealed: u64,
-    #[serde(default)]
-    pub pages_failed_open: u64,
-    pub budget_overruns: u64,
-    pub device_errors: u64,
     /// Anonymous memory resident in the process (`RssAnon`), of which the paged heap's
     /// resident pages are a part; the rest is memory the pager does not cover (the
     /// pager's own tables, stacks, mappings it could not page).
     pub rss_anon_bytes: u64,
+    /// The paged heap's budget now: what the rest of the resident set leaves of
+    /// `memory_bytes`.
+    pub budget_bytes: u64,
+    /// Pages faults may map above the budget before they wait for room.
+    pub slack_pages: u64,
+    pub arena_bytes: u64,
     /// Allocations made outside the arena because it was full.
     pub overflow_bytes: u64,
     /// mlock/mlockall calls neutralised.
@@ -422,92 +286,59 @@ pub struct RunReport {
     pub forks: u64,
     /// Anonymous mappings the program made itself (`mmap`) served from paged memory, and
     /// the bytes of them mapped now.
-    #[serde(default)]
     pub mmaps_paged: u64,
-    #[serde(default)]
     pub mapped_bytes: u64,
-    /// Where the handler threads' time on faults goes, in nanoseconds summed over
-    /// faults: all of it (from reading the event to the wake), and of it the waits for
-    /// the pager's lock, the device reads (`fault_reads` of them), the installs
-    /// (`UFFDIO_COPY`) and the waits for room under the budget. The rest of a fault's
-    /// time, which the program sees but no handler does, is the kernel's: the event's
-    /// delivery and the faulting thread's wake-up.
-    #[serde(default)]
-    pub fault_handled_ns: u64,
-    #[serde(default)]
-    pub fault_lock_wait_ns: u64,
-    #[serde(default)]
-    pub fault_reads: u64,
-    /// Faults a handler thread found while polling for the next one (`--fault-poll`).
-    #[serde(default)]
-    pub faults_polled: u64,
-    #[serde(default)]
-    pub fault_read_ns: u64,
-    #[serde(default)]
-    pub fault_install_ns: u64,
-    /// The releases of the pager's lock in faults (the wake-ups given then), and the
-    /// faults' pauses and waits for other actors (a page on its way out; not room).
-    #[serde(default)]
-    pub fault_unlock_ns: u64,
-    #[serde(default)]
-    pub fault_wait_ns: u64,
-    #[serde(default)]
-    pub budget_wait_ns: u64,
-    pub uptime_ns: u64,
-    /// CPU time of the whole process so far (`CLOCK_PROCESS_CPUTIME_ID`), and of the
-    /// pager's threads by role (each thread's clock, as the pager counts it): the
+    /// The pager serving the program from another process died while it ran
+    /// (`znswap run --daemon`): the program served its own faults since, and its
+    /// `lost_pages` are the pages that pager had swapped out and the program touched.
+    pub pager_gone: bool,
+    /// Fault latency as the handler threads saw it (reading the event to the wake).
+    pub fault_p50_ns: u64,
+    pub fault_p99_ns: u64,
+    /// CPU time of the whole process so far (`CLOCK_PROCESS_CPUTIME_ID`), of which the
+    /// pager's threads' by role are in `pager` and the stats thread's here: the
     /// program's threads had the rest.
-    #[serde(default)]
     pub cpu_ns: u64,
-    #[serde(default)]
-    pub fault_threads_cpu_ns: u64,
-    #[serde(default)]
-    pub evictor_threads_cpu_ns: u64,
-    #[serde(default)]
-    pub io_threads_cpu_ns: u64,
-    #[serde(default)]
     pub stats_thread_cpu_ns: u64,
+    /// The pager's counters (`PagerStats`, one name each): the core's, the engine's
+    /// and the shell's.
+    pub pager: PagerStats,
 }
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{PagerConfig, RunConfig};
 
     /// What the launcher decides reaches the library's pager through the environment,
     /// unchanged (the run's flags mean the same in the program as on the command line).
     #[test]
     fn the_pager_gets_the_launchers_choices_through_the_environment() {
         for (park_pages, reference_sampling, wp_async) in [(0, true, false), (4096, false, true)] {
-            let config = RunConfig {
-                device: "/dev/null".into(),
-                memory_bytes: 256 << 20,
-                arena_bytes: 1 << 30,
-                policy: PolicyKind::PerCore,
-                handler_threads: 2,
-                readahead_pages: 8,
-                fault_poll_us: 0,
-                park_pages,
-                reference_sampling,
-                wp_async,
-                misreport_moves_every: 0,
-                colocate: true,
-                encrypt: false,
-                serve_fd: None,
-                daemon: None,
-                tenant_token: None,
-                descendant: false,
-                stats: "/tmp/stats.json".into(),
-                alive_fd: -1,
-                ld_preload_before: None,
-            };
+            let mut pager = PagerConfig::for_run(256 << 20);
+            pager.core.park_pages = park_pages;
+            pager.core.reference_sampling = reference_sampling;
+            pager.core.wp_async = wp_async;
+            pager.core.readahead_pages = 5;
+            pager.fault_poll_us = 0;
+            let config = RunConfig::new("/dev/null".into(), 256 << 20, 1 << 30, pager, "/tmp/stats.json".into(), -1);
             config.check().unwrap();
             let back: RunConfig = serde_json::from_str(&config.to_env()).unwrap();
-            let pager = back.pager_config();
+            assert_eq!(back.to_env(), config.to_env());
+            let pager = &back.pager;
             assert_eq!(
-                (pager.park_pages, pager.reference_sampling, pager.wp_async),
+                (pager.core.park_pages, pager.core.reference_sampling, pager.core.wp_async),
                 (park_pages, reference_sampling, wp_async)
             );
-            assert_eq!(pager.readahead_pages, 8);
+            assert_eq!((pager.core.readahead_pages, pager.fault_poll_us), (5, 0));
         }
+    }
+
+    /// A configuration the library cannot run is refused with the value named.
+    #[test]
+    fn a_self_paging_program_is_refused() {
+        let mut pager = PagerConfig::for_run(256 << 20);
+        pager.fault_mode = crate::config::FaultMode::SelfPaging;
+        let config = RunConfig::new("/dev/null".into(), 256 << 20, 1 << 30, pager, "/tmp/stats.json".into(), -1);
+        assert!(config.check().unwrap_err().contains("SelfPaging"));
     }
 }

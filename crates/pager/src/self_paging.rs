@@ -1,8 +1,8 @@
 //! Self-paging mode: with `UFFD_FEATURE_SIGBUS` a userfault raises SIGBUS in the faulting
 //! thread, and this module's signal handler resolves the fault right there (swap-in,
 //! zero-fill, or the write-protect upgrade) before the access is retried. No handler
-//! thread, no wake-up, no context switch: about 4-5 µs of fault overhead on this machine
-//! against about 20 µs for a handler thread on the other CPU (issue 4).
+//! thread, no wake-up, no context switch: a fault costs a signal's delivery where a
+//! handler thread costs two wake-ups (`docs/measurements/2026-11-pager.md`).
 //!
 //! What it asks of the application:
 //! - the kernel must never touch region memory on its behalf (a `read()` into a region
@@ -20,7 +20,9 @@ use std::ptr;
 use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use crate::pager::Shared;
+use crate::pager::fault::resolve_in_thread;
+use crate::pager::lock_flag::holds_state_lock;
+use crate::pager::shared::Shared;
 
 /// Pagers in self-paging mode at once.
 const PAGERS_MAX: usize = 16;
@@ -98,7 +100,7 @@ extern "C" fn on_sigbus(signal: libc::c_int, info: *mut libc::siginfo_t, context
     // Only userfaults arrive as BUS_ADRERR; a poisoned (lost) page is BUS_MCEERR_AR and
     // must kill as usual.
     if code == libc::BUS_ADRERR {
-        if crate::pager::holds_state_lock() {
+        if holds_state_lock() {
             // The interrupted code holds the lock this handler would take: a pager bug
             // that touched region memory under it. Waiting would deadlock; say so.
             const MESSAGE: &[u8] =
@@ -118,7 +120,7 @@ extern "C" fn on_sigbus(signal: libc::c_int, info: *mut libc::siginfo_t, context
                 continue;
             }
             // SAFETY: registered pagers stay alive while ACTIVE counts this handler.
-            if unsafe { &*shared }.resolve_in_thread(address, write) {
+            if resolve_in_thread(unsafe { &*shared }, address, write) {
                 resolved = true;
                 break;
             }

@@ -11,7 +11,7 @@
 //! done, so a page is counted gone only when it is.
 //!
 //! A tenant that dies while it is served: its ioctls fail `ESRCH`, its memory reads
-//! nothing, its agent hangs up; none of it is fatal (`Shared::served_process_gone`), and
+//! nothing, its agent hangs up; none of it is fatal (`Spaces::gone`), and
 //! the evictor lets its regions go at its next rest (`Pager::release_tenant`).
 //!
 //! Not yet here (the design's later steps): parking (`UFFDIO_MOVE` is refused across
@@ -21,11 +21,22 @@ use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Mutex;
 
-use znswap_pager_core::{AddressRange, DropDelay};
+use znswap_pager_core::{AddressRange, DropDelay, PAGE_BYTES};
 use znswap_wire::{Channel, ChannelError, Hello, Join, Range, Reason, ToDaemon, ToTenant, RANGES_MAX};
 
-use crate::uffd::{features, register_mode, Userfaultfd};
-use crate::{ForkFill, PAGE_BYTES};
+use crate::page_buffers::AlignedPage;
+use crate::uffd::{features, register_mode, Event as UffdEvent, UffdError, Userfaultfd};
+
+/// What a fork's child gets for a page it faults on (`ForkSnapshot::read`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ForkFill {
+    /// The page's bytes, in the buffer given.
+    Data,
+    /// It was all zero (or not on the device).
+    Zero,
+    /// Lost on the device, or the snapshot is released: the child must not get a guess.
+    Lost,
+}
 
 /// What a tenant process handed over, and which of the pager's tenants it is.
 pub struct TenantLink {
@@ -131,7 +142,7 @@ impl TenantSpace {
 
     /// Whether the tenant's page at `address` reads all zeroes.
     pub(crate) fn page_is_zero(&self, address: u64, failed: &AtomicU64) -> bool {
-        let mut page = crate::page_buffers::AlignedPage::ZERO;
+        let mut page = AlignedPage::ZERO;
         self.read_page(address, &mut page.0, failed);
         page.0.iter().all(|&byte| byte == 0)
     }
@@ -225,7 +236,7 @@ impl TenantLink {
 #[derive(Debug, thiserror::Error)]
 pub enum TenantError {
     #[error(transparent)]
-    Uffd(#[from] crate::uffd::UffdError),
+    Uffd(#[from] UffdError),
     #[error("talking to the pager: {0}")]
     Channel(#[from] ChannelError),
     #[error("talking to the pager: {0}")]
@@ -376,11 +387,11 @@ pub fn serve_orphaned_events(
     done: &mut Orphaned,
 ) -> Result<bool, TenantError> {
     let mut fetch = fetch;
-    let mut fetched = crate::page_buffers::AlignedPage::ZERO;
-    let zeros = crate::page_buffers::AlignedPage::ZERO;
+    let mut fetched = AlignedPage::ZERO;
+    let zeros = AlignedPage::ZERO;
     let mut any = false;
     while let Some(event) = uffd.read_event()? {
-        let crate::uffd::Event::PageFault { address, write_protect, .. } = event else { continue };
+        let UffdEvent::PageFault { address, write_protect, .. } = event else { continue };
         any = true;
         let page = address & !(PAGE_BYTES as u64 - 1);
         if write_protect {

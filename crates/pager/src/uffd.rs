@@ -6,9 +6,9 @@
 //! are resolved with [`Userfaultfd::copy`], [`Userfaultfd::zeropage`] or
 //! [`Userfaultfd::write_protect`].
 
-use crate::PAGE_BYTES;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use znswap_pager_core::PAGE_BYTES;
 
 /// `UFFD_API`: the only API version.
 const UFFD_API: u64 = 0xAA;
@@ -499,10 +499,13 @@ fn ioctl<T>(fd: RawFd, request: u64, argument: &mut T) -> io::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{
+        features, register_mode, Event, UffdError, UffdMsg, UffdioApi, UffdioCopy, UffdioMove, UffdioPoison,
+        UffdioRegister, UffdioWriteprotect, UffdioZeropage, Userfaultfd, Waiter, PAGE_BYTES, UFFDIO_API, UFFDIO_COPY,
+        UFFDIO_MOVE, UFFDIO_POISON, UFFDIO_REGISTER, UFFDIO_UNREGISTER, UFFDIO_WAKE, UFFDIO_WRITEPROTECT,
+        UFFDIO_ZEROPAGE,
+    };
     use std::sync::atomic::{AtomicBool, Ordering};
-
-    use crate::PAGE_BYTES;
 
     #[test]
     fn structures_match_the_kernel_abi() {
@@ -585,7 +588,7 @@ mod tests {
     /// An event wakes one waiting handler (`Waiter`), where `poll` wakes them all.
     #[test]
     fn a_fault_wakes_one_waiter() {
-        let uffd = Userfaultfd::new(0, 0).expect("userfaultfd works on this machine");
+        let uffd = Userfaultfd::new(0, 0).expect("userfaultfd works here (vm.unprivileged_userfaultfd=1, or root)");
         let mapping = Mapping::new(1);
         uffd.register(mapping.address(0), mapping.len as u64, register_mode::MISSING).unwrap();
         let woken = std::sync::atomic::AtomicU32::new(0);
@@ -621,7 +624,7 @@ mod tests {
 
     #[test]
     fn a_multi_page_copy_stops_before_a_mapped_page() {
-        let uffd = Userfaultfd::new(0, 0).expect("userfaultfd works on this machine");
+        let uffd = Userfaultfd::new(0, 0).expect("userfaultfd works here (vm.unprivileged_userfaultfd=1, or root)");
         let mapping = Mapping::new(4);
         uffd.register(mapping.address(0), (4 * PAGE_BYTES) as u64, register_mode::MISSING).unwrap();
         assert!(uffd.copy(mapping.address(2), &[7u8; PAGE_BYTES], false, true).unwrap());
@@ -636,7 +639,7 @@ mod tests {
 
     #[test]
     fn missing_faults_are_served_by_a_handler_thread() {
-        let uffd = Userfaultfd::new(0, 0).expect("userfaultfd works on this machine");
+        let uffd = Userfaultfd::new(0, 0).expect("userfaultfd works here (vm.unprivileged_userfaultfd=1, or root)");
         let mapping = Mapping::new(4);
         uffd.register(mapping.address(0), mapping.len as u64, register_mode::MISSING).unwrap();
         let done = AtomicBool::new(false);

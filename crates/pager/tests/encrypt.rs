@@ -51,7 +51,12 @@ fn run(path: &Path, mode: FaultMode, encrypt: bool, alter_device: bool) -> Run {
     lost_pages::install().expect("installing the lost-page handler");
     let device: Arc<dyn ZonedDevice> =
         Arc::new(FileDevice::create(path, geometry(), CreateOptions::default()).unwrap());
-    let config = PagerConfig { fault_mode: mode, encrypt, ..PagerConfig::new(BUDGET_PAGES * PAGE_BYTES as u64) };
+    let config = {
+        let mut config = PagerConfig::new(BUDGET_PAGES * PAGE_BYTES as u64);
+        config.fault_mode = mode;
+        config.core.seal_pages = encrypt;
+        config
+    };
     let pager = Pager::new(device.clone(), config).unwrap();
     let region = pager.alloc(REGION_PAGES * PAGE_BYTES as u64, 0).unwrap();
     let base = region.as_ptr() as usize;
@@ -110,9 +115,9 @@ fn encrypted_pages_hide_their_secrets_and_read_back_exactly() {
     let dir = tempfile::tempdir().unwrap();
     for mode in [FaultMode::HandlerThreads(2), FaultMode::SelfPaging] {
         let sealed = run(&dir.path().join(format!("sealed-{mode:?}.zns")), mode, true, false);
-        assert!(sealed.stats.swap_outs_written > REGION_PAGES / 2, "{mode:?}: too little was swapped out");
+        assert!(sealed.stats.core.swap_outs_written > REGION_PAGES / 2, "{mode:?}: too little was swapped out");
         assert_eq!(
-            sealed.stats.pages_sealed, sealed.stats.swap_outs_written,
+            sealed.stats.pages_sealed, sealed.stats.core.swap_outs_written,
             "{mode:?}: every page written was sealed"
         );
         assert_eq!(sealed.markers_on_device, 0, "{mode:?}: a secret reached the device in plaintext");
@@ -135,7 +140,7 @@ fn pages_altered_on_the_device_are_lost_when_encrypted_and_wrong_when_not() {
         assert!(sealed.lost > REGION_PAGES / 2, "{mode:?}: only {} pages lost", sealed.lost);
         assert_eq!(sealed.lost + sealed.verified, REGION_PAGES);
         assert!(sealed.stats.pages_failed_open >= sealed.lost, "{mode:?}: {:?}", sealed.stats.pages_failed_open);
-        assert_eq!(sealed.stats.lost_pages, sealed.lost);
+        assert_eq!(sealed.stats.core.lost_pages, sealed.lost);
 
         let plain = run(&dir.path().join(format!("plain-{mode:?}.zns")), mode, false, true);
         assert!(

@@ -203,22 +203,22 @@ macro_rules! in_both_modes {
 fn assert_sound(name: &str, outcome: &Outcome) {
     let Outcome { stats, injected, lost_observed, verified } = outcome;
     assert_eq!(
-        stats.lost_pages, *lost_observed,
+        stats.core.lost_pages, *lost_observed,
         "{name}: the pager reported {} lost pages, the application found {lost_observed} ({injected:?})",
-        stats.lost_pages
+        stats.core.lost_pages
     );
     assert!(
         *verified >= REGION_PAGES - lost_observed,
         "{name}: only {verified} pages verified with {lost_observed} lost"
     );
-    assert!(stats.swap_outs_written > REGION_PAGES / 2 && stats.swap_in_reads > 1000, "{name}: {stats:?}");
+    assert!(stats.core.swap_outs_written > REGION_PAGES / 2 && stats.core.swap_in_reads > 1000, "{name}: {stats:?}");
 }
 
 fn read_errors(name: &str, fault_mode: FaultMode) {
     let outcome = run(name, fault_mode, "read=0.05", false, 48, 1);
     assert_sound(name, &outcome);
     assert!(outcome.injected.read_errors > 100, "{name}: {:?}", outcome.injected);
-    assert!(outcome.stats.device_errors > 0, "{name}: {:?}", outcome.stats);
+    assert!(outcome.stats.core.device_errors > 0, "{name}: {:?}", outcome.stats);
     assert_eq!(outcome.lost_observed, 0, "{name}: a failed read loses nothing (it is retried)");
 }
 
@@ -228,8 +228,8 @@ fn append_errors(name: &str, fault_mode: FaultMode) {
     let outcome = run(name, fault_mode, "append=0.1,reset=0.1", false, 24, 2);
     assert_sound(name, &outcome);
     assert!(outcome.injected.append_errors > 5, "{name}: {:?}", outcome.injected);
-    assert!(outcome.stats.gc_runs > 0 && outcome.injected.reset_errors > 0, "{name}: {:?}", outcome.injected);
-    assert!(outcome.stats.device_errors > 0, "{name}: {:?}", outcome.stats);
+    assert!(outcome.stats.engine.gc_runs > 0 && outcome.injected.reset_errors > 0, "{name}: {:?}", outcome.injected);
+    assert!(outcome.stats.core.device_errors > 0, "{name}: {:?}", outcome.stats);
     assert_eq!(outcome.lost_observed, 0, "{name}: a failed append keeps its pages resident");
 }
 
@@ -239,7 +239,7 @@ fn slow_completions(name: &str, fault_mode: FaultMode) {
     let outcome = run(name, fault_mode, "slow=0.05,slow-us=400", false, 48, 3);
     assert_sound(name, &outcome);
     assert!(outcome.injected.slow_completions > 100, "{name}: {:?}", outcome.injected);
-    assert_eq!((outcome.stats.device_errors, outcome.lost_observed), (0, 0), "{name}: slow is not failed");
+    assert_eq!((outcome.stats.core.device_errors, outcome.lost_observed), (0, 0), "{name}: slow is not failed");
 }
 
 in_both_modes!(slow_completions: slow_completions_with_handler_threads, slow_completions_when_self_paging);
@@ -249,7 +249,7 @@ fn offline_zones(name: &str, fault_mode: FaultMode) {
     assert_sound(name, &outcome);
     assert_eq!(outcome.injected.zones_offline, 2, "{name}: {:?}", outcome.injected);
     assert!(outcome.lost_observed > 0, "{name}: two zones with data went offline and nothing was lost");
-    assert!(outcome.stats.device_errors > 0, "{name}: {:?}", outcome.stats);
+    assert!(outcome.stats.core.device_errors > 0, "{name}: {:?}", outcome.stats);
 }
 
 in_both_modes!(offline_zones: offline_zones_lose_pages_that_are_reported_with_handler_threads, offline_zones_lose_pages_that_are_reported_when_self_paging);
@@ -263,7 +263,7 @@ fn everything_at_once(name: &str, fault_mode: FaultMode) {
         injected.read_errors > 0 && injected.append_errors > 0 && injected.zones_offline == 2,
         "{name}: {injected:?}"
     );
-    assert!(outcome.stats.device_errors > 0, "{name}: {:?}", outcome.stats);
+    assert!(outcome.stats.core.device_errors > 0, "{name}: {:?}", outcome.stats);
 }
 
 in_both_modes!(everything_at_once: every_fault_at_once_on_a_file_device_with_handler_threads, every_fault_at_once_on_a_file_device_when_self_paging);
@@ -301,7 +301,7 @@ fn a_lost_page_kills(test_name: &str, fault_mode: FaultMode) {
             fill(&mut expected, page, 1);
             assert!(memory[page as usize * PAGE_BYTES..][..PAGE_BYTES] == expected[..], "page {page} read back wrong");
         }
-        panic!("every page read back with zone {} offline; lost pages {}", zone.zone, pager.stats().lost_pages);
+        panic!("every page read back with zone {} offline; lost pages {}", zone.zone, pager.stats().core.lost_pages);
     }
     let output = std::process::Command::new(std::env::current_exe().unwrap())
         .args(["--exact", test_name, "--nocapture", "--test-threads=1"])

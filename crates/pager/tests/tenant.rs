@@ -77,11 +77,10 @@ fn spawn_a_tenant_with(seed: u64, ops: u64, at: u64, kind: Tenant) -> (std::proc
 }
 
 fn config(budget_pages: u64, encrypt: bool) -> PagerConfig {
-    PagerConfig {
-        fault_mode: FaultMode::HandlerThreads(1),
-        encrypt,
-        ..PagerConfig::new(budget_pages * PAGE_BYTES as u64)
-    }
+    let mut config =
+        PagerConfig { fault_mode: FaultMode::HandlerThreads(1), ..PagerConfig::new(budget_pages * PAGE_BYTES as u64) };
+    config.core.seal_pages = encrypt;
+    config
 }
 
 /// Starts the tenant process (making `ops` accesses) and its pager.
@@ -89,7 +88,7 @@ fn start_a_tenant(encrypt: bool, seed: u64, ops: u64) -> (std::process::Child, P
     let (child, link, _daemon) = spawn_a_tenant(seed, ops, 0);
     let device: Arc<dyn ZonedDevice> = Arc::new(MemDevice::new(geometry()).unwrap());
     let config = config(BUDGET_PAGES, encrypt);
-    let slack = config.slack_pages;
+    let slack = config.core.slack_pages;
     let (pager, id) = Pager::serve_tenant(device, config, link).unwrap();
     (child, pager, id, slack)
 }
@@ -116,14 +115,14 @@ fn serve_a_tenant(encrypt: bool, seed: u64) -> znswap_pager::PagerStats {
     let (child, pager, _, slack) = start_a_tenant(encrypt, seed, OPS);
     let stats = serve_until_checked(child, pager);
     assert!(
-        stats.resident_pages_max <= BUDGET_PAGES + slack + 64,
+        stats.core.resident_pages_max <= BUDGET_PAGES + slack + 64,
         "resident max {} over budget {BUDGET_PAGES} + slack {slack}",
-        stats.resident_pages_max
+        stats.core.resident_pages_max
     );
-    assert_eq!((stats.lost_pages, stats.device_errors), (0, 0), "{stats:?}");
-    assert!(stats.swap_outs_written > 3000, "the tenant's pages went to the device: {stats:?}");
-    assert!(stats.swap_in_reads > 1000, "and came back: {stats:?}");
-    assert!(stats.swap_outs_zero > 0, "all-zero pages are seen through its memory: {stats:?}");
+    assert_eq!((stats.core.lost_pages, stats.core.device_errors), (0, 0), "{stats:?}");
+    assert!(stats.core.swap_outs_written > 3000, "the tenant's pages went to the device: {stats:?}");
+    assert!(stats.core.swap_in_reads > 1000, "and came back: {stats:?}");
+    assert!(stats.core.swap_outs_zero > 0, "all-zero pages are seen through its memory: {stats:?}");
     stats
 }
 
@@ -183,32 +182,62 @@ fn another_process_is_paged_through_its_userfaultfd_and_reads_back_exactly() {
 /// must not take the others with it.)
 #[test]
 fn a_tenant_killed_mid_run_leaves_its_pager_standing() {
-    for (round, after_ms) in [10u64, 60, 200, 400].into_iter().enumerate() {
+    type Reached = fn(&znswap_pager::PagerStats) -> bool;
+    // Killed at each stage of its run, as the pager's figures show it: in its first
+    // pass over the arena (4x the budget), as its pages first go out, as they first
+    // come back, and well into its accesses.
+    let stages: [(&str, Reached); 4] = [
+        ("its first faults served", |stats| stats.core.missing_faults >= 8),
+        ("its first pages written out", |stats| stats.core.swap_outs_written >= 64),
+        ("its first pages read back", |stats| stats.core.swap_in_reads >= 64),
+        ("thousands of its pages read back", |stats| stats.core.swap_in_reads >= 4 * ARENA_PAGES),
+    ];
+    for (round, (stage, reached)) in stages.into_iter().enumerate() {
         let (mut child, pager, id, _) = start_a_tenant(false, 10 + round as u64, 100_000_000);
         let watchdog = watchdog(child.id());
-        std::thread::sleep(Duration::from_millis(after_ms));
-        let before = pager.stats();
+        common::wait_until(Duration::from_secs(60), &format!("the tenant's pager to reach {stage}"), || {
+            reached(&pager.stats())
+        });
+        let held = pager.tenant_figures(0);
         child.kill().unwrap();
         let status = child.wait().unwrap();
+        let killed = pager.stats();
         assert_eq!(status.signal(), Some(libc::SIGKILL), "killed mid-run, not finished: {status}");
+        // Mid-run: the pager held pages of it in memory, and once it had written some
+        // out, on the device, for its let-go to free.
+        assert!(held.resident_pages > 0, "{stage}: nothing of the tenant was resident at its kill: {held:?}");
+        assert!(round == 0 || held.swap_slots > 0, "{stage}: nothing of it was on the device: {held:?}");
         // Its pager meets the dead process (a round in flight, a queued append, a
         // fault's install; and here surely: a smaller budget makes it evict the dead
-        // process's pages, whose protection fails).
+        // process's pages, whose protection fails), and lets it go at its evictor's
+        // next rest: nothing of it is counted resident from then on.
         pager.set_budget(pager.budget_bytes_min()).unwrap();
-        std::thread::sleep(Duration::from_millis(300));
+        common::wait_until(Duration::from_secs(30), "the pager to let the dead tenant go", || {
+            pager.stats().core.resident_pages == 0
+        });
         let after = pager.stats();
-        assert!(after.missing_faults >= before.missing_faults);
+        // It served none of its faults once it was dead but the one its only faulting
+        // thread may have left with the handler thread.
+        assert!(
+            after.core.missing_faults <= killed.core.missing_faults + 1,
+            "{stage}: {} faults served after the tenant was dead: {after:?}",
+            after.core.missing_faults - killed.core.missing_faults
+        );
         assert!(after.served_process_gone > 0, "the pager met the dead process: {after:?}");
         // and let it go at once (its slots freed, its pages uncounted), rather than pick
         // and fail to protect its pages again and again.
         assert!(after.served_process_gone < 10_000, "the evictor spun on a dead process: {after:?}");
-        assert_eq!(after.resident_pages, 0, "{after:?}");
+        let figures = pager.tenant_figures(0);
+        assert_eq!((figures.resident_pages, figures.swap_slots), (0, 0), "{stage}: not all let go: {figures:?}");
         pager.remove_tenant(id); // (What a daemon does on its connection's end: a no-op now.)
         drop(pager);
         drop(watchdog);
         eprintln!(
-            "killed after {after_ms} ms: {} faults served, {} swap-outs, {} ioctls and reads that found it gone",
-            after.missing_faults, after.swap_outs_written, after.served_process_gone
+            "killed at {stage}: {} faults served, {} swap-outs, {} reads, {} ioctls and reads that found it gone",
+            after.core.missing_faults,
+            after.core.swap_outs_written,
+            after.core.swap_in_reads,
+            after.served_process_gone
         );
     }
 }
@@ -222,8 +251,12 @@ fn a_tenant_killed_mid_run_leaves_its_pager_standing() {
 fn two_processes_share_one_pager_and_each_reads_back_its_own() {
     let geometry = Geometry::from_bytes(4096, 16, 96, 1 << 20, 1 << 20, 8, 8, 4096).unwrap();
     let device: Arc<dyn ZonedDevice> = Arc::new(MemDevice::new(geometry).unwrap());
-    let config = PagerConfig { tenants: 3, ..config(2 * BUDGET_PAGES, false) };
-    let slack = config.slack_pages;
+    let config = {
+        let mut config = config(2 * BUDGET_PAGES, false);
+        config.core.tenants = 3;
+        config
+    };
+    let slack = config.core.slack_pages;
     let pager = Pager::serve(device, config).unwrap();
     let budgets = [BUDGET_PAGES / 2, 3 * BUDGET_PAGES / 2];
     for (tenant, pages) in budgets.iter().enumerate() {
@@ -239,14 +272,18 @@ fn two_processes_share_one_pager_and_each_reads_back_its_own() {
     let doomed_id = pager.add_tenant(TenantLink { tenant: 2, ..link }).unwrap();
     let watchdogs = [watchdog(first.id()), watchdog(second.id()), watchdog(doomed.id())];
 
-    std::thread::sleep(Duration::from_millis(100));
+    // Killed mid-run: once the pager has written pages of it out.
+    common::wait_until(Duration::from_secs(60), "the doomed tenant's pages to go out", || {
+        pager.tenant_figures(2).swap_outs > 0
+    });
     doomed.kill().unwrap();
     assert_eq!(doomed.wait().unwrap().signal(), Some(libc::SIGKILL), "killed mid-run");
     let done = std::sync::atomic::AtomicBool::new(false);
     let (lines, most) = std::thread::scope(|scope| {
         let first = scope.spawn(|| wait_until_checked(&mut first));
         let second = scope.spawn(|| wait_until_checked(&mut second));
-        // Each tenant's resident pages, sampled while they run.
+        // Each tenant's resident pages, sampled while they run (every 200 µs: the pause
+        // is the sampling period, not a wait for anything).
         let sampler = scope.spawn(|| {
             let mut most = [0u64; 2];
             while !done.load(std::sync::atomic::Ordering::Relaxed) {
@@ -279,15 +316,15 @@ fn two_processes_share_one_pager_and_each_reads_back_its_own() {
     drop(watchdogs);
     assert!(stats.served_process_gone > 0, "the pager met the killed process: {stats:?}");
     assert!(
-        stats.resident_pages_max <= 2 * BUDGET_PAGES + slack + 64,
+        stats.core.resident_pages_max <= 2 * BUDGET_PAGES + slack + 64,
         "resident max {} over the shared budget {} + slack {slack}",
-        stats.resident_pages_max,
+        stats.core.resident_pages_max,
         2 * BUDGET_PAGES
     );
-    assert_eq!((stats.lost_pages, stats.device_errors), (0, 0), "{stats:?}");
-    assert!(stats.swap_in_reads > 2000, "both came back from the device: {stats:?}");
+    assert_eq!((stats.core.lost_pages, stats.core.device_errors), (0, 0), "{stats:?}");
+    assert!(stats.core.swap_in_reads > 2000, "both came back from the device: {stats:?}");
     pager.remove_tenant(doomed_id);
-    assert_eq!(pager.stats().resident_pages, 0, "every tenant let go: nothing counted");
+    assert_eq!(pager.stats().core.resident_pages, 0, "every tenant let go: nothing counted");
 }
 
 /// A served process's own discard does not hold the pager's state while the process
@@ -313,7 +350,7 @@ fn a_tenants_discard_holds_nothing_while_it_zaps() {
         });
         assert_eq!(rc, 0, "the pager's state was held while the process zapped");
     });
-    assert_eq!(stats.lost_pages, 0, "{stats:?}");
+    assert_eq!(stats.core.lost_pages, 0, "{stats:?}");
 }
 
 /// A tenant whose agent says it dropped pages it kept (broken, or cheating its budget):
@@ -327,7 +364,7 @@ fn a_tenant_whose_agent_lies_about_drops_is_let_go_not_spun_on() {
     let device: Arc<dyn ZonedDevice> = Arc::new(MemDevice::new(geometry()).unwrap());
     let (pager, _) = Pager::serve_tenant(device, config(BUDGET_PAGES, false), link).unwrap();
     let stats = serve_until_checked(child, pager);
-    assert_eq!(stats.false_drops, 1, "found out once: {stats:?}");
+    assert_eq!(stats.core.false_drops, 1, "found out once: {stats:?}");
 }
 
 /// The pager dies while its tenant runs (here: dropped; a daemon killed is the same to
@@ -341,9 +378,9 @@ fn a_tenant_whose_pager_dies_gets_sigbus_for_its_swapped_pages_never_zeros() {
     let (pager, _) = Pager::serve_tenant(device, config(BUDGET_PAGES, false), link).unwrap();
     let watchdog = watchdog(child.id());
     // Past its first pass over the arena (4x the budget): pages are out.
-    while pager.stats().swap_outs_written < 2 * ARENA_PAGES {
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    common::wait_until(Duration::from_secs(60), "the tenant's first pass to be written out", || {
+        pager.stats().core.swap_outs_written >= 2 * ARENA_PAGES
+    });
     drop(pager);
     let status = child.wait().unwrap();
     drop(watchdog);

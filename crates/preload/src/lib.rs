@@ -195,7 +195,7 @@ fn start_here(config: &RunConfig, arena_bytes: u64) -> Result<(Pager, Region, *m
     let pager_config = PagerConfig {
         thread_start: Some(alloc::mark_internal_thread),
         child_orphaned: Some(tell_launcher_daemonized),
-        ..config.pager_config()
+        ..config.pager.clone()
     };
     let pager = Pager::new(device.into(), pager_config).map_err(|error| error.to_string())?;
     let region = pager
@@ -207,9 +207,9 @@ fn start_here(config: &RunConfig, arena_bytes: u64) -> Result<(Pager, Region, *m
     pager
         .unpage(&region, offset, bookkeeping as usize)
         .map_err(|error| format!("unpaging the arena's bookkeeping: {error}"))?;
-    let touched_before = pager.stats().missing_faults;
+    let touched_before = pager.stats().core.missing_faults;
     let heap = manage_arena(arena_start, arena_bytes)?;
-    if pager.stats().missing_faults != touched_before {
+    if pager.stats().core.missing_faults != touched_before {
         return Err("mimalloc's arena bookkeeping is larger than the memory kept unpaged for it".into());
     }
     Ok((pager, region, heap))
@@ -269,7 +269,7 @@ fn start(config: RunConfig) -> Result<(), String> {
         return Err(format!("disabling transparent huge pages: {}", std::io::Error::last_os_error()));
     }
     let arena_bytes = config.arena_bytes.div_ceil(ARENA_ALIGN) * ARENA_ALIGN;
-    let slack_pages = config.pager_config().slack_pages;
+    let slack_pages = config.pager.core.slack_pages;
     let served_at = match (config.serve_fd, &config.daemon) {
         (Some(fd), _) => Some(served::PagerAt::Fd(fd)),
         (None, Some(path)) => Some(served::PagerAt::Daemon(path)),
@@ -360,7 +360,7 @@ fn govern() {
     // this process's to report.
     let Some(pager) = runtime.pager() else { return };
     pager.colocate_tick();
-    let paged = pager.stats().resident_pages * znswap_pager::PAGE_BYTES as u64;
+    let paged = pager.stats().core.resident_pages * znswap_pager::PAGE_BYTES as u64;
     let rest = rss.saturating_sub(paged).max(runtime.rest_floor_bytes);
     let slack = runtime.slack_pages * znswap_pager::PAGE_BYTES as u64;
     run_env::hold_budget(pager, runtime.memory_bytes, rest, slack, runtime.budget_floor_bytes);
@@ -427,7 +427,7 @@ fn report(runtime: &Runtime, at_exit: bool) -> RunReport {
     }
     if served::PAGER_GONE.load(std::sync::atomic::Ordering::Relaxed) {
         report.pager_gone = true;
-        report.lost_pages = served::PAGES_LOST.load(std::sync::atomic::Ordering::Relaxed);
+        report.pager.core.lost_pages = served::PAGES_LOST.load(std::sync::atomic::Ordering::Relaxed);
     }
     report
 }

@@ -10,11 +10,13 @@
 //! lost, and raise SIGBUS when touched, never read as zeros; the rest of the heap stays,
 //! unpaged, and the summary says so.
 //!
-//! A fork's child is not the pager's (its userfaultfd registration does not follow the
-//! fork, and the pager serves the parent's pages, not a snapshot of them): it serves its
-//! own heap from the fork on, as one whose pager died (`in_child`). Its touch of a page
-//! that was swapped out at the fork raises SIGBUS, never reads zeros; a child that
-//! executes a program (a shell's, make's) runs it paged again, as a program of its own.
+//! A fork's child is not the parent's userfaultfd's (its registration does not follow
+//! the fork): a child of a daemon's tenant registers its own and joins the tenant
+//! (`in_child`, `Join::ForkChild`), reading the pages then on the device from the
+//! daemon's snapshot of the fork. Otherwise it serves its own heap from the fork on, as
+//! one whose pager died: its touch of a page swapped out at the fork is read from the
+//! snapshot where there is one, else raises SIGBUS, never reads zeros; a child that
+//! executes a program (a shell's, make's) runs it paged again.
 
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Acquire, Ordering::Relaxed, Ordering::Release};

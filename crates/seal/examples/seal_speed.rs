@@ -1,4 +1,4 @@
-//! Prints what sealing and opening a 4 KiB page costs on this machine (µs per page and
+//! Prints what sealing and opening a 4 KiB page costs where it runs (µs per page and
 //! GB/s), the floor under `--encrypt`'s cost: `cargo run --release -p znswap-seal
 //! --example seal_speed`.
 

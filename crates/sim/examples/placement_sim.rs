@@ -14,7 +14,7 @@
 //! settled.
 //! `--cpus`, `--threads`: the host's cores and pmbench's threads (the scale's 32 / 64 unless
 //! given): per-core opens a swap-zone per core, so the count of cores is part of what
-//! is compared (the live bench on this machine runs 2 threads on 2 cores).
+//! is compared (the live bench on a 2-CPU VM runs 2 threads on 2 cores).
 
 use std::time::Instant;
 

@@ -16,7 +16,7 @@
 //!                              ◀── Welcome {tenant, token, budget} | Refused(reason)
 //!  RegionAdd / RegionRemove / Forked   ──▶
 //!                                      ◀── Ack(kind)
-//!  ProgramDiscard(range)               ──▶ frees its slots, holds its state
+//!  ProgramDiscard(range)               ──▶ frees its slots first, as a REMOVE event's
 //!                                      ◀── Ack(ProgramDiscard)
 //!  (zaps the range) Zapped {errno}     ──▶ lets go
 //!  Bye                                 ──▶ (or the connection closes)

@@ -6,12 +6,11 @@
 //! Why: a page fault served by a pager thread waits on two wake-ups where the kernel's
 //! own swap-in waits on one: the device's completion wakes the pager thread, whose
 //! install wakes the faulting thread. In a virtual machine without guest halt polling
-//! (this one: `haltpoll.guest_halt_poll_ns=0`) each wake-up of a halted vCPU costs a
-//! round trip through the host. A thread that polls never halts its vCPU, so the first
-//! wake-up is gone: 4 KiB reads on this machine's disk took 38-46 µs at the median
-//! polled against 50-58 µs in `pread` (alternating, same minutes). The price is the CPU
-//! the poll takes while the read is in flight, which `sched_yield` hands to any other
-//! runnable thread.
+//! (`haltpoll.guest_halt_poll_ns=0`) each wake-up of a halted vCPU costs a round trip
+//! through the host. A thread that polls never halts its vCPU, so the first wake-up is
+//! gone, and a 4 KiB read's median falls with it (docs/measurements/2026-11-pager.md,
+//! 2026-11-26). The price is the CPU the poll takes while the read is in flight, which
+//! `sched_yield` hands to any other runnable thread.
 //!
 //! Why io_uring and not a hand-rolled AIO: `pread` cannot be polled, and io_uring with
 //! `DEFER_TASKRUN` completes a read only when its thread asks (`GETEVENTS`), so the

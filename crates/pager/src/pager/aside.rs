@@ -26,16 +26,21 @@ use std::time::Instant;
 
 use znswap_pager_core::WaitOn;
 
-use super::fault::FaultScratch;
 use super::stats::FaultTimes;
 
 /// Faults aside at most (a scratch each, made at start); beyond, a handler waits in the
 /// fault as before.
 pub(super) const ASIDE_MAX: usize = 32;
 
-/// One fault set aside: its task and page, and what its record needs.
-pub(super) struct AsideFault {
-    pub(super) scratch: Box<FaultScratch>,
+/// What a fault's scratch must say to go back to the spares.
+pub(super) trait Scratch {
+    /// No fault under way in it.
+    fn is_idle(&self) -> bool;
+}
+
+/// One fault set aside: its scratch (task and page), and what its record needs.
+pub(super) struct AsideFault<S> {
+    pub(super) scratch: Box<S>,
     /// The engine tenant of the served process it came from.
     pub(super) tenant: Option<u32>,
     /// When its handler read it, for its latency.
@@ -46,12 +51,14 @@ pub(super) struct AsideFault {
     epoch: u64,
 }
 
-pub(super) struct Aside {
-    faults: Mutex<VecDeque<AsideFault>>,
+/// The faults aside, and a spare scratch for each handler whose fault goes aside
+/// (scratches of type `S`: the shell's fault tasks and pages).
+pub(super) struct Aside<S> {
+    faults: Mutex<VecDeque<AsideFault<S>>>,
     /// (Boxed as the handlers' own are: a fault going aside swaps its handler's box
     /// for a spare.)
     #[allow(clippy::vec_box)]
-    spares: Mutex<Vec<Box<FaultScratch>>>,
+    spares: Mutex<Vec<Box<S>>>,
     /// Faults aside or being set aside.
     waiting: AtomicUsize,
     /// Rooms announced while faults were aside.
@@ -61,8 +68,9 @@ pub(super) struct Aside {
     ready: OwnedFd,
 }
 
-impl Aside {
-    pub(super) fn new() -> std::io::Result<Aside> {
+impl<S: Scratch> Aside<S> {
+    /// `spare` makes each of the spares (`ASIDE_MAX`), at once.
+    pub(super) fn new(spare: impl Fn() -> Box<S>) -> std::io::Result<Aside<S>> {
         // SAFETY: a plain system call returning a new descriptor or -1.
         let raw = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
         if raw < 0 {
@@ -70,7 +78,7 @@ impl Aside {
         }
         Ok(Aside {
             faults: Mutex::new(VecDeque::with_capacity(ASIDE_MAX)),
-            spares: Mutex::new((0..ASIDE_MAX).map(|_| FaultScratch::new()).collect()),
+            spares: Mutex::new((0..ASIDE_MAX).map(|_| spare()).collect()),
             waiting: AtomicUsize::new(0),
             epoch: AtomicU64::new(0),
             // SAFETY: `raw` is a descriptor we own from here on.
@@ -106,19 +114,12 @@ impl Aside {
     }
 
     /// A scratch for a handler whose fault goes aside, if one is spare.
-    pub(super) fn spare(&self) -> Option<Box<FaultScratch>> {
+    pub(super) fn spare(&self) -> Option<Box<S>> {
         self.spares.lock().unwrap_or_else(|p| p.into_inner()).pop()
     }
 
     /// Sets the fault aside (after `begin`, the state lock released).
-    pub(super) fn push(
-        &self,
-        scratch: Box<FaultScratch>,
-        tenant: Option<u32>,
-        started: Instant,
-        times: FaultTimes,
-        epoch: u64,
-    ) {
+    pub(super) fn push(&self, scratch: Box<S>, tenant: Option<u32>, started: Instant, times: FaultTimes, epoch: u64) {
         let fault = AsideFault { scratch, tenant, started, aside_at: Instant::now(), times, epoch };
         self.faults.lock().unwrap_or_else(|p| p.into_inner()).push_back(fault);
         if self.epoch.load(SeqCst) != epoch {
@@ -145,7 +146,7 @@ impl Aside {
     /// The next fault aside that may go on now (room came since it was set aside, or it
     /// waited a room wait's timeout; all with `all`), out of at most `looks` looked at;
     /// the others stay. Drains the descriptor first, so one wake-up serves them all.
-    pub(super) fn take_due(&self, all: bool, looks: &mut usize) -> Option<AsideFault> {
+    pub(super) fn take_due(&self, all: bool, looks: &mut usize) -> Option<AsideFault<S>> {
         let epoch = self.epoch.load(SeqCst);
         let timeout = WaitOn::Room.timeout_ns() as u128;
         let mut faults = self.faults.lock().unwrap_or_else(|p| p.into_inner());
@@ -174,7 +175,7 @@ impl Aside {
     }
 
     /// A scratch back to the spares (a fault aside resolved, or a spare not needed).
-    pub(super) fn give_back(&self, scratch: Box<FaultScratch>) {
+    pub(super) fn give_back(&self, scratch: Box<S>) {
         debug_assert!(scratch.is_idle());
         self.spares.lock().unwrap_or_else(|p| p.into_inner()).push(scratch);
     }

@@ -291,7 +291,7 @@ impl Colocation {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{decide, last_cpu, Colocation, CpuSet, Decision, Window};
 
     fn window(faults: &[(u32, u32)]) -> Window {
         let mut window = Window::default();

@@ -1,16 +1,18 @@
 //! The live side of the pager core's actors (`znswap_pager_core::{Evictor, FaultTask,
 //! IoThread}`): one [`Live`] per thread carries out what an actor's step asks with the
-//! real locks, ioctls and device, and [`Live::wait`] / [`Shared::pause`] turn its `Next`
-//! into real waits. The steps themselves, and so the order of calls, live in the core,
+//! real locks, ioctls and device, and [`Live::wait`] / [`pause`] turn its `Next` into
+//! real waits. The steps themselves, and so the order of calls, live in the core,
 //! where the pager DST runs them too.
 
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::RwLockReadGuard;
+use std::time::{Duration, Instant};
 
-use std::sync::atomic::AtomicU64;
+use znswap_pager_core::{Actions, DiscardBatch, Next, PagerCore, Pause, Shell, WaitOn};
 
-use znswap_pager_core::{DiscardBatch, Next, Shell, WaitOn};
-
-use super::*;
+use super::install::Wakes;
+use super::shared::{Shared, StateGuard};
+use crate::sys::thread_cpu_ns;
 
 /// A thread's CPU time, charged to a counter as it goes.
 pub(super) struct CpuTime<'a> {
@@ -69,13 +71,8 @@ impl<'a, R: Role> Live<'a, R> {
         let state = self.state.take().expect("an actor waits holding the state lock");
         // Given before the wait, still under the lock (rare: an actor seldom maps pages
         // and then waits).
-        self.wakes.give(self.shared);
-        let condvar = match on {
-            WaitOn::Evictors => &self.shared.evict_wanted,
-            WaitOn::Io => &self.shared.io_wanted,
-            WaitOn::Room => &self.shared.space_freed,
-        };
-        drop(state.wait_timeout(condvar, Duration::from_nanos(on.timeout_ns())));
+        self.wakes.give(&self.shared.spaces);
+        drop(state.wait(on));
     }
 
     /// Carries out a background actor's `Next` (the evictor's, the I/O thread's): a pause,
@@ -84,7 +81,7 @@ impl<'a, R: Role> Live<'a, R> {
     pub(super) fn carry_out(&mut self, next: Next, cpu: &mut CpuTime<'_>, idle_ns: &AtomicU64) {
         match next {
             Next::Continue => {}
-            Next::Pause(pause) => Shared::pause(pause),
+            Next::Pause(pause) => pause_for(pause),
             Next::Wait(on) => {
                 cpu.charge();
                 let idle = Instant::now();
@@ -105,7 +102,7 @@ impl<R: Role> Drop for Live<'_, R> {
     /// No thread is left waiting on a page an actor mapped, whatever path it left by.
     fn drop(&mut self) {
         self.state = None;
-        self.wakes.give(self.shared);
+        self.wakes.give(&self.shared.spaces);
     }
 }
 
@@ -128,7 +125,7 @@ impl<R: Role> Shell for Live<'_, R> {
     fn unlock(&mut self) {
         let started = R::FAULT.then(Instant::now);
         assert!(self.state.take().is_some(), "the state lock released but not held");
-        self.wakes.give(self.shared);
+        self.wakes.give(&self.shared.spaces);
         if let Some(started) = started {
             self.role.unlocked(started.elapsed().as_nanos() as u64);
         }
@@ -144,7 +141,7 @@ impl<R: Role> Shell for Live<'_, R> {
             return;
         }
         self.role.applying(false);
-        self.shared.run(actions, self.role.read_buffer(), &mut self.wakes);
+        self.shared.install.run(&self.shared.spaces, actions, self.role.read_buffer(), &mut self.wakes);
         self.role.applying(true);
     }
 
@@ -161,9 +158,18 @@ impl<R: Role> Shell for Live<'_, R> {
     fn discard_pages(&mut self, batch: &mut DiscardBatch) {
         debug_assert!(self.mappings.is_some() && self.state.is_none());
         if self.shared.spaces.is_own() {
-            self.shared.madvise_dontneed(batch.ranges());
+            self.shared.discard.dontneed(batch.ranges());
         } else {
-            self.shared.discard_served(batch);
+            self.shared.spaces.discard(batch);
         }
+    }
+}
+
+/// Waits as the core asked, without the lock.
+pub(super) fn pause_for(pause: Pause) {
+    match pause {
+        Pause::None => {}
+        Pause::Yield => std::thread::yield_now(),
+        Pause::Micros(micros) => std::thread::sleep(Duration::from_micros(micros as u64)),
     }
 }

@@ -8,8 +8,16 @@
 //! edge: a fault's address into the window, an action's back into the process, whose own
 //! userfaultfd the ioctl then goes to.
 
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+//!
+//! Served processes come and go on their own: an ioctl that finds one gone (`ESRCH`),
+//! an agent that lies about its drops, a descriptor that cannot be read. None of it is
+//! fatal to the pager: the process is marked gone here and let go at the evictor's next
+//! rest (`Shared::remove_gone_spaces`).
+
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, RwLock};
+
+use znswap_pager_core::{AddressRange, DiscardBatch};
 
 use crate::tenant::TenantSpace;
 use crate::uffd::{UffdError, Userfaultfd, Waiter};
@@ -69,6 +77,11 @@ impl Space {
         Some(self.window + offset)
     }
 
+    /// The served process's side (only for a served space).
+    pub(crate) fn served(&self) -> &TenantSpace {
+        self.served.as_ref().expect("a served space")
+    }
+
     /// The process (this one's own, if not served).
     pub(crate) fn pid(&self) -> u32 {
         self.served.as_ref().map_or_else(std::process::id, |served| served.pid)
@@ -113,9 +126,26 @@ impl std::ops::Deref for SpaceRef<'_> {
 const WINDOWS_START: u64 = 1 << 57;
 const WINDOW_ALIGN: u64 = 1 << 30;
 
-pub(crate) enum Spaces {
+/// The pager's own process, or the processes it serves.
+pub(crate) enum Kind {
     Own(Space),
     Served(Served),
+}
+
+/// Whose memory is served, and the served processes' comings and goings.
+pub(crate) struct Spaces {
+    kind: Kind,
+    /// An ioctl found a served process gone: the evictor lets its region go at its next
+    /// rest (else it would pick, fail to protect and pick again the dead process's pages,
+    /// as fast as it can).
+    gone_seen: AtomicBool,
+    /// Forks' children served whose agent has not answered yet: an agent's thread start
+    /// may fault on the heap (glibc reads the program's locale there), so no handler
+    /// waits on agents meanwhile (`FaultShell::fault_discard_take`).
+    agents_starting: AtomicU32,
+    /// Ioctls on a served process that found it gone, and its victims read as zeroes
+    /// because it was.
+    processes_gone: AtomicU64,
 }
 
 pub(crate) struct Served {
@@ -131,35 +161,56 @@ pub(crate) struct Served {
 
 impl Spaces {
     pub(crate) fn own(uffd: Userfaultfd) -> Spaces {
-        Spaces::Own(Space::own(uffd))
+        Spaces::of(Kind::Own(Space::own(uffd)))
     }
 
     pub(crate) fn served() -> std::io::Result<Spaces> {
-        Ok(Spaces::Served(Served {
+        Ok(Spaces::of(Kind::Served(Served {
             list: RwLock::new(Arc::from(Vec::new())),
             next: Mutex::new((WINDOWS_START, 1)),
             waiter: Waiter::empty()?,
-        }))
+        })))
+    }
+
+    fn of(kind: Kind) -> Spaces {
+        Spaces {
+            kind,
+            gone_seen: AtomicBool::new(false),
+            agents_starting: AtomicU32::new(0),
+            processes_gone: AtomicU64::new(0),
+        }
+    }
+
+    pub(crate) fn kind(&self) -> &Kind {
+        &self.kind
     }
 
     /// This process's own space, if the pager serves its own process.
     pub(crate) fn own_space(&self) -> Option<&Space> {
-        match self {
-            Spaces::Own(space) => Some(space),
-            Spaces::Served(_) => None,
+        match &self.kind {
+            Kind::Own(space) => Some(space),
+            Kind::Served(_) => None,
+        }
+    }
+
+    /// The processes served, if the pager serves others.
+    pub(crate) fn served_list(&self) -> Option<&Served> {
+        match &self.kind {
+            Kind::Own(_) => None,
+            Kind::Served(served) => Some(served),
         }
     }
 
     pub(crate) fn is_own(&self) -> bool {
-        matches!(self, Spaces::Own(_))
+        matches!(self.kind, Kind::Own(_))
     }
 
     /// The space holding core address `core`, and the address in its process; `None`
     /// for a served process let go meanwhile.
     pub(crate) fn at(&self, core: u64) -> Option<(SpaceRef<'_>, u64)> {
-        match self {
-            Spaces::Own(space) => Some((SpaceRef::Own(space), core)),
-            Spaces::Served(served) => {
+        match &self.kind {
+            Kind::Own(space) => Some((SpaceRef::Own(space), core)),
+            Kind::Served(served) => {
                 let list = served.list.read().unwrap_or_else(|p| p.into_inner());
                 let space = list.iter().find(|space| space.holds(core))?.clone();
                 drop(list);
@@ -174,11 +225,143 @@ impl Spaces {
         self.served_now().iter().find(|space| space.owner == owner).cloned()
     }
 
+    /// The served process `id`, if it is served now.
+    pub(crate) fn with_id(&self, id: TenantId) -> Option<Arc<Space>> {
+        self.served_now().iter().find(|space| space.id == id).cloned()
+    }
+
     /// The served processes now (none for this process's own space).
     pub(crate) fn served_now(&self) -> Arc<[Arc<Space>]> {
-        match self {
-            Spaces::Own(_) => Arc::from(Vec::new()),
-            Spaces::Served(served) => served.list.read().unwrap_or_else(|p| p.into_inner()).clone(),
+        match &self.kind {
+            Kind::Own(_) => Arc::from(Vec::new()),
+            Kind::Served(served) => served.list.read().unwrap_or_else(|p| p.into_inner()).clone(),
+        }
+    }
+
+    /// An ioctl failed because the served process is gone (`ESRCH`: its address space
+    /// has no users): the faults it raised went with it, and nothing is left to install.
+    /// Never so for the pager's own process.
+    pub(crate) fn gone(&self, space: &Space, error: &UffdError) -> bool {
+        let gone = space.is_gone(error);
+        if gone {
+            self.processes_gone.fetch_add(1, Relaxed);
+            self.gone_seen.store(true, Relaxed);
+        }
+        gone
+    }
+
+    /// Served process `space` is to be let go, for `why` (said once).
+    pub(crate) fn let_go(&self, space: &Space, why: std::fmt::Arguments<'_>) {
+        if !space.gone.swap(true, Relaxed) {
+            eprintln!("znswap: process {} {why}: it is let go", space.pid());
+        }
+        self.gone_seen.store(true, Relaxed);
+    }
+
+    /// Whether a served process was found gone since the last call.
+    pub(crate) fn take_gone_seen(&self) -> bool {
+        self.gone_seen.swap(false, Relaxed)
+    }
+
+    /// Ioctls and reads that found a served process gone, so far.
+    pub(crate) fn processes_gone(&self) -> u64 {
+        self.processes_gone.load(Relaxed)
+    }
+
+    /// A fork's child is about to be served: until its agent first answers, no handler
+    /// waits on agents (`agents_starting`).
+    pub(crate) fn agent_starts(&self) {
+        self.agents_starting.fetch_add(1, Relaxed);
+    }
+
+    /// A child counted by `agent_starts` will not be served after all.
+    pub(crate) fn agent_never_started(&self) {
+        self.agents_starting.fetch_sub(1, Relaxed);
+    }
+
+    /// Whether some served child's agent may still be starting.
+    pub(crate) fn agents_starting(&self) -> bool {
+        self.agents_starting.load(Relaxed) > 0
+    }
+
+    /// A served process's agent answered (or the process left): no longer counted in
+    /// `agents_starting`.
+    pub(crate) fn agent_heard(&self, space: &Space) {
+        if space.served.as_ref().is_some_and(|served| served.starting.swap(false, Relaxed)) {
+            self.agents_starting.fetch_sub(1, Relaxed);
+        }
+    }
+
+    /// Whether region `owner`'s process has answered the discard it was late to answer
+    /// (or is let go, or gone: nothing more will come).
+    pub(crate) fn late_answered(&self, owner: u32) -> bool {
+        self.with_owner(owner).is_none_or(|space| space.served().late_answered())
+    }
+
+    /// Served processes' pages: each process's agent drops its own (`TenantSpace::discard`),
+    /// the ranges of one process at a time, translated into its addresses. (A range never
+    /// spans two: each lies in one region.) A process whose agent does not answer in time
+    /// is not waited for: its ranges are said late (`DropDelay`), and the evictor takes
+    /// the answer when it comes (`late_answered`).
+    pub(crate) fn discard(&self, batch: &mut DiscardBatch) {
+        let mut next = 0;
+        let mut translated = Vec::with_capacity(batch.ranges().len());
+        while let Some(first) = batch.ranges().get(next) {
+            let Some((space, _)) = self.at(first.start as u64) else {
+                // Let go meanwhile: its pages are nobody's.
+                next += 1;
+                continue;
+            };
+            let same = batch.ranges()[next..].iter().take_while(|range| space.holds(range.start as u64)).count();
+            translated.clear();
+            translated.extend(
+                batch.ranges()[next..next + same]
+                    .iter()
+                    .map(|range| AddressRange { start: space.to_process(range.start as u64) as usize, len: range.len }),
+            );
+            match space.served().discard(&translated) {
+                // (Answered, or found gone: either way not starting.)
+                None => self.agent_heard(&space),
+                Some(delay) => {
+                    for range in next..next + same {
+                        batch.delay(range, delay);
+                    }
+                }
+            }
+            next += same;
+        }
+    }
+
+    /// A served process's page at core address `core` into `page` (zeroes if the
+    /// process is let go or gone: nobody will read it back).
+    pub(crate) fn read_served_page(&self, core: u64, page: &mut [u8]) {
+        match self.at(core) {
+            Some((space, target)) => space.served().read_page(target, page, &self.processes_gone),
+            None => page.fill(0),
+        }
+    }
+
+    /// Whether a served process's page at core address `core` reads all zeroes (a
+    /// process let go meanwhile: its page is nobody's, zero will do).
+    pub(crate) fn served_page_is_zero(&self, core: u64) -> bool {
+        let Some((space, target)) = self.at(core) else { return true };
+        space.served().page_is_zero(target, &self.processes_gone)
+    }
+
+    /// Regions whose process said it dropped pages it kept (`PagerCore::take_false_drops`):
+    /// a served process's agent lied, and the process is let go (its agent's connection
+    /// ends with it, and it serves its own faults from then on) rather than have its
+    /// threads and a handler spin on its pages. The pager drops its own process's pages
+    /// itself, so there it is only said.
+    pub(crate) fn let_go_false_drops(&self, owners: Vec<u32>) {
+        for owner in owners {
+            match self.with_owner(owner) {
+                Some(space) => self.let_go(
+                    &space,
+                    format_args!("kept pages its agent said it dropped (writes to them fault again and again)"),
+                ),
+                None => eprintln!("znswap: warning: pages of region {owner} were not dropped as the pager asked"),
+            }
         }
     }
 }
@@ -235,16 +418,14 @@ pub(crate) fn served_space(
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{AtomicBool, Space, Spaces, Userfaultfd};
 
     /// A window translates both ways over its length only; windows never overlap and
     /// lie above every user address.
     #[test]
     fn windows_translate_and_never_overlap() {
-        let served = match Spaces::served().unwrap() {
-            Spaces::Served(served) => served,
-            Spaces::Own(_) => unreachable!(),
-        };
+        let spaces = Spaces::served().unwrap();
+        let served = spaces.served_list().expect("served");
         let (first, a) = served.reserve(3 << 30);
         let (second, b) = served.reserve(4096);
         assert_ne!(a, b);

@@ -1,9 +1,13 @@
 //! What the pager counts: `PagerStats` (a snapshot for callers) and the shell's live
 //! counters (times and CPU; the core counts pages and events).
 
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-use super::*;
+use serde::{Deserialize, Serialize};
+use znswap_core::Stats as EngineStats;
+use znswap_pager_core::CoreStats;
+
+use crate::latency::LatencyHistogram;
 
 /// The difference `since` takes of one field: a count's growth, a gauge's value now.
 macro_rules! stat_since {
@@ -15,43 +19,39 @@ macro_rules! stat_since {
     };
 }
 
-/// `PagerStats` with one line per field, each a `count` (grows; `since` subtracts) or a
-/// `gauge` (a value now; `since` keeps it), so `since` cannot miss or mistreat a field.
+/// `PagerStats` with one line per shell counter, each a `count` (grows; `since`
+/// subtracts) or a `gauge` (a value now; `since` keeps it), so `since` cannot miss or
+/// mistreat a field; the core's and the engine's counters are theirs, embedded.
 macro_rules! pager_stats {
     ($($(#[$doc:meta])* $kind:ident $name:ident,)*) => {
-        /// Counters since the pager started, and a few gauges.
-        #[derive(Clone, Copy, Debug, Default, serde::Serialize)]
+        /// Counters since the pager started, and a few gauges: the core's (pages and
+        /// events, flattened: `missing_faults`, `swap_in_reads`, `swap_outs_written`,
+        /// `resident_pages_max`, …), the engine's (device writes by kind, the GC, resets:
+        /// under `engine`), and the shell's own (times, CPU, what only the shell sees).
+        #[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
         pub struct PagerStats {
-            $($(#[$doc])* pub $name: u64,)*
+            #[serde(flatten)]
+            pub core: CoreStats,
+            #[serde(default)]
+            pub engine: EngineStats,
+            $($(#[$doc])* #[serde(default)] pub $name: u64,)*
         }
 
         impl PagerStats {
             /// The counts since `earlier` (a snapshot of the same pager); the gauges
             /// stay as they are now.
             pub fn since(&self, earlier: &PagerStats) -> PagerStats {
-                PagerStats { $($name: stat_since!($kind, self.$name, earlier.$name),)* }
+                PagerStats {
+                    core: self.core.since(&earlier.core),
+                    engine: self.engine.since(&earlier.engine),
+                    $($name: stat_since!($kind, self.$name, earlier.$name),)*
+                }
             }
         }
     };
 }
 
 pager_stats! {
-    count missing_faults,
-    count write_protect_faults,
-    count zero_fills,
-    /// Pages read from the device for faults (read-ahead pages included).
-    count swap_in_reads,
-    /// Pages read ahead into the read-ahead cache, and faults served from it with no
-    /// device read.
-    count readahead_pages_read,
-    count readahead_hits,
-    /// Victims parked (the inactive list), parked pages touched and brought back,
-    /// victims the kernel would not move (evicted in place), and victims kept because
-    /// their shadow page awaited its discard.
-    count pages_parked,
-    count parked_touched,
-    count park_refused,
-    count park_occupied,
     /// Parked pages brought back by a copy, not a move: shared with a fork's child since
     /// they were parked (the kernel refuses to move them).
     count unparks_copied,
@@ -59,7 +59,7 @@ pager_stats! {
     /// parked (`MADV_POPULATE_WRITE`; asynchronous write protection).
     count pages_unshared,
     /// Write-protect markers in empty entries cleared so that a zero page, a move back
-    /// or a poison marker could land (asynchronous write protection; `Shared::unpark`).
+    /// or a poison marker could land (asynchronous write protection; `install.rs`).
     count wp_markers_cleared,
     /// Moves to or from a shadow page that the kernel did though the call failed
     /// (Linux 6.18's `move_pages()` can fail the retry of a page it moved:
@@ -68,32 +68,6 @@ pager_stats! {
     /// Ioctls on a served process that found it gone (`Pager::serve_tenant`), and its
     /// victims read as zeroes because it was.
     count served_process_gone,
-    /// Served processes let go for keeping pages their agent said it dropped
-    /// (`PagerCore::take_false_drops`).
-    count false_drops,
-    /// Discards a served process's agent did not answer in time (stopped, held by a
-    /// fork, or slow): the pager went on, and took the answer later.
-    count late_discards,
-    count swap_outs_written,
-    count swap_outs_clean,
-    /// Pages read back that kept their slot and were written since (a write-protect
-    /// fault each), and pages read back that did not keep it (`swap_cache.rs` in the
-    /// pager core: cached pages were mostly written).
-    count swap_cache_dirtied,
-    count swap_cache_skipped,
-    /// With asynchronous write protection (`PagerConfig::wp_async`): victims the scan
-    /// before their move found written (kept, referenced), and parked swap-cached pages
-    /// whose digest showed them written since they were read back (their slot dropped).
-    count victims_written,
-    count swap_cache_digest_dirtied,
-    count swap_outs_zero,
-    count swap_outs_aborted_dirty,
-    count backpressure,
-    /// Faults served beyond the budget because swap was full and no room could come, or
-    /// because room did not come within `ROOM_WAIT_MAX_NS`.
-    count budget_overruns,
-    /// Victims written between their pick and their hand-over (kept resident).
-    count evictions_raced,
     /// Faults that waited for the evictor to bring the resident set under the budget,
     /// and how long they waited in all (the discards they did meanwhile included).
     count budget_waits,
@@ -101,15 +75,7 @@ pager_stats! {
     /// Dropped pages that waiting faults discarded themselves instead of sleeping until
     /// an evictor did (direct reclaim).
     count fault_discarded_pages,
-    gauge resident_pages,
-    gauge resident_pages_max,
-    /// Pages whose only copy the device lost; a touch of one raises SIGBUS.
-    count lost_pages,
-    /// Faults answered with a poison marker (a lost page touched).
-    count pages_poisoned,
-    /// Failed device commands (appends, reads, resets, finishes), each counted once.
-    count device_errors,
-    /// With encryption (`PagerConfig::encrypt`): pages sealed as they were written, and
+    /// With encryption (`CoreConfig::seal_pages`): pages sealed as they were written, and
     /// pages read back that failed to open (altered on the device, or not the page
     /// asked for), each a failed read: the page is reported lost, never delivered.
     count pages_sealed,
@@ -142,157 +108,25 @@ pager_stats! {
     count evictor_cpu_ns,
     /// CPU time of the I/O threads (appends, GC, resets), in nanoseconds.
     count io_cpu_ns,
-    /// Wall time the I/O thread spent in swap-out appends, the appends it made, and
-    /// the time it and the evictors slept with nothing to do, in nanoseconds: with
-    /// the CPU times, where the swap-out's time goes.
+    /// Wall time the I/O thread spent in swap-out appends, and the time it and the
+    /// evictors slept with nothing to do, in nanoseconds: with the CPU times, where the
+    /// swap-out's time goes.
     count evictor_append_ns,
-    count swap_out_appends,
     count evictor_idle_ns,
     count io_idle_ns,
-    count host_bytes_written,
-    count gc_bytes_written,
-    /// Chunk footers and their padding (footer mode: devices without per-LBA metadata).
-    count record_bytes_written,
-    /// Bytes the GC read from victims (gaps a read spans included).
-    count gc_bytes_read,
-    count gc_runs,
-    /// Zones reset (made empty again: one erase each, the wear a swap device takes).
-    count zone_resets,
-    /// Open zones finished for their swap-zone going idle or unused (`Stats::zones_retired_idle`).
-    count zones_retired_idle,
-    /// Open zones finished because a new tenant took their tenant's index (the tenant
-    /// policy: `Stats::zones_retired_tenant`).
-    count zones_retired_tenant,
-    /// Gauges: nanoseconds since the pager started, now and when its first swap-out
-    /// append was issued (0: none yet). A sequential writer swaps nothing out until the
-    /// budget is full, so its swap-out bandwidth is over the time since then.
+    /// Nanoseconds since the pager started. A sequential writer swaps nothing out until
+    /// the budget is full, so its swap-out bandwidth is over the time since the core's
+    /// `first_swap_out_ns`.
     gauge uptime_ns,
-    gauge first_swap_out_ns,
 }
 
-/// What only the shell can count: times, and its own reclaim.
-#[derive(Default)]
-pub(super) struct Counters {
-    pub(super) fault_discarded_pages: AtomicU64,
-    pub(super) unparks_copied: AtomicU64,
-    pub(super) pages_unshared: AtomicU64,
-    pub(super) wp_markers_cleared: AtomicU64,
-    pub(super) moves_misreported: AtomicU64,
-    pub(super) served_process_gone: AtomicU64,
-    pub(super) pages_sealed: AtomicU64,
-    pub(super) pages_failed_open: AtomicU64,
-    pub(super) gc_cpu_ns: AtomicU64,
-    pub(super) faults_polled: AtomicU64,
-    pub(super) fault_cpu_ns: AtomicU64,
-    pub(super) evictor_cpu_ns: AtomicU64,
-    pub(super) io_cpu_ns: AtomicU64,
-    pub(super) evictor_append_ns: AtomicU64,
-    pub(super) evictor_idle_ns: AtomicU64,
-    pub(super) io_idle_ns: AtomicU64,
-    /// Faults' latencies and where their time went: all of them, and per engine tenant
-    /// (a served process's faults, under its tenant).
-    pub(super) faults: FaultRecord,
-    pub(super) tenant_faults: Box<[FaultRecord]>,
-}
-
-impl Shared {
-    pub(super) fn stats(&self) -> PagerStats {
-        let c = &self.counters;
-        let times = c.faults.times();
-        let state = self.lock();
-        let core = state.stats();
-        let engine = state.engine().stats();
-        let page = PAGE_BYTES as u64;
-        PagerStats {
-            missing_faults: core.missing_faults,
-            write_protect_faults: core.write_protect_faults,
-            zero_fills: core.zero_fills,
-            swap_in_reads: core.swap_in_reads,
-            readahead_pages_read: core.readahead_pages_read,
-            readahead_hits: core.readahead_hits,
-            pages_parked: core.pages_parked,
-            parked_touched: core.parked_touched,
-            park_refused: core.park_refused,
-            park_occupied: core.park_occupied,
-            unparks_copied: c.unparks_copied.load(Relaxed),
-            pages_unshared: c.pages_unshared.load(Relaxed),
-            wp_markers_cleared: c.wp_markers_cleared.load(Relaxed),
-            moves_misreported: c.moves_misreported.load(Relaxed),
-            served_process_gone: c.served_process_gone.load(Relaxed),
-            false_drops: core.false_drops,
-            late_discards: core.late_discards,
-            swap_outs_written: core.swap_outs_written,
-            swap_outs_clean: engine.swap_cache_hits,
-            swap_cache_dirtied: core.swap_cache_dirtied,
-            swap_cache_skipped: core.swap_cache_skipped,
-            victims_written: core.victims_written,
-            swap_cache_digest_dirtied: core.swap_cache_digest_dirtied,
-            swap_outs_zero: core.swap_outs_zero,
-            swap_outs_aborted_dirty: core.swap_outs_aborted_dirty,
-            backpressure: core.backpressure,
-            budget_overruns: core.budget_overruns,
-            evictions_raced: core.evictions_raced,
-            budget_waits: times.room_waits,
-            budget_wait_ns: times.budget_wait_ns,
-            fault_discarded_pages: c.fault_discarded_pages.load(Relaxed),
-            resident_pages: core.resident_pages,
-            resident_pages_max: core.resident_pages_max,
-            lost_pages: core.lost_pages,
-            pages_poisoned: core.pages_poisoned,
-            device_errors: core.device_errors,
-            pages_sealed: c.pages_sealed.load(Relaxed),
-            pages_failed_open: c.pages_failed_open.load(Relaxed),
-            gc_cpu_ns: c.gc_cpu_ns.load(Relaxed),
-            fault_lock_wait_ns: times.lock_wait_ns,
-            fault_read_ns: times.read_ns,
-            fault_reads: times.reads,
-            fault_handled_ns: c.faults.latency.sum(),
-            faults_polled: c.faults_polled.load(Relaxed),
-            fault_install_ns: times.install_ns,
-            fault_unlock_ns: times.unlock_ns,
-            fault_wait_ns: times.wait_ns,
-            fault_cpu_ns: c.fault_cpu_ns.load(Relaxed),
-            evictor_cpu_ns: c.evictor_cpu_ns.load(Relaxed),
-            io_cpu_ns: c.io_cpu_ns.load(Relaxed),
-            evictor_append_ns: c.evictor_append_ns.load(Relaxed),
-            swap_out_appends: core.swap_out_appends,
-            evictor_idle_ns: c.evictor_idle_ns.load(Relaxed),
-            io_idle_ns: c.io_idle_ns.load(Relaxed),
-            host_bytes_written: engine.host_pages_written * page,
-            gc_bytes_written: engine.gc_pages_written * page,
-            record_bytes_written: engine.record_pages_written * page,
-            gc_bytes_read: engine.gc_pages_read * page,
-            gc_runs: engine.gc_runs,
-            zone_resets: engine.resets,
-            zones_retired_idle: engine.zones_retired_idle,
-            zones_retired_tenant: engine.zones_retired_tenant,
-            uptime_ns: self.now(),
-            first_swap_out_ns: core.first_swap_out_ns,
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::PagerStats;
-
-    #[test]
-    fn since_subtracts_counts_and_keeps_gauges() {
-        let earlier =
-            PagerStats { missing_faults: 3, gc_runs: 1, resident_pages: 50, uptime_ns: 10, ..Default::default() };
-        let now = PagerStats {
-            missing_faults: 10,
-            gc_runs: 4,
-            resident_pages: 40,
-            resident_pages_max: 70,
-            uptime_ns: 25,
-            first_swap_out_ns: 12,
-            ..Default::default()
-        };
-        let delta = now.since(&earlier);
-        assert_eq!((delta.missing_faults, delta.gc_runs), (7, 3));
-        assert_eq!((delta.resident_pages, delta.resident_pages_max), (40, 70));
-        assert_eq!((delta.uptime_ns, delta.first_swap_out_ns), (25, 12));
+impl PagerStats {
+    /// Bytes the device wrote (swap-outs, the GC's moves, records and padding) per byte
+    /// swapped out.
+    pub fn waf(&self) -> f64 {
+        let engine = &self.engine;
+        let device = engine.host_pages_written + engine.gc_pages_written + engine.record_pages_written;
+        znswap_core::waf(engine.host_pages_written, device)
     }
 }
 
@@ -368,7 +202,7 @@ pub struct FaultTimeTotals {
 /// their sum) and where their time went, summed.
 #[derive(Default)]
 pub(super) struct FaultRecord {
-    pub(super) latency: crate::latency::LatencyHistogram,
+    pub(super) latency: LatencyHistogram,
     parts: [AtomicU64; FAULT_TIME_PARTS],
 }
 
@@ -402,5 +236,58 @@ impl FaultRecord {
         for counter in &self.parts {
             counter.store(0, Relaxed);
         }
+    }
+}
+
+/// The background threads' times (the evictors' and the I/O threads'), in nanoseconds:
+/// with the CPU times, where the swap-out's time goes.
+#[derive(Default)]
+pub(super) struct ThreadTimes {
+    pub(super) evictor_cpu_ns: AtomicU64,
+    pub(super) io_cpu_ns: AtomicU64,
+    /// Of the I/O threads' CPU, GC work (GC reads, moves, resets).
+    pub(super) gc_cpu_ns: AtomicU64,
+    /// Wall time of swap-out appends.
+    pub(super) evictor_append_ns: AtomicU64,
+    /// Time the evictors and the I/O threads slept with nothing to do.
+    pub(super) evictor_idle_ns: AtomicU64,
+    pub(super) io_idle_ns: AtomicU64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{CoreStats, PagerStats};
+
+    #[test]
+    fn since_subtracts_counts_and_keeps_gauges() {
+        let mut earlier = PagerStats { fault_reads: 3, uptime_ns: 10, ..Default::default() };
+        earlier.core.missing_faults = 3;
+        earlier.engine.gc_runs = 1;
+        let now = PagerStats {
+            core: CoreStats { missing_faults: 10, resident_pages: 40, resident_pages_max: 70, ..Default::default() },
+            fault_reads: 5,
+            uptime_ns: 25,
+            engine: znswap_core::Stats { gc_runs: 4, ..Default::default() },
+            ..Default::default()
+        };
+        let delta = now.since(&earlier);
+        assert_eq!((delta.core.missing_faults, delta.engine.gc_runs, delta.fault_reads), (7, 3, 2));
+        assert_eq!((delta.core.resident_pages, delta.core.resident_pages_max), (40, 70));
+        assert_eq!(delta.uptime_ns, 25);
+    }
+
+    /// One name per counter: the core's, the engine's and the shell's never collide
+    /// (a collision would read back as another counter's value, or not at all).
+    #[test]
+    fn a_snapshot_reads_back_as_written() {
+        let mut stats = PagerStats { fault_reads: 7, uptime_ns: 9, ..Default::default() };
+        stats.core.swap_in_reads = 11;
+        stats.core.forks = 2;
+        stats.engine.host_pages_written = 13;
+        stats.engine.swap_in_reads = 17;
+        let json = serde_json::to_string(&stats).unwrap();
+        let back: PagerStats = serde_json::from_str(&json).unwrap();
+        assert_eq!(serde_json::to_string(&back).unwrap(), json);
+        assert_eq!((back.core.swap_in_reads, back.engine.swap_in_reads, back.fault_reads), (11, 17, 7));
     }
 }

@@ -1,4 +1,4 @@
-//! A served process's connection, the pager's side (`docs/daemon.md`): its `Hello`
+//! A served process's connection, the daemon's side (`docs/daemon.md`): its `Hello`
 //! taken and checked, then its calls served until it leaves. `znswap daemon` and `znswap
 //! run --serve` both serve processes so.
 
@@ -6,7 +6,7 @@ use std::os::fd::{AsRawFd, FromRawFd};
 
 use znswap_wire::{Channel, ForkPage, Hello, Kind, Reason, ToDaemon, ToTenant, Token};
 
-use crate::{ForkFill, ForkSnapshot, Pager, TenantId, TenantLink};
+use znswap_pager::{ForkFill, ForkSnapshot, Pager, TenantError, TenantId, TenantLink, PAGE_BYTES};
 
 /// A process that said `Hello`: what it said, and its link for `Pager::add_tenant`.
 pub struct Arrival {
@@ -23,7 +23,7 @@ pub enum ConnectionError {
     #[error("its Hello names pid {said}, but the connection is from pid {peer}")]
     NotItsPid { said: u32, peer: u32 },
     #[error("its Hello: {0}")]
-    Link(#[from] crate::TenantError),
+    Link(#[from] TenantError),
     #[error("it sent {0:?}, which is not served")]
     Unexpected(Box<ToDaemon>),
     #[error("pid {child} asked for a fork's pages with a token of no fork of its parent")]
@@ -73,8 +73,8 @@ pub fn take_hello(
 }
 
 /// Serves served process `id`'s calls on `channel` until it says `Bye` or hangs up:
-/// each of its discards is taken into the pager's state, which is held while the
-/// process zaps the range (`Pager::tenant_discard_then`); with `forks`, its forks get
+/// each of its discards is taken into the pager's state, then the process zaps the
+/// range (`Pager::tenant_discard_then`); with `forks`, its forks get
 /// snapshots for their children (`ForkRegistry`; without, a `Forking` is refused). An
 /// error is a process that broke the protocol: it is to be let go.
 pub fn serve_calls(
@@ -91,7 +91,7 @@ pub fn serve_calls(
             Some((ToDaemon::ProgramDiscard(range), _)) => {
                 let mut broke = None;
                 pager.tenant_discard_then(id, range.start(), range.len(), || {
-                    // The process zaps while the pager's state is held.
+                    // The process zaps now: the pager took the discard and let its lock go.
                     if channel.send_to_tenant(&ToTenant::Ack(Kind::ProgramDiscard)).is_err() {
                         return -1;
                     }
@@ -162,7 +162,7 @@ struct ServedFork {
 impl ForkRegistry {
     /// Served process `id` (pid `parent`) is about to fork: its snapshot, and the token
     /// its child asks by.
-    fn begin(&self, pager: &Pager, id: TenantId, parent: u32) -> Option<Token> {
+    pub(crate) fn begin(&self, pager: &Pager, id: TenantId, parent: u32) -> Option<Token> {
         let snapshot = pager.tenant_fork_snapshot(id)?;
         // (A snapshot dropped is released.)
         let token = Token::random().ok()?;
@@ -300,7 +300,7 @@ impl Staging {
         // SAFETY: plain data, filled by fstat.
         let mut stat: libc::stat = unsafe { std::mem::zeroed() };
         // SAFETY: a descriptor we own, and a stat buffer of ours.
-        if unsafe { libc::fstat(fd.as_raw_fd(), &mut stat) } != 0 || stat.st_size < crate::PAGE_BYTES as i64 {
+        if unsafe { libc::fstat(fd.as_raw_fd(), &mut stat) } != 0 || stat.st_size < PAGE_BYTES as i64 {
             return Err(ConnectionError::Staging);
         }
         // SAFETY: a shared mapping of the first page of the child's buffer; the child
@@ -308,7 +308,7 @@ impl Staging {
         let at = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
-                crate::PAGE_BYTES,
+                PAGE_BYTES,
                 libc::PROT_READ | libc::PROT_WRITE,
                 libc::MAP_SHARED,
                 fd.as_raw_fd(),
@@ -323,13 +323,13 @@ impl Staging {
 
     fn page(&mut self) -> &mut [u8] {
         // SAFETY: one mapped page of ours, borrowed as this mapping is.
-        unsafe { std::slice::from_raw_parts_mut(self.at, crate::PAGE_BYTES) }
+        unsafe { std::slice::from_raw_parts_mut(self.at, PAGE_BYTES) }
     }
 }
 
 impl Drop for Staging {
     fn drop(&mut self) {
         // SAFETY: the mapping made in `map`.
-        unsafe { libc::munmap(self.at.cast(), crate::PAGE_BYTES) };
+        unsafe { libc::munmap(self.at.cast(), PAGE_BYTES) };
     }
 }

@@ -1,6 +1,6 @@
-//! `znswap run --serve`: the launcher's own process pages the program's heap (issue 34's
-//! design, `docs/daemon.md`, with the launcher as the daemon of one program), which
-//! measures what serving a program from another process costs it.
+//! `znswap run --serve`: the launcher's own process pages the program's heap (the
+//! daemon's design, `docs/daemon.md`, with the launcher as the daemon of one program),
+//! which measures what serving a program from another process costs it.
 //!
 //! One thread here takes the program's `Hello` (its userfaultfd, `/proc/self/mem`,
 //! agent socket), starts the pager on it (`Pager::serve_tenant`) and then serves the
@@ -14,8 +14,8 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::connection::{self, Arrival};
 use anyhow::{Context, Result};
-use znswap_pager::connection::{self, Arrival};
 use znswap_pager::run_env::{hold_budget, ResidentSet, RunConfig, RunReport};
 use znswap_pager::{Pager, PagerConfig, PAGE_BYTES};
 use znswap_wire::{Channel, ToTenant, Token};
@@ -41,10 +41,10 @@ impl Serving {
             znswap_zoned::open_path(&config.device).with_context(|| format!("opening {}", config.device.display()))?;
         // Swap holds nothing across runs (as in the program's own pager).
         device.reset_all().with_context(|| format!("resetting {}", config.device.display()))?;
-        let pager_config = config.pager_config();
+        let pager_config = config.pager.clone();
         let memory = config.memory_bytes;
         let stats = config.stats.clone();
-        let slack = pager_config.slack_pages * PAGE_BYTES as u64;
+        let slack = pager_config.core.slack_pages * PAGE_BYTES as u64;
         let connection = channel.try_clone().context("a second handle on the program's socket")?;
         let slot = Arc::new(Mutex::new(None));
         let thread = {
@@ -115,7 +115,7 @@ fn serve(
         Ok(None) => return,
         Err(error) => return eprintln!("znswap run --serve: the program is refused: {error}"),
     };
-    let budget_pages = config.budget_bytes / PAGE_BYTES as u64;
+    let budget_pages = config.core.budget_pages;
     let (pager, id) = match Pager::serve_tenant(device, config, link) {
         Ok((pager, id)) => (Arc::new(pager), id),
         Err(error) => {
@@ -172,7 +172,7 @@ fn govern(pager: &Pager, pid: u32, memory: u64, slack: u64) {
     else {
         return;
     };
-    let paged = pager.stats().resident_pages * PAGE_BYTES as u64;
+    let paged = pager.stats().core.resident_pages * PAGE_BYTES as u64;
     let rest = program.saturating_sub(paged) + launcher;
     hold_budget(pager, memory, rest, slack, pager.budget_bytes_min());
 }

@@ -15,11 +15,12 @@
 //!
 //! Plain bookkeeping, no I/O: the daemon's connection threads call it under one lock.
 
-use znswap_pager::TenantFigures;
+use znswap_pager::{TenantFigures, PAGE_BYTES};
 use znswap_wire::{Name, Reason, Token};
+use znswap_zoned::format_size;
 
 /// Tenants served at once at most: the engine's tenants.
-pub const TENANTS_MAX: u32 = 16;
+pub const TENANTS_MAX: u32 = znswap_pager::DAEMON_TENANTS_MAX;
 
 pub struct Tenant {
     /// The engine's tenant.
@@ -149,7 +150,7 @@ impl Tenants {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{Name, Reason, TenantFigures, Tenants, Token, TENANTS_MAX};
 
     fn name(name: &str) -> Name {
         Name::new(name).unwrap()
@@ -227,4 +228,40 @@ mod tests {
         }
         assert!(matches!(full.begin(&name("y"), 1, true, token(99), |_| TenantFigures::default()), Err(Reason::Full)));
     }
+}
+
+/// A tenant's limits on the device (`None`: none).
+#[derive(Clone, Copy, Default)]
+pub struct Limits {
+    /// Bytes a second of its swap-outs and GC moves (`--write-limit`).
+    pub write: Option<u64>,
+    /// Pages on the device (`--swap-limit`).
+    pub swap_pages: Option<u64>,
+}
+
+impl Limits {
+    /// `, writing at most 8 MiB/s, swapping at most 1 GiB`, or nothing.
+    pub fn describe(&self) -> String {
+        let mut out = String::new();
+        if let Some(rate) = self.write {
+            out += &format!(", writing at most {}/s", format_size(rate));
+        }
+        if let Some(pages) = self.swap_pages {
+            out += &format!(", swapping at most {}", format_size(pages * PAGE_BYTES as u64));
+        }
+        out
+    }
+}
+
+/// The smaller of two limits, either absent.
+pub fn smaller(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// `1 process`, `2 processes`.
+pub fn plural(count: u64, one: &str, many: &str) -> String {
+    format!("{count} {}", if count == 1 { one } else { many })
 }
