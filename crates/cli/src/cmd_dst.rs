@@ -121,7 +121,11 @@ fn floors_context(request: &DstRequest) -> String {
 
 pub fn read_floors(path: &Path) -> Result<Floors> {
     let text = std::fs::read_to_string(path).with_context(|| {
-        format!("reading coverage floors from {} (see crates/dst/coverage-floors.json)", path.display())
+        format!(
+            "reading coverage floors from {} (see crates/dst/coverage-floors.json, and for --pager \
+             crates/dst/pager-coverage-floors.json)",
+            path.display()
+        )
     })?;
     Floors::parse(&text).with_context(|| format!("parsing coverage floors from {}", path.display()))
 }

@@ -108,14 +108,14 @@ struct DstArgs {
     /// Fail when a coverage figure of the run falls below its floor in this file
     ///
     /// The exit is non-zero and each figure below its floor is named; CI uses
-    /// crates/dst/coverage-floors.json.
+    /// crates/dst/coverage-floors.json, and with --pager crates/dst/pager-coverage-floors.json.
     #[arg(long, value_name = "FILE")]
     floors: Option<PathBuf>,
     /// Simulate the live pager instead of the swap engine alone
     ///
     /// Its core over a model of the page tables, with seeded interleavings of application
     /// threads, fault handlers, the evictor and the I/O thread; --ops counts its steps.
-    #[arg(long, conflicts_with = "floors")]
+    #[arg(long)]
     pager: bool,
 }
 
@@ -247,6 +247,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     seeds: args.seeds,
                     steps: args.ops,
                     json: args.json,
+                    floors: args.floors,
                 };
                 if !cmd_dst_pager::dst(&request)? {
                     return Ok(ExitCode::FAILURE);

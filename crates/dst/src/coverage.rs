@@ -1,6 +1,8 @@
 //! Coverage of a multi-seed run: how many seeds reached each engine path and each stage
 //! a fault was injected at, how many swap-ins each verified, and the floors a run must
-//! meet (`coverage-floors.json` beside this crate's manifest, checked by CI).
+//! meet (`coverage-floors.json` beside this crate's manifest, checked by CI). The pager
+//! DST's run coverage is figures too (`pager::PagerCoverage::figures`), checked by the
+//! same floors against `pager-coverage-floors.json`.
 //!
 //! A seed that passes proves little if it never reached the code in question: these
 //! figures say whether the seeds did, and the floors turn a drop (a scenario change
@@ -15,7 +17,7 @@ use crate::DstReport;
 pub struct Figure {
     /// Stable name: the JSON key and the floors file's key.
     pub name: &'static str,
-    /// What it counts, for the table.
+    /// What it counts, for the table (indented when it is a part of the row above).
     pub what: &'static str,
     pub value: Value,
 }
@@ -201,12 +203,12 @@ impl std::fmt::Display for Shortfall {
                 formatter,
                 "{} ({}) is {:.1} % ({seeds} of {of}), below its floor {:.1} %",
                 self.name,
-                self.what,
+                self.what.trim(),
                 100.0 * self.value.number(),
                 100.0 * self.floor
             ),
             Value::Count(count) => {
-                write!(formatter, "{} ({}) is {count}, below its floor {}", self.name, self.what, self.floor)
+                write!(formatter, "{} ({}) is {count}, below its floor {}", self.name, self.what.trim(), self.floor)
             }
         }
     }

@@ -1,6 +1,8 @@
-//! The coverage figures and the floors check CI relies on.
+//! The coverage figures and the floors check CI relies on, the engine DST's and the
+//! pager DST's.
 
 use znswap_dst::coverage::Value;
+use znswap_dst::pager::{PagerCoverage, PagerDstOptions, PagerDstReport};
 use znswap_dst::{run, Coverage, DstOptions, DstReport, Floors, FloorsError};
 
 /// Two short seeds: real reports, whose fields the tests then set.
@@ -67,4 +69,62 @@ fn coverage_serializes_as_one_object_of_figures() {
     let share = json["seeds_with_owner_reused_share"].as_f64().unwrap();
     assert!((0.0..=1.0).contains(&share));
     assert_eq!(json.as_object().unwrap().len(), coverage.figures.len());
+}
+
+/// Two short pager seeds: real reports, whose counters the tests then set.
+fn pager_reports() -> Vec<PagerDstReport> {
+    (1..=2).map(|seed| znswap_dst::pager::run(&PagerDstOptions::new(seed, 3_000))).collect()
+}
+
+#[test]
+fn pager_floors_check_fails_when_a_counter_is_below_its_floor() {
+    let mut reports = pager_reports();
+    reports[0].coverage.served_children = 3;
+    reports[1].coverage.served_children = 1;
+    let figures = PagerCoverage::of(&reports).figures();
+    assert_eq!(figures.get("served_children").unwrap().value, Value::Count(4));
+
+    let met = floors(&[("served_children", 4.0)]);
+    assert_eq!(figures.shortfalls(&met).unwrap(), vec![]);
+
+    let missed = floors(&[("served_children", 5.0), ("forks", 0.0)]);
+    let shortfalls = figures.shortfalls(&missed).unwrap();
+    let names: Vec<&str> = shortfalls.iter().map(|shortfall| shortfall.name).collect();
+    assert_eq!(names, ["served_children"]);
+    let message = shortfalls[0].to_string();
+    assert!(
+        message.contains("served_children (forks whose child the pager served too) is 4, below its floor 5"),
+        "{message}"
+    );
+
+    let error = figures.shortfalls(&floors(&[("served_child", 1.0)])).unwrap_err();
+    assert!(matches!(error, FloorsError::UnknownFigure { ref name, .. } if name == "served_child"));
+}
+
+/// Each figure is the JSON counter of its name (all but the seeds run), so a floors file
+/// names what the JSON shows.
+#[test]
+fn pager_figures_are_its_json_counters() {
+    let coverage = PagerCoverage::of(&pager_reports());
+    let json = serde_json::to_value(&coverage).unwrap();
+    let figures = coverage.figures();
+    assert_eq!(json["seeds"], 2);
+    assert_eq!(json.as_object().unwrap().len(), figures.figures.len() + 1);
+    for figure in &figures.figures {
+        let Value::Count(count) = figure.value else { panic!("{} is a count", figure.name) };
+        assert_eq!(json[figure.name], count, "{}", figure.name);
+    }
+}
+
+/// The file CI passes to `znswap dst --pager --floors` parses and names only known
+/// counters, each floor above zero (a floor of 0 checks nothing).
+#[test]
+fn committed_pager_floors_name_known_counters() {
+    let floors =
+        Floors::parse(include_str!("../pager-coverage-floors.json")).expect("pager-coverage-floors.json parses");
+    assert!(floors.floors.len() >= 30, "{} floors", floors.floors.len());
+    PagerCoverage::default().figures().shortfalls(&floors).expect("every floor names a counter");
+    for (name, floor) in &floors.floors {
+        assert!(*floor > 0.0, "{name}: {floor}");
+    }
 }

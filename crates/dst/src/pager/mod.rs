@@ -8,14 +8,30 @@
 //! written; a page awaiting its discard is never writable; a clean swap-cached page is
 //! write-protected) and the core's and the engine's invariants.
 
+mod agents;
+mod checks;
+mod coverage;
+mod device;
+mod discard;
+mod findings;
+mod fork;
+mod oracle;
+mod page_tables;
+mod program;
+mod report;
 mod scenario;
+mod schedule;
+mod shell;
+mod summary;
+mod threads;
 mod world;
 
-use serde::Serialize;
 use znswap_pager_core::{CoreConfig, PagerCore};
 
+pub use coverage::Coverage;
+pub use report::PagerDstReport;
 pub use scenario::{Access, PagerFaultMode, PagerFaults, PagerScenario};
-pub use world::Coverage;
+pub use summary::PagerCoverage;
 use world::World;
 
 #[derive(Clone, Debug)]
@@ -34,37 +50,6 @@ impl PagerDstOptions {
     }
 }
 
-/// One seed's run; the fields the engine's DST reports, and what the pager exercised.
-#[derive(Clone, Debug, Serialize)]
-pub struct PagerDstReport {
-    pub seed: u64,
-    /// Steps run, the final sweep's included.
-    pub ops: u64,
-    /// Reads checked against the oracle.
-    pub pages_verified: u64,
-    /// Of those, reads of pages swapped in from the device and not written since.
-    pub swap_ins_verified: u64,
-    /// Pages found poisoned after the device lost them.
-    pub lost: u64,
-    /// Reads, or installs, of anything but the last written version.
-    pub corrupted: u64,
-    pub violations: Vec<String>,
-    pub gc_runs: u64,
-    pub waf: f64,
-    /// Reset holds (forks): most zones held at once, and resets deferred.
-    pub zones_held_max: u64,
-    pub resets_deferred: u64,
-    pub core: znswap_pager_core::CoreStats,
-    pub coverage: Coverage,
-    pub scenario: PagerScenario,
-}
-
-impl PagerDstReport {
-    pub fn passed(&self) -> bool {
-        self.violations.is_empty() && self.corrupted == 0
-    }
-}
-
 /// Steps the final sweep may take at most, per page swept.
 const SWEEP_STEPS_PER_PAGE: u64 = 4_000;
 
@@ -72,44 +57,68 @@ const SWEEP_STEPS_PER_PAGE: u64 = 4_000;
 /// naming the seed and how to replay it.
 pub fn run(options: &PagerDstOptions) -> PagerDstReport {
     let mut rng = crate::scenario::rng(options.seed ^ 0x9a9e_5eed);
-    let scenario = options.scenario.clone().unwrap_or_else(|| {
-        let mut scenario = PagerScenario::random(&mut rng);
-        let mut own = crate::scenario::rng(options.seed ^ 0xb0d6_e7c4);
-        scenario.budget_change_steps = [0, 0, 30_000, 300_000][crate::scenario::below(&mut own, 4) as usize];
-        // Half the seeds park victims on an inactive list of an eighth of the budget up
-        // to twice it (more than the budget: every victim waits there).
-        let budget = scenario.budget_pages;
-        scenario.park_pages =
-            [0, 0, 0, (budget / 8).max(1), budget / 2, 2 * budget][crate::scenario::below(&mut own, 6) as usize];
-        // Half the seeds that park with handler threads see writes asynchronously.
-        let mut wp = crate::scenario::rng(options.seed ^ 0x3a5c_0a5c);
-        scenario.wp_async = scenario.park_pages > 0
-            && matches!(scenario.fault_mode, PagerFaultMode::HandlerThreads(_))
-            && crate::scenario::below(&mut wp, 2) == 0;
-        // Half the seeds that park meet a kernel that fails some moves it did.
-        let mut moves = crate::scenario::rng(options.seed ^ 0x0e0e_57a1);
-        if scenario.park_pages > 0 && crate::scenario::below(&mut moves, 2) == 0 {
-            scenario.faults.misreported_moves = [0.01, 0.1][crate::scenario::below(&mut moves, 2) as usize];
+    let scenario = options.scenario.clone().unwrap_or_else(|| seed_scenario(options.seed, &mut rng));
+    let core = match PagerCore::new(scenario.geometry, scenario.chunk_footer, core_config(&scenario)) {
+        Ok(core) => core,
+        Err(error) => {
+            return report(options, scenario, None, vec![format!("the core refused the scenario: {error}")]);
         }
-        // A quarter of the seeds seal their pages, and most of those have some altered
-        // on the device.
-        let mut sealing = crate::scenario::rng(options.seed ^ 0x5ea1_5ea1);
-        if crate::scenario::below(&mut sealing, 4) == 0 {
-            scenario.seal_pages = true;
-            scenario.faults.altered_pages = [0, 1, 3, 8][crate::scenario::below(&mut sealing, 4) as usize];
-        }
-        // Half the seeds whose pages a served process's agent could drop (handler
-        // threads, no parking) meet agents that answer some discards late.
-        let mut late = crate::scenario::rng(options.seed ^ 0x1a7e_d0c5);
-        if scenario.park_pages == 0
-            && matches!(scenario.fault_mode, PagerFaultMode::HandlerThreads(_))
-            && crate::scenario::below(&mut late, 2) == 0
-        {
-            scenario.faults.late_discards = [0.05, 0.3][crate::scenario::below(&mut late, 2) as usize];
-        }
-        scenario
-    });
-    let config = CoreConfig {
+    };
+    let moves_rng = crate::scenario::rng(options.seed ^ 0x3073_e5ed);
+    let late_rng = crate::scenario::rng(options.seed ^ 0x1a7e_a9e7);
+    let mut world = World::new(scenario.clone(), core, rng, moves_rng, late_rng, options.steps);
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drive(&mut world, options)));
+    if let Err(panic) = outcome {
+        world.violation(format!("panic: {}", crate::sim::panic_message(&panic)));
+    }
+    let violations = world.findings().violations.clone();
+    report(options, scenario, Some(&world), violations)
+}
+
+/// A seed's random scenario, drawn from `rng`, with the knobs newer than
+/// `PagerScenario::random` drawn from streams of their own (so that adding one left the
+/// seeds' other draws as they were).
+fn seed_scenario(seed: u64, rng: &mut crate::scenario::Rng) -> PagerScenario {
+    let mut scenario = PagerScenario::random(rng);
+    let mut own = crate::scenario::rng(seed ^ 0xb0d6_e7c4);
+    scenario.budget_change_steps = [0, 0, 30_000, 300_000][crate::scenario::below(&mut own, 4) as usize];
+    // Half the seeds park victims on an inactive list of an eighth of the budget up
+    // to twice it (more than the budget: every victim waits there).
+    let budget = scenario.budget_pages;
+    scenario.park_pages =
+        [0, 0, 0, (budget / 8).max(1), budget / 2, 2 * budget][crate::scenario::below(&mut own, 6) as usize];
+    // Half the seeds that park with handler threads see writes asynchronously.
+    let mut wp = crate::scenario::rng(seed ^ 0x3a5c_0a5c);
+    scenario.wp_async = scenario.park_pages > 0
+        && matches!(scenario.fault_mode, PagerFaultMode::HandlerThreads(_))
+        && crate::scenario::below(&mut wp, 2) == 0;
+    // Half the seeds that park meet a kernel that fails some moves it did.
+    let mut moves = crate::scenario::rng(seed ^ 0x0e0e_57a1);
+    if scenario.park_pages > 0 && crate::scenario::below(&mut moves, 2) == 0 {
+        scenario.faults.misreported_moves = [0.01, 0.1][crate::scenario::below(&mut moves, 2) as usize];
+    }
+    // A quarter of the seeds seal their pages, and most of those have some altered
+    // on the device.
+    let mut sealing = crate::scenario::rng(seed ^ 0x5ea1_5ea1);
+    if crate::scenario::below(&mut sealing, 4) == 0 {
+        scenario.seal_pages = true;
+        scenario.faults.altered_pages = [0, 1, 3, 8][crate::scenario::below(&mut sealing, 4) as usize];
+    }
+    // Half the seeds whose pages a served process's agent could drop (handler
+    // threads, no parking) meet agents that answer some discards late.
+    let mut late = crate::scenario::rng(seed ^ 0x1a7e_d0c5);
+    if scenario.park_pages == 0
+        && matches!(scenario.fault_mode, PagerFaultMode::HandlerThreads(_))
+        && crate::scenario::below(&mut late, 2) == 0
+    {
+        scenario.faults.late_discards = [0.05, 0.3][crate::scenario::below(&mut late, 2) as usize];
+    }
+    scenario
+}
+
+/// The core's configuration for a scenario.
+fn core_config(scenario: &PagerScenario) -> CoreConfig {
+    CoreConfig {
         budget_pages: scenario.budget_pages,
         slack_pages: scenario.slack_pages,
         evict_batch_pages: scenario.evict_batch_pages,
@@ -122,63 +131,51 @@ pub fn run(options: &PagerDstOptions) -> PagerDstReport {
         policy: scenario.policy,
         seal_pages: scenario.seal_pages,
         wp_async: scenario.wp_async,
-    };
-    let core = match PagerCore::new(scenario.geometry, scenario.chunk_footer, config) {
-        Ok(core) => core,
-        Err(error) => {
-            return report(options, scenario, None, vec![format!("the core refused the scenario: {error}")]);
-        }
-    };
-    let moves_rng = crate::scenario::rng(options.seed ^ 0x3073_e5ed);
-    let late_rng = crate::scenario::rng(options.seed ^ 0x1a7e_a9e7);
-    let mut world = World::new(scenario.clone(), core, rng, moves_rng, late_rng, options.steps);
-    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        for &pages in &scenario.region_pages {
-            if !world.add_region(pages, None) {
-                world.violation(format!("a region of {pages} pages was refused at the start"));
-            }
-        }
-        // (Steps may jump ahead when every actor waits on a timer: checks go by distance.)
-        let mut next_check = options.check_every_steps;
-        while world.step < options.steps && world.violations.is_empty() {
-            if !world.run_step() {
-                break;
-            }
-            if options.check_every_steps > 0 && world.step >= next_check {
-                next_check = world.step + options.check_every_steps;
-                world.check();
-                world.check_hangs();
-            }
-        }
-        world.start_sweep();
-        let pages: u64 = world.regions.iter().flatten().map(|region| region.ptes.len() as u64).sum();
-        let deadline = world.step + SWEEP_STEPS_PER_PAGE * pages.max(1) + 1_000_000;
-        let mut next_check = world.step + 10_000;
-        while !world.sweep_done() && world.step < deadline && world.violations.is_empty() {
-            if !world.run_step() {
-                break;
-            }
-            if world.step >= next_check {
-                next_check = world.step + 10_000;
-                world.check_hangs();
-            }
-        }
-        if world.violations.is_empty() {
-            let stuck = world.stuck();
-            if !stuck.is_empty() && std::env::var_os("ZNSWAP_PAGER_TRACE").is_some() {
-                eprintln!("{}", world.describe());
-            }
-            for stuck in stuck {
-                world.violation(format!("the final sweep did not finish: {stuck}"));
-            }
-        }
-        world.check();
-    }));
-    if let Err(panic) = outcome {
-        world.violation(format!("panic: {}", crate::sim::panic_message(&panic)));
     }
-    let violations = world.violations.clone();
-    report(options, scenario, Some(&world), violations)
+}
+
+/// The run: the regions mapped, the steps, then the final sweep, checking as it goes.
+fn drive(world: &mut World, options: &PagerDstOptions) {
+    let region_pages = world.scenario().region_pages.clone();
+    for pages in region_pages {
+        if !world.add_region(pages, None) {
+            world.violation(format!("a region of {pages} pages was refused at the start"));
+        }
+    }
+    // (Steps may jump ahead when every actor waits on a timer: checks go by distance.)
+    let mut next_check = options.check_every_steps;
+    while world.step() < options.steps && world.passing() {
+        if !world.run_step() {
+            break;
+        }
+        if options.check_every_steps > 0 && world.step() >= next_check {
+            next_check = world.step() + options.check_every_steps;
+            world.check();
+            world.check_hangs();
+        }
+    }
+    world.start_sweep();
+    let deadline = world.step() + SWEEP_STEPS_PER_PAGE * world.pages().max(1) + 1_000_000;
+    let mut next_check = world.step() + 10_000;
+    while !world.sweep_done() && world.step() < deadline && world.passing() {
+        if !world.run_step() {
+            break;
+        }
+        if world.step() >= next_check {
+            next_check = world.step() + 10_000;
+            world.check_hangs();
+        }
+    }
+    if world.passing() {
+        let stuck = world.stuck();
+        if !stuck.is_empty() && std::env::var_os("ZNSWAP_PAGER_TRACE").is_some() {
+            eprintln!("{}", world.describe());
+        }
+        for stuck in stuck {
+            world.violation(format!("the final sweep did not finish: {stuck}"));
+        }
+    }
+    world.check();
 }
 
 fn report(
@@ -190,30 +187,30 @@ fn report(
     if !violations.is_empty() {
         violations.push(format!("replay with `znswap dst --pager --seed {} --ops {}`", options.seed, options.steps));
     }
-    let engine_stats = world.map(|world| world.core.engine().stats().clone()).unwrap_or_default();
+    let engine_stats = world.map(|world| world.core().engine().stats().clone()).unwrap_or_default();
     PagerDstReport {
         seed: options.seed,
-        ops: world.map_or(0, |world| world.step),
-        pages_verified: world.map_or(0, |world| world.coverage.reads_verified),
-        swap_ins_verified: world.map_or(0, |world| world.coverage.swap_ins_verified),
-        lost: world.map_or(0, |world| world.coverage.lost_observed),
-        corrupted: world.map_or(0, |world| world.corrupted),
+        ops: world.map_or(0, |world| world.step()),
+        pages_verified: world.map_or(0, |world| world.findings().coverage.reads_verified),
+        swap_ins_verified: world.map_or(0, |world| world.findings().coverage.swap_ins_verified),
+        lost: world.map_or(0, |world| world.findings().coverage.lost_observed),
+        corrupted: world.map_or(0, |world| world.findings().corrupted),
         violations,
         gc_runs: engine_stats.gc_runs,
         waf: engine_stats.waf(),
         zones_held_max: engine_stats.zones_held_max,
         resets_deferred: engine_stats.resets_deferred,
-        core: world.map(|world| world.core.stats()).unwrap_or_default(),
+        core: world.map(|world| world.core().stats()).unwrap_or_default(),
         coverage: world
             .map(|world| Coverage {
-                tenant_victims: world.core.stats().tenant_victims,
-                swap_limit_overruns: world.core.stats().swap_limit_overruns,
-                write_throttled_ms: (0..world.scenario.tenants)
-                    .map(|tenant| world.core.tenant_figures(tenant, world.now_ns).throttled_ns)
+                tenant_victims: world.core().stats().tenant_victims,
+                swap_limit_overruns: world.core().stats().swap_limit_overruns,
+                write_throttled_ms: (0..world.scenario().tenants)
+                    .map(|tenant| world.core().tenant_figures(tenant, world.now_ns()).throttled_ns)
                     .sum::<u64>()
                     / 1_000_000,
-                inherited_reads: world.core.stats().inherited_reads,
-                ..world.coverage.clone()
+                inherited_reads: world.core().stats().inherited_reads,
+                ..world.findings().coverage.clone()
             })
             .unwrap_or_default(),
         scenario,
