@@ -272,23 +272,130 @@ fn with_headroom(y: YSpec, headroom: f64, plot_px: f64) -> YSpec {
     YSpec { lo, hi, exact: false }
 }
 
+/// The title and legend, which take the top of the image.
+struct TopBand {
+    /// 0 without a title.
+    title_scale: u32,
+    title_y: i64,
+    legend_pos: Vec<(i64, i64)>,
+    /// The first pixel row below them: the plot's top.
+    bottom: i64,
+}
+
+fn check_size(width: u32, height: u32) -> Result<()> {
+    if width == 0 || height == 0 {
+        return Err(ChartError::bad_size(width, height, "width and height must be at least 1 pixel"));
+    }
+    if width > crate::MAX_DIMENSION || height > crate::MAX_DIMENSION {
+        return Err(ChartError::bad_size(
+            width,
+            height,
+            format!("width and height must be at most {}", crate::MAX_DIMENSION),
+        ));
+    }
+    Ok(())
+}
+
+/// Rows the category labels may need in an image `w` wide: a second, staggered row is
+/// decided once the plot's width is known, so its space is reserved by checking against
+/// a generous estimate first.
+fn category_rows_guess(categories: &[String], w: i64) -> i64 {
+    if categories.is_empty() {
+        return 1;
+    }
+    let slot = (w - 2 * PAD - 60) / categories.len() as i64;
+    let widest = categories.iter().map(|c| font::text_width(c, 1) as i64).max().unwrap_or(0);
+    if widest + 6 > slot {
+        2
+    } else {
+        1
+    }
+}
+
+/// Category labels: one row if they fit their slots in a plot `plot_w` wide, else
+/// staggered (if `rows_guess` reserved the room), else shortened. Returns the labels and
+/// the row count.
+fn fit_category_labels(categories: &[String], plot_w: i64, rows_guess: i64) -> (Vec<String>, i64) {
+    if categories.is_empty() {
+        return (Vec::new(), 1);
+    }
+    let slot = plot_w / categories.len() as i64;
+    let widest = categories.iter().map(|c| font::text_width(c, 1) as i64).max().unwrap_or(0);
+    let rows = if widest + 6 > slot && categories.len() > 1 { 2 } else { 1 };
+    let rows = rows.min(rows_guess.max(1));
+    let room = if rows == 2 { 2 * slot - 8 } else { slot - 4 };
+    (categories.iter().map(|c| shorten(c, room)).collect(), rows)
+}
+
 impl FrameSpec {
     /// Computes the layout for a `width` x `height` image.
     pub fn layout(&self, width: u32, height: u32) -> Result<Layout> {
-        if width == 0 || height == 0 {
-            return Err(ChartError::bad_size(width, height, "width and height must be at least 1 pixel"));
-        }
-        if width > crate::MAX_DIMENSION || height > crate::MAX_DIMENSION {
+        check_size(width, height)?;
+        let (w, h) = (width as i64, height as i64);
+        let top = self.top_band(w);
+
+        // Bottom: tick marks, tick labels, the x-axis label.
+        let categories = match &self.x {
+            XSpec::Categories(c) => c.clone(),
+            XSpec::Numeric { .. } => Vec::new(),
+        };
+        let cat_rows_guess = category_rows_guess(&categories, w);
+        let bottom_h = self.bottom_height(cat_rows_guess);
+        let plot_y = top.bottom;
+        let plot_h = h - top.bottom - bottom_h;
+        if plot_h < MIN_PLOT {
             return Err(ChartError::bad_size(
                 width,
                 height,
-                format!("width and height must be at most {}", crate::MAX_DIMENSION),
+                format!(
+                    "too short for the title, legend and axes: need at least {} pixels of height",
+                    top.bottom + bottom_h + MIN_PLOT
+                ),
             ));
         }
-        let (w, h) = (width as i64, height as i64);
-        let line_h = CELL_HEIGHT as i64;
 
-        // Top: title, then the legend.
+        // Y ticks from the plot height, then the side margins from the widest tick labels.
+        let inset_bottom = if self.inset_bottom { self.inset } else { 0.0 };
+        let (y_ticks, y_right_ticks) = self.y_ticks(plot_h as f64 - self.inset - inset_bottom, plot_h);
+        let left = self.left_margin(&y_ticks);
+        let right_margin = self.right_margin(y_right_ticks.as_ref());
+        let (x_ticks, right_margin) = self.x_ticks(w, left, right_margin, y_right_ticks.is_some());
+        let plot_w = w - left - right_margin;
+        if plot_w < MIN_PLOT {
+            return Err(ChartError::bad_size(
+                width,
+                height,
+                format!(
+                    "too narrow for the axes and labels: need at least {} pixels of width",
+                    left + right_margin + MIN_PLOT
+                ),
+            ));
+        }
+        let (category_labels, category_rows) = fit_category_labels(&categories, plot_w, cat_rows_guess);
+
+        let plot = PlotRect { x: left, y: plot_y, width: plot_w, height: plot_h };
+        let x_label_y = h - PAD - CELL_HEIGHT as i64;
+        Ok(Layout {
+            width,
+            height,
+            plot,
+            x_ticks,
+            y_ticks,
+            y_right_ticks,
+            categories,
+            category_labels,
+            category_rows,
+            inset: self.inset,
+            inset_bottom,
+            title_scale: top.title_scale,
+            title_y: top.title_y,
+            legend_pos: top.legend_pos,
+            x_label_y,
+        })
+    }
+
+    /// The title, then the legend, from the top of an image `w` wide.
+    fn top_band(&self, w: i64) -> TopBand {
         let mut top = PAD;
         let mut title_scale = 0;
         let title_y = top;
@@ -302,48 +409,26 @@ impl FrameSpec {
         } else {
             top += 4;
         }
+        TopBand { title_scale, title_y, legend_pos, bottom: top }
+    }
 
-        // Bottom: tick marks, tick labels, the x-axis label.
-        let categories = match &self.x {
-            XSpec::Categories(c) => c.clone(),
-            XSpec::Numeric { .. } => Vec::new(),
-        };
+    /// Height below the plot: tick marks, tick labels (in `category_rows` rows), the
+    /// x-axis label.
+    fn bottom_height(&self, category_rows: i64) -> i64 {
+        let line_h = CELL_HEIGHT as i64;
         let x_label_h = if self.x_label.is_empty() { 0 } else { line_h + LABEL_GAP };
         let bottom_fixed = PAD + x_label_h + TICK + TICK_GAP + line_h;
-        // Category labels may need a second, staggered row; decided once the width is known,
-        // so reserve space for it by checking against a generous estimate first.
-        let cat_rows_guess = if categories.is_empty() {
-            1
-        } else {
-            let slot = (w - 2 * PAD - 60) / categories.len() as i64;
-            let widest = categories.iter().map(|c| font::text_width(c, 1) as i64).max().unwrap_or(0);
-            if widest + 6 > slot {
-                2
-            } else {
-                1
-            }
-        };
-        let bottom_h = bottom_fixed + (cat_rows_guess - 1) * (line_h + 2);
-        let plot_y = top;
-        let plot_h = h - top - bottom_h;
-        if plot_h < MIN_PLOT {
-            return Err(ChartError::bad_size(
-                width,
-                height,
-                format!(
-                    "too short for the title, legend and axes: need at least {} pixels of height",
-                    top + bottom_h + MIN_PLOT
-                ),
-            ));
-        }
+        bottom_fixed + (category_rows - 1) * (line_h + 2)
+    }
 
-        // Y ticks from the plot height, then the side margins from the widest tick labels.
-        let inset_bottom = if self.inset_bottom { self.inset } else { 0.0 };
+    /// The left and right axes' ticks for a plot `plot_h` tall, `data_px` of which the data
+    /// may use (the rest is inset).
+    fn y_ticks(&self, data_px: f64, plot_h: i64) -> (Ticks, Option<Ticks>) {
         let y_target = target_count(plot_h, 48);
-        let y_left = with_headroom(self.y_left, self.headroom, plot_h as f64 - self.inset - inset_bottom);
+        let y_left = with_headroom(self.y_left, self.headroom, data_px);
         let y_ticks = axis_ticks(XSpecRange { lo: y_left.lo, hi: y_left.hi, exact: y_left.exact }, y_target);
         let y_right_ticks = self.y_right.map(|r| {
-            let r = with_headroom(r, self.headroom, plot_h as f64 - self.inset - inset_bottom);
+            let r = with_headroom(r, self.headroom, data_px);
             if r.exact {
                 axis_ticks(XSpecRange { lo: r.lo, hi: r.hi, exact: true }, y_target)
             } else {
@@ -351,86 +436,57 @@ impl FrameSpec {
                 aligned_ticks(r.lo, r.hi, y_ticks.values.len().saturating_sub(1).max(1))
             }
         });
-        let y_label_w = if self.y_label.is_empty() { 0 } else { line_h + LABEL_GAP };
-        let left = PAD + y_label_w + widest_label(&y_ticks) + TICK_GAP + TICK;
-        let right_margin = match &y_right_ticks {
+        (y_ticks, y_right_ticks)
+    }
+
+    /// The y-axis label, the tick labels and the tick marks.
+    fn left_margin(&self, y_ticks: &Ticks) -> i64 {
+        let y_label_w = if self.y_label.is_empty() { 0 } else { CELL_HEIGHT as i64 + LABEL_GAP };
+        PAD + y_label_w + widest_label(y_ticks) + TICK_GAP + TICK
+    }
+
+    /// The same for the right axis, if there is one.
+    fn right_margin(&self, y_right_ticks: Option<&Ticks>) -> i64 {
+        match y_right_ticks {
             Some(t) => {
-                let label_w = if self.right_label.as_deref().unwrap_or("").is_empty() { 0 } else { line_h + LABEL_GAP };
+                let label_w = if self.right_label.as_deref().unwrap_or("").is_empty() {
+                    0
+                } else {
+                    CELL_HEIGHT as i64 + LABEL_GAP
+                };
                 PAD + label_w + widest_label(t) + TICK_GAP + TICK
             }
             None => PAD,
-        };
-
-        // X ticks: few enough that their labels keep apart.
-        let (x_ticks, right_margin) = match &self.x {
-            XSpec::Numeric { lo, hi, exact } => {
-                let range = XSpecRange { lo: *lo, hi: *hi, exact: *exact };
-                let mut plot_w = w - left - right_margin;
-                let mut target = target_count(plot_w, 70);
-                let mut ticks = axis_ticks(range, target);
-                let mut right_margin = right_margin;
-                for _ in 0..12 {
-                    // Room for half of the last tick label beyond the plot's right edge.
-                    if y_right_ticks.is_none() {
-                        let last = ticks.values.last().map(|v| format_tick(*v, ticks.step)).unwrap_or_default();
-                        right_margin = right_margin.max(font::text_width(&last, 1) as i64 / 2 + 4);
-                        plot_w = w - left - right_margin;
-                    }
-                    let n = ticks.values.len().max(2) as i64;
-                    let spacing = (plot_w - 2 * self.inset as i64) / (n - 1);
-                    if widest_label(&ticks) + 10 <= spacing || target <= 1 {
-                        break;
-                    }
-                    target -= 1;
-                    ticks = axis_ticks(range, target);
-                }
-                (ticks, right_margin)
-            }
-            XSpec::Categories(_) => (Ticks { min: 0.0, max: 1.0, step: 1.0, values: Vec::new() }, right_margin),
-        };
-        let plot_w = w - left - right_margin;
-        if plot_w < MIN_PLOT {
-            return Err(ChartError::bad_size(
-                width,
-                height,
-                format!(
-                    "too narrow for the axes and labels: need at least {} pixels of width",
-                    left + right_margin + MIN_PLOT
-                ),
-            ));
         }
+    }
 
-        // Category labels: one row if they fit their slots, else staggered, else shortened.
-        let (category_labels, category_rows) = if categories.is_empty() {
-            (Vec::new(), 1)
-        } else {
-            let slot = plot_w / categories.len() as i64;
-            let widest = categories.iter().map(|c| font::text_width(c, 1) as i64).max().unwrap_or(0);
-            let rows = if widest + 6 > slot && categories.len() > 1 { 2 } else { 1 };
-            let rows = rows.min(cat_rows_guess.max(1));
-            let room = if rows == 2 { 2 * slot - 8 } else { slot - 4 };
-            (categories.iter().map(|c| shorten(c, room)).collect(), rows)
+    /// X ticks: few enough that their labels keep apart. Returns them with the right
+    /// margin, which without a right axis widens to hold half of the last tick label.
+    fn x_ticks(&self, w: i64, left: i64, right_margin: i64, right_axis: bool) -> (Ticks, i64) {
+        let XSpec::Numeric { lo, hi, exact } = &self.x else {
+            return (Ticks { min: 0.0, max: 1.0, step: 1.0, values: Vec::new() }, right_margin);
         };
-
-        let plot = PlotRect { x: left, y: plot_y, width: plot_w, height: plot_h };
-        let x_label_y = h - PAD - line_h;
-        Ok(Layout {
-            width,
-            height,
-            plot,
-            x_ticks,
-            y_ticks,
-            y_right_ticks,
-            categories,
-            category_labels,
-            category_rows,
-            inset: self.inset,
-            inset_bottom,
-            title_scale,
-            title_y,
-            legend_pos,
-            x_label_y,
-        })
+        let range = XSpecRange { lo: *lo, hi: *hi, exact: *exact };
+        let mut plot_w = w - left - right_margin;
+        let mut target = target_count(plot_w, 70);
+        let mut ticks = axis_ticks(range, target);
+        let mut right_margin = right_margin;
+        for _ in 0..12 {
+            // Room for half of the last tick label beyond the plot's right edge.
+            if !right_axis {
+                let last = ticks.values.last().map(|v| format_tick(*v, ticks.step)).unwrap_or_default();
+                right_margin = right_margin.max(font::text_width(&last, 1) as i64 / 2 + 4);
+                plot_w = w - left - right_margin;
+            }
+            let n = ticks.values.len().max(2) as i64;
+            let spacing = (plot_w - 2 * self.inset as i64) / (n - 1);
+            if widest_label(&ticks) + 10 <= spacing || target <= 1 {
+                break;
+            }
+            target -= 1;
+            ticks = axis_ticks(range, target);
+        }
+        (ticks, right_margin)
     }
 
     /// The background layer: plot grid lines.

@@ -1,4 +1,4 @@
-//! The facts issue 34's daemon would rest on, measured on this kernel: can one process
+//! The facts issue 34's daemon would rest on, measured on the running kernel: can one process
 //! serve another's page faults, and what does it cost against serving them in-process?
 //!
 //! A tenant process (a fork of this one) makes a userfaultfd, registers a region and a
@@ -24,7 +24,7 @@ use std::io;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use znswap_pager::uffd::{features, register_mode, Event, Userfaultfd};
 use znswap_pager::PAGE_BYTES;
@@ -302,6 +302,46 @@ fn phases(remote_move: bool) -> Vec<(Serve, bool)> {
 // ---- the daemon ----
 
 fn daemon(socket: &Channel, child: libc::pid_t) -> (Vec<Figure>, Vec<Rule>) {
+    let tenant = accept(socket, child);
+    let pages = tenant.region.pages;
+    let mut figures = read_through_mem(&tenant);
+    let mut rules = Vec::new();
+
+    let (rule, remote_move) = remote_move_rule(&tenant);
+    rules.push(rule);
+    send(socket, &[remote_move as u8]);
+
+    let (faults, park_times) = fault_phases(socket, &tenant, remote_move);
+    figures.extend(park_figure(&park_times, pages));
+    figures.extend(fault_figures(faults));
+    rules.push(write_protect_rule(&tenant));
+    rules.push(fork_rule(socket, &tenant));
+    send(socket, &[step::GO]);
+    figures.extend(request_and_reply(socket, pages));
+
+    rules.extend(process_madvise_rules(child, &tenant.region));
+    // The tenant leaves once the socket closes; then the descriptor outlives its mm.
+    shutdown(socket);
+    let mut status = 0;
+    // SAFETY: our own child.
+    unsafe { libc::waitpid(child, &mut status, 0) };
+    assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "the tenant failed (status {status:#x})");
+    rules.extend(after_exit_rules(&tenant));
+    (figures, rules)
+}
+
+/// What the daemon holds of the tenant: the descriptors its Hello brought, and its
+/// arena's halves.
+struct TenantView {
+    uffd: Userfaultfd,
+    uffd_features: u64,
+    mem: OwnedFd,
+    region: Span,
+    parking: Span,
+}
+
+/// Receives the tenant's Hello and its descriptors.
+fn accept(socket: &Channel, child: libc::pid_t) -> TenantView {
     let (message, mut fds) = socket.recv_to_daemon().expect("a Hello").expect("the tenant is there");
     let ToDaemon::Hello(hello) = message else { panic!("{message:?} before a Hello") };
     assert_eq!(hello.pid, child as u32);
@@ -311,75 +351,74 @@ fn daemon(socket: &Channel, child: libc::pid_t) -> (Vec<Figure>, Vec<Rule>) {
     let mem = fds.pop().unwrap();
     let uffd = Userfaultfd::from_received(fds.pop().unwrap(), hello.uffd_features);
     let (region, parking) = Span::halves(hello.arena);
-    let pages = region.pages;
-    let mut figures = Vec::new();
-    let mut rules = Vec::new();
+    TenantView { uffd, uffd_features: hello.uffd_features, mem, region, parking }
+}
 
-    // Reading the tenant's pages through its own /proc/self/mem (how a daemon would
-    // take a victim's bytes to append them): one page per call, and 64 at a time.
+/// Reading the tenant's pages through its own /proc/self/mem (how a daemon would take a
+/// victim's bytes to append them): one page per call, and 64 at a time.
+fn read_through_mem(tenant: &TenantView) -> Vec<Figure> {
+    let (mem, region, pages) = (&tenant.mem, &tenant.region, tenant.region.pages);
     let mut into = vec![0u8; 64 * PAGE_BYTES];
     let started = Instant::now();
     for page in 0..pages {
-        let read = pread(&mem, &mut into[..PAGE_BYTES], region.at(page));
+        let read = pread(mem, &mut into[..PAGE_BYTES], region.at(page));
         assert_eq!(read, PAGE_BYTES);
         assert_eq!(into[0], page as u8 | 1, "page {page} read through /proc/PID/mem");
     }
-    figures.push(Figure {
+    let one_per_call = Figure {
         name: "read a tenant page, /proc/PID/mem, 1 per call".into(),
         us_per_page: us_per(started.elapsed(), pages),
         samples: pages,
         what: "pread of the tenant's own /proc/self/mem, passed by SCM_RIGHTS",
-    });
+    };
     let started = Instant::now();
     for first in (0..pages).step_by(64) {
         let count = 64.min(pages - first) as usize;
-        let read = pread(&mem, &mut into[..count * PAGE_BYTES], region.at(first));
+        let read = pread(mem, &mut into[..count * PAGE_BYTES], region.at(first));
         assert_eq!(read, count * PAGE_BYTES);
     }
-    figures.push(Figure {
+    let batched = Figure {
         name: "read tenant pages, /proc/PID/mem, 64 per call".into(),
         us_per_page: us_per(started.elapsed(), pages),
         samples: pages,
         what: "the same, contiguous",
-    });
+    };
+    vec![one_per_call, batched]
+}
 
-    // Can the daemon move pages inside the tenant's address space?
+/// Can the daemon move pages inside the tenant's address space? The rule, and whether
+/// it can (the page moved is moved back).
+fn remote_move_rule(tenant: &TenantView) -> (Rule, bool) {
+    let (uffd, region, parking) = (&tenant.uffd, &tenant.region, &tenant.parking);
     let remote_move = uffd.move_pages(parking.at(0), region.at(0), PAGE, false);
-    rules.push(Rule {
+    let rule = Rule {
         name: "UFFDIO_MOVE inside the tenant, from the daemon",
         outcome: match &remote_move {
             Ok(bytes) => format!("moved {bytes} B"),
             Err(error) => error.to_string(),
         },
-    });
+    };
     if remote_move.is_ok() {
         uffd.move_pages(region.at(0), parking.at(0), PAGE, false).unwrap();
     }
-    send(socket, &[remote_move.is_ok() as u8]);
+    (rule, remote_move.is_ok())
+}
 
-    let mut faults: [[Vec<u64>; 2]; 2] = Default::default(); // [serve][remote]
-    let mut park_ns = Vec::new();
-    for (serve, remote) in phases(remote_move.is_ok()) {
+/// Fault timings by `[serve][remote]`.
+type Faults = [[Vec<u64>; 2]; 2];
+
+/// Runs the fault phases in step with the tenant: the tenant's timings, and how long
+/// each of the daemon's parks of the whole region took.
+fn fault_phases(socket: &Channel, tenant: &TenantView, remote_move: bool) -> (Faults, Vec<Duration>) {
+    let pages = tenant.region.pages;
+    let mut faults: Faults = Default::default();
+    let mut park_times = Vec::new();
+    for (serve, remote) in phases(remote_move) {
         let served = if remote {
             if serve == Serve::Unpark {
-                let started = Instant::now();
-                for page in 0..pages {
-                    let moved = uffd.move_pages(parking.at(page), region.at(page), PAGE, false).unwrap();
-                    assert_eq!(moved, PAGE);
-                }
-                park_ns.push(started.elapsed());
+                park_times.push(park_from_daemon(tenant));
             }
-            let done = AtomicBool::new(false);
-            let served = std::thread::scope(|scope| {
-                let server = scope
-                    .spawn(|| serve_faults(&uffd, region.base, parking.base, serve, || done.load(Ordering::Acquire)));
-                send(socket, &[step::GO]);
-                expect(socket, step::DONE);
-                done.store(true, Ordering::Release);
-                server.join().unwrap()
-            });
-            assert_eq!(served, pages, "the daemon served every fault");
-            served
+            serve_from_daemon(socket, tenant, serve)
         } else {
             expect(socket, step::DONE);
             pages
@@ -388,15 +427,52 @@ fn daemon(socket: &Channel, child: libc::pid_t) -> (Vec<Figure>, Vec<Rule>) {
         assert_eq!(served, pages);
         send(socket, &[step::GO]);
     }
-    if !park_ns.is_empty() {
-        let total_park: f64 = park_ns.iter().map(|d| d.as_secs_f64()).sum();
-        figures.push(Figure {
-            name: "park a tenant page from the daemon, 1 per ioctl".into(),
-            us_per_page: total_park * 1e6 / (park_ns.len() as u64 * pages) as f64,
-            samples: park_ns.len() as u64 * pages,
-            what: "UFFDIO_MOVE inside the tenant's address space, through its userfaultfd",
-        });
+    (faults, park_times)
+}
+
+/// Parks every page of the tenant's region, one per ioctl.
+fn park_from_daemon(tenant: &TenantView) -> Duration {
+    let started = Instant::now();
+    for page in 0..tenant.region.pages {
+        let moved = tenant.uffd.move_pages(tenant.parking.at(page), tenant.region.at(page), PAGE, false).unwrap();
+        assert_eq!(moved, PAGE);
     }
+    started.elapsed()
+}
+
+/// Serves the tenant's faults from a thread of the daemon until the tenant has touched
+/// every page; returns the faults served.
+fn serve_from_daemon(socket: &Channel, tenant: &TenantView, serve: Serve) -> u64 {
+    let (uffd, region, parking) = (&tenant.uffd, &tenant.region, &tenant.parking);
+    let done = AtomicBool::new(false);
+    let served = std::thread::scope(|scope| {
+        let server =
+            scope.spawn(|| serve_faults(uffd, region.base, parking.base, serve, || done.load(Ordering::Acquire)));
+        send(socket, &[step::GO]);
+        expect(socket, step::DONE);
+        done.store(true, Ordering::Release);
+        server.join().unwrap()
+    });
+    assert_eq!(served, region.pages, "the daemon served every fault");
+    served
+}
+
+fn park_figure(park_times: &[Duration], pages: u64) -> Option<Figure> {
+    if park_times.is_empty() {
+        return None;
+    }
+    let total_park: f64 = park_times.iter().map(|d| d.as_secs_f64()).sum();
+    Some(Figure {
+        name: "park a tenant page from the daemon, 1 per ioctl".into(),
+        us_per_page: total_park * 1e6 / (park_times.len() as u64 * pages) as f64,
+        samples: park_times.len() as u64 * pages,
+        what: "UFFDIO_MOVE inside the tenant's address space, through its userfaultfd",
+    })
+}
+
+/// p50 and p99 of each way of serving that ran.
+fn fault_figures(mut faults: Faults) -> Vec<Figure> {
+    let mut figures = Vec::new();
     for (serve, name) in [(Serve::Unpark, "unpark"), (Serve::Copy, "copy in")] {
         for (remote, by) in [(false, "a tenant thread"), (true, "the daemon")] {
             let samples = &mut faults[serve as usize][remote as usize];
@@ -407,16 +483,25 @@ fn daemon(socket: &Channel, child: libc::pid_t) -> (Vec<Figure>, Vec<Rule>) {
             for (quantile, label) in [(0.5, "p50"), (0.99, "p99")] {
                 figures.push(Figure {
                     name: format!("missing fault ({name}) served by {by}, {label}"),
-                    us_per_page: samples[((samples.len() - 1) as f64 * quantile) as usize] as f64 / 1e3,
+                    us_per_page: quantile_us(samples, quantile),
                     samples: samples.len() as u64,
                     what: "as the faulting thread sees it; the server sleeps between faults",
                 });
             }
         }
     }
+    figures
+}
 
-    // Write protection of the tenant's pages, from the daemon.
-    rules.push(Rule {
+/// The `quantile` of sorted nanosecond samples, in µs.
+fn quantile_us(sorted: &[u64], quantile: f64) -> f64 {
+    sorted[((sorted.len() - 1) as f64 * quantile) as usize] as f64 / 1e3
+}
+
+/// Write protection of the tenant's pages, from the daemon.
+fn write_protect_rule(tenant: &TenantView) -> Rule {
+    let (uffd, region) = (&tenant.uffd, &tenant.region);
+    Rule {
         name: "UFFDIO_WRITEPROTECT of a tenant page, from the daemon",
         outcome: match uffd.write_protect(region.at(1), PAGE, true, false) {
             Ok(()) => {
@@ -425,39 +510,24 @@ fn daemon(socket: &Channel, child: libc::pid_t) -> (Vec<Figure>, Vec<Rule>) {
             }
             Err(error) => error.to_string(),
         },
-    });
-
-    // The tenant forks; the event (with the child's userfaultfd) must be read here
-    // before its fork returns.
-    send(socket, &[step::GO]);
-    // Whether the fork returned (its pid sent) while its event was still unread.
-    std::thread::sleep(std::time::Duration::from_millis(300));
-    let mut peek = [0u8; 8];
-    // SAFETY: a buffer of our own, valid for the call.
-    let pid_before_read = unsafe {
-        libc::recv(socket.as_fd().as_raw_fd(), peek.as_mut_ptr().cast(), 8, libc::MSG_PEEK | libc::MSG_DONTWAIT)
-    } > 0;
-    let mut fork_events = Vec::new();
-    let deadline = Instant::now() + std::time::Duration::from_secs(5);
-    while fork_events.is_empty() && Instant::now() < deadline {
-        if uffd.poll(100).unwrap() {
-            while let Some(event) = uffd.read_event().unwrap() {
-                if let Event::Fork { uffd } = event {
-                    // SAFETY: the event handed us this descriptor.
-                    fork_events.push(unsafe { OwnedFd::from_raw_fd(uffd) });
-                }
-            }
-        }
     }
+}
+
+/// The tenant forks; the event (with the child's userfaultfd) must be read by the daemon
+/// before the fork returns.
+fn fork_rule(socket: &Channel, tenant: &TenantView) -> Rule {
+    send(socket, &[step::GO]);
+    let pid_before_read = fork_returned_unread(socket);
+    let mut fork_events = read_fork_events(&tenant.uffd);
     let mut pid = [0u8; 8];
     assert_eq!(recv(socket, &mut pid), 8);
     let grandchild = u64::from_le_bytes(pid);
-    rules.push(Rule {
+    Rule {
         name: "a tenant's fork (EVENT_FORK)",
         outcome: match fork_events.pop() {
             Some(child_uffd) => {
-                let child_uffd = Userfaultfd::from_received(child_uffd, hello.uffd_features);
-                let protect = match child_uffd.write_protect(region.at(1), PAGE, true, false) {
+                let child_uffd = Userfaultfd::from_received(child_uffd, tenant.uffd_features);
+                let protect = match child_uffd.write_protect(tenant.region.at(1), PAGE, true, false) {
                     Ok(()) => "write-protecting the child's copy through it: done".to_string(),
                     Err(error) => format!("write-protecting the child's copy through it: {error}"),
                 };
@@ -470,28 +540,61 @@ fn daemon(socket: &Channel, child: libc::pid_t) -> (Vec<Figure>, Vec<Rule>) {
             }
             None => "no fork event reached the daemon in 5 s".into(),
         },
-    });
-    send(socket, &[step::GO]);
+    }
+}
 
-    // One request and its reply between the two processes.
-    let mut trips = Vec::with_capacity(pages as usize);
-    for _ in 0..pages {
+/// Whether the fork returned (its pid sent) while its event was still unread.
+fn fork_returned_unread(socket: &Channel) -> bool {
+    std::thread::sleep(Duration::from_millis(300));
+    let mut peek = [0u8; 8];
+    // SAFETY: a buffer of our own, valid for the call.
+    let peeked = unsafe {
+        libc::recv(socket.as_fd().as_raw_fd(), peek.as_mut_ptr().cast(), 8, libc::MSG_PEEK | libc::MSG_DONTWAIT)
+    };
+    peeked > 0
+}
+
+/// The child userfaultfds of fork events read within 5 s (stops at the first batch
+/// holding one).
+fn read_fork_events(uffd: &Userfaultfd) -> Vec<OwnedFd> {
+    let mut fork_events = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while fork_events.is_empty() && Instant::now() < deadline {
+        if uffd.poll(100).unwrap() {
+            while let Some(event) = uffd.read_event().unwrap() {
+                if let Event::Fork { uffd } = event {
+                    // SAFETY: the event handed us this descriptor.
+                    fork_events.push(unsafe { OwnedFd::from_raw_fd(uffd) });
+                }
+            }
+        }
+    }
+    fork_events
+}
+
+/// One request and its reply between the two processes, `count` times.
+fn request_and_reply(socket: &Channel, count: u64) -> Vec<Figure> {
+    let mut trips = Vec::with_capacity(count as usize);
+    for _ in 0..count {
         let started = Instant::now();
         send(socket, &[step::PING]);
         expect(socket, step::PING);
         trips.push(started.elapsed().as_nanos() as u64);
     }
     trips.sort_unstable();
-    for (quantile, label) in [(0.5, "p50"), (0.99, "p99")] {
-        figures.push(Figure {
+    [(0.5, "p50"), (0.99, "p99")]
+        .into_iter()
+        .map(|(quantile, label)| Figure {
             name: format!("request and reply between the processes, {label}"),
-            us_per_page: trips[((trips.len() - 1) as f64 * quantile) as usize] as f64 / 1e3,
+            us_per_page: quantile_us(&trips, quantile),
             samples: trips.len() as u64,
             what: "unix SOCK_SEQPACKET, both ends blocking",
-        });
-    }
+        })
+        .collect()
+}
 
-    // Rules.
+/// `process_madvise` on the tenant's first page, from the daemon.
+fn process_madvise_rules(child: libc::pid_t, region: &Span) -> Vec<Rule> {
     let pidfd = pidfd_open(child);
     let advice = |advice: libc::c_int| {
         let iov = libc::iovec { iov_base: region.base as *mut libc::c_void, iov_len: PAGE_BYTES };
@@ -503,38 +606,32 @@ fn daemon(socket: &Channel, child: libc::pid_t) -> (Vec<Figure>, Vec<Rule>) {
             format!("done ({done} B)")
         }
     };
-    rules.push(Rule { name: "process_madvise(MADV_DONTNEED) on the tenant", outcome: advice(libc::MADV_DONTNEED) });
-    rules.push(Rule { name: "process_madvise(MADV_PAGEOUT) on the tenant", outcome: advice(libc::MADV_PAGEOUT) });
-    // The tenant leaves once the socket closes; then the descriptor outlives its mm.
-    shutdown(socket);
-    let mut status = 0;
-    // SAFETY: our own child.
-    unsafe { libc::waitpid(child, &mut status, 0) };
-    assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "the tenant failed (status {status:#x})");
+    vec![
+        Rule { name: "process_madvise(MADV_DONTNEED) on the tenant", outcome: advice(libc::MADV_DONTNEED) },
+        Rule { name: "process_madvise(MADV_PAGEOUT) on the tenant", outcome: advice(libc::MADV_PAGEOUT) },
+    ]
+}
+
+/// What the tenant's descriptors answer once it has exited.
+fn after_exit_rules(tenant: &TenantView) -> Vec<Rule> {
     let bytes = vec![0u8; PAGE_BYTES];
-    rules.push(Rule {
+    let copy = Rule {
         name: "UFFDIO_COPY once the tenant has exited",
-        outcome: match uffd.copy(region.base, &bytes, false, false) {
+        outcome: match tenant.uffd.copy(tenant.region.base, &bytes, false, false) {
             Ok(done) => format!("answered {done}"),
             Err(error) => error.to_string(),
         },
-    });
-    rules.push(Rule {
+    };
+    let mut page = vec![0u8; PAGE_BYTES];
+    // SAFETY: a buffer of our own, valid for the call.
+    let read = unsafe {
+        libc::pread(tenant.mem.as_raw_fd(), page.as_mut_ptr().cast(), PAGE_BYTES, tenant.region.base as libc::off_t)
+    };
+    let read_rule = Rule {
         name: "pread of its /proc/PID/mem once it has exited",
-        outcome: {
-            let mut page = vec![0u8; PAGE_BYTES];
-            // SAFETY: a buffer of our own, valid for the call.
-            let read = unsafe {
-                libc::pread(mem.as_raw_fd(), page.as_mut_ptr().cast(), PAGE_BYTES, region.base as libc::off_t)
-            };
-            if read < 0 {
-                io::Error::last_os_error().to_string()
-            } else {
-                format!("read {read} B")
-            }
-        },
-    });
-    (figures, rules)
+        outcome: if read < 0 { io::Error::last_os_error().to_string() } else { format!("read {read} B") },
+    };
+    vec![copy, read_rule]
 }
 
 // ---- plumbing ----

@@ -163,29 +163,57 @@ pub fn figure_kv(
     let etc = memcached(options, cache, progress)?;
     let ycsb = redis(options, cache, progress)?;
     let (points12, points13) = (fig12_points(scale), fig13_points(scale));
-    // Fig. 12 chart: p99 against utilization, throughput on the right.
-    let title12 = "Fig. 12: memcached-ETC, p99 latency and throughput at maximum load";
-    let mut chart12 = LineChart::new(title12, "swap utilization (%)", "p99 latency (µs)");
-    let mut chart13 = LineChart::new(
+    let mut comparisons = fig12_comparisons(&etc);
+    comparisons.extend(fig13_comparisons(&ycsb, &points13));
+    let runs: Vec<serde_json::Value> = etc.iter().chain(&ycsb).map(run_json).collect();
+    Ok(FigureOutput {
+        id: "kv".into(),
+        title: "Fig. 12 and Fig. 13: key-value stores".into(),
+        table: figure_table(&etc, &points12, &ycsb, &points13),
+        json: json!({ "figure": "kv", "scale": options.scale, "seed": options.seed, "runs": runs }),
+        png: fig12_chart(&etc, &points12).render_png(900, 560)?,
+        extra_png: vec![("kv-13.png".into(), fig13_chart(&ycsb, &points13).render_png(900, 560)?)],
+        comparisons,
+        notes: vec![kv_note(scale)],
+    })
+}
+
+/// Fig. 12 chart: p99 against utilization, throughput on the right.
+fn fig12_chart(etc: &[RunResult], points: &[u32]) -> LineChart {
+    let title = "Fig. 12: memcached-ETC, p99 latency and throughput at maximum load";
+    let mut chart = LineChart::new(title, "swap utilization (%)", "p99 latency (µs)");
+    latency_and_throughput(&mut chart, etc, points, FIG12_BACKENDS);
+    chart.right_axis_label("thousand requests/s").y_from_zero(true);
+    chart
+}
+
+fn fig13_chart(ycsb: &[RunResult], points: &[u32]) -> LineChart {
+    let mut chart = LineChart::new(
         "Fig. 13: redis-YCSB-A (20/80 hotspot), p99 latency and throughput",
         "working set swapped out (%)",
         "p99 latency (µs)",
     );
-    let series = |chart: &mut LineChart, runs: &[RunResult], points: &[u32], backends: usize| {
-        for backend in 0..backends {
-            let at = |metric: &dyn Fn(&RunResult) -> f64| -> Vec<(f64, f64)> {
-                points.iter().enumerate().map(|(i, &p)| (p as f64, metric(&runs[i * backends + backend]))).collect()
-            };
-            chart.series(&format!("p99, {}", runs[backend].backend), &at(&|r| r.request_p99_us));
-            chart.series_right(&format!("kreq/s, {}", runs[backend].backend), &at(&|r| r.requests_per_s / 1e3));
-        }
-    };
-    series(&mut chart12, &etc, &points12, FIG12_BACKENDS);
-    series(&mut chart13, &ycsb, &points13, FIG13_BACKENDS);
-    chart12.right_axis_label("thousand requests/s").y_from_zero(true);
-    chart13.right_axis_label("thousand requests/s").y_from_zero(true);
+    latency_and_throughput(&mut chart, ycsb, points, FIG13_BACKENDS);
+    chart.right_axis_label("thousand requests/s").y_from_zero(true);
+    chart
+}
+
+/// Per back end, its p99 on the left axis and its throughput on the right; `runs` holds
+/// `backends` runs per point.
+fn latency_and_throughput(chart: &mut LineChart, runs: &[RunResult], points: &[u32], backends: usize) {
+    for backend in 0..backends {
+        let at = |metric: &dyn Fn(&RunResult) -> f64| -> Vec<(f64, f64)> {
+            points.iter().enumerate().map(|(i, &p)| (p as f64, metric(&runs[i * backends + backend]))).collect()
+        };
+        chart.series(&format!("p99, {}", runs[backend].backend), &at(&|r| r.request_p99_us));
+        chart.series_right(&format!("kreq/s, {}", runs[backend].backend), &at(&|r| r.requests_per_s / 1e3));
+    }
+}
+
+/// Fig. 12's rows, then Fig. 13's.
+fn figure_table(etc: &[RunResult], points12: &[u32], ycsb: &[RunResult], points13: &[u32]) -> Table {
     let mut table = kv_table(
-        &etc,
+        etc,
         "fig / point",
         &points12
             .iter()
@@ -193,7 +221,7 @@ pub fn figure_kv(
             .collect::<Vec<_>>(),
     );
     let table13 = kv_table(
-        &ycsb,
+        ycsb,
         "fig / point",
         &points13
             .iter()
@@ -201,22 +229,16 @@ pub fn figure_kv(
             .collect::<Vec<_>>(),
     );
     table.rows.extend(table13.rows);
-    // Fig. 12 at its first point (10 %): block, block + 8-slot TRIM, ZNSwap.
+    table
+}
+
+/// Fig. 12 at its first point (10 %): block, block + 8-slot TRIM, ZNSwap.
+fn fig12_comparisons(etc: &[RunResult]) -> Vec<Comparison> {
     let (block, trim, zns) = (&etc[0], &etc[1], &etc[2]);
-    // Fig. 13 averaged over its points: per-core (1) against hot/cold (2) and lifetime (3).
-    let mean = |backend: usize, metric: &dyn Fn(&RunResult) -> f64| {
-        (0..points13.len()).map(|i| metric(&ycsb[i * FIG13_BACKENDS + backend])).sum::<f64>() / points13.len() as f64
-    };
-    let qps13 = ratio(mean(2, &|r| r.requests_per_s), mean(1, &|r| r.requests_per_s));
-    let p99_13 = ratio(mean(1, &|r| r.request_p99_us), mean(2, &|r| r.request_p99_us));
-    let waf13 = ratio(mean(1, &|r| r.waf), mean(2, &|r| r.waf));
-    let lifetime_qps = ratio(mean(3, &|r| r.requests_per_s), mean(1, &|r| r.requests_per_s));
-    let lifetime_p99 = ratio(mean(1, &|r| r.request_p99_us), mean(3, &|r| r.request_p99_us));
-    let lifetime_waf = ratio(mean(1, &|r| r.waf), mean(3, &|r| r.waf));
     // A fault is one 4 KiB swap-in: the share of requests that fault says how deep into
     // the faults' tail the requests' p99 reaches.
     let faulting = |run: &RunResult| run.swap_in_mib_s * 256.0 / run.requests_per_s.max(1.0);
-    let comparisons = vec![
+    vec![
         Comparison::new(
             "Fig. 12 at 10 %: Block SSD / ZNSwap p99 latency",
             "10x lower on ZNSwap",
@@ -262,6 +284,21 @@ pub fn figure_kv(
             ratio(trim.request_p99_us, zns.request_p99_us) >= 2.0,
             "",
         ),
+    ]
+}
+
+/// Fig. 13 averaged over its points: per-core (1) against hot/cold (2) and lifetime (3).
+fn fig13_comparisons(ycsb: &[RunResult], points: &[u32]) -> Vec<Comparison> {
+    let mean = |backend: usize, metric: &dyn Fn(&RunResult) -> f64| {
+        (0..points.len()).map(|i| metric(&ycsb[i * FIG13_BACKENDS + backend])).sum::<f64>() / points.len() as f64
+    };
+    let qps13 = ratio(mean(2, &|r| r.requests_per_s), mean(1, &|r| r.requests_per_s));
+    let p99_13 = ratio(mean(1, &|r| r.request_p99_us), mean(2, &|r| r.request_p99_us));
+    let waf13 = ratio(mean(1, &|r| r.waf), mean(2, &|r| r.waf));
+    let lifetime_qps = ratio(mean(3, &|r| r.requests_per_s), mean(1, &|r| r.requests_per_s));
+    let lifetime_p99 = ratio(mean(1, &|r| r.request_p99_us), mean(3, &|r| r.request_p99_us));
+    let lifetime_waf = ratio(mean(1, &|r| r.waf), mean(3, &|r| r.waf));
+    vec![
         Comparison::new(
             "Fig. 13: hot/cold / per-core throughput",
             "1.27x",
@@ -290,24 +327,18 @@ pub fn figure_kv(
             lifetime_qps >= 1.1 && lifetime_waf >= 1.03,
             "mean over the points",
         ),
-    ];
-    let runs: Vec<serde_json::Value> = etc.iter().chain(&ycsb).map(run_json).collect();
-    Ok(FigureOutput {
-        id: "kv".into(),
-        title: "Fig. 12 and Fig. 13: key-value stores".into(),
-        table,
-        json: json!({ "figure": "kv", "scale": options.scale, "seed": options.seed, "runs": runs }),
-        png: chart12.render_png(900, 560)?,
-        extra_png: vec![("kv-13.png".into(), chart13.render_png(900, 560)?)],
-        comparisons,
-        notes: vec![format!(
-            "kv: {SERVER_THREADS} server threads on {SERVER_CORES} cores, closed loop (latency = service time at maximum \
-             throughput, no network); memcached keys uniform over the records (the paper's popular keys are \
-             scattered so that memory accesses are mostly uniform); request CPU {} µs (memcached) and {} µs (redis) assumed; the key-value swap is \
-             {:.2} GiB.",
-            crate::calib::CpuCosts::default().memcached_request_ns as f64 / 1e3,
-            crate::calib::CpuCosts::default().redis_request_ns as f64 / 1e3,
-            scale.kv_swap_pages as f64 / (1u64 << 18) as f64
-        )],
-    })
+    ]
+}
+
+/// The set-up both figures share.
+fn kv_note(scale: &Scale) -> String {
+    format!(
+        "kv: {SERVER_THREADS} server threads on {SERVER_CORES} cores, closed loop (latency = service time at maximum \
+         throughput, no network); memcached keys uniform over the records (the paper's popular keys are \
+         scattered so that memory accesses are mostly uniform); request CPU {} µs (memcached) and {} µs (redis) assumed; the key-value swap is \
+         {:.2} GiB.",
+        crate::calib::CpuCosts::default().memcached_request_ns as f64 / 1e3,
+        crate::calib::CpuCosts::default().redis_request_ns as f64 / 1e3,
+        scale.kv_swap_pages as f64 / (1u64 << 18) as f64
+    )
 }
