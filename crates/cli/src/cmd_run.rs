@@ -39,15 +39,14 @@ pub struct RunArgs {
     /// states), nothing else until used.
     #[arg(long, value_parser = size)]
     arena: Option<u64>,
-    /// Leave the program's threads where the scheduler puts them. By default, a thread
-    /// of the program that takes nine in ten of the faults (redis's, a Python
-    /// interpreter's) is pinned to the CPU it ran on with the fault handlers, the
-    /// pager's evictor and I/O thread kept to the other CPUs, while that lasts: a fault's
-    /// round trip between two threads then costs two context switches rather than two
-    /// wake-ups of other CPUs (measured on 2 virtual CPUs: redis 1 GiB in 256 MiB pinned
-    /// so by hand, +26 % ops/s and a p99 a fifth lower; a Python script building a 325
-    /// MiB dict in 64 MiB, 9.4-10.8 s against 11.5-14.2 s with --no-colocate). A thread
-    /// the program pinned itself is left alone, and forked children get the CPUs back.
+    /// Leave the program's threads where the scheduler puts them
+    ///
+    /// By default, a thread of the program that takes nine in ten of the faults (redis's,
+    /// a Python interpreter's) is pinned to the CPU it ran on with the fault handlers,
+    /// the pager's evictor and I/O thread kept to the other CPUs, while that lasts: a
+    /// fault's round trip between two threads then costs two context switches rather
+    /// than two wake-ups of other CPUs. A thread the program pinned itself is left alone,
+    /// and forked children get the CPUs back. Figures: docs/measurements/2026-11-pager.md.
     #[arg(long)]
     no_colocate: bool,
     /// For tests with real programs: every N-th move to or from a shadow page that
@@ -705,10 +704,6 @@ impl Summary {
                 why_no_pager(program)
             );
         };
-        let page = PAGE_BYTES as u64;
-        let waf = r.pager.waf();
-        let paged = r.pager.core.resident_pages * page;
-        let uncovered = r.rss_anon_bytes.saturating_sub(paged);
         let mut out = format!("znswap run: {} {} after {:.1} s\n", self.command, self.ended(), self.seconds);
         if self.daemon.is_some() {
             // (Programs it executed joined its tenant: the tenant's lines below.)
@@ -730,287 +725,320 @@ impl Summary {
                  a wrapper); the figures are its last ones, up to a second old)\n"
             ));
         }
-        let mut line = |name: &str, value: String| out.push_str(&format!("  {name:<22} {value}\n"));
-        if let Some(daemon) = &self.daemon {
-            // The swapping, the device and the budget are the daemon's: only what this
-            // process itself measured is here.
-            line("paged by", format!("the znswap daemon at {daemon} (its swap and device figures are the daemon's)"));
-            if r.pager_gone {
-                line(
-                    "the daemon stopped",
-                    format!(
-                        "while the program ran: the pages it had swapped out are lost, and a touch of one raises \
-                         SIGBUS ({} touched by the last report); the program served its own faults since",
-                        r.pager.core.lost_pages
-                    ),
-                );
+        let mut lines = Lines(out);
+        match &self.daemon {
+            Some(daemon) => self.daemon_lines(r, daemon, &mut lines),
+            None => {
+                paging_lines(r, &mut lines);
+                time_lines(r, &mut lines);
+                memory_lines(r, &mut lines);
+                lines.0.push_str(LEGEND);
             }
-            if let Some(t) = &self.tenant {
-                let processes = match t.processes {
-                    Some(processes) => format!(
-                        "{} paged (the program and {} it forked or executed)",
-                        znswap_daemon::plural(processes, "process", "processes"),
-                        processes.saturating_sub(1)
-                    ),
-                    None => "the daemon did not say its figures at the end".to_string(),
-                };
-                line("tenant", format!("{} (tenant {} of the daemon): {processes}", t.name, t.index));
-                if t.faults > 0 {
-                    line(
-                        "faults",
-                        format!(
-                            "{} served by the daemon, p99 {:.0} µs, mean {} (read to wake)",
-                            t.faults,
-                            t.fault_p99_us,
-                            t.fault_seconds.as_ref().map_or("-".to_string(), |f| f.mean(t.faults))
-                        ),
-                    );
-                }
-                line(
-                    "swapped out / in",
-                    format!(
-                        "{} / {} pages of the tenant ({} / {}); the daemon's GC moved {} of its data",
-                        t.swap_outs,
-                        t.swap_ins,
-                        format_size(t.swap_outs * page),
-                        format_size(t.swap_ins * page),
-                        format_size(t.gc_bytes)
-                    ),
-                );
-                if let Some(rate) = t.write_limit_bytes_per_second {
-                    line(
-                        "write limit",
-                        format!(
-                            "{}/s of swap-outs and GC moves; it wrote {} and waited {:.1} s for its share",
-                            format_size(rate),
-                            format_size(t.written_bytes + t.gc_bytes),
-                            t.throttled_seconds
-                        ),
-                    );
-                }
-            }
-            let executed = self.tenant.as_ref().filter(|t| t.executed > 0);
-            line(
-                "CPU",
-                format!(
-                    "{:.2} s of the program's threads{} (the pager's are the daemon's)",
-                    r.cpu_ns as f64 / 1e9,
-                    executed.map_or(String::new(), |t| format!(
-                        ", {:.2} s of those it executed",
-                        t.executed_cpu_ns as f64 / 1e9
-                    ))
-                ),
-            );
-            line(
-                "memory",
-                format!(
-                    "max {} anonymous ({} asked of the daemon for its paged heap, which the daemon holds within its \
-                     own --memory for all its programs); whole resident set max {}",
-                    format_size(r.memory_used_max_bytes),
-                    format_size(r.memory_bytes),
-                    format_size(r.rss_max_bytes)
-                ),
-            );
-            if let Some(t) = executed {
-                line(
-                    "programs it executed",
-                    format!(
-                        "ran in {} (one that executed again counted once), their heaps within the tenant's {}: \
-                         the largest held max {} anonymous{}",
-                        znswap_daemon::plural(t.executed, "process", "processes"),
-                        format_size(r.memory_bytes),
-                        format_size(t.executed_memory_max_bytes),
-                        if t.executed_lost_pages > 0 {
-                            format!("; {} pages lost with the daemon", t.executed_lost_pages)
-                        } else {
-                            String::new()
-                        }
-                    ),
-                );
-            }
-            return out;
         }
-        line(
-            "swapped out / in",
+        lines.0
+    }
+
+    /// Under `--daemon`: the swapping, the device and the budget are the daemon's; only
+    /// what this process itself measured, and the tenant's figures the daemon gave.
+    fn daemon_lines(&self, r: &RunReport, daemon: &str, lines: &mut Lines) {
+        let page = PAGE_BYTES as u64;
+        lines.line("paged by", format!("the znswap daemon at {daemon} (its swap and device figures are the daemon's)"));
+        if r.pager_gone {
+            lines.line(
+                "the daemon stopped",
+                format!(
+                    "while the program ran: the pages it had swapped out are lost, and a touch of one raises \
+                     SIGBUS ({} touched by the last report); the program served its own faults since",
+                    r.pager.core.lost_pages
+                ),
+            );
+        }
+        if let Some(t) = &self.tenant {
+            let processes = match t.processes {
+                Some(processes) => format!(
+                    "{} paged (the program and {} it forked or executed)",
+                    znswap_daemon::plural(processes, "process", "processes"),
+                    processes.saturating_sub(1)
+                ),
+                None => "the daemon did not say its figures at the end".to_string(),
+            };
+            lines.line("tenant", format!("{} (tenant {} of the daemon): {processes}", t.name, t.index));
+            if t.faults > 0 {
+                lines.line(
+                    "faults",
+                    format!(
+                        "{} served by the daemon, p99 {:.0} µs, mean {} (read to wake)",
+                        t.faults,
+                        t.fault_p99_us,
+                        t.fault_seconds.as_ref().map_or("-".to_string(), |f| f.mean(t.faults))
+                    ),
+                );
+            }
+            lines.line(
+                "swapped out / in",
+                format!(
+                    "{} / {} pages of the tenant ({} / {}); the daemon's GC moved {} of its data",
+                    t.swap_outs,
+                    t.swap_ins,
+                    format_size(t.swap_outs * page),
+                    format_size(t.swap_ins * page),
+                    format_size(t.gc_bytes)
+                ),
+            );
+            if let Some(rate) = t.write_limit_bytes_per_second {
+                lines.line(
+                    "write limit",
+                    format!(
+                        "{}/s of swap-outs and GC moves; it wrote {} and waited {:.1} s for its share",
+                        format_size(rate),
+                        format_size(t.written_bytes + t.gc_bytes),
+                        t.throttled_seconds
+                    ),
+                );
+            }
+        }
+        let executed = self.tenant.as_ref().filter(|t| t.executed > 0);
+        lines.line(
+            "CPU",
             format!(
-                "{} / {} pages ({} / {})",
-                r.pager.core.swap_outs_written,
-                r.pager.core.swap_in_reads,
-                format_size(r.pager.core.swap_outs_written * page),
-                format_size(r.pager.core.swap_in_reads * page)
+                "{:.2} s of the program's threads{} (the pager's are the daemon's)",
+                r.cpu_ns as f64 / 1e9,
+                executed.map_or(String::new(), |t| format!(
+                    ", {:.2} s of those it executed",
+                    t.executed_cpu_ns as f64 / 1e9
+                ))
             ),
         );
-        if r.pager.core.readahead_pages_read > 0 {
-            line(
-                "read-ahead",
+        lines.line(
+            "memory",
+            format!(
+                "max {} anonymous ({} asked of the daemon for its paged heap, which the daemon holds within its \
+                 own --memory for all its programs); whole resident set max {}",
+                format_size(r.memory_used_max_bytes),
+                format_size(r.memory_bytes),
+                format_size(r.rss_max_bytes)
+            ),
+        );
+        if let Some(t) = executed {
+            lines.line(
+                "programs it executed",
                 format!(
-                    "{} pages read ahead, {} of them used ({:.0} %): faults served with no device read",
-                    r.pager.core.readahead_pages_read,
-                    r.pager.core.readahead_hits,
-                    100.0 * r.pager.core.readahead_hits as f64 / r.pager.core.readahead_pages_read as f64
-                ),
-            );
-        }
-        if r.pager.core.pages_parked + r.pager.core.park_refused + r.pager.core.park_occupied > 0 {
-            line(
-                "inactive list",
-                format!(
-                    "{} victims parked, {} touched while parked (brought back with no device read), {} not \
-                     movable (evicted in place), {} kept (their shadow page held a page){}",
-                    r.pager.core.pages_parked,
-                    r.pager.core.parked_touched,
-                    r.pager.core.park_refused,
-                    r.pager.core.park_occupied,
-                    if r.pager.moves_misreported > 0 {
-                        format!(
-                            "; {} moves the kernel did but failed, found done by the page map",
-                            r.pager.moves_misreported
-                        )
+                    "ran in {} (one that executed again counted once), their heaps within the tenant's {}: \
+                     the largest held max {} anonymous{}",
+                    znswap_daemon::plural(t.executed, "process", "processes"),
+                    format_size(r.memory_bytes),
+                    format_size(t.executed_memory_max_bytes),
+                    if t.executed_lost_pages > 0 {
+                        format!("; {} pages lost with the daemon", t.executed_lost_pages)
                     } else {
                         String::new()
                     }
                 ),
             );
         }
-        if r.pager.engine.swap_cache_hits + r.pager.core.swap_cache_dirtied + r.pager.core.swap_cache_skipped > 0 {
-            line(
-                "swap cache",
-                format!(
-                    "{} pages swapped out clean (no write), {} written after their swap-in (a write-protect \
-                     fault each), {} mapped writable with their slot dropped",
-                    r.pager.engine.swap_cache_hits, r.pager.core.swap_cache_dirtied, r.pager.core.swap_cache_skipped
-                ),
-            );
-        }
-        line(
-            "faults",
-            if r.pager.core.missing_faults + r.pager.core.write_protect_faults == 0 {
-                "none".to_string()
-            } else {
-                format!(
-                    "{} missing, {} write-protect ({} found a handler polling); p50 ≤ {:.1} µs, p99 ≤ {:.1} µs",
-                    r.pager.core.missing_faults,
-                    r.pager.core.write_protect_faults,
-                    r.pager.faults_polled,
-                    r.fault_p50_ns as f64 / 1e3,
-                    r.fault_p99_ns as f64 / 1e3
-                )
-            },
-        );
-        if r.cpu_ns > 0 {
-            let pager = r.pager.fault_cpu_ns + r.pager.evictor_cpu_ns + r.pager.io_cpu_ns + r.stats_thread_cpu_ns;
-            let s = |ns: u64| ns as f64 / 1e9;
-            line(
-                "CPU",
-                format!(
-                    "{:.2} s: the program's threads {:.2} s, the pager's {:.2} s (fault handlers {:.2}, evictors \
-                     {:.2}, I/O {:.2}, stats {:.2})",
-                    s(r.cpu_ns),
-                    s(r.cpu_ns.saturating_sub(pager)),
-                    s(pager),
-                    s(r.pager.fault_cpu_ns),
-                    s(r.pager.evictor_cpu_ns),
-                    s(r.pager.io_cpu_ns),
-                    s(r.stats_thread_cpu_ns)
-                ),
-            );
-        }
-        let faults = r.pager.core.missing_faults + r.pager.core.write_protect_faults;
-        if faults > 0 && r.pager.fault_handled_ns > 0 {
-            let per_fault = |ns: u64| ns as f64 / 1e3 / faults as f64;
-            line(
-                "fault time",
-                format!(
-                    "{:.1} µs per fault in the handlers: device reads {:.1} ({} reads of {:.1} µs), lock {:.1}, \
-                     install {:.1}, lock release and wake-ups {:.1}, waiting for pages on their way \
-                     out {:.1}, for room {:.1}",
-                    per_fault(r.pager.fault_handled_ns),
-                    per_fault(r.pager.fault_read_ns),
-                    r.pager.fault_reads,
-                    r.pager.fault_read_ns as f64 / 1e3 / r.pager.fault_reads.max(1) as f64,
-                    per_fault(r.pager.fault_lock_wait_ns),
-                    per_fault(r.pager.fault_install_ns),
-                    per_fault(r.pager.fault_unlock_ns),
-                    per_fault(r.pager.fault_wait_ns),
-                    per_fault(r.pager.budget_wait_ns)
-                ),
-            );
-        }
-        line(
-            "memory",
+    }
+}
+
+/// The summary's lines, each a name and its value.
+struct Lines(String);
+
+impl Lines {
+    fn line(&mut self, name: &str, value: String) {
+        self.0.push_str(&format!("  {name:<22} {value}\n"));
+    }
+}
+
+/// What the program's own pager swapped, read ahead, parked, kept as swap cache.
+fn paging_lines(r: &RunReport, lines: &mut Lines) {
+    let page = PAGE_BYTES as u64;
+    lines.line(
+        "swapped out / in",
+        format!(
+            "{} / {} pages ({} / {})",
+            r.pager.core.swap_outs_written,
+            r.pager.core.swap_in_reads,
+            format_size(r.pager.core.swap_outs_written * page),
+            format_size(r.pager.core.swap_in_reads * page)
+        ),
+    );
+    if r.pager.core.readahead_pages_read > 0 {
+        lines.line(
+            "read-ahead",
             format!(
-                "max {} of --memory {} (the program's anonymous memory: heap, its own mappings, the pager's \
-                 tables and buffers); mapped files not counted, {} resident now (whole resident set max {})",
-                format_size(r.memory_used_max_bytes),
-                format_size(r.memory_bytes),
-                format_size(r.rss_file_bytes),
-                format_size(r.rss_max_bytes)
+                "{} pages read ahead, {} of them used ({:.0} %): faults served with no device read",
+                r.pager.core.readahead_pages_read,
+                r.pager.core.readahead_hits,
+                100.0 * r.pager.core.readahead_hits as f64 / r.pager.core.readahead_pages_read as f64
             ),
         );
-        if r.memory_used_max_bytes > r.memory_bytes + (1 << 20) {
-            line(
-                "over --memory",
-                format!(
-                    "by {} at its highest: what the pager does not page (the program's memory from before it \
-                     started, stacks, the pager's tables and buffers) left the paged heap too little; give a \
-                     larger --memory",
-                    format_size(r.memory_used_max_bytes - r.memory_bytes)
-                ),
-            );
-        }
-        line(
-            "paged heap resident",
+    }
+    if r.pager.core.pages_parked + r.pager.core.park_refused + r.pager.core.park_occupied > 0 {
+        lines.line(
+            "inactive list",
             format!(
-                "max {} (its budget is what the rest leaves of --memory: {} at the end, + slack {})",
-                format_size(r.pager.core.resident_pages_max * page),
-                format_size(r.budget_bytes),
-                format_size(r.slack_pages * page)
-            ),
-        );
-        line("device WAF", format!("{waf:.2} ({} GC runs)", r.pager.engine.gc_runs));
-        line("lost pages", r.pager.core.lost_pages.to_string());
-        if r.pager.pages_sealed > 0 {
-            line(
-                "encrypted",
-                format!(
-                    "{} pages sealed (AES-256-GCM, a key held only in memory); {} read back failed their check",
-                    r.pager.pages_sealed, r.pager.pages_failed_open
-                ),
-            );
-        }
-        line(
-            "not paged",
-            format!(
-                "{} of anonymous memory outside the paged heap (stacks, memory from before the pager started, \
-                 the pager's own tables){}",
-                format_size(uncovered),
-                if r.overflow_bytes > 0 {
-                    format!("; {} allocated outside a full arena", format_size(r.overflow_bytes))
+                "{} victims parked, {} touched while parked (brought back with no device read), {} not \
+                     movable (evicted in place), {} kept (their shadow page held a page){}",
+                r.pager.core.pages_parked,
+                r.pager.core.parked_touched,
+                r.pager.core.park_refused,
+                r.pager.core.park_occupied,
+                if r.pager.moves_misreported > 0 {
+                    format!(
+                        "; {} moves the kernel did but failed, found done by the page map",
+                        r.pager.moves_misreported
+                    )
                 } else {
                     String::new()
                 }
             ),
         );
-        if r.mmaps_paged > 0 {
-            line(
-                "program mmaps",
-                format!("{} paged ({} mapped at the end)", r.mmaps_paged, format_size(r.mapped_bytes)),
-            );
-        }
-        if r.pager.core.budget_overruns > 0 {
-            line(
-                "past the budget",
-                format!("{} faults (swap was full, or room came too slowly)", r.pager.core.budget_overruns),
-            );
-        }
-        if r.pager.core.device_errors > 0 {
-            line("device errors", r.pager.core.device_errors.to_string());
-        }
-        if r.mlocks_ignored > 0 {
-            line("mlock ignored", format!("{} calls", r.mlocks_ignored));
-        }
-        out.push_str(LEGEND);
-        out
+    }
+    if r.pager.engine.swap_cache_hits + r.pager.core.swap_cache_dirtied + r.pager.core.swap_cache_skipped > 0 {
+        lines.line(
+            "swap cache",
+            format!(
+                "{} pages swapped out clean (no write), {} written after their swap-in (a write-protect \
+                     fault each), {} mapped writable with their slot dropped",
+                r.pager.engine.swap_cache_hits, r.pager.core.swap_cache_dirtied, r.pager.core.swap_cache_skipped
+            ),
+        );
+    }
+    lines.line(
+        "faults",
+        if r.pager.core.missing_faults + r.pager.core.write_protect_faults == 0 {
+            "none".to_string()
+        } else {
+            format!(
+                "{} missing, {} write-protect ({} found a handler polling); p50 ≤ {:.1} µs, p99 ≤ {:.1} µs",
+                r.pager.core.missing_faults,
+                r.pager.core.write_protect_faults,
+                r.pager.faults_polled,
+                r.fault_p50_ns as f64 / 1e3,
+                r.fault_p99_ns as f64 / 1e3
+            )
+        },
+    );
+}
+
+/// Where the CPU and the faults' time went.
+fn time_lines(r: &RunReport, lines: &mut Lines) {
+    if r.cpu_ns > 0 {
+        let pager = r.pager.fault_cpu_ns + r.pager.evictor_cpu_ns + r.pager.io_cpu_ns + r.stats_thread_cpu_ns;
+        let s = |ns: u64| ns as f64 / 1e9;
+        lines.line(
+            "CPU",
+            format!(
+                "{:.2} s: the program's threads {:.2} s, the pager's {:.2} s (fault handlers {:.2}, evictors \
+                     {:.2}, I/O {:.2}, stats {:.2})",
+                s(r.cpu_ns),
+                s(r.cpu_ns.saturating_sub(pager)),
+                s(pager),
+                s(r.pager.fault_cpu_ns),
+                s(r.pager.evictor_cpu_ns),
+                s(r.pager.io_cpu_ns),
+                s(r.stats_thread_cpu_ns)
+            ),
+        );
+    }
+    let faults = r.pager.core.missing_faults + r.pager.core.write_protect_faults;
+    if faults > 0 && r.pager.fault_handled_ns > 0 {
+        let per_fault = |ns: u64| ns as f64 / 1e3 / faults as f64;
+        lines.line(
+            "fault time",
+            format!(
+                "{:.1} µs per fault in the handlers: device reads {:.1} ({} reads of {:.1} µs), lock {:.1}, \
+                     install {:.1}, lock release and wake-ups {:.1}, waiting for pages on their way \
+                     out {:.1}, for room {:.1}",
+                per_fault(r.pager.fault_handled_ns),
+                per_fault(r.pager.fault_read_ns),
+                r.pager.fault_reads,
+                r.pager.fault_read_ns as f64 / 1e3 / r.pager.fault_reads.max(1) as f64,
+                per_fault(r.pager.fault_lock_wait_ns),
+                per_fault(r.pager.fault_install_ns),
+                per_fault(r.pager.fault_unlock_ns),
+                per_fault(r.pager.fault_wait_ns),
+                per_fault(r.pager.budget_wait_ns)
+            ),
+        );
+    }
+}
+
+/// Memory against `--memory`, the device's WAF, losses, what was not paged.
+fn memory_lines(r: &RunReport, lines: &mut Lines) {
+    let page = PAGE_BYTES as u64;
+    let uncovered = r.rss_anon_bytes.saturating_sub(r.pager.core.resident_pages * page);
+    lines.line(
+        "memory",
+        format!(
+            "max {} of --memory {} (the program's anonymous memory: heap, its own mappings, the pager's \
+                 tables and buffers); mapped files not counted, {} resident now (whole resident set max {})",
+            format_size(r.memory_used_max_bytes),
+            format_size(r.memory_bytes),
+            format_size(r.rss_file_bytes),
+            format_size(r.rss_max_bytes)
+        ),
+    );
+    if r.memory_used_max_bytes > r.memory_bytes + (1 << 20) {
+        lines.line(
+            "over --memory",
+            format!(
+                "by {} at its highest: what the pager does not page (the program's memory from before it \
+                     started, stacks, the pager's tables and buffers) left the paged heap too little; give a \
+                     larger --memory",
+                format_size(r.memory_used_max_bytes - r.memory_bytes)
+            ),
+        );
+    }
+    lines.line(
+        "paged heap resident",
+        format!(
+            "max {} (its budget is what the rest leaves of --memory: {} at the end, + slack {})",
+            format_size(r.pager.core.resident_pages_max * page),
+            format_size(r.budget_bytes),
+            format_size(r.slack_pages * page)
+        ),
+    );
+    lines.line("device WAF", format!("{:.2} ({} GC runs)", r.pager.waf(), r.pager.engine.gc_runs));
+    lines.line("lost pages", r.pager.core.lost_pages.to_string());
+    if r.pager.pages_sealed > 0 {
+        lines.line(
+            "encrypted",
+            format!(
+                "{} pages sealed (AES-256-GCM, a key held only in memory); {} read back failed their check",
+                r.pager.pages_sealed, r.pager.pages_failed_open
+            ),
+        );
+    }
+    lines.line(
+        "not paged",
+        format!(
+            "{} of anonymous memory outside the paged heap (stacks, memory from before the pager started, \
+                 the pager's own tables){}",
+            format_size(uncovered),
+            if r.overflow_bytes > 0 {
+                format!("; {} allocated outside a full arena", format_size(r.overflow_bytes))
+            } else {
+                String::new()
+            }
+        ),
+    );
+    if r.mmaps_paged > 0 {
+        lines.line(
+            "program mmaps",
+            format!("{} paged ({} mapped at the end)", r.mmaps_paged, format_size(r.mapped_bytes)),
+        );
+    }
+    if r.pager.core.budget_overruns > 0 {
+        lines.line(
+            "past the budget",
+            format!("{} faults (swap was full, or room came too slowly)", r.pager.core.budget_overruns),
+        );
+    }
+    if r.pager.core.device_errors > 0 {
+        lines.line("device errors", r.pager.core.device_errors.to_string());
+    }
+    if r.mlocks_ignored > 0 {
+        lines.line("mlock ignored", format!("{} calls", r.mlocks_ignored));
     }
 }
 

@@ -170,7 +170,7 @@ pub struct EncryptFlag {
 
 impl EncryptFlag {
     pub fn apply(&self, config: &mut PagerConfig) {
-        config.core.seal_pages = self.encrypt;
+        config.core.encrypt = self.encrypt;
     }
 }
 

@@ -180,14 +180,14 @@ fn pager_altered_pages_are_lost_when_sealed_and_corrupt_when_not() {
         let mut scenario = PagerScenario::random(&mut znswap_dst::scenario::rng(seed ^ 0x9a9e_5eed));
         scenario.faults.altered_pages = 8;
         scenario.faults.offline_zones = 0;
-        scenario.seal_pages = true;
+        scenario.encrypt = true;
         let mut options = PagerDstOptions::new(seed, 40_000);
         options.scenario = Some(scenario.clone());
         let sealed = run(&options);
         assert!(sealed.passed(), "sealed seed {seed}: {:?}", sealed.violations);
         assert_eq!(sealed.corrupted, 0);
         failed_open += sealed.coverage.pages_failed_open;
-        scenario.seal_pages = false;
+        scenario.encrypt = false;
         options.scenario = Some(scenario);
         corrupted += run(&options).corrupted;
     }

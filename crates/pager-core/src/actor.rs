@@ -46,6 +46,14 @@ pub enum Next {
     /// The fault is resolved; `ours`: it was a page of this pager's (self-paging hands
     /// a signal that is not on).
     Resolved { ours: bool },
+    /// A fault that may go aside (`Fault::may_go_aside`) would wait for room its
+    /// tenant's write limit holds back: milliseconds, where other waits last
+    /// microseconds. The shell sets it aside, still under the state lock (so room made
+    /// after the core's check is announced to it), lets the lock go, and its thread
+    /// serves other faults; it steps the fault again once room is announced
+    /// (`Wakeups::room`) or a room wait's timeout passes, as after a wait. A shell with
+    /// no room to set it aside waits in it instead, as for `Wait(WaitOn::Room)`.
+    Aside,
 }
 
 /// The wake-ups an actor waits for (`Wakeups` of the core).
@@ -152,7 +160,7 @@ pub trait IoShell: Shell {
     /// Runs the plan's request on the device outside the state lock. An append writes
     /// `records` with its pages (per-LBA metadata, or the footer page); a GC or footer
     /// read leaves the records it read in `records`.
-    /// With sealed pages (`CoreConfig::seal_pages`), an append seals each page it
+    /// With sealed pages (`CoreConfig::encrypt`), an append seals each page it
     /// writes from the program's memory as `plan.identity(index)` and leaves the seals
     /// in `plan.seals_mut()`, one per page. With asynchronous write protection
     /// (`CoreConfig::wp_async`) it leaves each page's digest, of the bytes it read, in
@@ -535,18 +543,6 @@ impl FaultTask {
         self.room_wait_since_ns
     }
 
-    /// Whether the wait for room it asks for (`Next::Wait(WaitOn::Room)`) is its tenant's
-    /// write limit at work: it lasts as long as the limit says, milliseconds where others
-    /// last microseconds. A shell with other faults to serve sets such a fault aside
-    /// rather than wait in it (it steps it again when room comes, as after a wait):
-    /// waiting, a handler thread of a daemon was the write-limited tenant's for good, and
-    /// the tenants beside had one handler fewer (`scripts/tenants.sh`: a reader beside a
-    /// write-limited writer did 0.86 of its accesses alone with two handler threads,
-    /// 1.06 with three).
-    pub fn waits_on_write_limit(&self) -> bool {
-        self.write_limited
-    }
-
     /// Pages it discarded while waiting for room.
     pub fn discarded_pages(&self) -> u64 {
         self.discarded_pages
@@ -644,6 +640,11 @@ impl FaultTask {
                 self.phase = FaultPhase::Discard(DiscardPhase::Take);
                 return Next::Continue;
             }
+        }
+        // Waiting, a handler thread of a daemon was the write-limited tenant's for good,
+        // and the tenants beside had one handler fewer (`docs/daemon.md`).
+        if self.write_limited && self.fault.can_go_aside() {
+            return Next::Aside;
         }
         Next::Wait(WaitOn::Room)
     }

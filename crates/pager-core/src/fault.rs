@@ -147,6 +147,8 @@ pub struct Fault {
     /// Raised by one of the pager's own threads (the evictor's zero check, an append's
     /// read): they touch only pages the pager has mapped.
     pager_thread: bool,
+    /// Its thread may set it aside while its tenant's write limit holds it (`Next::Aside`).
+    aside: bool,
     counted: bool,
     read_failures: u32,
     /// When it first waited for room (0: it has not).
@@ -203,6 +205,7 @@ impl Fault {
             address: address & !(PAGE_BYTES as u64 - 1),
             kind,
             pager_thread: false,
+            aside: false,
             counted: false,
             read_failures: 0,
             waiting_since_ns: 0,
@@ -216,6 +219,18 @@ impl Fault {
     pub fn from_pager_thread(mut self) -> Fault {
         self.pager_thread = true;
         self
+    }
+
+    /// Marks a fault its thread may set aside while its tenant's write limit holds it
+    /// (`Next::Aside`): a served process's, read by a handler that serves others.
+    pub fn may_go_aside(mut self) -> Fault {
+        self.aside = true;
+        self
+    }
+
+    /// Whether it may be set aside (`may_go_aside`).
+    pub fn can_go_aside(&self) -> bool {
+        self.aside
     }
 
     /// The faulting page's address.
@@ -677,7 +692,7 @@ impl PagerCore {
             return self.swap_in_read(fault, reading, zone, slot, zone_generation);
         };
         let Reading { owner, page, write, io, .. } = reading;
-        if self.config.seal_pages {
+        if self.config.encrypt {
             // Opened first, under this lock, with the pages that would be mapped along: a
             // page that fails to open is read from the device instead, whose failure
             // reports it lost. The faulting page is not installed yet: one more pending.
@@ -720,7 +735,7 @@ impl PagerCore {
         self.stats.readahead_pages_read += pages as u64 - 1;
         fault.progress = Progress::Reading(reading);
         let region = &self.regions[owner as usize];
-        let sealed = self.config.seal_pages.then(|| Sealed { owner, page, seal: region.seals.get(page) });
+        let sealed = self.config.encrypt.then(|| Sealed { owner, page, seal: region.seals.get(page) });
         FaultStep::Read { zone, slot: start, pages, into, sealed }
     }
 

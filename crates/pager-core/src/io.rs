@@ -163,7 +163,7 @@ impl PagerCore {
     /// write-out, freed, or written again since keeps those of the copy the engine points
     /// at.
     fn keep_seals(&mut self, plan: &IoPlan, zone: u32, first: u32) {
-        let (sealed, digested) = (self.config.seal_pages, self.config.wp_async);
+        let (sealed, digested) = (self.config.encrypt, self.config.wp_async);
         assert!(!sealed || plan.seals.len() == plan.sources.len(), "the shell sealed every page of the append");
         assert!(
             !digested || plan.digests.len() == plan.sources.len(),
@@ -215,7 +215,7 @@ impl PagerCore {
                 let dirtied = &self.no_dirtied[..pages as usize];
                 self.engine.append_done(io, result, dirtied, now).expect("append completion");
                 if let (true, Ok(first), IoRequest::Append { zone, .. }) =
-                    (self.config.seal_pages || self.config.wp_async, result, plan.request())
+                    (self.config.encrypt || self.config.wp_async, result, plan.request())
                 {
                     self.keep_seals(plan, zone, first);
                 }

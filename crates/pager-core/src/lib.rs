@@ -181,7 +181,7 @@ pub struct CoreConfig {
     /// swapped page's seal (24 bytes per page of a region, resident only where pages
     /// were swapped). A page read ahead is opened when a fault wants it, under the lock
     /// (`FaultStep::OpenCached`) with the pages next to it that are mapped along.
-    pub seal_pages: bool,
+    pub encrypt: bool,
     /// Writes are seen without faults (`UFFD_FEATURE_WP_ASYNC`): a write to a protected
     /// page goes ahead, and the page reads as written to a scan (`PAGEMAP_SCAN`) until it
     /// is protected again. Needs the inactive list, and a shadow for every region: with
@@ -448,7 +448,7 @@ impl PagerCore {
         self.engine.register_owner(owner, pages, tenant)?;
         self.generations += 1;
         let region =
-            Region::new(self.generations, tenant, base, pages, shadow, self.config.seal_pages, self.config.wp_async);
+            Region::new(self.generations, tenant, base, pages, shadow, self.config.encrypt, self.config.wp_async);
         if owner as usize == self.regions.len() {
             self.regions.push(region);
         } else {

@@ -212,7 +212,7 @@ impl PagerCore {
             ) => ChildPage::Slot {
                 zone: address.zone(capacity),
                 slot: address.slot(capacity),
-                sealed: self.config.seal_pages.then(|| Sealed {
+                sealed: self.config.encrypt.then(|| Sealed {
                     owner,
                     page,
                     seal: self.regions[owner as usize].seals.get(page),

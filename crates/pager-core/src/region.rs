@@ -31,7 +31,7 @@ pub(crate) struct Region {
     pub program_discards: bool,
     /// Where its pages are parked (`PagerCore::region_add`), if anywhere.
     pub shadow: Option<u64>,
-    /// Each page's seal, when pages are sealed (`CoreConfig::seal_pages`). Set when an
+    /// Each page's seal, when pages are sealed (`CoreConfig::encrypt`). Set when an
     /// append that wrote the page completes, read by the read.
     pub seals: PageTable<Seal>,
     /// Each swapped page's digest, with asynchronous write protection

@@ -111,7 +111,7 @@ impl PagerConfig {
                 regions_max: 64,
                 tenants: 1,
                 policy: PolicyKind::PerCore,
-                seal_pages: false,
+                encrypt: false,
                 wp_async: false,
             },
             fault_mode: FaultMode::HandlerThreads(std::thread::available_parallelism().map_or(1, |n| n.get())),

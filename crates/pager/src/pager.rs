@@ -294,7 +294,7 @@ impl Pager {
     ) -> Result<Pager, PagerError> {
         let geometry = *device.geometry();
         let core = PagerCore::new(engine_geometry(&geometry), footer_mode(&geometry), config.core.clone())?;
-        let sealer = if config.core.seal_pages { Some(znswap_seal::Sealer::new()?) } else { None };
+        let sealer = if config.core.encrypt { Some(znswap_seal::Sealer::new()?) } else { None };
         let storage = Storage::new(device, sealer, core.engine().gc_buffer_pages() as usize);
         let self_paging = matches!(config.fault_mode, FaultMode::SelfPaging);
         let install = Installer::new(

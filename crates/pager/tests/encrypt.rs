@@ -54,7 +54,7 @@ fn run(path: &Path, mode: FaultMode, encrypt: bool, alter_device: bool) -> Run {
     let config = {
         let mut config = PagerConfig::new(BUDGET_PAGES * PAGE_BYTES as u64);
         config.fault_mode = mode;
-        config.core.seal_pages = encrypt;
+        config.core.encrypt = encrypt;
         config
     };
     let pager = Pager::new(device.clone(), config).unwrap();

@@ -79,7 +79,7 @@ fn spawn_a_tenant_with(seed: u64, ops: u64, at: u64, kind: Tenant) -> (std::proc
 fn config(budget_pages: u64, encrypt: bool) -> PagerConfig {
     let mut config =
         PagerConfig { fault_mode: FaultMode::HandlerThreads(1), ..PagerConfig::new(budget_pages * PAGE_BYTES as u64) };
-    config.core.seal_pages = encrypt;
+    config.core.encrypt = encrypt;
     config
 }
 

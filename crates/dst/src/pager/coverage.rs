@@ -60,6 +60,12 @@ pub struct Coverage {
     /// them (simulated milliseconds, summed).
     pub write_limit_changes: u64,
     pub write_throttled_ms: u64,
+    /// Faults a handler set aside while their tenant's write limit held them
+    /// (`Next::Aside`), faults aside a handler stepped again, and faults that found no
+    /// spare slot and were waited in.
+    pub faults_aside: u64,
+    pub aside_resumed: u64,
+    pub aside_no_spare: u64,
     /// Tenants' swap limits set or lifted, and faults that went past their tenant's
     /// budget at its swap limit.
     pub swap_limit_changes: u64,

@@ -1,7 +1,7 @@
 //! The zoned device under the pager: the reference driver's model device (a version per
 //! slot instead of 4 KiB), the scenario's injected faults (command errors drawn from the
 //! world's stream, zones taken offline, swapped pages altered on the device), and the
-//! sealing of pages as the live pager's I/O thread seals them (`scenario.seal_pages`: a
+//! sealing of pages as the live pager's I/O thread seals them (`scenario.encrypt`: a
 //! page's content, its version, is sealed as 8 bytes, and the device keeps the
 //! ciphertext).
 
@@ -56,7 +56,7 @@ impl Device {
             (0..scenario.faults.offline_zones).map(|_| steps / 4 + below(rng, steps / 2 + 1)).collect();
         let altered_at_steps = (0..scenario.faults.altered_pages).map(|_| below(rng, steps)).collect();
         // A fixed key: the same seed seals to the same ciphertext.
-        let sealer = scenario.seal_pages.then(|| Sealer::with_key(&[0x5e; 32]).expect("a key page"));
+        let sealer = scenario.encrypt.then(|| Sealer::with_key(&[0x5e; 32]).expect("a key page"));
         Device {
             driver,
             faults: scenario.faults.clone(),

@@ -101,7 +101,7 @@ fn seed_scenario(seed: u64, rng: &mut crate::scenario::Rng) -> PagerScenario {
     // on the device.
     let mut sealing = crate::scenario::rng(seed ^ 0x5ea1_5ea1);
     if crate::scenario::below(&mut sealing, 4) == 0 {
-        scenario.seal_pages = true;
+        scenario.encrypt = true;
         scenario.faults.altered_pages = [0, 1, 3, 8][crate::scenario::below(&mut sealing, 4) as usize];
     }
     // Half the seeds whose pages a served process's agent could drop (handler
@@ -112,6 +112,16 @@ fn seed_scenario(seed: u64, rng: &mut crate::scenario::Rng) -> PagerScenario {
         && crate::scenario::below(&mut late, 2) == 0
     {
         scenario.faults.late_discards = [0.05, 0.3][crate::scenario::below(&mut late, 2) as usize];
+    }
+    // Half the seeds served as processes are (handler threads, no parking) set aside the
+    // faults their tenants' write limits hold, with one to four spare slots (so that
+    // some find none and wait in their handler).
+    let mut aside = crate::scenario::rng(seed ^ 0xa51d_e5e7);
+    if scenario.park_pages == 0
+        && matches!(scenario.fault_mode, PagerFaultMode::HandlerThreads(_))
+        && crate::scenario::below(&mut aside, 2) == 0
+    {
+        scenario.aside_spares = 1 + crate::scenario::below(&mut aside, 4) as usize;
     }
     scenario
 }
@@ -129,7 +139,7 @@ fn core_config(scenario: &PagerScenario) -> CoreConfig {
         regions_max: 2 * scenario.region_pages.len() as u32 + 8,
         tenants: scenario.tenants,
         policy: scenario.policy,
-        seal_pages: scenario.seal_pages,
+        encrypt: scenario.encrypt,
         wp_async: scenario.wp_async,
     }
 }

@@ -15,7 +15,7 @@ use super::fork::Forks;
 use super::page_tables::{ModelRegion, PageTables, REGION_PLACES, SHADOW_OFFSET};
 use super::scenario::{Access, PagerFaultMode, PagerScenario};
 use super::schedule::{Actor, Schedule, Waiting};
-use super::shell::Sim;
+use super::shell::{Sim, Stepped};
 use super::threads::FaultSlot;
 use crate::scenario::{below, chance};
 
@@ -211,7 +211,8 @@ impl Program {
             AppPhase::Access { place, page, write } => self.access(index, place, page, write, sim),
             AppPhase::Faulting { place, page, write } => {
                 let mut slot = self.threads[index].fault.take().expect("a self-paging thread's task");
-                let resolved = sim.step_fault(&mut slot);
+                // (Self-paging: no fault goes aside.)
+                let resolved = sim.step_fault(&mut slot, false) == Stepped::Resolved;
                 self.threads[index].fault = Some(slot);
                 if resolved {
                     AppPhase::Access { place, page, write }

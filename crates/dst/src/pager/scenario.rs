@@ -49,6 +49,10 @@ pub struct PagerFaults {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct PagerScenario {
     pub fault_mode: PagerFaultMode,
+    /// Faults a handler reads may be set aside while their tenant's write limit holds
+    /// them (`Next::Aside`, as a served process's are), with this many spare fault
+    /// slots (0: never set aside).
+    pub aside_spares: usize,
     pub app_threads: u32,
     pub evictor_threads: u32,
     pub io_threads: u32,
@@ -64,7 +68,7 @@ pub struct PagerScenario {
     pub park_pages: u64,
     /// Pages are sealed (encrypted and authenticated, `znswap-seal`) on their way to
     /// the device, as `znswap run --encrypt` does; read-ahead is off then.
-    pub seal_pages: bool,
+    pub encrypt: bool,
     /// Writes are seen without faults (`UFFD_FEATURE_WP_ASYNC`, as `--wp-async`): only
     /// with parking and handler threads.
     pub wp_async: bool,
@@ -137,7 +141,7 @@ impl PagerScenario {
             read_error: [0.0, 0.0, 0.002, 0.02][below(rng, 4) as usize],
             reset_error: [0.0, 0.01, 0.1][below(rng, 3) as usize],
             offline_zones: [0, 0, 0, 1, 2][below(rng, 5) as usize],
-            // Drawn by the caller from a stream of its own, with `seal_pages`.
+            // Drawn by the caller from a stream of its own, with `encrypt`.
             altered_pages: 0,
             // Drawn by the caller from a stream of its own, with parking.
             misreported_moves: 0.0,
@@ -146,6 +150,8 @@ impl PagerScenario {
         };
         let mut scenario = PagerScenario {
             fault_mode,
+            // Drawn by the caller from a stream of its own.
+            aside_spares: 0,
             app_threads: 1 + below(rng, 4) as u32,
             evictor_threads: 1 + chance(rng, 0.25) as u32,
             io_threads: 1 + chance(rng, 0.25) as u32,
@@ -157,7 +163,7 @@ impl PagerScenario {
             readahead_pages: if chance(rng, 0.5) { 1 + below(rng, 8) as u32 } else { 0 },
             // Drawn by the caller from a stream of its own, as the budget's changes.
             park_pages: 0,
-            seal_pages: false,
+            encrypt: false,
             // Drawn by the caller from a stream of its own, with parking.
             wp_async: false,
             policy: [PolicyKind::PerCore, PolicyKind::HotCold, PolicyKind::Tenant][below(rng, 3) as usize],

@@ -43,6 +43,15 @@ pub struct Sim<'a> {
     pub read: Vec<u64>,
 }
 
+/// How a fault's step ended (`Sim::step_fault`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stepped {
+    Going,
+    Resolved,
+    /// Set aside (`Next::Aside`): its slot goes to the faults aside.
+    Aside,
+}
+
 /// A page's digest in the model: its content is its version (never 0: 0 is no digest).
 fn digest_of(version: u64) -> Digest {
     version as Digest | 1 << 127
@@ -94,28 +103,43 @@ impl Sim<'_> {
 
     // ------------------------------------------------------------- the actors
 
-    /// One step of a fault's task (the core's, as the live pager runs it); true when the
-    /// fault is resolved.
-    pub fn step_fault(&mut self, slot: &mut FaultSlot) -> bool {
+    /// One step of a fault's task (the core's, as the live pager runs it); whether it is
+    /// resolved, goes on, or (with `may_aside`: a spare slot is left) was set aside.
+    pub fn step_fault(&mut self, slot: &mut FaultSlot, may_aside: bool) -> Stepped {
         std::mem::swap(&mut self.read, &mut slot.read);
         let next = slot.task.step(self);
         std::mem::swap(&mut self.read, &mut slot.read);
         slot.waiting = Waiting::No;
         match next {
-            Next::Continue => false,
+            Next::Continue => Stepped::Going,
             Next::Pause(pause) => {
                 self.findings.coverage.fault_pauses += 1;
                 slot.waiting = self.schedule.pause(pause);
-                false
+                Stepped::Going
+            }
+            // As the shell's `aside.rs`: the room epoch read under the lock the core's
+            // check ran under, then the lock let go; the slot sleeps for room.
+            Next::Aside if may_aside => {
+                self.findings.coverage.faults_aside += 1;
+                slot.room_epoch = self.pager.room_epoch();
+                slot.waiting = self.wait();
+                Stepped::Aside
             }
             Next::Wait(on) => {
                 assert_eq!(on, WaitOn::Room, "a fault waits only for room");
                 self.findings.coverage.room_waits += 1;
                 slot.waiting = self.wait();
                 slot.room_epoch = self.pager.room_epoch();
-                false
+                Stepped::Going
             }
-            Next::Resolved { .. } => true,
+            // No spare slot: the handler waits in it, as for room.
+            Next::Aside => {
+                self.findings.coverage.aside_no_spare += 1;
+                slot.waiting = self.wait();
+                slot.room_epoch = self.pager.room_epoch();
+                Stepped::Going
+            }
+            Next::Resolved { .. } => Stepped::Resolved,
         }
     }
 
@@ -125,6 +149,17 @@ impl Sim<'_> {
     /// take.
     pub fn step_handler(&mut self, index: usize) -> bool {
         let mut slot = self.pager.take_handler(index);
+        // An idle handler first steps a fault aside that may go on (as the shell's
+        // handlers look at them as they wake), then reads events.
+        if slot.task.is_resolved() {
+            match self.pager.resume_aside(&self.schedule, slot) {
+                Ok(aside) => {
+                    self.findings.coverage.aside_resumed += 1;
+                    slot = aside;
+                }
+                Err(idle) => slot = idle,
+            }
+        }
         if slot.task.is_resolved() {
             let Some((address, kind)) = self.tables.pop_event() else {
                 self.pager.put_handler(index, slot);
@@ -135,10 +170,14 @@ impl Sim<'_> {
                 pte.mapped && !(pte.write_protected && kind == FaultKind::WriteProtect)
             });
             self.findings.coverage.stale_events += stale as u64;
-            slot.task.start(Fault::new(address, kind));
+            let fault = Fault::new(address, kind);
+            slot.task.start(if self.scenario.aside_spares > 0 { fault.may_go_aside() } else { fault });
             slot.waiting = Waiting::No;
         }
-        self.step_fault(&mut slot);
+        let may_aside = self.pager.has_spare();
+        if self.step_fault(&mut slot, may_aside) == Stepped::Aside {
+            slot = self.pager.set_aside(slot);
+        }
         self.pager.put_handler(index, slot);
         true
     }
@@ -169,7 +208,7 @@ impl Sim<'_> {
             Next::Continue => Waiting::No,
             Next::Pause(pause) => self.schedule.pause(pause),
             Next::Wait(_) => self.wait(),
-            Next::Resolved { .. } => panic!("only a fault is resolved"),
+            Next::Resolved { .. } | Next::Aside => panic!("only a fault is resolved or set aside"),
         }
     }
 

@@ -57,6 +57,9 @@ pub struct PagerCoverage {
     pub tenant_victims: u64,
     pub write_limit_changes: u64,
     pub write_throttled_ms: u64,
+    pub faults_aside: u64,
+    pub aside_resumed: u64,
+    pub aside_no_spare: u64,
     pub swap_limit_changes: u64,
     pub swap_limit_overruns: u64,
     pub child_reads_slot: u64,
@@ -132,7 +135,7 @@ impl PagerCoverage {
         self.zones_held_max = self.zones_held_max.max(report.zones_held_max);
         self.resets_deferred += report.resets_deferred;
         self.seeds_wp_async += report.scenario.wp_async as u64;
-        self.seeds_sealed += report.scenario.seal_pages as u64;
+        self.seeds_sealed += report.scenario.encrypt as u64;
         self.add_counters(&report.coverage);
     }
 
@@ -163,6 +166,9 @@ impl PagerCoverage {
         self.tenant_victims += c.tenant_victims;
         self.write_limit_changes += c.write_limit_changes;
         self.write_throttled_ms += c.write_throttled_ms;
+        self.faults_aside += c.faults_aside;
+        self.aside_resumed += c.aside_resumed;
+        self.aside_no_spare += c.aside_no_spare;
         self.swap_limit_changes += c.swap_limit_changes;
         self.swap_limit_overruns += c.swap_limit_overruns;
         self.child_reads_slot += c.child_reads_slot;
@@ -235,6 +241,9 @@ impl PagerCoverage {
             figure!(self, tenant_victims, "victims from tenants over their budgets"),
             figure!(self, write_limit_changes, "tenant write limits set or lifted"),
             figure!(self, write_throttled_ms, "ms tenants waited for their write limits"),
+            figure!(self, faults_aside, "faults set aside while held by a write limit"),
+            figure!(self, aside_resumed, "  faults aside stepped again"),
+            figure!(self, aside_no_spare, "  faults waited in (no spare slot)"),
             figure!(self, swap_limit_changes, "tenant swap limits set or lifted"),
             figure!(self, swap_limit_overruns, "faults past their budget at their tenant's swap limit"),
             figure!(self, child_reads_slot, "child reads from held slots"),

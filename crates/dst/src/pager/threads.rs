@@ -68,6 +68,10 @@ pub struct Pager {
     room_epoch: u64,
     /// Handler threads' fault tasks (none when self-paging).
     handlers: Vec<Option<Box<FaultSlot>>>,
+    /// Faults set aside (`Next::Aside`), each asleep for room, and the spare slots a
+    /// handler whose fault goes aside takes (`pager/aside.rs` in the shell).
+    aside: Vec<Box<FaultSlot>>,
+    spares: Vec<Box<FaultSlot>>,
     evictors: Vec<Option<EvictorSlot>>,
     ios: Vec<Option<IoSlot>>,
 }
@@ -93,6 +97,8 @@ impl Pager {
             readahead_cache,
             room_epoch: 0,
             handlers,
+            aside: Vec::new(),
+            spares: (0..scenario.aside_spares).map(|_| FaultSlot::new()).collect(),
             evictors,
             ios,
         }
@@ -196,18 +202,50 @@ impl Pager {
     }
 
     /// The handlers that may step, in order: an idle one when there is an event to read
-    /// (`event_waiting`), a busy one when its fault may step.
+    /// (`event_waiting`) or a fault aside may go on, a busy one when its fault may step.
     pub fn runnable_handlers<'a>(
         &'a self,
         schedule: &'a Schedule,
         event_waiting: bool,
     ) -> impl Iterator<Item = usize> + 'a {
         let room_epoch = self.room_epoch;
+        let work = event_waiting || self.aside_due(schedule).is_some();
         self.handlers.iter().enumerate().filter_map(move |(index, handler)| {
             let slot = handler.as_ref().expect("in place between steps");
-            let ready = if slot.task.is_resolved() { event_waiting } else { slot.ready(schedule, room_epoch) };
+            let ready = if slot.task.is_resolved() { work } else { slot.ready(schedule, room_epoch) };
             ready.then_some(index)
         })
+    }
+
+    /// Whether a fault may be set aside now: a spare slot is left for its handler.
+    pub fn has_spare(&self) -> bool {
+        !self.spares.is_empty()
+    }
+
+    /// Sets `slot`'s fault aside; the spare its handler goes on with.
+    pub fn set_aside(&mut self, slot: Box<FaultSlot>) -> Box<FaultSlot> {
+        let spare = self.spares.pop().expect("a spare, checked before the step");
+        self.aside.push(slot);
+        spare
+    }
+
+    /// The first fault aside that may go on (room announced since, or its wait's
+    /// timeout passed), if any.
+    fn aside_due(&self, schedule: &Schedule) -> Option<usize> {
+        self.aside.iter().position(|slot| slot.ready(schedule, self.room_epoch))
+    }
+
+    /// An idle handler takes the first fault aside that may go on, giving its own idle
+    /// slot back to the spares.
+    pub fn resume_aside(
+        &mut self,
+        schedule: &Schedule,
+        idle: Box<FaultSlot>,
+    ) -> Result<Box<FaultSlot>, Box<FaultSlot>> {
+        let Some(at) = self.aside_due(schedule) else { return Err(idle) };
+        debug_assert!(idle.task.is_resolved());
+        self.spares.push(idle);
+        Ok(self.aside.remove(at))
     }
 
     pub fn runnable_evictors<'a>(&'a self, schedule: &'a Schedule) -> impl Iterator<Item = usize> + 'a {
@@ -227,6 +265,10 @@ impl Pager {
     /// The steps the pager's waiting threads' timers fire at.
     pub fn timers(&self) -> impl Iterator<Item = u64> + '_ {
         let handlers = self.handlers.iter().filter_map(|handler| handler.as_ref()?.waiting.until());
+        // A fault aside's timer is a handler's to act on only while one is idle.
+        let idle = self.handlers.iter().flatten().any(|slot| slot.task.is_resolved());
+        let aside = self.aside.iter().filter(move |_| idle).filter_map(|slot| slot.waiting.until());
+        let handlers = handlers.chain(aside);
         let evictors = self.evictors.iter().flatten().filter_map(|evictor| evictor.waiting.until());
         let ios = self.ios.iter().flatten().filter_map(|io| io.waiting.until());
         handlers.chain(evictors).chain(ios)
@@ -257,6 +299,7 @@ impl Pager {
                 if slot.task.is_resolved() { "idle".to_string() } else { slot.describe() }
             ));
         }
+        lines.extend(self.aside.iter().map(|slot| format!("aside: {}", slot.describe())));
         lines.extend(faulting.iter().map(|fault| format!("app: {fault}")));
         for evictor in self.evictors.iter().flatten() {
             lines.push(format!(

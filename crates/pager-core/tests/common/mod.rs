@@ -32,7 +32,7 @@ pub fn core_config(policy: PolicyKind) -> CoreConfig {
         regions_max: 4,
         tenants: 1,
         policy,
-        seal_pages: false,
+        encrypt: false,
         wp_async: false,
     }
 }

@@ -1,11 +1,12 @@
 //! Faults set aside: a served tenant's fault whose wait for room is its write limit at
-//! work (`FaultTask::waits_on_write_limit`) is not waited on by the handler thread that
-//! read it, which goes on serving the other tenants' faults. The fault's task and page
+//! work (the core's `Next::Aside`) is not waited on by the handler thread that read it,
+//! which goes on serving the other tenants' faults. (The pager DST sets faults aside as
+//! this does, with the same epochs: `crates/dst/src/pager/threads.rs`.) The fault's task and page
 //! are kept here; when room comes (or a room wait's timeout passes) a handler steps it
 //! again, as it would after the wait, on whichever thread the wake-up finds.
 //!
 //! ```text
-//!  handler: step ── Wait(Room), write-limited ──> begin (under the state lock:
+//!  handler: step ── Aside ──> begin (under the state lock:
 //!           `waiting` + 1, the room epoch read) → unlock → a spare scratch for the
 //!           handler, the fault's pushed (none spare: abandon, and wait in it)
 //!  room:    notify ── `waiting` > 0 ──> epoch + 1, the event descriptor written

@@ -220,6 +220,9 @@ fn handle_event(shared: &Shared, space: &Space, event: UffdEvent, scratch: &mut 
         fault = fault.from_pager_thread();
     }
     let tenant = space.served.is_some().then_some(space.tenant);
+    if tenant.is_some() {
+        fault = fault.may_go_aside();
+    }
     scratch.task.start(fault);
     // A served tenant's fault held back by its write limit goes aside, so that the
     // other tenants' faults are served meanwhile.
@@ -348,14 +351,15 @@ fn run_fault(shared: &Shared, scratch: &mut FaultScratch, times: FaultTimes, may
             }
             // Counted while the state lock is held: room made after the core's check
             // is announced to it (`aside.rs`).
-            Next::Wait(WaitOn::Room) if may_aside && task.waits_on_write_limit() => {
+            Next::Aside if may_aside => {
                 let epoch = shared.faults.aside.begin();
                 shell.unlock();
                 debug_assert!(shell.holds_nothing() && shell.role.installing.is_none());
                 return Ran::Aside { times: shell.role.times, epoch };
             }
-            // Waits for room are counted apart (`room_wait_ns`).
-            Next::Wait(WaitOn::Room) => {
+            // Waits for room are counted apart (`room_wait_ns`); a fault that may not go
+            // aside now waits in its thread.
+            Next::Wait(WaitOn::Room) | Next::Aside => {
                 let started = Instant::now();
                 shell.wait(WaitOn::Room);
                 shell.role.times.room_wait_ns += started.elapsed().as_nanos() as u64;

@@ -88,7 +88,7 @@ impl<'a, R: Role> Live<'a, R> {
                 self.wait(on);
                 idle_ns.fetch_add(idle.elapsed().as_nanos() as u64, Relaxed);
             }
-            Next::Resolved { .. } => unreachable!("only a fault is resolved"),
+            Next::Resolved { .. } | Next::Aside => unreachable!("only a fault is resolved or set aside"),
         }
     }
 

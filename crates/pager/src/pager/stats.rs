@@ -75,7 +75,7 @@ pager_stats! {
     /// Dropped pages that waiting faults discarded themselves instead of sleeping until
     /// an evictor did (direct reclaim).
     count fault_discarded_pages,
-    /// With encryption (`CoreConfig::seal_pages`): pages sealed as they were written, and
+    /// With encryption (`CoreConfig::encrypt`): pages sealed as they were written, and
     /// pages read back that failed to open (altered on the device, or not the page
     /// asked for), each a failed read: the page is reported lost, never delivered.
     count pages_sealed,
