@@ -6,7 +6,7 @@
 
 use std::fs::File;
 use std::io::Write;
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -20,6 +20,7 @@ use znswap_zoned::format_size;
 use crate::device_path;
 use crate::flags::{size, DeviceFlag, EncryptFlag, FaultFlags, JsonFlag, MemoryFlag, PolicyFlag};
 use crate::progress::Progress;
+use crate::run_tree::{self, Tree, TreeFigures};
 
 #[derive(Args)]
 pub struct RunArgs {
@@ -54,11 +55,16 @@ pub struct RunArgs {
     /// (`PagerConfig::misreport_moves_every`). Needs --park.
     #[arg(long, value_name = "N", requires = "park", hide = true)]
     misreport_moves_every: Option<u32>,
-    /// Experimental (issue 34): page the program from this launcher's process, as the
-    /// daemon does, instead of from a pager inside the program (`docs/daemon.md`). Not
-    /// with --park or --wp-async; a fork's child serves its own heap (as --daemon's).
-    #[arg(long, hide = true, conflicts_with_all = ["park", "wp_async"])]
-    serve: bool,
+    /// Page the program from a pager inside it instead of from this launcher
+    ///
+    /// By default the launcher pages the program and every process it forks or executes
+    /// (a shell's commands, a build's compilers, a server's workers) as one tenant held
+    /// to --memory together. With --in-process only the program itself is paged, by a
+    /// pager in its own process: a forked child serves its own heap from its snapshot of
+    /// the fork, and programs it executes run unpaged. --park and --wp-async need it
+    /// (they move pages within the program) and imply it.
+    #[arg(long)]
+    in_process: bool,
     /// Run CMD as a program of `znswap daemon`, which pages its heap from the daemon's
     /// device along with its other programs' (at SOCKET, or the daemon's default socket:
     /// /run/znswap/znswap.sock as root, else $XDG_RUNTIME_DIR/znswap.sock). --memory is
@@ -70,7 +76,7 @@ pub struct RunArgs {
     /// stop, the program goes on with what it holds, and its touch of a page the daemon
     /// had swapped out raises SIGBUS.
     #[arg(long, value_name = "SOCKET", num_args = 0..=1, default_missing_value = "",
-          conflicts_with_all = ["serve", "park", "wp_async", "device", "encrypt", "policy"])]
+          conflicts_with_all = ["in_process", "park", "wp_async", "device", "encrypt", "policy"])]
     daemon: Option<PathBuf>,
     /// Under --daemon: the tenant's name in the daemon's log and `znswap status`
     /// [default: the command's name].
@@ -150,8 +156,11 @@ struct Launch {
     config: RunConfig,
     /// `--stats`, opened (so known writable) before the program starts.
     stats_file: Option<(PathBuf, File)>,
-    /// Under `--daemon`: the connection holding the program's tenant open.
+    /// Under `--daemon`, and serving the tree: the connection holding the program's
+    /// tenant open.
     tenant: Option<OpenTenant>,
+    /// Serving the tree (the default): the launcher's daemon.
+    tree: Option<Tree>,
 }
 
 /// A tenant the launcher opened at the daemon for its program (`--daemon`): held while
@@ -181,42 +190,25 @@ fn prepare(args: &RunArgs, stats_path: PathBuf, alive_fd: i32) -> Result<Launch>
         format_size(MEMORY_MIN_BYTES)
     );
     if let Some(socket) = daemon_socket(args) {
-        return prepare_for_daemon(args, library, socket, stats_path, alive_fd);
+        return prepare_for_daemon(args, library, socket, stats_path, alive_fd, None);
     }
     let device_path = args.device.device.clone().unwrap_or_else(device_path::default_path);
-    // Opened now (created, for the default) so that its errors come with help, then let
-    // go: the program opens it (and locks it) itself.
-    let geometry = *device_path::open(args.device.device.as_deref())?.geometry();
+    // Opened now (created, for the default) so that its errors come with help.
+    let device = device_path::open(args.device.device.as_deref())?;
+    if !in_process(args) {
+        let capacity = device.geometry().zone_count as u64 * device.geometry().zone_capacity_bytes();
+        arena_bytes(args, memory, capacity)?;
+        let tree = Tree::start(device, device_path.clone(), memory, tree_pager_config(args)).with_context(|| {
+            format!("{} cannot serve as swap with --memory {}", device_path.display(), format_size(memory))
+        })?;
+        let socket = tree.socket.clone();
+        return prepare_for_daemon(args, library, socket, stats_path, alive_fd, Some((tree, capacity)));
+    }
+    // Let go: the program opens it (and locks it) itself.
+    let geometry = *device.geometry();
+    drop(device);
     let capacity = geometry.zone_count as u64 * geometry.zone_capacity_bytes();
-    let arena = match args.arena {
-        Some(arena) => {
-            anyhow::ensure!(
-                arena > memory,
-                "--arena {} must be larger than --memory {}",
-                format_size(arena),
-                format_size(memory)
-            );
-            anyhow::ensure!(
-                arena <= run_env::ARENA_MAX_BYTES,
-                "--arena {} is more than the allocator can manage in one arena ({}); give a smaller one",
-                format_size(arena),
-                format_size(run_env::ARENA_MAX_BYTES)
-            );
-            arena
-        }
-        None => {
-            let arena = run_env::default_arena_bytes(memory, capacity);
-            anyhow::ensure!(
-                arena > memory,
-                "--memory {} leaves nothing to swap: znswap run pages a heap of at most {} (one allocator \
-                 arena), so give a smaller --memory (a program that fits in {} needs no swap)",
-                format_size(memory),
-                format_size(run_env::ARENA_MAX_BYTES),
-                format_size(memory)
-            );
-            arena
-        }
-    };
+    let arena = arena_bytes(args, memory, capacity)?;
     let mut config = RunConfig::new(device_path.clone(), memory, arena, pager_config(args), stats_path, alive_fd);
     config.ld_preload_before = ld_preload_before()?;
     config.check().map_err(|error| anyhow::anyhow!("internal: the run configuration is wrong: {error}"))?;
@@ -226,7 +218,7 @@ fn prepare(args: &RunArgs, stats_path: PathBuf, alive_fd: i32) -> Result<Launch>
     })?;
     // Last, so that a refusal above leaves no file behind.
     let stats_file = stats_file(args)?;
-    Ok(Launch { library, config, stats_file, tenant: None })
+    Ok(Launch { library, config, stats_file, tenant: None, tree: None })
 }
 
 /// The program's pager's configuration: `znswap run`'s defaults (`PagerConfig::for_run`)
@@ -279,6 +271,7 @@ fn prepare_for_daemon(
     socket: PathBuf,
     stats_path: PathBuf,
     alive_fd: i32,
+    tree: Option<(Tree, u64)>,
 ) -> Result<Launch> {
     let channel = match znswap_wire::Channel::connect(&socket) {
         Ok(channel) => channel,
@@ -311,25 +304,69 @@ fn prepare_for_daemon(
     };
     let tenant = OpenTenant { channel, index, name: name.as_str().to_string() };
     let memory = args.memory.memory;
-    // The device's size is the daemon's: the arena is what a heap may grow to, as if
-    // the device held 2 GiB.
-    let arena = args.arena.unwrap_or(run_env::default_arena_bytes(memory, DAEMON_SWAP_BYTES));
-    anyhow::ensure!(
-        arena > memory && arena <= run_env::ARENA_MAX_BYTES,
-        "--arena {} must be larger than --memory {} and at most {}",
-        format_size(arena),
-        format_size(memory),
-        format_size(run_env::ARENA_MAX_BYTES)
-    );
-    // (The daemon's pager serves it: the library starts none, and the device, the
-    // policy and encryption are the daemon's.)
+    // Under a daemon the device's size is the daemon's: the arena is what a heap may
+    // grow to, as if the device held 2 GiB.
+    let swap_bytes = tree.as_ref().map_or(DAEMON_SWAP_BYTES, |(_, capacity)| *capacity);
+    let arena = arena_bytes(args, memory, swap_bytes)?;
+    // (The daemon's pager serves it, or the launcher's: the library starts none, and
+    // the device, the policy and encryption are that pager's.)
     let mut config = RunConfig::new(socket.clone(), memory, arena, pager_config(args), stats_path, alive_fd);
     config.daemon = Some(socket);
     config.tenant_token = Some(token.to_hex());
     config.ld_preload_before = ld_preload_before()?;
     config.check().map_err(|error| anyhow::anyhow!("internal: the run configuration is wrong: {error}"))?;
     let stats_file = stats_file(args)?;
-    Ok(Launch { library, config, stats_file, tenant: Some(tenant) })
+    Ok(Launch { library, config, stats_file, tenant: Some(tenant), tree: tree.map(|(tree, _)| tree) })
+}
+
+/// The heap's arena: `--arena`, or room for the heap to grow past what memory and swap
+/// (`swap_bytes`) hold; checked either way, with what to change said.
+fn arena_bytes(args: &RunArgs, memory: u64, swap_bytes: u64) -> Result<u64> {
+    Ok(match args.arena {
+        Some(arena) => {
+            anyhow::ensure!(
+                arena > memory,
+                "--arena {} must be larger than --memory {}",
+                format_size(arena),
+                format_size(memory)
+            );
+            anyhow::ensure!(
+                arena <= run_env::ARENA_MAX_BYTES,
+                "--arena {} is more than the allocator can manage in one arena ({}); give a smaller one",
+                format_size(arena),
+                format_size(run_env::ARENA_MAX_BYTES)
+            );
+            arena
+        }
+        None => {
+            let arena = run_env::default_arena_bytes(memory, swap_bytes);
+            anyhow::ensure!(
+                arena > memory,
+                "--memory {} leaves nothing to swap: znswap run pages a heap of at most {} (one allocator \
+                 arena), so give a smaller --memory (a program that fits in {} needs no swap)",
+                format_size(memory),
+                format_size(run_env::ARENA_MAX_BYTES),
+                format_size(memory)
+            );
+            arena
+        }
+    })
+}
+
+/// Whether the program is paged by a pager of its own (`--in-process`, or what needs
+/// it), not with its tree by the launcher's.
+fn in_process(args: &RunArgs) -> bool {
+    args.in_process || args.faults.park > 0 || args.faults.wp_async
+}
+
+/// The launcher's pager serving the tree: `znswap run`'s choices, as a daemon serves
+/// (a region per process, the engine's tenants), co-locating the hot thread unless
+/// `--no-colocate`.
+fn tree_pager_config(args: &RunArgs) -> PagerConfig {
+    let mut config = pager_config(args);
+    config.core.regions_max = znswap_pager::DAEMON_PROCESSES_MAX;
+    config.core.tenants = znswap_pager::DAEMON_TENANTS_MAX;
+    config
 }
 
 /// The tenant's name: `--tenant`, or the command's name cut to what the wire carries.
@@ -357,47 +394,11 @@ pub fn run(args: RunArgs) -> Result<u8> {
         tempfile::Builder::new().prefix("znswap-run-").tempdir().context("creating a temporary directory")?;
     let stats_path = stats_dir.path().join("stats.json");
     let (alive_read, alive_write) = pipe()?;
-    let Launch { library, mut config, mut stats_file, tenant } = prepare(&args, stats_path.clone(), alive_write)?;
+    let Launch { library, config, mut stats_file, tenant, mut tree } = prepare(&args, stats_path.clone(), alive_write)?;
     let program = args.command[0].clone();
-    let serving_socket = if args.serve { Some(znswap_daemon::launcher::socket()?) } else { None };
-
-    let mut command = Command::new(&program);
-    command.args(&args.command[1..]);
-    // Under --serve, the program keeps its end of the socket its heap is served on.
-    if let Some((_, program_end)) = &serving_socket {
-        config.serve_fd = Some(program_end.keep_in_child(&mut command));
-    }
-    let mut preload = library.into_os_string();
-    if let Some(before) = &config.ld_preload_before {
-        preload.push(":");
-        preload.push(before);
-    }
-    command.env("LD_PRELOAD", preload).env(run_env::CONFIG, config.to_env());
-    // CPython keeps small objects in arenas it maps itself, which the pager would not
-    // see; through malloc they are paged. (A user's own setting wins.)
-    if std::env::var_os("PYTHONMALLOC").is_none() {
-        command.env("PYTHONMALLOC", "malloc");
-    }
-    let forwarded = signal_set(&FORWARDED);
-    let mut waited = FORWARDED.to_vec();
-    waited.extend([libc::SIGUSR1, libc::SIGCHLD]);
-    let waited = signal_set(&waited);
-    // SAFETY: in the child between fork and exec: async-signal-safe calls only.
-    unsafe {
-        command.pre_exec(move || {
-            // The alive pipe's write end stays open in the program (and its forks).
-            libc::fcntl(alive_write, libc::F_SETFD, 0);
-            libc::close(alive_read);
-            let empty = signal_set(&[]);
-            libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
-            Ok(())
-        });
-    }
-    // Signals for the program are taken by `sigtimedwait` below, not by handlers.
-    // SAFETY: blocking signals in this (single-threaded) launcher.
-    unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &waited, std::ptr::null_mut()) };
+    let waited = block_signals();
     let started = Instant::now();
-    let mut child = match command.spawn() {
+    let child = match spawn(&args, &library, &config, alive_read, alive_write) {
         Ok(child) => child,
         Err(error) => {
             if let Some((path, _)) = &stats_file {
@@ -408,97 +409,27 @@ pub fn run(args: RunArgs) -> Result<u8> {
     };
     // SAFETY: our own descriptor; the child has its copy.
     unsafe { libc::close(alive_write) };
-    let pid = child.id() as i32;
-    let serving = match serving_socket {
-        Some((launcher_end, program_end)) => {
-            drop(program_end);
-            Some(znswap_daemon::launcher::Serving::start(launcher_end, &config, child.id())?)
-        }
-        None => None,
-    };
-    let served_by_daemon = config.daemon.clone();
-    let read_report = |path: &Path| match &serving {
-        Some(serving) => serving.report(path),
-        // The library's own figures (the pager's are the daemon's).
-        None if served_by_daemon.is_some() => RunReport::read(&run_env::program_stats_path(path)),
-        None => RunReport::read(path),
-    };
-    // What the pager is doing, on a progress line while stderr is a terminal.
-    let line = Progress::new(!args.json.json);
-    let mut last_live = Instant::now();
-    // What the program runs as (its interpreter, for a script): if that changes while
-    // the alive pipe closes (the library marks it close-on-exec), it executed another
-    // program, which runs without the pager.
-    let first_exe = std::fs::read_link(format!("/proc/{pid}/exe")).ok();
-    let mut executed: Option<(f64, PathBuf)> = None;
-    // A stop signal passed on (Ctrl-C): when, which, and whether the wait was explained.
-    let mut stopping: Option<(Instant, i32, u64, bool)> = None;
-    let status = loop {
-        if let Some(status) = child.try_wait()? {
-            break status;
-        }
-        let timeout = libc::timespec { tv_sec: 0, tv_nsec: 200_000_000 };
-        // SAFETY: waits for one of the blocked signals, or the timeout.
-        let signal = unsafe { libc::sigtimedwait(&waited, std::ptr::null_mut(), &timeout) };
-        // SAFETY: membership test on our set.
-        if signal > 0 && unsafe { libc::sigismember(&forwarded, signal) } == 1 {
-            // SAFETY: signalling our own child.
-            unsafe { libc::kill(pid, signal) };
-            if STOPPING.contains(&signal) && stopping.is_none() {
-                let swapped_in = read_report(&stats_path).map_or(0, |report| report.pager.core.swap_in_reads);
-                stopping = Some((Instant::now(), signal, swapped_in, false));
-            }
-        } else if signal == libc::SIGUSR1 {
-            if let Some(report) = read_report(&stats_path) {
-                line.say(&live_line(&report));
-            }
-        }
-        // A program that frees its heap on the way out reads its swapped-out memory back
-        // first (Python does): say why the wait, once it is noticeable.
-        if let Some((since, signal, swapped_in, said)) = &mut stopping {
-            if !*said && since.elapsed() >= Duration::from_secs(2) {
-                *said = true;
-                let now = read_report(&stats_path).map_or(*swapped_in, |report| report.pager.core.swap_in_reads);
-                line.say(&format!(
-                    "znswap run: {program} (pid {pid}) got {} {:.0} s ago and is still exiting: its exit \
-                     handlers touch swapped-out memory, which comes back from the device first ({} pages so \
-                     far); `kill -KILL {pid}` ends it at once",
-                    signal_name(*signal),
-                    since.elapsed().as_secs_f64(),
-                    now.saturating_sub(*swapped_in)
-                ));
-            }
-        }
-        // (Under --daemon a program executed joins the tenant: paged as the program was.)
-        if executed.is_none() && tenant.is_none() && pipe_closed(alive_read) {
-            let exe = std::fs::read_link(format!("/proc/{pid}/exe")).ok();
-            if let Some(exe) = exe.filter(|exe| Some(exe) != first_exe.as_ref()) {
-                executed = Some((started.elapsed().as_secs_f64(), exe));
-            }
-        }
-        if last_live.elapsed() >= Duration::from_secs(2) {
-            last_live = Instant::now();
-            if let Some(report) = read_report(&stats_path) {
-                line.set(live_line(&report));
-            }
-        }
-    };
-    line.clear();
+    if let (Some(tree), Some(tenant)) = (&mut tree, &tenant) {
+        tree.govern(tenant.index)?;
+    }
+    let reports = Reports { stats: &stats_path, daemon: config.daemon.is_some(), tree: tree.as_ref() };
+    let watched = watch(&args, child.id() as i32, &reports, &waited, alive_read, tenant.is_some(), tree.is_some())?;
     let elapsed = started.elapsed();
-    let daemonized = outlived_by_forks(alive_read);
-    let report = read_report(&stats_path);
-    if let Some(serving) = serving {
-        serving.stop();
+    // Forks of an in-process program that outlived it (a tree's are waited for).
+    let daemonized = tree.is_none() && outlived_by_forks(alive_read);
+    let mut report = reports.read();
+    let tree_figures = tree.as_mut().map(|tree| tree.stop());
+    if let (Some(report), Some(figures)) = (report.as_mut(), &tree_figures) {
+        // The tree's memory, and its CPU (every process of it reaped) with the pager's
+        // threads' here.
+        report.memory_used_max_bytes = figures.memory_used_max_bytes;
+        report.cpu_ns = children_cpu_ns() + znswap_pager::process_cpu_ns();
     }
     // The tenant as the daemon counted it, then let go (its processes still running hold
     // it until they end).
     let tenant = tenant.map(|tenant| TenantSummary::new(&tenant, &run_env::descendant_reports(&stats_path)));
     drop(stats_dir);
-    let ended = match (status.code(), status.signal()) {
-        (Some(code), _) => Ended::Exited(code),
-        (None, Some(signal)) => Ended::Signal(signal),
-        _ => Ended::Exited(1),
-    };
+    let ended = watched.ended;
     let code = ended.status();
     let failed = (ended == Ended::Exited(run_env::EXIT_PAGER_FAILED) && report.is_none()) || daemonized;
     if let (true, Some((path, _))) = (failed, &stats_file) {
@@ -510,12 +441,13 @@ pub fn run(args: RunArgs) -> Result<u8> {
     }
     if daemonized {
         bail!(
-            "{program} daemonized (a forked child outlived it): znswap pages a program only while it runs in the \
-             foreground; run it without its daemon option (memcached: drop -d; redis: --daemonize no)"
+            "{program} daemonized (a forked child outlived it): with --in-process znswap pages a program only \
+             while it runs in the foreground; run it without its daemon option (memcached: drop -d; redis: \
+             --daemonize no), or without --in-process"
         );
     }
     let summary = Summary {
-        executed: executed.map(|(seconds, exe)| Executed { seconds, program: exe.display().to_string() }),
+        executed: watched.executed.map(|(seconds, exe)| Executed { seconds, program: exe.display().to_string() }),
         command: args.command.join(" "),
         exit_status: code,
         signal: match ended {
@@ -524,8 +456,9 @@ pub fn run(args: RunArgs) -> Result<u8> {
         },
         seconds: elapsed.as_secs_f64(),
         report,
-        daemon: served_by_daemon.map(|path| path.display().to_string()),
+        daemon: if tree.is_some() { None } else { config.daemon.as_ref().map(|path| path.display().to_string()) },
         tenant,
+        tree: tree_figures,
     };
     if args.json.json {
         eprintln!("{}", serde_json::to_string(&summary)?);
@@ -543,7 +476,215 @@ pub fn run(args: RunArgs) -> Result<u8> {
     Ok(code.clamp(0, 255) as u8)
 }
 
-/// How the program ended.
+/// Where the program's figures are read: the library's own (the pager's too, in
+/// process), or with the pager's figures added from the daemon serving it here.
+struct Reports<'a> {
+    stats: &'a Path,
+    /// A daemon pages it (the launcher's, or `znswap daemon`): the library writes its
+    /// own figures beside the stats file.
+    daemon: bool,
+    tree: Option<&'a Tree>,
+}
+
+impl Reports<'_> {
+    fn read(&self) -> Option<RunReport> {
+        if !self.daemon {
+            return RunReport::read(self.stats);
+        }
+        let mut report = RunReport::read(&run_env::program_stats_path(self.stats))?;
+        if let Some(tree) = self.tree {
+            report.set_pager_figures(tree.embedded.pager());
+        }
+        Some(report)
+    }
+}
+
+/// The signals the launcher takes (those it passes on, SIGUSR1 for the figures, and
+/// SIGCHLD), blocked so that `sigtimedwait` takes them, not handlers.
+fn block_signals() -> libc::sigset_t {
+    let mut waited = FORWARDED.to_vec();
+    waited.extend([libc::SIGUSR1, libc::SIGCHLD]);
+    let waited = signal_set(&waited);
+    // SAFETY: blocking signals in this launcher (its daemon's threads, if any, inherit
+    // the mask when they start later; those started before never take these).
+    unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &waited, std::ptr::null_mut()) };
+    waited
+}
+
+/// Starts the program with the library preloaded and its configuration in its
+/// environment, the alive pipe's write end kept open in it, its signals unblocked.
+fn spawn(
+    args: &RunArgs,
+    library: &Path,
+    config: &RunConfig,
+    alive_read: i32,
+    alive_write: i32,
+) -> std::io::Result<std::process::Child> {
+    let mut command = Command::new(&args.command[0]);
+    command.args(&args.command[1..]);
+    let mut preload = library.as_os_str().to_owned();
+    if let Some(before) = &config.ld_preload_before {
+        preload.push(":");
+        preload.push(before);
+    }
+    command.env("LD_PRELOAD", preload).env(run_env::CONFIG, config.to_env());
+    // CPython keeps small objects in arenas it maps itself, which the pager would not
+    // see; through malloc they are paged. (A user's own setting wins.)
+    if std::env::var_os("PYTHONMALLOC").is_none() {
+        command.env("PYTHONMALLOC", "malloc");
+    }
+    // SAFETY: in the child between fork and exec: async-signal-safe calls only.
+    unsafe {
+        command.pre_exec(move || {
+            // The alive pipe's write end stays open in the program (and its forks).
+            libc::fcntl(alive_write, libc::F_SETFD, 0);
+            libc::close(alive_read);
+            let empty = signal_set(&[]);
+            libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
+            Ok(())
+        });
+    }
+    command.spawn()
+}
+
+/// How the watch over the program ended.
+struct Watched {
+    ended: Ended,
+    /// The program executed another one, which ran without the pager (in process).
+    executed: Option<(f64, PathBuf)>,
+}
+
+/// Waits for the program (and, serving its tree, for every process of the tree),
+/// passing signals on, showing the figures, saying why a slow exit is slow.
+fn watch(
+    args: &RunArgs,
+    pid: i32,
+    reports: &Reports<'_>,
+    waited: &libc::sigset_t,
+    alive_read: i32,
+    tenant: bool,
+    tree: bool,
+) -> Result<Watched> {
+    let program = &args.command[0];
+    let forwarded = signal_set(&FORWARDED);
+    let started = Instant::now();
+    // What the pager is doing, on a progress line while stderr is a terminal.
+    let line = Progress::new(!args.json.json);
+    let mut last_live = Instant::now();
+    // What the program runs as (its interpreter, for a script): if that changes while
+    // the alive pipe closes (the library marks it close-on-exec), it executed another
+    // program, which runs without the pager.
+    let first_exe = std::fs::read_link(format!("/proc/{pid}/exe")).ok();
+    let mut executed: Option<(f64, PathBuf)> = None;
+    // A stop signal passed on (Ctrl-C): when, which, and whether the wait was explained.
+    let mut stopping: Option<(Instant, i32, u64, bool)> = None;
+    let mut ended: Option<Ended> = None;
+    let mut said_waiting = false;
+    loop {
+        if let Some(status) = reap(pid) {
+            ended = Some(status);
+        }
+        let rest = if tree { run_tree::descendants(std::process::id()) } else { Vec::new() };
+        if let Some(ended) = ended {
+            if rest.is_empty() {
+                line.clear();
+                return Ok(Watched { ended, executed });
+            }
+            if !said_waiting {
+                said_waiting = true;
+                line.say(&format!(
+                    "znswap run: {program} {}; {} it started still {}: serving them until they end (Ctrl-C \
+                     passes the signal on to them)",
+                    ended.describe(),
+                    znswap_daemon::plural(rest.len() as u64, "process", "processes"),
+                    if rest.len() == 1 { "runs" } else { "run" }
+                ));
+            }
+        }
+        let timeout = libc::timespec { tv_sec: 0, tv_nsec: 200_000_000 };
+        // SAFETY: waits for one of the blocked signals, or the timeout.
+        let signal = unsafe { libc::sigtimedwait(waited, std::ptr::null_mut(), &timeout) };
+        // SAFETY: membership test on our set.
+        if signal > 0 && unsafe { libc::sigismember(&forwarded, signal) } == 1 {
+            // To the program, or once it is gone to what it left running.
+            let targets = if ended.is_none() { vec![pid as u32] } else { rest.clone() };
+            for target in targets {
+                // SAFETY: signalling a process of our own tree.
+                unsafe { libc::kill(target as i32, signal) };
+            }
+            if STOPPING.contains(&signal) && stopping.is_none() {
+                let swapped_in = reports.read().map_or(0, |report| report.pager.core.swap_in_reads);
+                stopping = Some((Instant::now(), signal, swapped_in, false));
+            }
+        } else if signal == libc::SIGUSR1 {
+            if let Some(report) = reports.read() {
+                line.say(&live_line(&report));
+            }
+        }
+        // A program that frees its heap on the way out reads its swapped-out memory back
+        // first (Python does): say why the wait, once it is noticeable.
+        if let Some((since, signal, swapped_in, said)) = &mut stopping {
+            if !*said && since.elapsed() >= Duration::from_secs(2) && ended.is_none() {
+                *said = true;
+                let now = reports.read().map_or(*swapped_in, |report| report.pager.core.swap_in_reads);
+                line.say(&format!(
+                    "znswap run: {program} (pid {pid}) got {} {:.0} s ago and is still exiting: its exit \
+                     handlers touch swapped-out memory, which comes back from the device first ({} pages so \
+                     far); `kill -KILL {pid}` ends it at once",
+                    signal_name(*signal),
+                    since.elapsed().as_secs_f64(),
+                    now.saturating_sub(*swapped_in)
+                ));
+            }
+        }
+        // (Under a daemon a program executed joins the tenant: paged as the program was.)
+        if executed.is_none() && !tenant && pipe_closed(alive_read) {
+            let exe = std::fs::read_link(format!("/proc/{pid}/exe")).ok();
+            if let Some(exe) = exe.filter(|exe| Some(exe) != first_exe.as_ref()) {
+                executed = Some((started.elapsed().as_secs_f64(), exe));
+            }
+        }
+        if last_live.elapsed() >= Duration::from_secs(2) {
+            last_live = Instant::now();
+            if let Some(report) = reports.read() {
+                line.set(live_line(&report));
+            }
+        }
+    }
+}
+
+/// Reaps what ended among the launcher's children: the program (its status, once) and,
+/// as the tree's subreaper, the processes its tree left behind.
+fn reap(program: i32) -> Option<Ended> {
+    let mut found = None;
+    loop {
+        let mut status = 0;
+        // SAFETY: waits for any child of ours without blocking.
+        let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+        if pid <= 0 {
+            return found;
+        }
+        if pid == program {
+            found = Some(if libc::WIFSIGNALED(status) {
+                Ended::Signal(libc::WTERMSIG(status))
+            } else {
+                Ended::Exited(libc::WEXITSTATUS(status))
+            });
+        }
+    }
+}
+
+/// CPU time of the launcher's children reaped so far (the whole tree, once it is done),
+/// in nanoseconds.
+fn children_cpu_ns() -> u64 {
+    // SAFETY: plain data, filled by the call.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: writes one rusage we own.
+    unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage) };
+    let ns = |time: libc::timeval| time.tv_sec as u64 * 1_000_000_000 + time.tv_usec as u64 * 1000;
+    ns(usage.ru_utime) + ns(usage.ru_stime)
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Ended {
     Exited(i32),
@@ -551,6 +692,14 @@ enum Ended {
 }
 
 impl Ended {
+    /// `exited (0)`, `was killed by SIGKILL`.
+    fn describe(self) -> String {
+        match self {
+            Ended::Exited(code) => format!("exited ({code})"),
+            Ended::Signal(signal) => format!("was killed by {}", signal_name(signal)),
+        }
+    }
+
     /// The status a shell would report: the exit code, or 128 + the signal.
     fn status(self) -> i32 {
         match self {
@@ -605,8 +754,11 @@ struct Summary {
     /// The daemon's socket, when the daemon paged it (`--daemon`): the pager's figures
     /// are the daemon's, not in this summary.
     daemon: Option<String>,
-    /// Under `--daemon`: the program's tenant, as the daemon counted it.
+    /// Under `--daemon`, or serving the tree: the program's tenant, as the daemon
+    /// counted it.
     tenant: Option<TenantSummary>,
+    /// Serving the tree (the default): what the launcher saw of it.
+    tree: Option<TreeFigures>,
 }
 
 /// The program's tenant at the daemon (`--daemon`): the program and every process it
@@ -729,13 +881,46 @@ impl Summary {
         match &self.daemon {
             Some(daemon) => self.daemon_lines(r, daemon, &mut lines),
             None => {
+                if let Some(tree) = &self.tree {
+                    self.tree_lines(tree, &mut lines);
+                }
                 paging_lines(r, &mut lines);
                 time_lines(r, &mut lines);
-                memory_lines(r, &mut lines);
+                memory_lines(r, self.tree.is_some(), &mut lines);
                 lines.0.push_str(LEGEND);
             }
         }
         lines.0
+    }
+
+    /// Serving the tree: the processes paged as one, and those that ran unpaged.
+    fn tree_lines(&self, tree: &TreeFigures, lines: &mut Lines) {
+        let paged = self.tenant.as_ref().and_then(|tenant| tenant.processes);
+        lines.line(
+            "process tree",
+            match paged {
+                Some(processes) => format!(
+                    "{} paged as one, held to --memory together (the program and {} it forked or executed); {} \
+                     seen",
+                    znswap_daemon::plural(processes, "process", "processes"),
+                    processes.saturating_sub(1),
+                    tree.processes_seen
+                ),
+                None => format!("{} processes seen", tree.processes_seen),
+            },
+        );
+        for escape in &tree.escaped {
+            lines.line(
+                "ran unpaged",
+                format!(
+                    "pid {} ({}): {}; it held max {} (counted)",
+                    escape.pid,
+                    escape.command,
+                    escape.why,
+                    format_size(escape.memory_max_bytes)
+                ),
+            );
+        }
     }
 
     /// Under `--daemon`: the swapping, the device and the budget are the daemon's; only
@@ -964,14 +1149,21 @@ fn time_lines(r: &RunReport, lines: &mut Lines) {
 }
 
 /// Memory against `--memory`, the device's WAF, losses, what was not paged.
-fn memory_lines(r: &RunReport, lines: &mut Lines) {
+/// `tree`: the launcher served the program's whole tree, whose memory is its.
+fn memory_lines(r: &RunReport, tree: bool, lines: &mut Lines) {
     let page = PAGE_BYTES as u64;
     let uncovered = r.rss_anon_bytes.saturating_sub(r.pager.core.resident_pages * page);
+    let whose = if tree {
+        "the tree's anonymous memory: every process's heap and mappings, and the pager's tables and buffers in \
+         the launcher"
+    } else {
+        "the program's anonymous memory: heap, its own mappings, the pager's tables and buffers"
+    };
     lines.line(
         "memory",
         format!(
-            "max {} of --memory {} (the program's anonymous memory: heap, its own mappings, the pager's \
-                 tables and buffers); mapped files not counted, {} resident now (whole resident set max {})",
+            "max {} of --memory {} ({whose}); mapped files not counted, {} resident now (the program's whole \
+             resident set max {})",
             format_size(r.memory_used_max_bytes),
             format_size(r.memory_bytes),
             format_size(r.rss_file_bytes),
@@ -1009,19 +1201,21 @@ fn memory_lines(r: &RunReport, lines: &mut Lines) {
             ),
         );
     }
-    lines.line(
-        "not paged",
-        format!(
-            "{} of anonymous memory outside the paged heap (stacks, memory from before the pager started, \
+    if !tree {
+        lines.line(
+            "not paged",
+            format!(
+                "{} of anonymous memory outside the paged heap (stacks, memory from before the pager started, \
                  the pager's own tables){}",
-            format_size(uncovered),
-            if r.overflow_bytes > 0 {
-                format!("; {} allocated outside a full arena", format_size(r.overflow_bytes))
-            } else {
-                String::new()
-            }
-        ),
-    );
+                format_size(uncovered),
+                if r.overflow_bytes > 0 {
+                    format!("; {} allocated outside a full arena", format_size(r.overflow_bytes))
+                } else {
+                    String::new()
+                }
+            ),
+        );
+    }
     if r.mmaps_paged > 0 {
         lines.line(
             "program mmaps",

@@ -13,6 +13,7 @@ mod device_bench;
 mod device_path;
 mod flags;
 mod progress;
+mod run_tree;
 mod stats;
 mod swap_bench;
 

@@ -42,7 +42,35 @@ pub(crate) struct Daemon {
     pub(crate) write_limit: Option<u64>,
     /// `--swap-limit`: each tenant's at most, in pages.
     pub(crate) swap_limit_pages: Option<u64>,
+    /// How it speaks in the log: its name there, and whether it says tenants' comings
+    /// and goings (a launcher serving its own program's tree says only what went wrong).
+    pub(crate) log: Log,
 }
+
+/// The daemon's voice in the log.
+#[derive(Clone, Copy)]
+pub(crate) struct Log {
+    pub(crate) name: &'static str,
+    pub(crate) chatty: bool,
+}
+
+/// What went wrong, always said, as `NAME: message`.
+macro_rules! complain {
+    ($daemon:expr, $($arg:tt)*) => {
+        eprintln!("{}: {}", $daemon.log.name, format_args!($($arg)*))
+    };
+}
+
+/// Tenants coming and going, said when the daemon is chatty.
+macro_rules! note {
+    ($daemon:expr, $($arg:tt)*) => {
+        if $daemon.log.chatty {
+            eprintln!("{}: {}", $daemon.log.name, format_args!($($arg)*))
+        }
+    };
+}
+
+pub(crate) use {complain, note};
 
 impl Daemon {
     /// The pager's budget and tenant `index`'s memory and limits (`None`: let go) after
@@ -54,7 +82,7 @@ impl Daemon {
         let writes = self.pager.set_tenant_write_limit(index, limits.write);
         let swap = self.pager.set_tenant_swap_limit(index, limits.swap_pages.map(|pages| pages * PAGE_BYTES as u64));
         if let Err(error) = budget.and(tenant).and(writes).and(swap) {
-            eprintln!("znswap daemon: the budget: {error}");
+            complain!(self, "the budget: {error}");
         }
     }
 
@@ -90,8 +118,9 @@ impl Daemon {
     /// Says why a tenant was refused, with what is granted.
     pub(crate) fn refused(&self, who: &str, pages: u64, reason: Reason) {
         let tenants = self.tenants.lock().unwrap();
-        eprintln!(
-            "znswap daemon: {who} refused ({reason:?}): it asks for {}, and {} of {} is granted to {} tenants",
+        complain!(
+            self,
+            "{who} refused ({reason:?}): it asks for {}, and {} of {} is granted to {} tenants",
             format_size(pages * PAGE_BYTES as u64),
             format_size(tenants.granted_pages() * PAGE_BYTES as u64),
             format_size(tenants.pool_pages() * PAGE_BYTES as u64),
@@ -105,8 +134,9 @@ impl Daemon {
         self.set_budgets(tenants, gone.index, None);
         let figures = gone.figures(self.pager.tenant_figures(gone.index));
         let stats = self.pager.stats();
-        eprintln!(
-            "znswap daemon: tenant {} ({}) closed: {} served, {} pages swapped out, {} in, {} moved by GC; all \
+        note!(
+            self,
+            "tenant {} ({}) closed: {} served, {} pages swapped out, {} in, {} moved by GC; all \
              programs so far: {} pages swapped out, {} in, {} lost",
             gone.index,
             gone.name.as_str(),

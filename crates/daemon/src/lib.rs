@@ -10,11 +10,9 @@
 //! - [`connection`]: a served process's calls (discards, forks) and forks' snapshots.
 //! - [`tenants`]: who holds what of the daemon's memory.
 //! - `status.rs`: `znswap status`'s answer.
-//! - [`launcher`]: `znswap run --serve`, the launcher as the daemon of its one program.
 
 pub mod connection;
 pub mod daemon;
-pub mod launcher;
 mod listen;
 mod run;
 mod serve;
@@ -22,5 +20,5 @@ mod status;
 pub mod tenants;
 
 pub use listen::default_socket;
-pub use run::{check, run, DaemonConfig};
+pub use run::{check, run, DaemonConfig, Embedded};
 pub use tenants::{plural, TENANTS_MAX};

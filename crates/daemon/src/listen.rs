@@ -10,7 +10,7 @@ use std::sync::Arc;
 use anyhow::{bail, Context, Result};
 use znswap_wire::{Channel, Listener, Reason, ToTenant};
 
-use crate::daemon::{Daemon, CONNECTIONS_MAX};
+use crate::daemon::{complain, Daemon, CONNECTIONS_MAX};
 use crate::serve::serve_connection;
 
 /// The daemon's socket when none is given: where `znswap run --daemon` looks too.
@@ -100,7 +100,7 @@ pub(crate) fn accept(daemon: &Arc<Daemon>, listener: &Listener, allow_uids: &[u3
         let channel = match listener.accept() {
             Ok(channel) => channel,
             Err(error) => {
-                eprintln!("znswap daemon: accepting a connection: {error}");
+                complain!(daemon, "accepting a connection: {error}");
                 continue;
             }
         };
@@ -110,21 +110,22 @@ pub(crate) fn accept(daemon: &Arc<Daemon>, listener: &Listener, allow_uids: &[u3
             // (A flood must not fill the log.)
             if refused % 100 == 1 {
                 let pid = channel.peer().map_or(-1, |peer| peer.pid);
-                eprintln!(
-                    "znswap daemon: pid {pid} refused: {CONNECTIONS_MAX} connections are open ({refused} refused so far)"
+                complain!(
+                    daemon,
+                    "pid {pid} refused: {CONNECTIONS_MAX} connections are open ({refused} refused so far)"
                 );
             }
             continue;
         }
         connections.fetch_add(1, Relaxed);
-        let (daemon, allowed, open) = (daemon.clone(), allow_uids.to_vec(), connections.clone());
+        let (serving, allowed, open) = (daemon.clone(), allow_uids.to_vec(), connections.clone());
         let spawned = std::thread::Builder::new().name("znswap-conn".into()).spawn(move || {
             let _counted = Counted(open);
-            serve_connection(&daemon, channel, |uid| uid == own_uid || uid == 0 || allowed.contains(&uid))
+            serve_connection(&serving, channel, |uid| uid == own_uid || uid == 0 || allowed.contains(&uid))
         });
         if let Err(error) = spawned {
             connections.fetch_sub(1, Relaxed);
-            eprintln!("znswap daemon: a thread for a new connection: {error}");
+            complain!(daemon, "a thread for a new connection: {error}");
         }
     }
 }

@@ -9,8 +9,10 @@ use anyhow::{bail, Context, Result};
 use znswap_pager::{Pager, PagerConfig, PAGE_BYTES};
 use znswap_zoned::{format_size, ZonedDevice};
 
+use znswap_wire::{Listener, TenantStatus};
+
 use crate::connection::ForkRegistry;
-use crate::daemon::Daemon;
+use crate::daemon::{Daemon, Log};
 use crate::listen;
 use crate::tenants::Tenants;
 
@@ -48,18 +50,27 @@ pub fn run(config: DaemonConfig) -> Result<()> {
     // Before any thread starts, so that every thread inherits the mask and the signals
     // reach only the thread that waits for them.
     let stop_signals = listen::block_stop_signals();
+    let (device_name, memory, socket, socket_given) =
+        (config.device_name.clone(), config.memory, config.socket.clone(), config.socket_given);
+    let allow_uids = config.allow_uids.clone();
+    let (daemon, listener) = start(config, Log { name: "znswap daemon", chatty: true })?;
+    listen::stop_on_signals(stop_signals, socket.clone())?;
+    eprintln!(
+        "znswap daemon: serving {} with {} of memory on {} (`znswap run --daemon{} -- CMD`)",
+        device_name.display(),
+        format_size(memory),
+        socket.display(),
+        if socket_given { format!(" {}", socket.display()) } else { String::new() }
+    );
+    listen::accept(&daemon, &listener, &allow_uids)
+}
+
+/// The daemon started: its configuration checked, its device reset, its socket bound,
+/// its pager started with the grants' budget.
+fn start(config: DaemonConfig, log: Log) -> Result<(Arc<Daemon>, Listener)> {
     check(&config.pager)?;
-    let DaemonConfig {
-        device,
-        device_name,
-        memory,
-        pager,
-        socket,
-        socket_given,
-        allow_uids,
-        write_limit,
-        swap_limit_pages,
-    } = config;
+    let DaemonConfig { device, device_name, memory, pager, socket, allow_uids, write_limit, swap_limit_pages, .. } =
+        config;
     let pool_pages = memory / PAGE_BYTES as u64;
     Pager::check(device.geometry(), &pager).with_context(|| {
         format!("{} cannot serve as swap with --memory {}", device_name.display(), format_size(memory))
@@ -86,14 +97,38 @@ pub fn run(config: DaemonConfig) -> Result<()> {
         device_bytes,
         write_limit,
         swap_limit_pages,
+        log,
     });
-    listen::stop_on_signals(stop_signals, socket.clone())?;
-    eprintln!(
-        "znswap daemon: serving {} with {} of memory on {} (`znswap run --daemon{} -- CMD`)",
-        device_name.display(),
-        format_size(memory),
-        socket.display(),
-        if socket_given { format!(" {}", socket.display()) } else { String::new() }
-    );
-    listen::accept(&daemon, &listener, &allow_uids)
+    Ok((daemon, listener))
+}
+
+/// A daemon serving from threads of the caller's own process: `znswap run`'s launcher
+/// serving its program's process tree as the daemon serves a tenant (the program and
+/// every process it forks or executes join the tenant the launcher opens). It says only
+/// what went wrong, as `znswap run`, and serves for as long as the caller runs.
+pub struct Embedded {
+    daemon: Arc<Daemon>,
+}
+
+impl Embedded {
+    /// Starts serving on `config.socket` (only this user may connect).
+    pub fn start(config: DaemonConfig) -> Result<Embedded> {
+        let (daemon, listener) = start(config, Log { name: "znswap run", chatty: false })?;
+        let serving = daemon.clone();
+        std::thread::Builder::new()
+            .name("znswap-accept".into())
+            .spawn(move || listen::accept(&serving, &listener, &[]))
+            .context("starting the thread that takes the program's connections")?;
+        Ok(Embedded { daemon })
+    }
+
+    /// The pager serving the tree.
+    pub fn pager(&self) -> &Pager {
+        &self.daemon.pager
+    }
+
+    /// Tenant `index`'s figures now, as `znswap status` would say them.
+    pub fn tenant_status(&self, index: u32) -> Option<TenantStatus> {
+        crate::status::of(&self.daemon).1.into_iter().find(|tenant| tenant.tenant == index)
+    }
 }

@@ -7,7 +7,7 @@ use znswap_wire::{Channel, Join, Name, Reason, ToDaemon, ToTenant, Token};
 use znswap_zoned::format_size;
 
 use crate::connection::{self, Arrival};
-use crate::daemon::Daemon;
+use crate::daemon::{complain, note, Daemon};
 use crate::status;
 use crate::tenants::Limits;
 
@@ -16,11 +16,11 @@ use crate::tenants::Limits;
 pub(crate) fn serve_connection(daemon: &Daemon, channel: Channel, allowed: impl Fn(u32) -> bool) {
     let peer = match channel.peer() {
         Ok(peer) => peer,
-        Err(error) => return eprintln!("znswap daemon: a connection's peer: {error}"),
+        Err(error) => return complain!(daemon, "a connection's peer: {error}"),
     };
     if !allowed(peer.uid) {
         let _ = channel.send_to_tenant(&ToTenant::Refused(Reason::NotAllowed));
-        return eprintln!("znswap daemon: pid {} of user {} refused: not allowed (--allow-uid)", peer.pid, peer.uid);
+        return complain!(daemon, "pid {} of user {} refused: not allowed (--allow-uid)", peer.pid, peer.uid);
     }
     let pid = peer.pid as u32;
     match channel.recv_to_daemon() {
@@ -37,20 +37,20 @@ pub(crate) fn serve_connection(daemon: &Daemon, channel: Channel, allowed: impl 
         Ok(Some((ToDaemon::ForkChild { token }, mut fds))) => {
             let staging = fds.pop().expect("ForkChild comes with one descriptor");
             if let Err(error) = daemon.forks.serve_child(&channel, pid, token, staging) {
-                eprintln!("znswap daemon: pid {pid}, a fork's child: {error}");
+                complain!(daemon, "pid {pid}, a fork's child: {error}");
             }
         }
         Ok(Some((ToDaemon::Hello(hello), fds))) => match connection::take_hello(&channel, hello, fds, pid, 0) {
             Ok(arrival) => serve_process(daemon, &channel, pid, arrival),
-            Err(error) => eprintln!("znswap daemon: pid {pid} refused: {error}"),
+            Err(error) => complain!(daemon, "pid {pid} refused: {error}"),
         },
         Ok(Some((message, _))) => {
             let _ = channel.send_to_tenant(&ToTenant::Refused(Reason::BadMessage));
-            eprintln!("znswap daemon: pid {pid} refused: it began with {message:?}");
+            complain!(daemon, "pid {pid} refused: it began with {message:?}");
         }
         Err(error) => {
             let _ = channel.send_to_tenant(&ToTenant::Refused(Reason::BadMessage));
-            eprintln!("znswap daemon: pid {pid} refused: {error}");
+            complain!(daemon, "pid {pid} refused: {error}");
         }
     }
 }
@@ -80,8 +80,9 @@ fn serve_opener(daemon: &Daemon, channel: &Channel, pid: u32, name: Name, memory
         }
     };
     if channel.send_to_tenant(&ToTenant::Welcome { tenant: index, token, budget_pages: pages }).is_ok() {
-        eprintln!(
-            "znswap daemon: tenant {index} ({}) opened by pid {pid} with {} of memory{}",
+        note!(
+            daemon,
+            "tenant {index} ({}) opened by pid {pid} with {} of memory{}",
             name.as_str(),
             format_size(pages * PAGE_BYTES as u64),
             daemon.limits_for(asked).describe()
@@ -95,11 +96,11 @@ fn serve_opener(daemon: &Daemon, channel: &Channel, pid: u32, name: Name, memory
                 }
                 Ok(Some((ToDaemon::Bye, _)) | None) => break,
                 Ok(Some((message, _))) => {
-                    eprintln!("znswap daemon: tenant {index}'s launcher (pid {pid}) sent {message:?}; closing it");
+                    complain!(daemon, "tenant {index}'s launcher (pid {pid}) sent {message:?}; closing it");
                     break;
                 }
                 Err(error) => {
-                    eprintln!("znswap daemon: tenant {index}'s launcher (pid {pid}): {error}; closing it");
+                    complain!(daemon, "tenant {index}'s launcher (pid {pid}): {error}; closing it");
                     break;
                 }
             }
@@ -117,8 +118,9 @@ fn serve_process(daemon: &Daemon, channel: &Channel, pid: u32, arrival: Arrival)
     let Arrival { hello, link } = arrival;
     let joined = match &hello.join {
         Join::New(name) => daemon.begin(name, hello.memory_pages, Limits::default(), false).map(|(index, pages, _)| {
-            eprintln!(
-                "znswap daemon: pid {pid} ({}) joined with {} of memory",
+            note!(
+                daemon,
+                "pid {pid} ({}) joined with {} of memory",
                 name.as_str(),
                 format_size(pages * PAGE_BYTES as u64)
             );
@@ -149,7 +151,7 @@ fn serve_process(daemon: &Daemon, channel: &Channel, pid: u32, arrival: Arrival)
                     Err(error) => error.to_string(),
                 };
                 let _ = channel.send_to_tenant(&ToTenant::Refused(Reason::UnknownTenant));
-                eprintln!("znswap daemon: pid {pid} (tenant {index}), a fork's child, refused: {why}");
+                complain!(daemon, "pid {pid} (tenant {index}), a fork's child, refused: {why}");
                 let mut tenants = daemon.tenants.lock().unwrap();
                 if let Some(gone) = tenants.leave(index) {
                     daemon.let_go(&tenants, gone);
@@ -170,7 +172,7 @@ fn serve_process(daemon: &Daemon, channel: &Channel, pid: u32, arrival: Arrival)
             let welcome = ToTenant::Welcome { tenant: index, token: Token([0; 16]), budget_pages: pages };
             if channel.send_to_tenant(&welcome).is_ok() {
                 if let Err(error) = connection::serve_calls(&daemon.pager, id, pid, channel, Some(&daemon.forks)) {
-                    eprintln!("znswap daemon: pid {pid} (tenant {index}) let go: {error}");
+                    complain!(daemon, "pid {pid} (tenant {index}) let go: {error}");
                 }
             }
             daemon.pager.remove_tenant(id);
@@ -178,7 +180,7 @@ fn serve_process(daemon: &Daemon, channel: &Channel, pid: u32, arrival: Arrival)
         }
         Err(error) => {
             let _ = channel.send_to_tenant(&ToTenant::Refused(Reason::Full));
-            eprintln!("znswap daemon: pid {pid} (tenant {index}) cannot be served: {error}");
+            complain!(daemon, "pid {pid} (tenant {index}) cannot be served: {error}");
             false
         }
     };

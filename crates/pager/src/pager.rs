@@ -159,17 +159,17 @@ impl Pager {
         }
         // Thread ids name the faulting thread for co-location (`colocate.rs`).
         let uffd = Userfaultfd::new(required, features::POISON | features::THREAD_ID)?;
-        Pager::start(device, config, Spaces::own(uffd), "/proc/self".to_string())
+        Pager::start(device, config, Spaces::own(uffd))
     }
 
     /// A pager for other processes' memory (the daemon's, `docs/daemon.md`), serving
     /// none yet (`add_tenant`). Refused: what cannot be done from another process
-    /// (parking, asynchronous write protection, self-paging). Co-location is off: it
-    /// pins one process's hot thread, and here there are many (`serve_tenant` pins the
-    /// one it serves).
-    pub fn serve(device: Arc<dyn ZonedDevice>, mut config: PagerConfig) -> Result<Pager, PagerError> {
-        config.colocate = false;
-        Pager::serving(device, config, "/proc/self".to_string())
+    /// (parking, asynchronous write protection, self-paging). Co-location, if the
+    /// configuration asks for it, pins whichever served thread takes nearly all the
+    /// faults with this process's handlers (`PagerConfig::for_daemon` leaves it off: a
+    /// daemon serves many programs; a launcher serving one program's tree turns it on).
+    pub fn serve(device: Arc<dyn ZonedDevice>, config: PagerConfig) -> Result<Pager, PagerError> {
+        Pager::serving(device, config)
     }
 
     /// A pager for one other process's arena: `serve` and `add_tenant`, with its hot
@@ -179,12 +179,12 @@ impl Pager {
         config: PagerConfig,
         link: TenantLink,
     ) -> Result<(Pager, TenantId), PagerError> {
-        let pager = Pager::serving(device, config, format!("/proc/{}", link.pid))?;
+        let pager = Pager::serving(device, config)?;
         let id = pager.add_tenant(link)?;
         Ok((pager, id))
     }
 
-    fn serving(device: Arc<dyn ZonedDevice>, config: PagerConfig, process: String) -> Result<Pager, PagerError> {
+    fn serving(device: Arc<dyn ZonedDevice>, config: PagerConfig) -> Result<Pager, PagerError> {
         let refused = if config.fault_mode == FaultMode::SelfPaging {
             Some("its faults are served by handler threads here, not by its own SIGBUS handler")
         } else if config.core.park_pages > 0 || config.misreport_moves_every > 0 {
@@ -199,7 +199,7 @@ impl Pager {
         }
         let spaces =
             Spaces::served().map_err(|source| PagerError::Uffd(UffdError::Ioctl { op: "epoll_create1", source }))?;
-        Pager::start(device, config, spaces, process)
+        Pager::start(device, config, spaces)
     }
 
     /// Serves another process's arena (its userfaultfd, `/proc/self/mem` and agent in
@@ -286,12 +286,7 @@ impl Pager {
         self.shared.remove_space(id);
     }
 
-    fn start(
-        device: Arc<dyn ZonedDevice>,
-        config: PagerConfig,
-        spaces: Spaces,
-        process: String,
-    ) -> Result<Pager, PagerError> {
+    fn start(device: Arc<dyn ZonedDevice>, config: PagerConfig, spaces: Spaces) -> Result<Pager, PagerError> {
         let geometry = *device.geometry();
         let core = PagerCore::new(engine_geometry(&geometry), footer_mode(&geometry), config.core.clone())?;
         let sealer = if config.core.encrypt { Some(znswap_seal::Sealer::new()?) } else { None };
@@ -305,7 +300,7 @@ impl Pager {
         );
         let faults = Faults::new(config.fault_poll_us, core.discard_batch(), config.core.tenants)
             .map_err(|source| PagerError::Io { what: "an event descriptor for faults set aside", source })?;
-        let colocation = Colocation::new(config.colocate, process);
+        let colocation = Colocation::new(config.colocate);
         let digest_key = config.core.wp_async.then(random_key);
         let shared = Arc::new(Shared::new(Parts { core, storage, spaces, install, faults, colocation, digest_key }));
         if let Some(served) = shared.spaces.served_list() {
@@ -398,6 +393,11 @@ impl Pager {
                 Err(error.into())
             }
         }
+    }
+
+    /// The processes served now, by pid.
+    pub fn served_pids(&self) -> Vec<u32> {
+        self.shared.spaces.served_now().iter().map(|space| space.pid()).collect()
     }
 
     /// Lets every served process go (`remove_tenant`), as before the pager stops.

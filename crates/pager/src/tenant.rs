@@ -140,8 +140,32 @@ impl TenantSpace {
         }
     }
 
-    /// Whether the tenant's page at `address` reads all zeroes.
+    /// The tenant's pages from `address` on into `pages` (a whole number of them), in
+    /// one read (`read_page`'s rules: a short read zeroes the rest, counted in `failed`).
+    pub(crate) fn read_pages(&self, address: u64, pages: &mut [u8], failed: &AtomicU64) {
+        debug_assert_eq!(pages.len() % PAGE_BYTES, 0);
+        // SAFETY: a buffer of our own, valid for the call.
+        let read = unsafe {
+            libc::pread(self.mem.as_raw_fd(), pages.as_mut_ptr().cast(), pages.len(), address as libc::off_t)
+        };
+        let whole = usize::try_from(read).unwrap_or(0) / PAGE_BYTES * PAGE_BYTES;
+        if whole < pages.len() {
+            pages[whole..].fill(0);
+            failed.fetch_add(((pages.len() - whole) / PAGE_BYTES) as u64, Relaxed);
+        }
+    }
+
+    /// Whether the tenant's page at `address` reads all zeroes. Its first bytes are read
+    /// first: a page with data nearly always says so there, and only a page that begins
+    /// with zeroes is read whole.
     pub(crate) fn page_is_zero(&self, address: u64, failed: &AtomicU64) -> bool {
+        const HEAD: usize = 256;
+        let mut head = [0u8; HEAD];
+        // SAFETY: a buffer of our own, valid for the call.
+        let read = unsafe { libc::pread(self.mem.as_raw_fd(), head.as_mut_ptr().cast(), HEAD, address as libc::off_t) };
+        if read == HEAD as isize && head.iter().any(|&byte| byte != 0) {
+            return false;
+        }
         let mut page = AlignedPage::ZERO;
         self.read_page(address, &mut page.0, failed);
         page.0.iter().all(|&byte| byte == 0)

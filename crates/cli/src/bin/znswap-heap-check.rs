@@ -626,11 +626,12 @@ fn early_threads() -> String {
 }
 
 /// Forks; the parent exits at once, the child lingers (what a daemon does).
-fn daemonize() -> String {
+/// Forks a child that outlives this process by `seconds` (a daemon's shape).
+fn daemonize(seconds: u64) -> String {
     // SAFETY: fork in a single-threaded moment of this program; the child only sleeps.
     match unsafe { libc::fork() } {
         0 => {
-            std::thread::sleep(std::time::Duration::from_secs(60));
+            std::thread::sleep(std::time::Duration::from_secs(seconds));
             // SAFETY: ends the child without running the parent's exit handlers.
             unsafe { libc::_exit(0) }
         }
@@ -657,7 +658,7 @@ fn main() {
         Some("fork") => fork_snapshot(number(1, 64)),
         Some("fork-exec") => fork_exec(number(1, 64)),
         Some("fork-grow") => fork_grow(number(1, 64), number(2, 200)),
-        Some("daemonize") => daemonize(),
+        Some("daemonize") => daemonize(number(1, 60) as u64),
         Some("aligned") => aligned(number(1, 64), number(2, 256)),
         Some("exit-fast") => {
             // The heap, then `_exit(3)`: no exit handlers run (as Python's `os._exit`).

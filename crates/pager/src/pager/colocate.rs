@@ -128,16 +128,16 @@ impl CpuSet {
     }
 }
 
-/// The threads of the process `process` names (`/proc/self`, or `/proc/PID` for a
-/// served one).
-fn threads(process: &str) -> Vec<i32> {
-    let Ok(entries) = std::fs::read_dir(format!("{process}/task")) else { return Vec::new() };
+/// The threads of thread `tid`'s process (any process: thread ids are the kernel's,
+/// and `/proc/TID` is a thread's whole process).
+fn threads(tid: u32) -> Vec<i32> {
+    let Ok(entries) = std::fs::read_dir(format!("/proc/{tid}/task")) else { return Vec::new() };
     entries.filter_map(|entry| entry.ok()?.file_name().to_str()?.parse().ok()).collect()
 }
 
-/// The CPU `tid` of `process` last ran on (`task/TID/stat`, field 39).
-fn last_cpu(process: &str, tid: u32) -> Option<usize> {
-    let stat = std::fs::read_to_string(format!("{process}/task/{tid}/stat")).ok()?;
+/// The CPU thread `tid` last ran on (`/proc/TID/stat`, field 39).
+fn last_cpu(tid: u32) -> Option<usize> {
+    let stat = std::fs::read_to_string(format!("/proc/{tid}/stat")).ok()?;
     // The command name (field 2) may hold spaces and parentheses: count after its end.
     let after_name = &stat[stat.rfind(')')? + 1..];
     after_name.split_whitespace().nth(39 - 3)?.parse().ok()
@@ -157,10 +157,9 @@ struct Pinned {
 #[derive(Default)]
 pub(super) struct Colocation {
     enabled: bool,
-    /// The faulting threads' process in `/proc`: `/proc/self`, or under
-    /// `Pager::serve_tenant` the served one's (the pinning works across processes:
+    /// (The faulting threads may be of any process the pager serves: the pinning works
+    /// across processes:
     /// `sched_setaffinity` takes any thread id the caller may act on).
-    process: String,
     window: Mutex<Window>,
     /// The pager's threads by kind (thread ids): fault handlers, and the rest.
     handlers: Mutex<Vec<i32>>,
@@ -169,8 +168,8 @@ pub(super) struct Colocation {
 }
 
 impl Colocation {
-    pub(super) fn new(enabled: bool, process: String) -> Colocation {
-        Colocation { enabled, process, ..Colocation::default() }
+    pub(super) fn new(enabled: bool) -> Colocation {
+        Colocation { enabled, ..Colocation::default() }
     }
 
     /// A pager thread of `role` started (called on that thread).
@@ -214,7 +213,7 @@ impl Colocation {
 
     fn pin(&self, tid: u32) -> Option<Pinned> {
         let saved = CpuSet::of(tid as i32)?;
-        let cpu = last_cpu(&self.process, tid)?;
+        let cpu = last_cpu(tid)?;
         if saved.count() < 2 || !saved.contains(cpu) {
             return None;
         }
@@ -227,7 +226,7 @@ impl Colocation {
         for &thread in self.background.lock().unwrap_or_else(|p| p.into_inner()).iter() {
             rest.apply(thread);
         }
-        Some(Pinned { tid, cpu, saved, before: threads(&self.process) })
+        Some(Pinned { tid, cpu, saved, before: threads(tid) })
     }
 
     /// Threads the pinned one started since (a thread inherits its creator's CPU set):
@@ -236,7 +235,7 @@ impl Colocation {
     fn free_inheritors(&self, pinned: &Pinned) {
         let handlers = self.handlers.lock().unwrap_or_else(|p| p.into_inner());
         let background = self.background.lock().unwrap_or_else(|p| p.into_inner());
-        for thread in threads(&self.process) {
+        for thread in threads(pinned.tid) {
             let ours = thread as u32 == pinned.tid || handlers.contains(&thread) || background.contains(&thread);
             if ours || pinned.before.contains(&thread) {
                 continue;
@@ -330,7 +329,7 @@ mod tests {
             eprintln!("one CPU: nothing to pin");
             return;
         }
-        let colocation = Colocation::new(true, "/proc/self".into());
+        let colocation = Colocation::new(true);
         let pinned = colocation.pin(tid as u32).expect("pinned");
         assert_eq!(CpuSet::of(tid).unwrap().count(), 1, "the thread is pinned");
         let (report, reported) = std::sync::mpsc::channel();
@@ -355,7 +354,7 @@ mod tests {
     fn a_threads_last_cpu_is_read() {
         // SAFETY: no arguments.
         let tid = unsafe { libc::gettid() } as u32;
-        let cpu = last_cpu("/proc/self", tid).expect("this thread's CPU");
+        let cpu = last_cpu(tid).expect("this thread's CPU");
         assert!(CpuSet::of(tid as i32).expect("this thread's set").contains(cpu), "CPU {cpu}");
     }
 }

@@ -206,14 +206,13 @@ fn digest_victims(key: u64, plan: &mut IoPlan) {
 /// (`Pager::serve_tenant`).
 fn copy_victims(shared: &Shared, plan: &IoPlan, scratch: &mut IoScratch) {
     debug_assert!(!holds_state_lock(), "region memory read under the state lock");
-    let own = shared.spaces.is_own();
+    if !shared.spaces.is_own() {
+        copy_served_victims(shared, plan, scratch);
+        return;
+    }
     for (index, source) in plan.sources().iter().enumerate() {
         let PageSource::Region { address } = *source else { continue };
         let page = &mut scratch.pages[index].0;
-        if !own {
-            shared.spaces.read_served_page(address, page);
-            continue;
-        }
         let words = address as *const u64;
         for (word, chunk) in page.chunks_exact_mut(8).enumerate() {
             // SAFETY: the victim's region stays mapped while `mappings` is held (as
@@ -224,6 +223,28 @@ fn copy_victims(shared: &Shared, plan: &IoPlan, scratch: &mut IoScratch) {
             let value = unsafe { words.add(word).read_volatile() };
             chunk.copy_from_slice(&value.to_ne_bytes());
         }
+    }
+}
+
+/// `copy_victims` for a served process's pages: each run of victims at consecutive
+/// addresses (one region's, so one process's) read in one read of its memory.
+fn copy_served_victims(shared: &Shared, plan: &IoPlan, scratch: &mut IoScratch) {
+    let sources = plan.sources();
+    let mut index = 0;
+    while index < sources.len() {
+        let PageSource::Region { address } = sources[index] else {
+            index += 1;
+            continue;
+        };
+        let run = sources[index..]
+            .iter()
+            .enumerate()
+            .take_while(|(offset, source)| {
+                **source == PageSource::Region { address: address + (*offset * PAGE_BYTES) as u64 }
+            })
+            .count();
+        shared.spaces.read_served_pages(address, bytes_mut(&mut scratch.pages[index..index + run]));
+        index += run;
     }
 }
 

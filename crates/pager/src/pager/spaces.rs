@@ -332,12 +332,13 @@ impl Spaces {
         }
     }
 
-    /// A served process's page at core address `core` into `page` (zeroes if the
-    /// process is let go or gone: nobody will read it back).
-    pub(crate) fn read_served_page(&self, core: u64, page: &mut [u8]) {
+    /// A served process's pages from core address `core` on into `pages`, in one read
+    /// (zeroes if the process is let go or gone: nobody will read them back). The range
+    /// lies in one region, so in one process.
+    pub(crate) fn read_served_pages(&self, core: u64, pages: &mut [u8]) {
         match self.at(core) {
-            Some((space, target)) => space.served().read_page(target, page, &self.processes_gone),
-            None => page.fill(0),
+            Some((space, target)) => space.served().read_pages(target, pages, &self.processes_gone),
+            None => pages.fill(0),
         }
     }
 
