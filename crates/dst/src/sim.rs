@@ -336,7 +336,7 @@ impl Sim {
         });
         // An owner is released about once every 16 x page_count ops, so each of its
         // pages is touched some 16 times in between and the device refills: releasing
-        // one every 800 ops (as before) kept most seeds' devices nearly empty.
+        // one every 800 ops kept most seeds' devices nearly empty.
         let release_chance = (100.0 * scenario.owners as f64 / (16.0 * page_count as f64)).min(1.0);
         Sim {
             engine,

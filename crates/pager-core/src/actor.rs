@@ -385,12 +385,13 @@ impl Evictor {
 
     /// `Park`: the next victim's move, without the state lock (a move is a TLB flush, an
     /// inter-processor interrupt, and faults should not wait behind it: held through the
-    /// moves, the lock doubled memcached's lock wait per fault). The victim cannot change
-    /// meanwhile but by the program's discard: faults on a `Parking` or `ParkingRemoved`
-    /// page wait for the settling, so the move takes the page's data or the old data of
-    /// a discarded page, never a page the program mapped after the zap. One move a step:
-    /// the pager DST runs the other actors' steps between them. After the last, one lock
-    /// hold settles them all.
+    /// moves, the lock made memcached's faults wait longer for it; figures:
+    /// docs/measurements/2026-11-pager.md). The victim cannot change meanwhile but by
+    /// the program's discard: faults on a `Parking` or `ParkingRemoved` page wait for
+    /// the settling, so the move takes the page's data or the old data of a discarded
+    /// page, never a page the program mapped after the zap. One move a step: the pager
+    /// DST runs the other actors' steps between them. After the last, one lock hold
+    /// settles them all.
     fn step_park(&mut self, shell: &mut impl EvictorShell, pause: Option<Pause>, next: usize) -> Next {
         let victim = (next..self.round.victims()).find(|&v| self.round.victim_to_park(v).is_some());
         self.phase = match victim {

@@ -299,8 +299,9 @@ impl PagerCore {
     }
 
     /// Takes the pages awaiting their discard; the shell discards `batch.ranges()`
-    /// outside the state lock (`MADV_DONTNEED`, about 0.35 µs a page and a TLB flush per
-    /// batch, which faults used to wait behind) while holding `mappings`, then calls
+    /// outside the state lock (`MADV_DONTNEED`, a cost per page and a TLB flush per
+    /// batch, which faults would otherwise wait behind; figures:
+    /// docs/measurements/2026-11-pager.md) while holding `mappings`, then calls
     /// `discard_done`. False when there was nothing to take.
     pub fn discard_take(&mut self, batch: &mut DiscardBatch) -> bool {
         assert!(batch.dropping.is_empty(), "a discard batch taken twice");

@@ -267,8 +267,8 @@ impl EvictRound {
 
     /// After the scans: a written victim keeps the round's other victims of its
     /// sampling granule too, as a write fault on a sampled page references its granule
-    /// in the synchronous mode (measured on `bench --workload hotspot`, which swapped in
-    /// 10 % more pages per access with written pages judged one by one).
+    /// in the synchronous mode (on `bench --workload hotspot`, written pages judged one
+    /// by one swapped in more pages per access: docs/wp-async-facts.md).
     pub fn spread_written(&mut self) {
         // (A synchronous round scans nothing and finds nothing written.)
         if self.scans.is_empty() {
@@ -341,10 +341,11 @@ pub enum MoveFailure {
 /// present pages) keeps a pass's `EAGAIN` (the entry changed under it: a write to a
 /// write-protected page, say) after the next pass moved the page, retries the same
 /// address and fails it with `EEXIST`, nothing counted as moved
-/// (`examples/uffd_move_race`: 113 in 100000 moves against a writer). Since no page is
-/// parked while its shadow page may hold anything (`Region::stale_shadow`), a page
-/// found at its shadow page, and none here, was moved by this call. Found nowhere, it
-/// was zapped before (`Hole`: the program's discard, or a pager bug the settling names).
+/// (`examples/uffd_move_race`, against a writer; figures:
+/// docs/measurements/2026-11-run.md). Since no page is parked while its shadow page may
+/// hold anything (`Region::stale_shadow`), a page found at its shadow page, and none
+/// here, was moved by this call. Found nowhere, it was zapped before (`Hole`: the
+/// program's discard, or a pager bug the settling names).
 pub fn park_outcome(failure: MoveFailure, here: bool, at_shadow: bool) -> ParkOutcome {
     match (here, at_shadow) {
         (false, true) => ParkOutcome::Moved,
@@ -388,8 +389,8 @@ impl PagerCore {
     /// handle is free. Eviction starts below the budget, as kswapd works between
     /// watermarks, so a fault finds a free page instead of waiting for a write-out; and
     /// it evicts whole batches: evicting one page per fault made every append a single
-    /// 4 KiB write (measured: 10k writes/s of 4 KiB, each a device doorbell the faulting
-    /// reads queue behind).
+    /// 4 KiB write, each a device doorbell the faulting reads queue behind (figures:
+    /// docs/measurements/2026-11-pager.md).
     ///
     /// Not while swap is full: every dirty victim would be refused, and the evictor would
     /// spin picking them again (it looks again on its timeout, once frees made room).
@@ -420,8 +421,9 @@ impl PagerCore {
     /// (`evictor_held_back`) is woken only for pages beside them: a held tenant over its
     /// budget stays over until its allowance catches up, which the evictor's wait times
     /// out to see. (Woken for it, the evictor picked nothing and slept again on nearly
-    /// every fault of the tenants beside: about 38 thousand times in 5 s of a reader's
-    /// faults beside a write-limited writer, its CPU time doubled: `scripts/tenants.sh`.)
+    /// every fault of the tenants beside (a reader's, beside a write-limited writer),
+    /// spending CPU for nothing: `scripts/tenants.sh`; figures:
+    /// docs/measurements/2026-11-daemon.md.)
     pub(crate) fn wake_evictor(&mut self) {
         if self.threads.evictors_asleep()
             && self.eviction_wanted()
@@ -562,8 +564,8 @@ impl PagerCore {
         // budget: a tenant is over from a batch under its budget, so a round leaves it at
         // most a batch further under. (Rounds cut to the excess were a few pages each,
         // and each round costs a protection, a TLB flush and a discard, a round trip to a
-        // served process's agent: measured, two programs of a daemon loaded 512 MiB each
-        // in 192 MiB at a crawl so.)
+        // served process's agent: two programs of a daemon then loaded their data at a
+        // crawl; figures: docs/measurements/2026-11-daemon.md.)
         let tenants_first = self.any_tenant_over();
         let over: Vec<bool> = if tenants_first {
             self.regions.iter().map(|region| region.live && self.tenant_over(region.tenant)).collect()
@@ -699,9 +701,9 @@ impl PagerCore {
     fn evict_pick_done(&mut self, round: &mut EvictRound, sweep: Sweep, writes: usize, now: u64) -> Option<Pause> {
         // The parked pages the round writes out go to the engine now, oldest first, after
         // the victims took their handles: they are out of the program's reach already, so
-        // their appends need not wait for the round's moves (about 2 µs each; waiting
-        // for them at the hand-over, faults waited for room about 10 times as often:
-        // `bench --workload anon-r-rand`, 4 threads on one CPU).
+        // their appends need not wait for the round's moves (waiting for them at the
+        // hand-over, faults waited for room far more often: `bench --workload
+        // anon-r-rand`, 4 threads on one CPU; figures: docs/measurements/2026-11-pager.md).
         if writes > 0 {
             self.write_parked(writes, now);
             self.after_engine();
@@ -846,10 +848,10 @@ impl PagerCore {
     /// appends then read them where they are); keeps the others. Also sizes the next
     /// round: up to `ROUND_BATCHES_MAX` batches while victims are contiguous and nothing
     /// is swapped in (sequential eviction alone), where a larger round costs no more
-    /// write-protect ioctls and makes appends larger (measured on anon-w-seq: 256-page
-    /// rounds and appends swapped out 10-25 % faster than 64-page ones). Otherwise rounds
-    /// stay at one batch: larger appends delayed the swap-in reads queued behind them
-    /// (fault p99 +15 %), and each round holds the state lock for its hand-over.
+    /// write-protect ioctls and makes appends larger, which swap out faster (anon-w-seq).
+    /// Otherwise rounds stay at one batch: larger appends delay the swap-in reads queued
+    /// behind them (a higher fault p99), and each round holds the state lock for its
+    /// hand-over (figures: docs/measurements/2026-11-pager.md).
     pub fn evict_hand_over(&mut self, round: &mut EvictRound, now: u64, actions: &mut Actions) {
         assert!(self.rounds.in_flight, "a hand-over without a round in flight");
         self.rounds.in_flight = false;

@@ -10,16 +10,17 @@ use crate::{ChildPage, Notice, PageState, PagerCore, Sealed, PAGE_BYTES, READAHE
 
 /// Never-written pages mapped with a fault that continues a sequential run, beyond the
 /// faulting page: they cost no I/O (zero fill), and one fault, one lock hold and one
-/// `UFFDIO_COPY` then serve many first touches (a first-touch fault costs about 6 µs
-/// through the pager, the kernel's own about 1 µs). 63 swapped out 5-16 % faster than 31 on a
-/// sequential pass (3 alternating rounds); 127 was slower than 63 in each round (the
-/// fault holds the state lock while it maps them, and the evictor waits).
+/// `UFFDIO_COPY` then serve many first touches (a first-touch fault through the pager
+/// costs several times the kernel's own). 63 swapped out faster than 31 on a sequential
+/// pass, and 127 slower than 63 (the fault holds the state lock while it maps them, and
+/// the evictor waits; figures: docs/measurements/2026-11-pager.md).
 pub const ZERO_FILL_AROUND_PAGES: u64 = 63;
 
 /// Reference sampling tracks references per granule of this many pages: a write fault
 /// on a sampled page marks its whole granule referenced and unprotects it, so a run of
 /// hot pages costs one sampling fault per sweep instead of one per page (a write-protect
-/// fault costs 6-10 µs: the signal, and a TLB flush on the CPUs the process runs on).
+/// fault costs the signal, and a TLB flush on the CPUs the process runs on; figures:
+/// docs/measurements/2026-11-pager.md).
 pub(crate) const SAMPLING_GRANULE_PAGES: u64 = 16;
 
 /// Failed reads of one page before it is given up as lost: an injected or transient
@@ -998,16 +999,17 @@ impl PagerCore {
         count
     }
 
-    /// A hit shows the run of faults going on as it was read ahead: the pages next to
-    /// the faulting one in the address space whose slots are next to its slot, and in
-    /// the cache, are mapped with it, each direction until one is not, at most a window's
-    /// worth (`CoreConfig::readahead_pages`) and within the budget's slack. Each would
-    /// be a fault of its own otherwise: about 10 µs of userfaultfd round trip, where
-    /// the kernel serves a page from its swap cache in about 1. They count as hits:
-    /// the window keeps growing while the run lasts. They are mapped as the faulting page
-    /// is: writable for a write (a run that writes, as Python's reference counts do,
-    /// would otherwise take a write-protect fault per page: measured 99k of them where
-    /// the missing faults fell by 145k), keeping their slots as swap cache for a read.
+    /// A hit shows the run of faults going on as it was read ahead: the pages next to the
+    /// faulting one in the address space whose slots are next to its slot, and in the
+    /// cache, are mapped with it, each direction until one is not, at most a window's
+    /// worth (`CoreConfig::readahead_pages`) and within the budget's slack. Each would be
+    /// a fault of its own otherwise: a userfaultfd round trip, several times what the
+    /// kernel takes to serve a page from its swap cache. They count as hits: the window
+    /// keeps growing while the run lasts. They are mapped as the faulting page is:
+    /// writable for a write (a run that writes, as Python's reference counts do, would
+    /// otherwise take a write-protect fault per page, most of the missing faults saved
+    /// coming back as write-protect faults; figures: docs/measurements/2026-11-pager.md),
+    /// keeping their slots as swap cache for a read.
     fn serve_around(
         &mut self,
         owner: u32,

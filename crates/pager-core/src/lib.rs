@@ -121,9 +121,10 @@ use tenant::Tenants;
 pub use znswap_core::PAGE_BYTES;
 /// Largest read-ahead window, in pages.
 pub const READAHEAD_PAGES_MAX: u32 = 32;
-/// The read-ahead window's default bound, Linux's (`page-cluster` 3). Measured (python
-/// building a 325 MiB dict in 64 MiB): 8 took 10.8 s, 32 9.5 s, none 28 s; on random
-/// access 8 reads no more than none (the window stays at one page without hits).
+/// The read-ahead window's default bound, Linux's (`page-cluster` 3): where pages come
+/// back as they went out together (Python building a dict), 8 gains most of what 32
+/// does, and on random access it reads no more than none (the window stays at one page
+/// without hits; figures: docs/measurements/2026-11-pager.md).
 pub const READAHEAD_PAGES_DEFAULT: u32 = 8;
 /// Pages the GC moves per batch unless told otherwise (4 MiB; the engine's default).
 pub const GC_BATCH_PAGES_DEFAULT: u32 = 1024;

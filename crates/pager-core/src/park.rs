@@ -1,14 +1,15 @@
 //! The inactive list: victims parked at their region's shadow, so that the pager sees
 //! every touch of them, reads included.
 //!
-//! User space has no accessed bit here (no idle page tracking, soft-dirty or MGLRU),
-//! and write-protection shows writes only: a page the program only reads looked cold to
-//! the CLOCK, was written out and read back at once. `UFFDIO_MOVE` takes a private page
-//! out of the program's reach with no copy (0.07-1.1 µs a page, `uffd_facts`): parked,
-//! it stays in memory, and a touch is a missing fault that moves it back with no I/O
-//! and marks it referenced. The pages still parked when their turn comes at the list's
-//! old end are the ones written out, from the shadow, where the program cannot write
-//! them: Appendix A's "dirtied during write-out" cannot happen to them.
+//! User space has no accessed bit here (no idle page tracking, soft-dirty or MGLRU), and
+//! write-protection shows writes only: a page the program only reads looked cold to the
+//! CLOCK, was written out and read back at once. `UFFDIO_MOVE` takes a private page out
+//! of the program's reach with no copy (`uffd_facts`; figures:
+//! docs/measurements/2026-11-pager.md): parked, it stays in memory, and a touch is a
+//! missing fault that moves it back with no I/O and marks it referenced. The pages still
+//! parked when their turn comes at the list's old end are the ones written out, from the
+//! shadow, where the program cannot write them: Appendix A's "dirtied during write-out"
+//! cannot happen to them.
 //!
 //! A page the kernel refuses to move (shared with a fork's child: `EBUSY` until the
 //! parent writes it again; or its shadow page not yet discarded: `EEXIST`) is evicted

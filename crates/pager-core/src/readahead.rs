@@ -5,11 +5,12 @@
 //!
 //! Why a cache rather than mapping the pages at once (the pager's first read-ahead):
 //! pages mapped at once cost budget whether they are used or not, and since nobody
-//! learns whether they were, the window cannot adapt; measured, a fixed window over
-//! uniform random access made swap-ins per operation 5x and ops/s 2-6x worse. Here a
-//! page read ahead costs no budget (the cache is a fixed pool, counted as the pager's
-//! buffers), a fault that finds its page in the cache is a hit (no device read), and
-//! the window grows with hits and falls back to one page without them.
+//! learns whether they were, the window cannot adapt: a fixed window over uniform random
+//! access made swap-ins per operation and ops/s several times worse (figures:
+//! docs/measurements/2026-11-pager.md). Here a page read ahead costs no budget (the
+//! cache is a fixed pool, counted as the pager's buffers), a fault that finds its page
+//! in the cache is a hit (no device read), and the window grows with hits and falls back
+//! to one page without them.
 //!
 //! Why the slots around the faulting one: pages swapped out together sit in
 //! neighbouring slots (an append writes a round's victims in order), so history, not

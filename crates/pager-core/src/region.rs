@@ -64,8 +64,8 @@ pub(crate) struct Inherited {
 
 /// A value per page (a seal, a digest), in chunks made when a page of theirs is first
 /// written out: a region is mostly address space never swapped (`znswap run`'s arena is
-/// the device's size), and a table made whole, zeroed, was resident whole (48 MiB of
-/// seals for an 8 GiB arena, measured: the allocator zeroed it), all of it out of
+/// the device's size), and a table made whole, zeroed, is resident whole (the allocator
+/// writes its zeroes: 48 MiB of seals for an 8 GiB arena), all of it out of
 /// `--memory`. A table made with no pages (the feature off) holds nothing.
 pub struct PageTable<T> {
     chunks: Vec<Option<Box<[T]>>>,

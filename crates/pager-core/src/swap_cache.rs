@@ -3,21 +3,21 @@
 //! A page read back from the device still has an identical copy in its slot. Kept, the
 //! page is mapped write-protected: evicted clean it needs no write (the engine's
 //! `swap_cache_hits`), but its first write is a write-protect fault, a round trip
-//! through the pager (about 50 µs, on the program's path)
-//! where the kernel's swap pays a minor fault for its dirty bit. Dropped (the engine
-//! told the page is dirty at once), the page is mapped writable and is written again
-//! if evicted: an append's page, off the program's path.
+//! through the pager on the program's path, where the kernel's swap pays a minor fault
+//! for its dirty bit. Dropped (the engine told the page is dirty at once), the page is
+//! mapped writable and is written again if evicted: an append's page, off the program's
+//! path.
 //!
 //! Which pays depends on the program: a read-mostly one evicts most cached pages clean,
-//! an update-heavy one writes most of them first (redis under YCSB-A, measured: 56k of
-//! 82k write-protect faults were first writes to cached pages, and dropping the slots
-//! raised its throughput 8-16 %). So the outcome of cached pages is counted, decayed
-//! over a window, and a page keeps its slot while cached pages end clean at least
-//! [`DIRTIED_WEIGHT`] times as often as they are written: a write costs the program a
-//! fault round trip, a clean eviction saves a page of an append that goes to the device
-//! off the program's path. One page in [`PROBE_EVERY`] (by page number, so the choice is
-//! deterministic) always keeps it: while the cache is off, the probes still tell how it
-//! would do.
+//! an update-heavy one writes most of them first (redis under YCSB-A: most of its
+//! write-protect faults were first writes to cached pages, and dropping the slots raised
+//! its throughput; figures: docs/measurements/2026-11-pager.md). So the outcome of
+//! cached pages is counted, decayed over a window, and a page keeps its slot while
+//! cached pages end clean at least [`DIRTIED_WEIGHT`] times as often as they are
+//! written: a write costs the program a fault round trip, a clean eviction saves a page
+//! of an append that goes to the device off the program's path. One page in
+//! [`PROBE_EVERY`] (by page number, so the choice is deterministic) always keeps it:
+//! while the cache is off, the probes still tell how it would do.
 //!
 //! Counted per tenant: a daemon's tenants are different programs, and one that writes
 //! every page it reads back (a tenant rewriting its data) must not turn the cache off
@@ -28,13 +28,12 @@
 /// can turn the swap cache back on.
 pub(crate) const PROBE_EVERY: u64 = 16;
 
-/// How many clean evictions a cached page's write must be outweighed by. At 1 (the
-/// first rule), memcached under ETC (128 MiB in 64 MiB) kept the cache with 0.9M clean
-/// evictions against 0.48M writes, each a write-protect fault; at 3 it drops it but for
-/// the probes: 0.71M -> 0.40M write-protect faults and, alternating in the same minutes,
-/// ops/s +5 to +21 % (3 pairs). redis (256 MiB in 64 MiB), whose cached pages end
-/// clean 10 times as often as written overall, now drops it in its write-heavy spells:
-/// +9 and +17 % (2 pairs), half the write-protect faults on cached pages.
+/// How many clean evictions a cached page's write must be outweighed by. At 1, memcached
+/// under ETC kept the cache though many of its cached pages were written, each write a
+/// write-protect fault; at 3 it drops it but for the probes, with fewer write-protect
+/// faults and more ops/s. redis, whose cached pages end clean far more often than
+/// written overall, drops it in its write-heavy spells, with fewer write-protect faults
+/// on cached pages and more ops/s (figures: docs/measurements/2026-11-pager.md).
 const DIRTIED_WEIGHT: u64 = 3;
 
 /// Outcomes counted before both counts are halved: the last few thousand decide.

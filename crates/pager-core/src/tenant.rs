@@ -197,8 +197,8 @@ impl Tenants {
     /// slack together exactly: a tenant within its own room never waits on the pager's.
     /// With the whole slack each, two tenants at their budgets filled the pager's slack
     /// between them, and a reader's faults then waited for room at the pager's budget
-    /// while a writer held back by its write limit sat in its own slack (53 µs a fault,
-    /// `scripts/tenants.sh`).
+    /// while a writer held back by its write limit sat in its own slack
+    /// (`scripts/tenants.sh`; figures: docs/measurements/2026-11-daemon.md).
     pub(crate) fn room(&self, tenant: u32, pager_budget_pages: u64, slack_pages: u64) -> u64 {
         let tenant = &self.tenants[tenant as usize];
         let budget = tenant.budget_pages;

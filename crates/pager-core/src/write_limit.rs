@@ -18,9 +18,10 @@
 //! round of its pages goes (`GRACE_BYTES`, counted as `grace_bytes`) though it still
 //! owes, and it owes them too. Without this, a tenant whose pages the GC moves faster
 //! than its limit (its data mixed in zones others rewrite, as under per-core) would never
-//! swap out again, and its faults would wait for ever (the pager DST found it). A first
-//! version forgave the debt instead: a writer whose GC moved its pages in lumps then
-//! wrote 12-15 MB/s under a limit of 8 MiB/s (`scripts/tenants.sh`), the GC for free.
+//! swap out again, and its faults would wait for ever (the pager DST found it). Forgiving
+//! the debt instead lets a writer whose GC moves its pages in lumps write well past its
+//! limit, the GC for free (`scripts/tenants.sh`; figures:
+//! docs/measurements/2026-11-daemon.md).
 
 use crate::PAGE_BYTES;
 

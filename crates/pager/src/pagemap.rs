@@ -2,8 +2,9 @@
 //! written since they were last write-protected, asked of the kernel with no fault and
 //! no page touched. With `UFFD_FEATURE_WP_ASYNC` a write to a protected page goes ahead
 //! and clears its protection; a page "written" is one not protected. `PM_SCAN_WP_MATCHING`
-//! protects the pages it reports again, in the same walk. Measured here
-//! (`examples/uffd_wp_async.rs`, `docs/wp-async-facts.md`): 0.004-0.024 µs a page.
+//! protects the pages it reports again, in the same walk, for a small fraction of what a
+//! write-protect fault costs a page (`examples/uffd_wp_async.rs`; figures:
+//! `docs/wp-async-facts.md`).
 //!
 //! The kernel cannot vouch for a page with nothing mapped (never touched, discarded,
 //! moved away): those scan as written, and `PM_SCAN_WP_MATCHING` puts a write-protect

@@ -2,13 +2,13 @@
 //!
 //! A tenant process hands over its userfaultfd and its own `/proc/self/mem` (opened by
 //! itself, so reading it later needs no ptrace rights). Through the first the pager
-//! resolves the tenant's faults exactly as its own (`UFFDIO_COPY`, `UFFDIO_ZEROPAGE`
-//! and `UFFDIO_WRITEPROTECT` act on the descriptor's address space, measured at the
-//! in-process cost: `examples/uffd_remote.rs`); through the second it reads the victims
-//! it writes out. What only the tenant may do, dropping written-out pages
-//! (`process_madvise` refuses `MADV_DONTNEED` for another process), its agent thread
-//! does on request: a `Discard` of up to `RANGES_MAX` ranges, answered `Discarded` once
-//! done, so a page is counted gone only when it is.
+//! resolves the tenant's faults exactly as its own (`UFFDIO_COPY`, `UFFDIO_ZEROPAGE` and
+//! `UFFDIO_WRITEPROTECT` act on the descriptor's address space, at the in-process cost:
+//! `examples/uffd_remote.rs`, figures in docs/measurements/2026-11-daemon.md); through
+//! the second it reads the victims it writes out. What only the tenant may do, dropping
+//! written-out pages (`process_madvise` refuses `MADV_DONTNEED` for another process),
+//! its agent thread does on request: a `Discard` of up to `RANGES_MAX` ranges, answered
+//! `Discarded` once done, so a page is counted gone only when it is.
 //!
 //! A tenant that dies while it is served: its ioctls fail `ESRCH`, its memory reads
 //! nothing, its agent hangs up; none of it is fatal (`Spaces::gone`), and

@@ -258,12 +258,12 @@ fn manage_arena(arena_start: u64, arena_bytes: u64) -> Result<*mut mi::mi_heap_t
 fn start(config: RunConfig) -> Result<(), String> {
     // No transparent huge pages in this process, before the pager allocates its tables
     // (as mimalloc's own `allow_thp=0` does). Those come from mimalloc's default heap,
-    // which asks for huge pages, and a huge page makes one touched byte 2 MiB resident:
-    // measured, `sleep` under `znswap run` held 9.6 MiB of memory outside the paged heap,
-    // 4.1 MiB without them, so 5.5 MiB more of --memory goes to the paged heap's budget.
-    // The paged arena never had them (userfaultfd maps its pages one by one). Inherited
-    // by forks and programs executed, as the kernel keeps the flag: a program that wants
-    // huge pages gets none under znswap run (redis, for one, asks for them to be off).
+    // which asks for huge pages, and a huge page makes one touched byte 2 MiB resident,
+    // outside the paged heap and so out of its budget under --memory (figures:
+    // docs/measurements/2026-11-pager.md). The paged arena never had them (userfaultfd
+    // maps its pages one by one). Inherited by forks and programs executed, as the kernel
+    // keeps the flag: a program that wants huge pages gets none under znswap run (redis,
+    // for one, asks for them to be off).
     // SAFETY: a flag of this process, no memory involved.
     if unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0) } != 0 {
         return Err(format!("disabling transparent huge pages: {}", std::io::Error::last_os_error()));
@@ -339,16 +339,16 @@ fn start(config: RunConfig) -> Result<(), String> {
 /// alone passes `--memory` is over its limit, as it would be under a cgroup).
 const BUDGET_FLOOR_BYTES: u64 = 4 << 20;
 
-/// Holds the program's anonymous memory (its heap, its own anonymous and shared mappings,
-/// the pager's tables and buffers) within `--memory`: the paged heap's budget is what
-/// the rest leaves, less the slack faults may use above it. Mapped files (the program's
-/// code and libraries) are not counted: a memory cgroup at the same limit takes them
-/// back from the program and maps them again from the shared page cache on use
-/// (measured: redis under a 64 MiB cgroup, mid-load, 62 MiB anonymous and 2 MiB of its
-/// files resident; counted here they took 12 MiB from the heap), which a pager in user
-/// space cannot do. Measured at start
-/// and every 100 ms (a program's unpaged memory grows fast at its start, the pager's own
-/// buffers with its first swap-outs and GC); moved when it is off by a MiB or more.
+/// Holds the program's anonymous memory (its heap, its own anonymous and shared
+/// mappings, the pager's tables and buffers) within `--memory`: the paged heap's budget
+/// is what the rest leaves, less the slack faults may use above it. Mapped files (the
+/// program's code and libraries) are not counted: a memory cgroup at the same limit
+/// takes them back from the program and maps them again from the shared page cache on
+/// use (redis under one kept little of its files resident; counted here they would take
+/// from the heap: docs/measurements/2026-11-run.md), which a pager in user space cannot
+/// do. Measured at start and every 100 ms (a program's unpaged memory grows fast at its
+/// start, the pager's own buffers with its first swap-outs and GC); moved when it is off
+/// by a MiB or more.
 fn govern() {
     let Some(runtime) = RUNTIME.get() else { return };
     if std::process::id() != runtime.pid {

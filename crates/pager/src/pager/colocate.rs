@@ -6,11 +6,9 @@
 //! CPU, an inter-processor interrupt and, in a virtual machine whose idle CPUs halt, a
 //! VM exit and the host's wake-up of that virtual CPU; the scheduler puts a woken thread
 //! on an idle CPU, so left alone the two drift apart. On one CPU the legs are context
-//! switches. Measured (redis, 1 GiB in 256 MiB, 2 virtual CPUs, same minutes,
-//! alternating): redis's thread and the handlers pinned to one CPU, 11088 and 11990
-//! ops/s against 8961 and 9344 unpinned (+26 %), p99 541-577 against 715-720 µs, a
-//! fifth less CPU; the handlers alone pinned, no gain (redis ran on the other CPU); the
-//! kernel's swap pinned the same way lost 18 %.
+//! switches, and the program runs faster on less CPU. The handlers pinned alone gained
+//! nothing (the scheduler put the program's thread on the other CPU), and the kernel's
+//! swap pinned the same way did worse (figures: docs/measurements/2026-11-pager.md).
 //!
 //! Only a thread that takes nine in ten faults (redis's, a Python interpreter's) is
 //! pinned, and only if it may run on two CPUs or more (a thread the program pinned is

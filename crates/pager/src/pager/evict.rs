@@ -99,8 +99,8 @@ impl EvictorShell for Live<'_, EvictorRole> {
 
 /// The evictor picks and write-protects victims and hands them to the engine; the I/O
 /// thread writes them. So the next batch is prepared while the last is on its way to the
-/// device (one thread doing both spent about 3 µs of CPU and then 3-4 µs waiting for the
-/// append per page, with no overlap). Its steps are the core's
+/// device (one thread doing both picked a batch, then waited for its append, with no
+/// overlap; figures: docs/measurements/2026-11-pager.md). Its steps are the core's
 /// (`znswap_pager_core::Evictor`).
 pub(super) fn evict_loop(shared: &Shared) {
     let mut evictor = Evictor::new(&mut shared.lock());

@@ -69,7 +69,8 @@ pub(super) type ThreadRole = (&'static str, &'static str, fn(&Shared), usize);
 pub(super) const FAULT_HANDLER_ROLE: &str = "fault handler";
 
 /// A page's digest (`CoreConfig::wp_async`): XXH3's 128 bits, seeded with the run's key
-/// (about 0.1 µs a page, where a write-protect fault costs tens), never 0 (no digest).
+/// (a small fraction of a write-protect fault's cost a page; figures:
+/// docs/measurements/2026-11-pager.md), never 0 (no digest).
 /// Two different pages agree with a chance of about 2^-128: the swap cache would then
 /// keep a stale slot, so a non-cryptographic hash of 64 bits would not do.
 pub(super) fn page_digest(key: u64, page: &[u8]) -> znswap_pager_core::Digest {
