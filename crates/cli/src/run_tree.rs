@@ -174,10 +174,13 @@ impl Watch {
             let (first, max) = self.seen.entry(pid).or_insert((now, 0));
             *max = (*max).max(held);
             let late = now.duration_since(*first) >= JOIN_GRACE;
-            if late && !served.contains(&pid) && !self.escaped.contains(&pid) {
-                if let Some(why) = why_unpaged(pid) {
-                    self.escaped.insert(pid);
-                    escapes.push(Escape { pid, command: command_of(pid), why, memory_max_bytes: *max });
+            if !served.contains(&pid) && !self.escaped.contains(&pid) {
+                match why_unpaged(pid) {
+                    Some((why, at_once)) if at_once || late => {
+                        self.escaped.insert(pid);
+                        escapes.push(Escape { pid, command: command_of(pid), why, memory_max_bytes: *max });
+                    }
+                    _ => {}
                 }
             }
         }
@@ -273,9 +276,12 @@ fn command_of(pid: u32) -> String {
     }
 }
 
-/// Why a process of the tree the pager does not serve runs unpaged (`None`: it is on
-/// its way, or gone).
-fn why_unpaged(pid: u32) -> Option<String> {
+/// Why a process of the tree the pager does not serve runs unpaged, and whether that is
+/// sure at once (`None`: it is on its way, or gone). A statically linked program is
+/// sure from its exec on (the kernel maps a dynamic program's loader at exec, and a
+/// static one has none); a dynamic one without the library only once its loader had
+/// time to map it.
+fn why_unpaged(pid: u32) -> Option<(String, bool)> {
     let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
     if maps.contains("libznswap_preload") {
         // Its library is there: it is joining, or it said why it could not (in its log).
@@ -284,10 +290,13 @@ fn why_unpaged(pid: u32) -> Option<String> {
     let dynamic =
         maps.lines().any(|line| line.contains("/ld-linux") || line.contains("/ld-musl") || line.contains("/ld-2."));
     Some(if dynamic {
-        "its environment has no LD_PRELOAD with znswap's library (cleared by the program that started it, or a \
-         set-user-ID program)"
-            .to_string()
+        (
+            "its environment has no LD_PRELOAD with znswap's library (cleared by the program that started it, or \
+             a set-user-ID program)"
+                .to_string(),
+            false,
+        )
     } else {
-        "it is statically linked: no preloaded library reaches a program without a dynamic loader".to_string()
+        ("it is statically linked: no preloaded library reaches a program without a dynamic loader".to_string(), true)
     })
 }

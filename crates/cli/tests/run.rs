@@ -19,62 +19,16 @@ const BUDGET_MIB: u64 = 16;
 /// instead of holding the whole test run until CI gives up.
 const RUN_LIMIT: Duration = Duration::from_secs(300);
 
-/// `command`'s output, as `Command::output` gives it, unless it runs past [`RUN_LIMIT`]:
-/// then its process group (the launcher and the program) is killed and the test fails.
 fn output_within_limit(command: &mut Command) -> Output {
-    let mut child = command
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .spawn()
-        .unwrap_or_else(|error| panic!("starting {command:?}: {error}"));
-    let drain = |mut pipe: Box<dyn Read + Send>| {
-        std::thread::spawn(move || {
-            let mut bytes = Vec::new();
-            let _ = pipe.read_to_end(&mut bytes);
-            bytes
-        })
-    };
-    let stdout = drain(Box::new(child.stdout.take().unwrap()));
-    let stderr = drain(Box::new(child.stderr.take().unwrap()));
-    if !common::holds_within(RUN_LIMIT, || child.try_wait().unwrap().is_some()) {
-        // SAFETY: signals the group this test started (its leader is the child).
-        unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
-        let _ = child.wait();
-        let stderr = String::from_utf8_lossy(&stderr.join().unwrap()).into_owned();
-        panic!("{command:?} still ran after {RUN_LIMIT:?} (killed); stderr:\n{stderr}");
-    }
-    let status = child.wait().unwrap();
-    Output { status, stdout: stdout.join().unwrap(), stderr: stderr.join().unwrap() }
+    common::output_within_limit(command, RUN_LIMIT)
 }
 
-/// The preload library is a workspace member of its own: built here if this test run
-/// did not build it (e.g. `cargo test -p znswap`).
 fn ensure_library() {
-    ensure_built("znswap-preload");
+    common::ensure_built(ZNSWAP, "znswap-preload");
 }
 
-/// The shared library of workspace package `package`, next to the binaries, built (or
-/// brought up to date) by cargo once per test run: `cargo test -p znswap` builds neither
-/// library, and one left from an earlier build may be stale. Returns its path.
 fn ensure_built(package: &str) -> PathBuf {
-    static BUILT: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
-    let dir = Path::new(ZNSWAP).parent().unwrap();
-    let path = dir.join(format!("lib{}.so", package.replace('-', "_")));
-    let mut built = BUILT.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    if built.iter().any(|done| done == package) {
-        return path;
-    }
-    let release = dir.ends_with("release");
-    let mut build = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-    build.args(["build", "--quiet", "-p", package]);
-    if release {
-        build.arg("--release");
-    }
-    let status = build.status().unwrap_or_else(|error| panic!("running cargo to build {package}: {error}"));
-    assert!(status.success() && path.is_file(), "building {package} failed");
-    built.push(package.to_string());
-    path
+    common::ensure_built(ZNSWAP, package)
 }
 
 struct Run {

@@ -4,6 +4,10 @@
 // Each test file uses what it needs of this module.
 #![allow(dead_code)]
 
+use std::io::Read;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 /// Whether `condition` holds within `within`, polled (every millisecond at first, then
@@ -65,4 +69,57 @@ pub fn state(pid: u32) -> Option<char> {
 /// The command name of process `pid` (`/proc/PID/comm`); None if it is gone.
 pub fn command_name(pid: u32) -> Option<String> {
     std::fs::read_to_string(format!("/proc/{pid}/comm")).ok().map(|name| name.trim_end().to_string())
+}
+
+/// `command`'s output, as `Command::output` gives it, unless it runs past `limit`: then
+/// its process group (the launcher and the program) is killed and the test fails.
+pub fn output_within_limit(command: &mut Command, limit: Duration) -> Output {
+    let mut child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .unwrap_or_else(|error| panic!("starting {command:?}: {error}"));
+    let drain = |mut pipe: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            let _ = pipe.read_to_end(&mut bytes);
+            bytes
+        })
+    };
+    let stdout = drain(Box::new(child.stdout.take().unwrap()));
+    let stderr = drain(Box::new(child.stderr.take().unwrap()));
+    if !holds_within(limit, || child.try_wait().unwrap().is_some()) {
+        // SAFETY: signals the group this test started (its leader is the child).
+        unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
+        let _ = child.wait();
+        let stderr = String::from_utf8_lossy(&stderr.join().unwrap()).into_owned();
+        panic!("{command:?} still ran after {limit:?} (killed); stderr:\n{stderr}");
+    }
+    let status = child.wait().unwrap();
+    Output { status, stdout: stdout.join().unwrap(), stderr: stderr.join().unwrap() }
+}
+
+/// The shared library of workspace package `package`, next to the binaries (beside
+/// `znswap`, the binary at that path), built (or brought up to date) by cargo once per
+/// test run: `cargo test -p znswap` builds neither library, and one left from an
+/// earlier build may be stale. Returns its path.
+pub fn ensure_built(znswap: &str, package: &str) -> PathBuf {
+    static BUILT: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let dir = Path::new(znswap).parent().unwrap();
+    let path = dir.join(format!("lib{}.so", package.replace('-', "_")));
+    let mut built = BUILT.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    if built.iter().any(|done| done == package) {
+        return path;
+    }
+    let release = dir.ends_with("release");
+    let mut build = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    build.args(["build", "--quiet", "-p", package]);
+    if release {
+        build.arg("--release");
+    }
+    let status = build.status().unwrap_or_else(|error| panic!("running cargo to build {package}: {error}"));
+    assert!(status.success() && path.is_file(), "building {package} failed");
+    built.push(package.to_string());
+    path
 }
