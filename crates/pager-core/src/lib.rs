@@ -197,6 +197,30 @@ pub struct CoreConfig {
     pub wp_async: bool,
 }
 
+impl CoreConfig {
+    /// The core's defaults for a budget of `budget_pages`: a slack of an eighth of it (64
+    /// to 1024 pages: sequential eviction keeps 1 MiB appends going back to back),
+    /// 64-page eviction batches, reference sampling, read-ahead, the whole GC batch, no
+    /// inactive list, one tenant, per-core placement, no sealing. Each use changes what
+    /// it decides otherwise (`PagerConfig`'s constructors, the pager DST's scenarios).
+    pub fn new(budget_pages: u64) -> CoreConfig {
+        CoreConfig {
+            budget_pages,
+            slack_pages: (budget_pages / 8).clamp(64, 1024),
+            evict_batch_pages: 64,
+            reference_sampling: true,
+            readahead_pages: READAHEAD_PAGES_DEFAULT,
+            gc_batch_pages: GC_BATCH_PAGES_DEFAULT,
+            park_pages: 0,
+            regions_max: 64,
+            tenants: 1,
+            policy: PolicyKind::PerCore,
+            encrypt: false,
+            wp_async: false,
+        }
+    }
+}
+
 /// Why the core cannot start, or cannot take a region. Typed: the shell wraps it.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

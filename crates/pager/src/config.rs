@@ -7,8 +7,7 @@
 //! is: to the preload library inside `RunConfig`, and back in the reports.
 
 use serde::{Deserialize, Serialize};
-use znswap_core::PolicyKind;
-use znswap_pager_core::{CoreConfig, GC_BATCH_PAGES_DEFAULT, PAGE_BYTES, READAHEAD_PAGES_DEFAULT};
+use znswap_pager_core::{CoreConfig, GC_BATCH_PAGES_DEFAULT, PAGE_BYTES};
 
 /// The default bound of a handler thread's polling for the next fault
 /// (`PagerConfig::fault_poll_us`), in microseconds.
@@ -98,22 +97,8 @@ impl PagerConfig {
     /// a slack of an eighth of the budget (64 to 1024 pages: sequential eviction keeps
     /// 1 MiB appends going back to back), reference sampling, read-ahead.
     pub fn new(budget_bytes: u64) -> PagerConfig {
-        let budget_pages = budget_bytes / PAGE_BYTES as u64;
         PagerConfig {
-            core: CoreConfig {
-                budget_pages,
-                slack_pages: (budget_pages / 8).clamp(64, 1024),
-                evict_batch_pages: 64,
-                reference_sampling: true,
-                readahead_pages: READAHEAD_PAGES_DEFAULT,
-                gc_batch_pages: GC_BATCH_PAGES_DEFAULT,
-                park_pages: 0,
-                regions_max: 64,
-                tenants: 1,
-                policy: PolicyKind::PerCore,
-                encrypt: false,
-                wp_async: false,
-            },
+            core: CoreConfig::new(budget_bytes / PAGE_BYTES as u64),
             fault_mode: FaultMode::HandlerThreads(std::thread::available_parallelism().map_or(1, |n| n.get())),
             fault_poll_us: FAULT_POLL_US_DEFAULT,
             evictor_threads: 1,

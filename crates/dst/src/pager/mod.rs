@@ -129,18 +129,17 @@ fn seed_scenario(seed: u64, rng: &mut crate::scenario::Rng) -> PagerScenario {
 /// The core's configuration for a scenario.
 fn core_config(scenario: &PagerScenario) -> CoreConfig {
     CoreConfig {
-        budget_pages: scenario.budget_pages,
         slack_pages: scenario.slack_pages,
         evict_batch_pages: scenario.evict_batch_pages,
         reference_sampling: scenario.reference_sampling,
         readahead_pages: scenario.readahead_pages,
-        gc_batch_pages: znswap_pager_core::GC_BATCH_PAGES_DEFAULT,
         park_pages: scenario.park_pages,
         regions_max: 2 * scenario.region_pages.len() as u32 + 8,
         tenants: scenario.tenants,
         policy: scenario.policy,
         encrypt: scenario.encrypt,
         wp_async: scenario.wp_async,
+        ..CoreConfig::new(scenario.budget_pages)
     }
 }
 

@@ -22,17 +22,12 @@ pub fn geometry(max_open_zones: u32) -> Geometry {
 /// parking or reference sampling.
 pub fn core_config(policy: PolicyKind) -> CoreConfig {
     CoreConfig {
-        budget_pages: 32,
         slack_pages: 0,
         evict_batch_pages: 4,
         reference_sampling: false,
         readahead_pages: 0,
-        gc_batch_pages: znswap_pager_core::GC_BATCH_PAGES_DEFAULT,
-        park_pages: 0,
         regions_max: 4,
-        tenants: 1,
         policy,
-        encrypt: false,
-        wp_async: false,
+        ..CoreConfig::new(32)
     }
 }
