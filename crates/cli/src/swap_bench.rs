@@ -480,6 +480,151 @@ pub fn warms_up(workload: Workload) -> bool {
     !matches!(workload, Workload::AnonWSeq | Workload::AnonRRand)
 }
 
+/// What every bench thread shares: the pages, the options, the counters, and the
+/// barriers they meet at around the timed part.
+struct Drive<'a> {
+    base: usize,
+    per_thread: u64,
+    options: &'a SwapBenchOptions,
+    is_lost: &'a (dyn Fn(u64) -> bool + Sync),
+    warm_up: bool,
+    ops_done: AtomicU64,
+    warm_ops_done: AtomicU64,
+    /// Workers meet at `warmed`/`timed` around the start of the timed part, and at
+    /// `workload_over`/`figures_taken` around its end; figures are taken in between,
+    /// before the final verification pass.
+    warmed: std::sync::Barrier,
+    timed: std::sync::Barrier,
+    workload_over: std::sync::Barrier,
+    figures_taken: std::sync::Barrier,
+    /// When the timed part began.
+    clock: std::sync::OnceLock<Instant>,
+}
+
+impl Drive<'_> {
+    /// The bytes of page `page` (a thread touches only its own slice's).
+    #[allow(clippy::mut_from_ref)]
+    fn page(&self, page: u64) -> &mut [u8] {
+        // SAFETY: each thread alone touches pages of its slice (`first..first+per_thread`).
+        unsafe { std::slice::from_raw_parts_mut((self.base + page as usize * PAGE_BYTES) as *mut u8, PAGE_BYTES) }
+    }
+
+    /// One bench thread: its slice written once (the warm-up), the untimed accesses,
+    /// the timed ones (fault latencies sampled), then every page it wrote verified.
+    fn thread(&self, thread: usize) -> ThreadResult {
+        let options = self.options;
+        let first = thread as u64 * self.per_thread;
+        let mut versions = vec![0u64; self.per_thread as usize];
+        if self.warm_up {
+            for (slot, version) in versions.iter_mut().enumerate() {
+                let page = first + slot as u64;
+                *version = 1;
+                fill(self.page(page), page, 1);
+            }
+        }
+        let mut generator = Generator::new(options.workload, self.per_thread, options.seed ^ (thread as u64) << 32);
+        let mut result = ThreadResult { faults_ns: Vec::with_capacity(1 << 16), verified: 0, corrupted: 0 };
+        self.warm_accesses(&mut generator, first, &mut versions, &mut result);
+        self.warmed.wait();
+        self.timed.wait();
+        self.timed_accesses(&mut generator, first, &mut versions, &mut result);
+        self.workload_over.wait();
+        self.figures_taken.wait();
+        // Verify every page this thread wrote.
+        for (slot, &version) in versions.iter().enumerate() {
+            let page = first + slot as u64;
+            verify(&mut result, self.page(page), page, version, self.is_lost);
+        }
+        result
+    }
+
+    /// The warm-up's accesses: the same stream, untimed (no fault latencies); what they
+    /// read is verified all the same. Draws of lost pages count here (the timed part
+    /// skips them), so a thread whose pages are all lost still gets through.
+    fn warm_accesses(&self, generator: &mut Generator, first: u64, versions: &mut [u64], result: &mut ThreadResult) {
+        let warm_ops_max = self.options.warm_up_ops / self.options.threads as u64;
+        for warm_ops in 1..=warm_ops_max {
+            if warm_ops.is_multiple_of(4096) {
+                self.warm_ops_done.fetch_add(4096, Relaxed);
+            }
+            let access = generator.next().expect("generators are endless");
+            let page = first + access.page;
+            if (self.is_lost)(page) {
+                continue;
+            }
+            let version = &mut versions[access.page as usize];
+            write_or_verify(result, version, access.write, self.page(page), page, self.is_lost);
+        }
+    }
+
+    /// The timed accesses, until the deadline or the thread's share of `--ops`; a touch
+    /// slower than a fault is counted as one, with its latency.
+    fn timed_accesses(&self, generator: &mut Generator, first: u64, versions: &mut [u64], result: &mut ThreadResult) {
+        let options = self.options;
+        let deadline = *self.clock.get().expect("set before the timed part") + Duration::from_secs_f64(options.seconds);
+        let ops_max = options.ops_max / options.threads as u64;
+        let mut ops = 0u64;
+        // Accesses drawn, lost pages' included (those are skipped, not counted as
+        // operations); the clock is read every 256.
+        let mut draws = 0u64;
+        while ops < ops_max && (draws & 255 != 0 || Instant::now() < deadline) {
+            let access = generator.next().expect("generators are endless");
+            let page = first + access.page;
+            draws += 1;
+            if (self.is_lost)(page) {
+                continue;
+            }
+            let address = self.base + page as usize * PAGE_BYTES;
+            let begun = Instant::now();
+            // The first touch is where a fault happens.
+            if access.write {
+                // A store and nothing before it (reading the byte first would fault the
+                // page in for a read, then take a second fault to write it); `fill`
+                // below rewrites the whole page anyway.
+                // SAFETY: a byte of this thread's page.
+                unsafe { std::ptr::write_volatile(address as *mut u8, 0) };
+            } else {
+                // SAFETY: as above.
+                unsafe { std::ptr::read_volatile(address as *const u8) };
+            }
+            let touch_ns = begun.elapsed().as_nanos() as u64;
+            if touch_ns >= FAULT_THRESHOLD_NS {
+                result.faults_ns.push(touch_ns);
+            }
+            let version = &mut versions[access.page as usize];
+            write_or_verify(result, version, access.write, self.page(page), page, self.is_lost);
+            ops += 1;
+            if ops.is_multiple_of(4096) {
+                self.ops_done.fetch_add(4096, Relaxed);
+            }
+        }
+        self.ops_done.fetch_add(ops % 4096, Relaxed);
+    }
+
+    /// The progress line, until the workers are done.
+    fn report(&self, done: &AtomicBool, status: &(impl Fn() -> String + Sync), progress: &dyn Fn(&str)) {
+        let options = self.options;
+        while !done.load(Relaxed) {
+            let Some(started) = self.clock.get() else {
+                let warm = self.warm_ops_done.load(Relaxed);
+                if warm > 0 {
+                    progress(&format!("warming up: {warm} of {} accesses, {}", options.warm_up_ops, status()));
+                }
+                std::thread::sleep(Duration::from_millis(50));
+                continue;
+            };
+            progress(&format!(
+                "{}: {:.0} s, {} ops, {}",
+                options.workload.name(),
+                started.elapsed().as_secs_f64(),
+                self.ops_done.load(Relaxed),
+                status()
+            ));
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    }
+}
+
 /// Runs the workload on `pages` pages at `base` from `options.threads` threads, each on
 /// its own slice; `take_figures` runs when the timed part begins and the moment it ends,
 /// before every page is verified.
@@ -491,171 +636,45 @@ fn drive<T: Send>(
     status: impl Fn() -> String + Sync,
     take_figures: impl Fn() -> T + Sync,
 ) -> Driven<T> {
-    let ops_done = AtomicU64::new(0);
-    let warm_ops_done = AtomicU64::new(0);
+    let barrier = || std::sync::Barrier::new(options.threads + 1);
+    let drive = Drive {
+        base,
+        per_thread: pages / options.threads as u64,
+        options,
+        is_lost,
+        warm_up: options.warm_up && warms_up(options.workload),
+        ops_done: AtomicU64::new(0),
+        warm_ops_done: AtomicU64::new(0),
+        warmed: barrier(),
+        timed: barrier(),
+        workload_over: barrier(),
+        figures_taken: barrier(),
+        clock: std::sync::OnceLock::new(),
+    };
     let workers_done = AtomicBool::new(false);
-    // Workers meet at `warmed`/`timed` around the start of the timed part, and at
-    // `workload_over`/`figures_taken` around its end; figures are taken in between, before
-    // the final verification pass.
-    let warmed = std::sync::Barrier::new(options.threads + 1);
-    let timed = std::sync::Barrier::new(options.threads + 1);
-    let workload_over = std::sync::Barrier::new(options.threads + 1);
-    let figures_taken = std::sync::Barrier::new(options.threads + 1);
-    let warm_up = options.warm_up && warms_up(options.workload);
-    let clock = std::sync::OnceLock::<Instant>::new();
-    let per_thread = pages / options.threads as u64;
     let line = Progress::new(!options.json);
     let progress = |message: &str| line.set(message.to_string());
     let (results, figures) = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..options.threads)
             .map(|thread| {
-                let (ops_done, warm_ops_done) = (&ops_done, &warm_ops_done);
-                let (workload_over, figures_taken) = (&workload_over, &figures_taken);
-                let (warmed, timed, clock) = (&warmed, &timed, &clock);
-                scope.spawn(move || {
-                    let first = thread as u64 * per_thread;
-                    let mut versions = vec![0u64; per_thread as usize];
-                    if warm_up {
-                        for (slot, version) in versions.iter_mut().enumerate() {
-                            let page = first + slot as u64;
-                            // SAFETY: this thread alone touches pages first..first+per_thread.
-                            let bytes = unsafe {
-                                std::slice::from_raw_parts_mut(
-                                    (base + page as usize * PAGE_BYTES) as *mut u8,
-                                    PAGE_BYTES,
-                                )
-                            };
-                            *version = 1;
-                            fill(bytes, page, 1);
-                        }
-                    }
-                    let mut generator =
-                        Generator::new(options.workload, per_thread, options.seed ^ (thread as u64) << 32);
-                    let mut result = ThreadResult { faults_ns: Vec::with_capacity(1 << 16), verified: 0, corrupted: 0 };
-                    // The warm-up's accesses: the same stream, untimed (no fault latencies);
-                    // what they read is verified all the same. Draws of lost pages count
-                    // here (the timed part skips them), so a thread whose pages are all
-                    // lost still gets through.
-                    let warm_ops_max = options.warm_up_ops / options.threads as u64;
-                    for warm_ops in 1..=warm_ops_max {
-                        if warm_ops.is_multiple_of(4096) {
-                            warm_ops_done.fetch_add(4096, Relaxed);
-                        }
-                        let access = generator.next().expect("generators are endless");
-                        let page = first + access.page;
-                        if is_lost(page) {
-                            continue;
-                        }
-                        // SAFETY: this thread alone touches pages first..first+per_thread.
-                        let bytes = unsafe {
-                            std::slice::from_raw_parts_mut((base + page as usize * PAGE_BYTES) as *mut u8, PAGE_BYTES)
-                        };
-                        write_or_verify(
-                            &mut result,
-                            &mut versions[access.page as usize],
-                            access.write,
-                            bytes,
-                            page,
-                            is_lost,
-                        );
-                    }
-                    warmed.wait();
-                    timed.wait();
-                    let deadline =
-                        *clock.get().expect("set before the timed part") + Duration::from_secs_f64(options.seconds);
-                    let ops_max = options.ops_max / options.threads as u64;
-                    let mut ops = 0u64;
-                    // Accesses drawn, lost pages' included (those are skipped, not counted
-                    // as operations); the clock is read every 256.
-                    let mut draws = 0u64;
-                    while ops < ops_max && (draws & 255 != 0 || Instant::now() < deadline) {
-                        let access = generator.next().expect("generators are endless");
-                        let page = first + access.page;
-                        draws += 1;
-                        if is_lost(page) {
-                            continue;
-                        }
-                        let address = base + page as usize * PAGE_BYTES;
-                        // SAFETY: this thread alone touches pages first..first+per_thread.
-                        let bytes = unsafe { std::slice::from_raw_parts_mut(address as *mut u8, PAGE_BYTES) };
-                        let begun = Instant::now();
-                        // The first touch is where a fault happens.
-                        if access.write {
-                            // A store and nothing before it (reading the byte first would
-                            // fault the page in for a read, then take a second fault to
-                            // write it); `fill` below rewrites the whole page anyway.
-                            // SAFETY: a byte of this thread's page.
-                            unsafe { std::ptr::write_volatile(address as *mut u8, 0) };
-                        } else {
-                            // SAFETY: as above.
-                            unsafe { std::ptr::read_volatile(address as *const u8) };
-                        }
-                        let touch_ns = begun.elapsed().as_nanos() as u64;
-                        if touch_ns >= FAULT_THRESHOLD_NS {
-                            result.faults_ns.push(touch_ns);
-                        }
-                        write_or_verify(
-                            &mut result,
-                            &mut versions[access.page as usize],
-                            access.write,
-                            bytes,
-                            page,
-                            is_lost,
-                        );
-                        ops += 1;
-                        if ops.is_multiple_of(4096) {
-                            ops_done.fetch_add(4096, Relaxed);
-                        }
-                    }
-                    ops_done.fetch_add(ops % 4096, Relaxed);
-                    workload_over.wait();
-                    figures_taken.wait();
-                    // Verify every page this thread wrote.
-                    for (slot, &version) in versions.iter().enumerate() {
-                        // SAFETY: as above.
-                        let bytes = unsafe {
-                            std::slice::from_raw_parts(
-                                (base + (first as usize + slot) * PAGE_BYTES) as *const u8,
-                                PAGE_BYTES,
-                            )
-                        };
-                        verify(&mut result, bytes, first + slot as u64, version, is_lost);
-                    }
-                    result
+                scope.spawn({
+                    let drive = &drive;
+                    move || drive.thread(thread)
                 })
             })
             .collect();
-        let reporter = scope.spawn(|| {
-            while !workers_done.load(Relaxed) {
-                let Some(started) = clock.get() else {
-                    let warm = warm_ops_done.load(Relaxed);
-                    if warm > 0 {
-                        progress(&format!("warming up: {warm} of {} accesses, {}", options.warm_up_ops, status()));
-                    }
-                    std::thread::sleep(Duration::from_millis(50));
-                    continue;
-                };
-                progress(&format!(
-                    "{}: {:.0} s, {} ops, {}",
-                    options.workload.name(),
-                    started.elapsed().as_secs_f64(),
-                    ops_done.load(Relaxed),
-                    status()
-                ));
-                std::thread::sleep(Duration::from_millis(250));
-            }
-        });
-        if warm_up {
+        let reporter = scope.spawn(|| drive.report(&workers_done, &status, &progress));
+        if drive.warm_up {
             progress("warming up: writing every page once");
         }
-        warmed.wait();
+        drive.warmed.wait();
         let before = take_figures();
-        let started = *clock.get_or_init(Instant::now);
-        timed.wait();
-        workload_over.wait();
+        let started = *drive.clock.get_or_init(Instant::now);
+        drive.timed.wait();
+        drive.workload_over.wait();
         let figures = (started.elapsed().as_secs_f64(), before, take_figures());
         workers_done.store(true, Relaxed);
-        figures_taken.wait();
+        drive.figures_taken.wait();
         progress("verifying every page");
         let results: Vec<ThreadResult> =
             handles.into_iter().map(|h| h.join().expect("bench thread panicked")).collect();
@@ -663,7 +682,7 @@ fn drive<T: Send>(
         (results, figures)
     });
     line.clear();
-    let ops = ops_done.load(Relaxed);
+    let ops = drive.ops_done.load(Relaxed);
     let (seconds, before, figures) = figures;
     Driven { results, seconds, ops, before, figures }
 }
