@@ -10,7 +10,7 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 use serde::Serialize;
 use znswap_dst::coverage::Value;
-use znswap_dst::{run, Coverage, DstOptions, DstReport, Floors, Shortfall};
+use znswap_dst::{run, Coverage, DstOptions, Floors, Shortfall};
 
 use crate::progress::Progress;
 use crate::stats::{Latency, Table};
@@ -25,18 +25,19 @@ pub struct DstRequest {
     pub floors: Option<PathBuf>,
 }
 
+/// One seed's report in a run's JSON, with its time.
 #[derive(Serialize)]
-struct SeedLine<'a> {
+struct SeedLine<'a, R> {
     #[serde(flatten)]
-    report: &'a DstReport,
+    report: &'a R,
     seconds: f64,
 }
 
-/// The JSON of a multi-seed run.
+/// The JSON of a run (the engine's or the pager's), its seeds and their coverage.
 #[derive(Serialize)]
-struct RunJson<'a> {
-    seeds: Vec<SeedLine<'a>>,
-    coverage: &'a Coverage,
+struct RunJson<'a, R, C> {
+    seeds: Vec<SeedLine<'a, R>>,
+    coverage: &'a C,
     /// Figures below their floor (with `--floors`).
     #[serde(skip_serializing_if = "Option::is_none")]
     below_floors: Option<Vec<ShortfallJson>>,
@@ -131,14 +132,14 @@ pub fn read_floors(path: &Path) -> Result<Floors> {
 }
 
 /// `{"seeds": [...], "coverage": {...}}` however many seeds, plus `"below_floors"` with
-/// `--floors`.
-fn print_json(
-    reports: &[DstReport],
+/// `--floors` (the engine's run and the pager's alike).
+pub fn print_json<R: Serialize, C: Serialize>(
+    reports: &[R],
     seconds_per_seed: &[f64],
-    coverage: &Coverage,
+    coverage: &C,
     shortfalls: Option<&[Shortfall]>,
 ) -> Result<()> {
-    let seeds: Vec<SeedLine> =
+    let seeds: Vec<SeedLine<R>> =
         reports.iter().zip(seconds_per_seed).map(|(report, &seconds)| SeedLine { report, seconds }).collect();
     let below_floors = shortfalls.map(|shortfalls| {
         shortfalls

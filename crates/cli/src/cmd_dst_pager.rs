@@ -8,12 +8,11 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{Context, Result};
-use serde::Serialize;
 use znswap_dst::coverage::{Coverage, Value};
 use znswap_dst::pager::{run, PagerCoverage, PagerDstOptions, PagerDstReport, PagerFaultMode};
 use znswap_dst::{Floors, Shortfall};
 
-use crate::cmd_dst::read_floors;
+use crate::cmd_dst::{print_json, read_floors};
 use crate::progress::Progress;
 use crate::stats::Table;
 
@@ -25,30 +24,6 @@ pub struct PagerDstRequest {
     /// A floors file (`crates/dst/pager-coverage-floors.json`): the run fails when a
     /// coverage counter falls below its floor.
     pub floors: Option<PathBuf>,
-}
-
-#[derive(Serialize)]
-struct SeedLine<'a> {
-    #[serde(flatten)]
-    report: &'a PagerDstReport,
-    seconds: f64,
-}
-
-/// The JSON of a run.
-#[derive(Serialize)]
-struct RunJson<'a> {
-    seeds: Vec<SeedLine<'a>>,
-    coverage: &'a PagerCoverage,
-    /// Counters below their floor (with `--floors`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    below_floors: Option<Vec<ShortfallJson>>,
-}
-
-#[derive(Serialize)]
-struct ShortfallJson {
-    name: &'static str,
-    value: f64,
-    floor: f64,
 }
 
 /// Runs the seeds; returns whether all passed and every coverage floor held.
@@ -67,19 +42,7 @@ pub fn dst(request: &PagerDstRequest) -> Result<bool> {
         None => None,
     };
     if request.json {
-        let seeds =
-            reports.iter().zip(&seconds_per_seed).map(|(report, &seconds)| SeedLine { report, seconds }).collect();
-        let below_floors = shortfalls.as_deref().map(|shortfalls| {
-            shortfalls
-                .iter()
-                .map(|shortfall| ShortfallJson {
-                    name: shortfall.name,
-                    value: shortfall.value.number(),
-                    floor: shortfall.floor,
-                })
-                .collect()
-        });
-        println!("{}", serde_json::to_string_pretty(&RunJson { seeds, coverage: &coverage, below_floors })?);
+        print_json(&reports, &seconds_per_seed, &coverage, shortfalls.as_deref())?;
     } else {
         print!("{}", seeds_table(&reports, &seconds_per_seed).render());
         for report in &reports {

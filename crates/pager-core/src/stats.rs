@@ -4,7 +4,9 @@
 
 use serde::{Deserialize, Serialize};
 
-/// The difference `since` takes of one field: a count's growth, a gauge's value now.
+/// The difference `since` takes of one field: a count's growth, a gauge's value now
+/// (the pager's own `PagerStats` takes it too).
+#[macro_export]
 macro_rules! stat_since {
     (count, $now:expr, $earlier:expr) => {
         $now - $earlier
@@ -26,7 +28,7 @@ macro_rules! core_stats {
             /// The counts since `earlier` (a snapshot of the same core); the gauges stay
             /// as they are now.
             pub fn since(&self, earlier: &CoreStats) -> CoreStats {
-                CoreStats { $($name: stat_since!($kind, self.$name, earlier.$name),)* }
+                CoreStats { $($name: $crate::stat_since!($kind, self.$name, earlier.$name),)* }
             }
         }
     };

@@ -9,16 +9,6 @@ use znswap_pager_core::CoreStats;
 
 use crate::latency::LatencyHistogram;
 
-/// The difference `since` takes of one field: a count's growth, a gauge's value now.
-macro_rules! stat_since {
-    (count, $now:expr, $earlier:expr) => {
-        $now - $earlier
-    };
-    (gauge, $now:expr, $earlier:expr) => {
-        $now
-    };
-}
-
 /// `PagerStats` with one line per shell counter, each a `count` (grows; `since`
 /// subtracts) or a `gauge` (a value now; `since` keeps it), so `since` cannot miss or
 /// mistreat a field; the core's and the engine's counters are theirs, embedded.
@@ -44,7 +34,7 @@ macro_rules! pager_stats {
                 PagerStats {
                     core: self.core.since(&earlier.core),
                     engine: self.engine.since(&earlier.engine),
-                    $($name: stat_since!($kind, self.$name, earlier.$name),)*
+                    $($name: znswap_pager_core::stat_since!($kind, self.$name, earlier.$name),)*
                 }
             }
         }
