@@ -10,7 +10,7 @@ use znswap_workload::Workload;
 use znswap_zoned::FaultSpec;
 
 use crate::device_path;
-use crate::flags::{size, DeviceFlag, EncryptFlag, FaultFlags, JsonFlag, MemoryFlag, PolicyFlag};
+use crate::flags::{size, DeviceFlag, JsonFlag, MemoryFlag, PagerFlags};
 use crate::swap_bench;
 
 #[derive(Args)]
@@ -31,11 +31,7 @@ pub struct SwapBenchArgs {
     #[arg(long)]
     threads: Option<usize>,
     #[command(flatten)]
-    policy: PolicyFlag,
-    #[command(flatten)]
-    faults: FaultFlags,
-    #[command(flatten)]
-    encrypt: EncryptFlag,
+    pager: PagerFlags,
     /// Threads picking and snapshotting pages to evict.
     #[arg(long, default_value_t = 1)]
     evictor_threads: usize,
@@ -115,9 +111,7 @@ fn workload(name: &str) -> Result<Workload, String> {
 /// self-paging unless `--handler-threads` is given) and what the flags change.
 fn pager_config(args: &SwapBenchArgs) -> PagerConfig {
     let mut config = PagerConfig::for_bench(args.memory.memory);
-    args.faults.apply(&mut config);
-    args.policy.apply(&mut config);
-    args.encrypt.apply(&mut config);
+    args.pager.apply(&mut config);
     config.evictor_threads = args.evictor_threads.max(1);
     config.io_threads = args.io_threads.max(1);
     config.core.evict_batch_pages = args.evict_batch as usize;

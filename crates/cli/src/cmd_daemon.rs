@@ -7,7 +7,7 @@ use clap::Args;
 use znswap_pager::PagerConfig;
 
 use crate::device_path;
-use crate::flags::{rate, size, DeviceFlag, EncryptFlag, FaultFlags, PolicyFlag};
+use crate::flags::{rate, size, DeviceFlag, PagerFlags};
 
 #[derive(Args)]
 pub struct DaemonArgs {
@@ -19,11 +19,7 @@ pub struct DaemonArgs {
     #[arg(long, value_parser = size, default_value = "1G")]
     memory: u64,
     #[command(flatten)]
-    policy: PolicyFlag,
-    #[command(flatten)]
-    encrypt: EncryptFlag,
-    #[command(flatten)]
-    faults: FaultFlags,
+    pager: PagerFlags,
     /// The unix socket programs connect to [default: /run/znswap/znswap.sock as root,
     /// else $XDG_RUNTIME_DIR/znswap.sock]. Only this user (and root) may connect,
     /// unless --allow-uid says who else.
@@ -51,9 +47,7 @@ pub struct DaemonArgs {
 
 pub fn run(args: DaemonArgs) -> Result<()> {
     let mut pager = PagerConfig::for_daemon(args.memory);
-    args.faults.apply(&mut pager);
-    args.policy.apply(&mut pager);
-    args.encrypt.apply(&mut pager);
+    args.pager.apply(&mut pager);
     // Refused before the device is opened.
     znswap_daemon::check(&pager)?;
     let device_name = args.device.device.clone().unwrap_or_else(device_path::default_path);

@@ -18,7 +18,7 @@ use znswap_pager::{Pager, PagerConfig, PAGE_BYTES};
 use znswap_zoned::format_size;
 
 use crate::device_path;
-use crate::flags::{size, DeviceFlag, EncryptFlag, FaultFlags, JsonFlag, MemoryFlag, PolicyFlag};
+use crate::flags::{size, DeviceFlag, JsonFlag, MemoryFlag, PagerFlags};
 use crate::progress::Progress;
 use crate::run_tree::{self, Tree, TreeFigures};
 
@@ -29,11 +29,7 @@ pub struct RunArgs {
     #[command(flatten)]
     memory: MemoryFlag,
     #[command(flatten)]
-    policy: PolicyFlag,
-    #[command(flatten)]
-    faults: FaultFlags,
-    #[command(flatten)]
-    encrypt: EncryptFlag,
+    pager: PagerFlags,
     /// Address space reserved for the heap [default: the budget plus the device's
     /// capacity, doubled for fragmentation, at most 8 GiB]. Costs about 9 bytes of
     /// pager memory per 4 KiB page (the engine's owner table and the pager's page
@@ -225,9 +221,7 @@ fn prepare(args: &RunArgs, stats_path: PathBuf, alive_fd: i32) -> Result<Launch>
 /// and what the flags change.
 fn pager_config(args: &RunArgs) -> PagerConfig {
     let mut config = PagerConfig::for_run(args.memory.memory);
-    args.faults.apply(&mut config);
-    args.policy.apply(&mut config);
-    args.encrypt.apply(&mut config);
+    args.pager.apply(&mut config);
     config.colocate = !args.no_colocate;
     config.misreport_moves_every = args.misreport_moves_every.unwrap_or(0);
     config
@@ -356,7 +350,7 @@ fn arena_bytes(args: &RunArgs, memory: u64, swap_bytes: u64) -> Result<u64> {
 /// Whether the program is paged by a pager of its own (`--in-process`, or what needs
 /// it), not with its tree by the launcher's.
 fn in_process(args: &RunArgs) -> bool {
-    args.in_process || args.faults.park > 0 || args.faults.wp_async
+    args.in_process || args.pager.faults.park > 0 || args.pager.faults.wp_async
 }
 
 /// The launcher's pager serving the tree: `znswap run`'s choices, as a daemon serves

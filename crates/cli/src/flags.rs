@@ -174,6 +174,27 @@ impl EncryptFlag {
     }
 }
 
+/// The flags that make a pager's configuration, as every command that starts a pager
+/// takes them: `--policy`, the fault flags, `--encrypt`.
+#[derive(Args, Clone, Debug)]
+pub struct PagerFlags {
+    #[command(flatten)]
+    pub policy: PolicyFlag,
+    #[command(flatten)]
+    pub faults: FaultFlags,
+    #[command(flatten)]
+    pub encrypt: EncryptFlag,
+}
+
+impl PagerFlags {
+    /// Changes what the flags name in `config`.
+    pub fn apply(&self, config: &mut PagerConfig) {
+        self.policy.apply(config);
+        self.faults.apply(config);
+        self.encrypt.apply(config);
+    }
+}
+
 /// `--json`.
 #[derive(Args, Clone, Debug)]
 pub struct JsonFlag {
