@@ -71,10 +71,11 @@ enum Command {
     Kv(cmd_kv::KvArgs),
     /// Run an unmodified program with its heap paged
     ///
-    /// Memory beyond --memory is swapped to the zoned device, and back on fault. Prints
-    /// what the pager did at exit and returns the program's exit status. The program and
-    /// its children run without transparent huge pages. `znswap run --memory 256M --
-    /// redis-server`
+    /// The program and every process it forks or executes are held to --memory together,
+    /// as a memory cgroup holds them: memory beyond it is swapped to the zoned device, and
+    /// back on fault. Prints what the pager did at exit and returns the program's exit
+    /// status. The program and its children run without transparent huge pages.
+    /// `znswap run --memory 256M -- redis-server`
     Run(cmd_run::RunArgs),
     /// Serve many programs from one zoned device
     ///
