@@ -5,7 +5,7 @@
 use strict;
 use warnings;
 
-my $count = 800_000;
+my $count = $ARGV[0] // 800_000;
 my %values;
 $values{$_} = ('x' x 99) . ($_ % 10) for 1 .. $count;
 my $sum = 0;

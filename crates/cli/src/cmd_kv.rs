@@ -49,6 +49,9 @@ pub enum Mix {
     /// YCSB workload A, as the paper runs it on redis: 50 % reads, 50 % updates, 80 % of
     /// them on the 20 % lowest-numbered keys (YCSB's hotspot).
     YcsbA,
+    /// A read-mostly skewed mix: 90 % reads, 10 % updates, 80 % of them on 20 % of the
+    /// keys; values of 4 KiB by default.
+    Hot,
 }
 
 impl Mix {
@@ -56,6 +59,7 @@ impl Mix {
         match self {
             Mix::Etc => "etc",
             Mix::YcsbA => "ycsb-a",
+            Mix::Hot => "hot",
         }
     }
 }
@@ -75,7 +79,7 @@ pub struct KvArgs {
     data: u64,
     /// Bytes per value (8 to 1M), or `etc` for Facebook ETC's value sizes per key (its
     /// values under 8 bytes made 8, so that each one tells its version apart)
-    /// [default: etc with --mix etc, 1000 with --mix ycsb-a].
+    /// [default: etc with --mix etc, 1000 with --mix ycsb-a, 4096 with --mix hot].
     #[arg(long, value_name = "BYTES|etc", value_parser = ValueSize::parse)]
     value_bytes: Option<ValueSize>,
     /// The request mix of the run [default: etc for memcache, ycsb-a for redis].
@@ -389,6 +393,7 @@ pub fn run(args: KvArgs) -> Result<bool> {
     let value_size = args.value_bytes.unwrap_or(match mix {
         Mix::Etc => ValueSize::Etc,
         Mix::YcsbA => ValueSize::Fixed(1000),
+        Mix::Hot => ValueSize::Fixed(4096),
     });
     let addr = args.addr.clone().unwrap_or_else(|| format!("127.0.0.1:{}", protocol.default_port()));
     let space = Keyspace::for_data(args.data, value_size, args.seed);
@@ -515,6 +520,7 @@ fn run_phase(workers: &mut [Worker], space: &Keyspace, args: &KvArgs, mix: Mix, 
                 Box::new(EtcStream::new(Arc::new(layout), stream_seed))
             }
             Mix::YcsbA => Box::new(YcsbStream::new(YcsbConfig::workload_a(owned), stream_seed)?),
+            Mix::Hot => Box::new(YcsbStream::new(YcsbConfig::read_mostly(owned), stream_seed)?),
         });
         Ok(())
     })?;

@@ -744,6 +744,10 @@ fn programs_a_program_executes_join_its_tenant_and_status_shows_them() {
     unsafe { libc::kill(sleeper.id() as i32, libc::SIGTERM) };
     let mut sleeper = sleeper;
     sleeper.wait().unwrap();
+    // The daemon closes the tenant when it sees the connection end, and says so.
+    common::wait_until(Duration::from_secs(30), "the daemon's log saying the sleeper's tenant closed", || {
+        std::fs::read_to_string(&log).unwrap().contains("(sleeper) closed: 1 process served")
+    });
     let after: serde_json::Value = serde_json::from_str(&status(&["--json"])).unwrap();
     let swapped = after["daemon"]["swap_outs"].as_u64().unwrap();
     assert!(swapped >= tenant["swap_outs"].as_u64().unwrap(), "{after}");

@@ -60,6 +60,18 @@ impl YcsbConfig {
         }
     }
 
+    /// A read-mostly skewed mix: 90 % reads, 10 % updates, 80 % of operations on 20 % of
+    /// the records, values of 4 KiB (one field).
+    pub fn read_mostly(records: u64) -> YcsbConfig {
+        YcsbConfig {
+            records,
+            field_count: 1,
+            field_bytes: 4096,
+            read_percent: 90,
+            popularity: Popularity::Hotspot { hot_percent: 20, hot_access_percent: 80 },
+        }
+    }
+
     pub fn validate(&self) -> Result<(), KvConfigError> {
         if self.records == 0 {
             return Err(KvConfigError::NoRecords);
