@@ -45,8 +45,13 @@ import sides  # noqa: E402
 WORKLOADS = os.path.join(sides.REPO, "scripts", "workloads")
 
 
+# The distribution's Python (Debian's has numpy), not a version manager's shim: a shim is a
+# shell script that executes the interpreter, and the suite measures the interpreter.
+PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else "python3"
+
+
 def py(script, *args):
-    return ["python3", os.path.join(WORKLOADS, script)] + [str(a) for a in args]
+    return [PYTHON, os.path.join(WORKLOADS, script)] + [str(a) for a in args]
 
 
 class Program:
@@ -58,7 +63,12 @@ class Program:
         self.name, self.memory, self.argv, self.about, self.needs = name, memory, argv, about, needs
 
     def missing(self):
-        return [tool for tool in self.needs if shutil.which(tool) is None]
+        missing = [tool for tool in self.needs if shutil.which(tool) is None]
+        if "numpy" in self.needs:
+            missing.remove("numpy")
+            if subprocess.run([PYTHON, "-c", "import numpy"], capture_output=True).returncode != 0:
+                missing.append(f"numpy for {PYTHON} (apt-get install python3-numpy)")
+        return missing
 
 
 class Server(Program):
@@ -76,6 +86,7 @@ def programs(work):
     """The suite: each program with the memory it gets on every side (its data is 2-4x
     that), what it is, and the tools it needs."""
     text = os.path.join(work, "lines.txt")
+    head = os.path.join(work, "lines-8m.txt")
     source = os.path.join(work, "big.c")
     walk = os.path.join(work, "pointer-walk")
     return [
@@ -86,13 +97,18 @@ def programs(work):
                 "sqlite3 in memory: 1M rows, an index, 2000 range queries"),
         Program("py-graph", "96M", py("py-graph.py", 300_000, 6), "Python adjacency lists, a BFS over 300k nodes"),
         Program("py-pool", "128M", py("py-pool.py", 4, 80), "multiprocessing Pool: 4 forked workers, 80 MiB each"),
-        Program("numpy", "128M", py("numpy-ops.py", 12), "numpy sort, argsort-gather, cumsum, matmul on 12M doubles"),
+        Program("numpy", "128M", py("numpy-ops.py", 6), "numpy sort, argsort-gather, cumsum, matmul on 6M doubles",
+                needs=("numpy",)),
         Program("perl-hash", "64M", ["perl", os.path.join(WORKLOADS, "perl-hash.pl"), "700000"],
                 "perl hash of 700k 100-byte values, read back in order", needs=("perl",)),
-        Program("pointer-walk", "48M", [walk, "64", "1"], "C: a random pointer cycle through 64 MiB",
+        Program("pointer-walk", "96M", [walk, "192", "1"], "C: a random pointer cycle through 192 MiB",
                 needs=("cc",)),
         Program("sort", "64M", ["sort", "-S", "256M", "-o", "/dev/stdout", text],
                 "coreutils sort with a 256M buffer over 120 MB of lines (its threads)"),
+        Program("xz", "48M", ["xz", "-T1", "-9", "-c", head], "xz -9 (a 64 MiB window) over 8 MB of the lines",
+                needs=("xz",)),
+        Program("zstd-long", "64M", ["zstd", "-T1", "-q", "-3", "--long=28", "-c", text],
+                "zstd --long=28 (a 256 MiB window) over the lines", needs=("zstd",)),
         Program("gcc", "128M", ["cc", "-O1", "-c", "-o", "/dev/null", source],
                 "gcc -O1 on one generated 60k-line unit", needs=("cc",)),
         Server("redis-hot", "128M", ["redis-server", "--bind", "127.0.0.1", "--port", "{port}", "--save", "",
@@ -108,11 +124,13 @@ def programs(work):
 def prepare(work, chosen):
     """Inputs the programs read, made once per suite (the same bytes every run)."""
     names = {p.name for p in chosen}
-    if "sort" in names:
+    if names & {"sort", "xz", "zstd-long"}:
         rng = random.Random(5)
         with open(os.path.join(work, "lines.txt"), "w") as f:
             for i in range(2_000_000):
                 f.write("%016x %s %d\n" % (rng.getrandbits(64), "w" * rng.randrange(20, 60), i))
+        with open(os.path.join(work, "lines.txt"), "rb") as f, open(os.path.join(work, "lines-8m.txt"), "wb") as out:
+            out.write(f.read(8_000_000))
     if "gcc" in names:
         with open(os.path.join(work, "big.c"), "w") as f:
             for i in range(3_000):
@@ -139,15 +157,16 @@ def run_side(args, program, side, round_, znswap, device, swap):
     argv = [a.replace("{port}", str(port)) for a in program.argv]
     cgroup = stats = None
     row = {"program": program.name, "side": side, "round": round_}
-    if side == "znswap":
-        sides.create_device(znswap, device, budget)
+    if side in ("znswap", "baseline"):
+        binary = args.baseline if side == "baseline" else znswap
+        sides.create_device(binary, device, budget)
         stats = tempfile.NamedTemporaryFile(suffix=".json", delete=False).name
-        argv = sides.znswap_argv(znswap, program.memory, device, stats, args.znswap_args.split(), argv)
+        argv = sides.znswap_argv(binary, program.memory, device, stats, args.znswap_args.split(), argv)
     else:
         cgroup = sides.Cgroup(budget, "suite")
         argv = cgroup.wrap(argv)
     try:
-        context = swap.on(zswap=side == "zswap") if side != "znswap" else _nothing()
+        context = swap.on(zswap=side == "zswap") if side in ("kernel", "zswap") else _nothing()
         with context:
             if program.kind == "command":
                 row.update(sides.run_command(argv, timeout=args.timeout))
@@ -171,7 +190,7 @@ def run_side(args, program, side, round_, znswap, device, swap):
             row["swap_outs_written"] = pager.get("swap_outs_written")
             row["missing_faults"] = pager.get("missing_faults")
             row["tree_memory_max_bytes"] = (report.get("tree") or {}).get("memory_used_max_bytes")
-    row["pages_in"] = row.get("swap_in_reads") if side == "znswap" else row.get("pswpin", 0) + row.get("zswpin", 0)
+    row["pages_in"] = row.get("swap_in_reads") if stats else row.get("pswpin", 0) + row.get("zswpin", 0)
     return row
 
 
@@ -287,6 +306,9 @@ def main():
                         "znswap's device in /dev/shm (the software path alone)")
     parser.add_argument("--znswap", help="the znswap binary [default: a release build of this repository]")
     parser.add_argument("--znswap-args", default="", help="more flags for `znswap run`")
+    parser.add_argument("--baseline", metavar="BIN",
+                        help="another znswap binary (an earlier build) run as one more side, 'baseline', with the "
+                        "same flags: an A/B of two builds in the same minutes")
     parser.add_argument("--timeout", type=float, default=600, help="seconds before a run is killed [default: 600]")
     parser.add_argument("--json", help="write the runs and the summary here")
     parser.add_argument("--list", action="store_true", help="list the programs and exit")
@@ -302,6 +324,10 @@ def main():
         bad = [s for s in args.sides if s not in sides.SIDES]
         if bad or not args.sides:
             parser.error(f"--sides takes kernel, zswap and znswap, not {', '.join(bad) or 'nothing'}")
+        if args.baseline:
+            if not os.access(args.baseline, os.X_OK):
+                parser.error(f"--baseline {args.baseline}: no such executable (give a znswap binary)")
+            args.sides.append("baseline")
         chosen = every
         if args.only:
             wanted = [n.strip() for n in args.only.split(",") if n.strip()]

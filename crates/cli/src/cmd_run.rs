@@ -851,8 +851,8 @@ impl Summary {
             );
         };
         let mut out = format!("znswap run: {} {} after {:.1} s\n", self.command, self.ended(), self.seconds);
-        if self.daemon.is_some() {
-            // (Programs it executed joined its tenant: the tenant's lines below.)
+        if self.daemon.is_some() || self.tree.is_some() {
+            // (Programs it executed joined its tenant: the tenant's or the tree's lines below.)
         } else if let Some(executed) = &self.executed {
             out.push_str(&format!(
                 "  ({program} executed {} after {:.1} s, which ran without the pager: programs a paged program \
@@ -895,7 +895,7 @@ impl Summary {
             match paged {
                 Some(processes) => format!(
                     "{} paged as one, held to --memory together (the program and {} it forked or executed); {} \
-                     seen",
+                     of them seen alive by the memory samples",
                     znswap_daemon::plural(processes, "process", "processes"),
                     processes.saturating_sub(1),
                     tree.processes_seen
@@ -1079,6 +1079,16 @@ fn paging_lines(r: &RunReport, lines: &mut Lines) {
                 "{} pages swapped out clean (no write), {} written after their swap-in (a write-protect \
                      fault each), {} mapped writable with their slot dropped",
                 r.pager.engine.swap_cache_hits, r.pager.core.swap_cache_dirtied, r.pager.core.swap_cache_skipped
+            ),
+        );
+    }
+    if r.pager.core.refaults_short + r.pager.core.refaults_long > 0 {
+        lines.line(
+            "refaults",
+            format!(
+                "{} pages came back within the budget's distance of their eviction (kept longer: {} passes of \
+                 the hand), {} from farther",
+                r.pager.core.refaults_short, r.pager.core.refault_passes_spent, r.pager.core.refaults_long
             ),
         );
     }

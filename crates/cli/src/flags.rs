@@ -119,6 +119,14 @@ pub struct FaultFlags {
     /// (docs/measurements/2026-11-pager.md).
     #[arg(long)]
     pub no_reference_sampling: bool,
+    /// Evict pages that come back soon after their eviction as any other
+    ///
+    /// By default a page swapped in within the budget's refault distance of its
+    /// eviction (fewer evictions since than the budget's pages) earns passes of the CLOCK
+    /// hand (1, 3, then 7 as it keeps coming back), so pages the program only reads,
+    /// which no fault marks referenced, stay. For measuring what that buys.
+    #[arg(long)]
+    pub no_refault_passes: bool,
     /// See writes without write-protect faults (experimental; needs Linux 6.7, --park
     /// and handler threads)
     ///
@@ -149,6 +157,7 @@ impl FaultFlags {
         config.fault_poll_us = self.fault_poll;
         config.core.park_pages = self.park / PAGE_BYTES as u64;
         config.core.reference_sampling = !self.no_reference_sampling;
+        config.core.refault_passes = !self.no_refault_passes;
         config.core.wp_async = self.wp_async;
     }
 }

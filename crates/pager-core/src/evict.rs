@@ -628,11 +628,28 @@ impl PagerCore {
             PageState::Evicting { .. } | PageState::Writing => sweep.open &= sweep.sampling,
             PageState::Referenced => {
                 self.set_state(owner, page, PageState::Resident);
-                if sweep.sampling {
+                // A page with passes left is kept for them, written or not: a write
+                // fault to sample it would tell nothing (a victim is protected when
+                // picked, whatever its sampling).
+                let hot = self.config.refault_passes
+                    && !sweep.wp_async
+                    && crate::refault::has_passes(&self.regions[owner as usize].heat, page);
+                if sweep.sampling && !hot {
                     protect_page(&mut round.ranges, &mut sweep.open, address);
                 } else {
                     sweep.open = false;
                 }
+            }
+            // A page that came back soon after its eviction spends a pass, in the sweep's
+            // first revolution only: a budget of such pages still yields victims.
+            PageState::Resident
+                if (parkable && sweep.park_room > 0 || sweep.direct_room > 0)
+                    && self.config.refault_passes
+                    && sweep.scanned < sweep.limit / 2
+                    && crate::refault::spend_pass(&mut self.regions[owner as usize].heat, page) =>
+            {
+                self.stats.refault_passes_spent += 1;
+                sweep.open = false;
             }
             PageState::Resident if parkable && sweep.park_room > 0 => self.pick_to_park(round, sweep, address),
             PageState::Resident if sweep.direct_room > 0 => self.pick_in_place(round, sweep, address),

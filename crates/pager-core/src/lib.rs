@@ -85,6 +85,7 @@ mod page;
 mod park;
 mod program;
 mod readahead;
+mod refault;
 mod region;
 mod stats;
 mod swap_cache;
@@ -195,6 +196,10 @@ pub struct CoreConfig {
     /// clears): the scan only reports, and a page never protected again would read as
     /// written for ever.
     pub wp_async: bool,
+    /// Pages that come back within the budget's refault distance earn passes of the
+    /// CLOCK hand before it may pick them again (`src/refault.rs`): what the program
+    /// only reads is kept, as an accessed bit would keep it.
+    pub refault_passes: bool,
 }
 
 impl CoreConfig {
@@ -217,6 +222,7 @@ impl CoreConfig {
             policy: PolicyKind::PerCore,
             encrypt: false,
             wp_async: false,
+            refault_passes: true,
         }
     }
 }
@@ -314,6 +320,8 @@ pub struct PagerCore {
     stats: CoreStats,
     /// Which pages of the shell's read-ahead cache hold what.
     readahead: ReadaheadCache,
+    /// Evictions so far, each page's stamped with it (`src/refault.rs`).
+    evictions: refault::EvictionClock,
     /// `append_done`'s dirtied flags: the pager reports writes during write-out through
     /// `Engine::dirtied`, so no append ever carries a dirtied page of its own.
     no_dirtied: Vec<bool>,
@@ -371,6 +379,7 @@ impl PagerCore {
             threads: Threads::default(),
             notices: Notices::default(),
             stats: CoreStats::default(),
+            evictions: refault::EvictionClock::default(),
             no_dirtied: vec![false; append_pages_max],
             readahead: ReadaheadCache::new(config.readahead_pages),
             config,
@@ -616,6 +625,13 @@ impl PagerCore {
         let state = PageState::from_byte(*byte);
         assert!(state == to || state.may_become(to), "page {owner}:{page}: {state:?} -> {to:?} is not a transition");
         *byte = to.to_byte();
+        // Chosen to leave memory (in place, or from the inactive list): stamped.
+        if self.config.refault_passes
+            && state != to
+            && matches!(to, PageState::Evicting { .. } | PageState::WritingParked)
+        {
+            self.evictions.evicted(&mut region.heat, page);
+        }
         let resident = to.counts_resident() as i64 - state.counts_resident() as i64;
         let kept = to.is_kept() as i64 - state.is_kept() as i64;
         region.resident = region.resident.wrapping_add_signed(resident);
@@ -637,6 +653,14 @@ impl PagerCore {
     /// earns its place by a touch there. A page used once (a stream written and left)
     /// then goes at once, not after two passes of the hand.
     fn mark_resident(&mut self, owner: u32, page: u64) {
+        if self.config.refault_passes {
+            let region = &mut self.regions[owner as usize];
+            match self.evictions.installed(&mut region.heat, page, self.config.budget_pages) {
+                refault::Refault::First => {}
+                refault::Refault::Short => self.stats.refaults_short += 1,
+                refault::Refault::Long => self.stats.refaults_long += 1,
+            }
+        }
         self.set_state(owner, page, if self.parks_in(owner) { PageState::Resident } else { PageState::Referenced });
         self.stats.resident_pages += 1;
         self.stats.resident_pages_max = self.stats.resident_pages_max.max(self.stats.resident_pages);

@@ -166,7 +166,11 @@ impl PagerCore {
         let region = &self.regions[owner as usize];
         assert!(region.live, "a snapshot of region {owner}, which is gone");
         (0..region.pages)
-            .filter(|&page| matches!(region.state(page), PageState::Unmapped | PageState::Dropping))
+            // A poisoned page too: its marker may not be mapped yet (the shell maps it
+            // outside the lock), and a child that inherits none must not read zero.
+            .filter(|&page| {
+                matches!(region.state(page), PageState::Unmapped | PageState::Dropping | PageState::Poisoned)
+            })
             .filter_map(|page| match self.child_page_of(owner, page) {
                 ChildPage::Zero => None,
                 other => Some((page, other)),

@@ -51,6 +51,9 @@ pub(crate) struct Region {
     /// leaves when its page lands or the program discards it; each names an `Unmapped`
     /// page the engine holds nothing of.
     pub inherited: BTreeMap<u64, Inherited>,
+    /// Each page's heat: its last eviction's stamp, its level and the hand's passes it
+    /// has left (`src/refault.rs`). Made as pages are first evicted.
+    pub heat: PageTable<u32>,
 }
 
 /// A page a fork's child inherited from its parent's slots.
@@ -80,7 +83,7 @@ impl<T> Default for PageTable<T> {
 const TABLE_CHUNK_PAGES: u64 = 512;
 
 impl<T: Copy + Default> PageTable<T> {
-    fn new(pages: u64) -> PageTable<T> {
+    pub(crate) fn new(pages: u64) -> PageTable<T> {
         PageTable { chunks: (0..pages.div_ceil(TABLE_CHUNK_PAGES)).map(|_| None).collect() }
     }
 
@@ -128,6 +131,7 @@ impl Region {
             digests: if digests { PageTable::new(pages) } else { PageTable::default() },
             stale_shadow: if shadow.is_some() { PageTable::new(pages) } else { PageTable::default() },
             inherited: BTreeMap::new(),
+            heat: PageTable::new(pages),
         }
     }
 

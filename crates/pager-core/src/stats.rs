@@ -72,6 +72,13 @@ core_stats! {
     /// Pages written to the device by swap-out appends that succeeded.
     count swap_outs_written,
     count swap_outs_zero,
+    /// Pages installed again within the budget's refault distance of their eviction:
+    /// given passes of the hand (`src/refault.rs`).
+    count refaults_short,
+    /// Pages installed again from beyond it.
+    count refaults_long,
+    /// Times the hand passed a page by, spending one of its passes.
+    count refault_passes_spent,
     count swap_outs_aborted_dirty,
     count swap_out_appends,
     count backpressure,

@@ -607,21 +607,24 @@ fn regions_beyond_regions_max_fail_clearly_and_freed_ids_are_reused() {
 }
 
 /// Pages rewritten often stay resident under reference sampling, where a CLOCK with
-/// reference bits from faults alone evicts them as often as the cold pages streaming
+/// reference bits from faults alone (and no refault passes) evicts them as often as the cold pages streaming
 /// past: a hot set a quarter of the budget, written twice for each pass over half a
 /// budget of cold pages, has a reuse distance well within the budget.
 #[test]
 fn reference_sampling_keeps_rewritten_pages_resident() {
     let (region_pages, budget_pages, hot_pages) = (4096u64, 1024u64, 256u64);
     for fault_mode in [FaultMode::SelfPaging, FaultMode::HandlerThreads(1)] {
-        let mut hot_misses = [0u64; 2];
-        for (sampling, misses) in [false, true].into_iter().zip(hot_misses.iter_mut()) {
+        // Neither, reference sampling alone, the refault passes alone.
+        let mut hot_misses = [0u64; 3];
+        let configs = [(false, false), (true, false), (false, true)];
+        for ((sampling, passes), misses) in configs.into_iter().zip(hot_misses.iter_mut()) {
             let device: Arc<dyn ZonedDevice> = Arc::new(MemDevice::new(geometry(48, 1, 16)).unwrap());
             // No read-ahead: it would serve cold pages without faults, and the count is of
             // the hot pages' misses.
             let pager_config = {
                 let mut config = config(fault_mode, budget_pages);
                 config.core.reference_sampling = sampling;
+                config.core.refault_passes = passes;
                 config.core.readahead_pages = 0;
                 config
             };
@@ -664,11 +667,18 @@ fn reference_sampling_keeps_rewritten_pages_resident() {
             }
             drop(region);
         }
-        let [without, with] = hot_misses;
+        let [without, with, passes] = hot_misses;
         let hot_writes = 12 * budget_pages;
         assert!(
             with * 4 < without && with * 20 < hot_writes,
             "{fault_mode:?}: hot pages missed {with} times of {hot_writes} writes with reference sampling, \
+             {without} without"
+        );
+        // The hot pages come back within the budget's refault distance: their passes
+        // keep them, with no fault to see their writes.
+        assert!(
+            passes * 2 < without,
+            "{fault_mode:?}: hot pages missed {passes} times of {hot_writes} writes with refault passes, \
              {without} without"
         );
     }

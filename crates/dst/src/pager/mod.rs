@@ -123,6 +123,10 @@ fn seed_scenario(seed: u64, rng: &mut crate::scenario::Rng) -> PagerScenario {
     {
         scenario.aside_spares = 1 + crate::scenario::below(&mut aside, 4) as usize;
     }
+    // A quarter of the seeds evict as if no page had come back soon (the hand's passes
+    // off: `CoreConfig::refault_passes`).
+    let mut refaults = crate::scenario::rng(seed ^ 0x4ef4_0175);
+    scenario.refault_passes = crate::scenario::below(&mut refaults, 4) != 0;
     scenario
 }
 
@@ -139,6 +143,7 @@ fn core_config(scenario: &PagerScenario) -> CoreConfig {
         policy: scenario.policy,
         encrypt: scenario.encrypt,
         wp_async: scenario.wp_async,
+        refault_passes: scenario.refault_passes,
         ..CoreConfig::new(scenario.budget_pages)
     }
 }

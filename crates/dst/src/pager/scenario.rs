@@ -53,6 +53,8 @@ pub struct PagerScenario {
     /// them (`Next::Aside`, as a served process's are), with this many spare fault
     /// slots (0: never set aside).
     pub aside_spares: usize,
+    /// `CoreConfig::refault_passes`.
+    pub refault_passes: bool,
     pub app_threads: u32,
     pub evictor_threads: u32,
     pub io_threads: u32,
@@ -152,6 +154,7 @@ impl PagerScenario {
             fault_mode,
             // Drawn by the caller from a stream of its own.
             aside_spares: 0,
+            refault_passes: true,
             app_threads: 1 + below(rng, 4) as u32,
             evictor_threads: 1 + chance(rng, 0.25) as u32,
             io_threads: 1 + chance(rng, 0.25) as u32,

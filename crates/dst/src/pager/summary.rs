@@ -31,6 +31,10 @@ pub struct PagerCoverage {
     pub writes_racing_write_outs: u64,
     pub swap_cache_dirtied: u64,
     pub swap_cache_skipped: u64,
+    /// Pages back within the budget's refault distance (given passes of the hand), and
+    /// the passes the hand spent (`CoreConfig::refault_passes`).
+    pub refaults_short: u64,
+    pub refault_passes_spent: u64,
     pub evictions_raced: u64,
     pub corrupted: u64,
     pub seeds_with_program_discards: u64,
@@ -79,6 +83,8 @@ impl PagerCoverage {
         self.evictions_raced += report.core.evictions_raced;
         self.swap_cache_dirtied += report.core.swap_cache_dirtied;
         self.swap_cache_skipped += report.core.swap_cache_skipped;
+        self.refaults_short += report.core.refaults_short;
+        self.refault_passes_spent += report.core.refault_passes_spent;
         self.corrupted += report.corrupted;
         self.zones_held_max = self.zones_held_max.max(report.zones_held_max);
         self.resets_deferred += report.resets_deferred;
@@ -112,6 +118,8 @@ impl PagerCoverage {
             figure!(self, evictions_raced, "victims written before their hand-over"),
             figure!(self, swap_cache_dirtied, "swapped-in pages written, slot kept (swap cache)"),
             figure!(self, swap_cache_skipped, "swapped-in pages mapped writable, slot dropped"),
+            figure!(self, refaults_short, "pages back soon after eviction (refault passes)"),
+            figure!(self, refault_passes_spent, "  passes of the hand they spent"),
             figure!(self.counters, fault_discards, "discards by faults waiting for room"),
             figure!(self.counters, addresses_reused, "regions mapped at a freed region's addresses"),
             figure!(self.counters, injected_errors, "device errors injected"),
