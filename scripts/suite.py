@@ -22,7 +22,7 @@ Needs root (swapon, memory cgroups, zswap's switch); leaves no swap, cgroup or z
 setting behind.
 
     sudo scripts/suite.py                        # every program, 3 rounds, swap on the disk
-    sudo scripts/suite.py --ram                  # both sides' swap in RAM: the software path alone
+    sudo scripts/suite.py --ram --sides znswap   # znswap with its device in RAM: the software path alone
     sudo scripts/suite.py --only py-sort,redis-hot --rounds 5
     sudo scripts/suite.py --list
 """
@@ -337,6 +337,14 @@ def main():
             chosen = [p for p in every if p.name in wanted]
         if args.rounds < 1:
             parser.error("--rounds must be at least 1")
+        if args.ram and set(args.sides) & {"kernel", "zswap"}:
+            # Seen on Linux 6.18 with cgroup v1: the loop device charges its writes to the
+            # program's memory cgroup, so the tmpfs pages behind the swap device were
+            # themselves swapped out to it, and swapoff hung for good in shmem_unuse (a
+            # process in D state, the device never freed).
+            sys.exit("error: --ram is disabled for the kernel's sides: a loop device over /dev/shm deadlocks under a "
+                     "memory cgroup (its backing pages are charged to the cgroup and swapped to the loop device "
+                     "itself). Use --sides znswap with --ram, or the disk")
         if os.geteuid() != 0:
             sys.exit("error: needs root (swapon, memory cgroups, zswap's switch); run it with sudo")
         for p in chosen:

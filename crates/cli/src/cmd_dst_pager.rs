@@ -5,6 +5,8 @@
 //! seeds exercised, summed), checked against floors with `--floors`.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Mutex;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
@@ -64,19 +66,36 @@ pub fn dst(request: &PagerDstRequest) -> Result<bool> {
     Ok(failed.is_empty() && shortfalls.is_empty())
 }
 
-/// Each seed's report, and the seconds it took.
+/// Each seed's report, and the seconds it took, in seed order. Seeds run on every CPU
+/// at once (each seed is a deterministic simulation of its own, on one thread), so the
+/// reports are the same however many run together.
 fn run_seeds(request: &PagerDstRequest) -> (Vec<PagerDstReport>, Vec<f64>) {
     let progress = Progress::new(!request.json);
-    let mut reports = Vec::new();
-    let mut seconds_per_seed = Vec::new();
-    for seed in request.seed..request.seed + request.seeds {
-        progress.set(format!("pager seed {seed} ({} of {})", seed - request.seed + 1, request.seeds));
-        let started = Instant::now();
-        reports.push(run(&PagerDstOptions::new(seed, request.steps)));
-        seconds_per_seed.push(started.elapsed().as_secs_f64());
-    }
+    let next = AtomicU64::new(request.seed);
+    let end = request.seed + request.seeds;
+    let done = AtomicU64::new(0);
+    let results = Mutex::new(Vec::with_capacity(request.seeds as usize));
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).min(request.seeds.max(1) as usize);
+    std::thread::scope(|scope| {
+        for _ in 0..workers {
+            scope.spawn(|| loop {
+                let seed = next.fetch_add(1, Relaxed);
+                if seed >= end {
+                    break;
+                }
+                let started = Instant::now();
+                let report = run(&PagerDstOptions::new(seed, request.steps));
+                let seconds = started.elapsed().as_secs_f64();
+                results.lock().expect("a seed's worker panicked").push((seed, report, seconds));
+                let done = done.fetch_add(1, Relaxed) + 1;
+                progress.set(format!("pager seeds: {done} of {} done (seed {seed} last)", request.seeds));
+            });
+        }
+    });
     progress.clear();
-    (reports, seconds_per_seed)
+    let mut results = results.into_inner().expect("a seed's worker panicked");
+    results.sort_by_key(|&(seed, _, _)| seed);
+    results.into_iter().map(|(_, report, seconds)| (report, seconds)).unzip()
 }
 
 /// A row per seed.
