@@ -531,6 +531,17 @@ impl PagerCore {
                 sweep.scan_open = false;
                 continue;
             }
+            // A block with every page `Unmapped` is passed in one step, as the hand
+            // would pass each of its pages (counted as looked at, and never past the
+            // sweep's limit, so the sweep ends where it would have).
+            let next = self.regions[sweep.owner as usize].next_occupied(sweep.page);
+            if next > sweep.page {
+                let skip = (next - sweep.page).min(sweep.limit - sweep.scanned);
+                sweep.open &= !sweep.wp_async;
+                sweep.scanned += skip;
+                sweep.page += skip;
+                continue;
+            }
             sweep.scanned += 1;
             self.evict_pick_page(round, &mut sweep);
             sweep.page += 1;

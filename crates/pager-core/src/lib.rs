@@ -562,6 +562,7 @@ impl PagerCore {
         self.tenants.uncount_region(region.tenant, region.resident, region.kept);
         region.live = false;
         region.states = Vec::new();
+        region.occupied = Vec::new();
         region.seals = Default::default();
         region.digests = Default::default();
         region.inherited = Default::default();
@@ -625,6 +626,7 @@ impl PagerCore {
         let state = PageState::from_byte(*byte);
         assert!(state == to || state.may_become(to), "page {owner}:{page}: {state:?} -> {to:?} is not a transition");
         *byte = to.to_byte();
+        region.count_occupancy(page, state, to);
         // Chosen to leave memory (in place, or from the inactive list): stamped.
         if self.config.refault_passes
             && state != to
@@ -722,6 +724,7 @@ impl PagerCore {
             );
             tenants[region.tenant as usize].0 += counted;
             tenants[region.tenant as usize].1 += kept;
+            let mut occupied = vec![0u16; region.occupied.len()];
             for (page, state) in region.states.iter().map(|&byte| PageState::from_byte(byte)).enumerate() {
                 let engine = self.engine.page_state(owner as u32, page as u64).expect("a live region's page");
                 let agrees = match state {
@@ -751,6 +754,7 @@ impl PagerCore {
                         || state == PageState::Unmapped && engine == Engine::Zero,
                     "page {owner}:{page} is inherited from a fork's parent but {state:?} / {engine:?}"
                 );
+                occupied[page / region::OCCUPANCY_BLOCK_PAGES as usize] += (state != PageState::Unmapped) as u16;
                 resident += state.is_resident() as u64;
                 writing += matches!(state, PageState::Writing | PageState::WritingParked) as u64;
                 parked += (state == PageState::Parked) as u64;
@@ -759,6 +763,7 @@ impl PagerCore {
                     "page {owner}:{page} is {state:?} in a region with no shadow"
                 );
             }
+            assert_eq!(region.occupied, occupied, "region {owner}'s blocks' occupancy against its page states");
         }
         for (tenant, &counted) in tenants.iter().enumerate() {
             let tenant = tenant as u32;

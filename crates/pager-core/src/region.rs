@@ -19,6 +19,12 @@ pub(crate) struct Region {
     pub pages: u64,
     /// Each page's `PageState`, a byte each (`PageState::to_byte`).
     pub states: Vec<u8>,
+    /// Pages not `Unmapped` in each block of `OCCUPANCY_BLOCK_PAGES` (kept by
+    /// `PagerCore::set_state`): the hand passes a block with none in one step. A
+    /// region is mostly address space never used (`znswap run`'s arena is the device's
+    /// size), which a sweep would otherwise look at page by page, under the state lock,
+    /// every revolution.
+    pub occupied: Vec<u16>,
     pub live: bool,
     /// The page of the last missing fault, and how many faults in a row followed it.
     pub last_fault: u64,
@@ -82,6 +88,9 @@ impl<T> Default for PageTable<T> {
 
 const TABLE_CHUNK_PAGES: u64 = 512;
 
+/// Pages per block of `Region::occupied`.
+pub(crate) const OCCUPANCY_BLOCK_PAGES: u64 = 512;
+
 impl<T: Copy + Default> PageTable<T> {
     pub(crate) fn new(pages: u64) -> PageTable<T> {
         PageTable { chunks: (0..pages.div_ceil(TABLE_CHUNK_PAGES)).map(|_| None).collect() }
@@ -121,6 +130,7 @@ impl Region {
             pages,
             // Zeroed, not written: all `Unmapped`, and resident only as pages are used.
             states: vec![0; pages as usize],
+            occupied: vec![0; pages.div_ceil(OCCUPANCY_BLOCK_PAGES) as usize],
             live: true,
             last_fault: u64::MAX,
             sequential_faults: 0,
@@ -139,7 +149,54 @@ impl Region {
         PageState::from_byte(self.states[page as usize])
     }
 
+    /// Counts `page` going from `from` to `to` in its block's occupancy.
+    pub fn count_occupancy(&mut self, page: u64, from: PageState, to: PageState) {
+        let block = &mut self.occupied[(page / OCCUPANCY_BLOCK_PAGES) as usize];
+        match (from == PageState::Unmapped, to == PageState::Unmapped) {
+            (true, false) => *block += 1,
+            (false, true) => *block -= 1,
+            _ => {}
+        }
+    }
+
+    /// The first page at or after `page` whose block may hold a page not `Unmapped`
+    /// (`pages` if none): every page skipped is `Unmapped`.
+    pub fn next_occupied(&self, page: u64) -> u64 {
+        let mut block = page / OCCUPANCY_BLOCK_PAGES;
+        if self.occupied.get(block as usize).is_some_and(|&count| count > 0) {
+            return page;
+        }
+        block += 1;
+        while (block as usize) < self.occupied.len() && self.occupied[block as usize] == 0 {
+            block += 1;
+        }
+        (block * OCCUPANCY_BLOCK_PAGES).min(self.pages)
+    }
+
     pub fn end(&self) -> u64 {
         self.base + self.pages * PAGE_BYTES as u64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Region, OCCUPANCY_BLOCK_PAGES};
+    use crate::PageState;
+
+    /// The hand's skip: a block with a page not `Unmapped` is stopped at, wherever in it
+    /// the hand is; the empty ones are passed, up to the region's end.
+    #[test]
+    fn the_hand_passes_only_blocks_with_every_page_unmapped() {
+        let block = OCCUPANCY_BLOCK_PAGES;
+        let mut region = Region::new(0, 0, 0, 4 * block + 10, None, false, false);
+        assert_eq!(region.next_occupied(0), 4 * block + 10, "an empty region: its end");
+        region.count_occupancy(2 * block + 7, PageState::Unmapped, PageState::Referenced);
+        assert_eq!(region.next_occupied(0), 2 * block);
+        assert_eq!(region.next_occupied(2 * block + 300), 2 * block + 300, "within an occupied block: here");
+        assert_eq!(region.next_occupied(3 * block), 4 * block + 10);
+        region.count_occupancy(2 * block + 7, PageState::Referenced, PageState::Resident);
+        assert_eq!(region.occupied[2], 1, "a change between mapped states counts nothing");
+        region.count_occupancy(2 * block + 7, PageState::Resident, PageState::Unmapped);
+        assert_eq!(region.next_occupied(0), 4 * block + 10);
     }
 }
