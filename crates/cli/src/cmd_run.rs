@@ -880,7 +880,7 @@ impl Summary {
                 }
                 paging_lines(r, &mut lines);
                 time_lines(r, &mut lines);
-                memory_lines(r, self.tree.is_some(), &mut lines);
+                memory_lines(r, self.tree.as_ref(), &mut lines);
                 lines.0.push_str(LEGEND);
             }
         }
@@ -1154,12 +1154,11 @@ fn time_lines(r: &RunReport, lines: &mut Lines) {
 
 /// Memory against `--memory`, the device's WAF, losses, what was not paged.
 /// `tree`: the launcher served the program's whole tree, whose memory is its.
-fn memory_lines(r: &RunReport, tree: bool, lines: &mut Lines) {
+fn memory_lines(r: &RunReport, tree: Option<&TreeFigures>, lines: &mut Lines) {
     let page = PAGE_BYTES as u64;
     let uncovered = r.rss_anon_bytes.saturating_sub(r.pager.core.resident_pages * page);
-    let whose = if tree {
-        "the tree's anonymous memory: every process's heap and mappings, and the pager's tables and buffers in \
-         the launcher"
+    let whose = if tree.is_some() {
+        "the tree's anonymous memory: every process's heap and mappings"
     } else {
         "the program's anonymous memory: heap, its own mappings, the pager's tables and buffers"
     };
@@ -1179,8 +1178,8 @@ fn memory_lines(r: &RunReport, tree: bool, lines: &mut Lines) {
             "over --memory",
             format!(
                 "by {} at its highest: what the pager does not page (the program's memory from before it \
-                     started, stacks, the pager's tables and buffers) left the paged heap too little; give a \
-                     larger --memory",
+                     started, stacks{}) left the paged heap too little; give a larger --memory",
+                if tree.is_some() { "" } else { ", the pager's tables and buffers" },
                 format_size(r.memory_used_max_bytes - r.memory_bytes)
             ),
         );
@@ -1205,7 +1204,16 @@ fn memory_lines(r: &RunReport, tree: bool, lines: &mut Lines) {
             ),
         );
     }
-    if !tree {
+    if let Some(tree) = tree {
+        lines.line(
+            "pager's memory",
+            format!(
+                "max {} in the launcher (the pager's tables and buffers): the swap system's, not counted in \
+                 --memory, as a memory cgroup does not charge the kernel's swap tables",
+                format_size(tree.pager_memory_max_bytes)
+            ),
+        );
+    } else {
         lines.line(
             "not paged",
             format!(

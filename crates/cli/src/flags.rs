@@ -27,11 +27,14 @@ pub struct MemoryFlag {
     /// Resident memory (e.g. 256M, 2G): pages beyond it are swapped to the device
     ///
     /// Pages beyond it come back on fault. For `bench`, the paged working set's budget;
-    /// for `run`, the program's anonymous memory (its heap, its own anonymous and shared
-    /// mappings, the pager's tables and buffers), the paged heap getting what the rest
-    /// leaves, re-measured every 100 ms. Mapped files (code, libraries) are not counted: a
-    /// memory cgroup at the same limit leaves them in the shared page cache and maps them
-    /// back on use.
+    /// for `run`, the anonymous memory of the program and every process it forks or
+    /// executes (heaps, stacks, their own anonymous and shared mappings), the paged heaps
+    /// getting what the rest leaves, re-measured every 100 ms. Mapped files (code,
+    /// libraries) are not counted: a memory cgroup at the same limit leaves them in the
+    /// shared page cache and maps them back on use. Nor is the pager's own memory (its
+    /// tables and buffers, in the launcher; in the program with --in-process, where it
+    /// is counted): a memory cgroup does not charge the kernel's swap tables either. The
+    /// summary reports it.
     #[arg(long, value_parser = size, default_value = "256M")]
     pub memory: u64,
 }

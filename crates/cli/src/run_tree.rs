@@ -6,10 +6,14 @@
 //!
 //! The governor here holds the tree to `--memory` every 100 ms: what the tree's
 //! processes hold outside their paged heaps (stacks, memory from before their library
-//! started, processes no preload reaches) and what the launcher holds (the pager's
-//! tables and buffers) come out of the paged heaps' budget. It also finds processes of
-//! the tree that are not paged (a statically linked program, an environment without
-//! `LD_PRELOAD`) and says so at once; their memory counts all the same.
+//! started, processes no preload reaches) comes out of the paged heaps' budget. What the
+//! launcher holds (the pager's tables and buffers) is the swap system's, not the
+//! program's: a memory cgroup does not charge the kernel's swap tables (`swap_map`, the
+//! swap cgroup map, the swap cache) to the cgroup whose pages they describe either, so
+//! the launcher's memory is measured and reported beside the tree's, not taken from it.
+//! The governor also finds processes of the tree that are not paged (a statically linked
+//! program, an environment without `LD_PRELOAD`) and says so at once; their memory counts
+//! all the same.
 //!
 //! The launcher is the tree's subreaper (`PR_SET_CHILD_SUBREAPER`): a process whose
 //! parent exits stays in the tree (its pager is here), and the launcher waits for the
@@ -44,9 +48,12 @@ pub struct Escape {
 /// What the governor saw of the tree.
 #[derive(Clone, Debug, Default, serde::Serialize)]
 pub struct TreeFigures {
-    /// The tree's anonymous memory with the launcher's, at its highest (sampled every
-    /// 100 ms): what `--memory` holds.
+    /// The tree's anonymous memory at its highest (sampled every 100 ms): what
+    /// `--memory` holds.
     pub memory_used_max_bytes: u64,
+    /// The launcher's own anonymous memory at its highest: the pager's tables and
+    /// buffers, not counted in `--memory` (the module's comment says why).
+    pub pager_memory_max_bytes: u64,
     /// Processes of the tree seen, and the most alive at once.
     pub processes_seen: u64,
     pub processes_max: u64,
@@ -106,10 +113,7 @@ impl Tree {
         let figures = Arc::new(Mutex::new(TreeFigures::default()));
         let done = Arc::new(AtomicBool::new(false));
         let embedded = self.embedded.clone();
-        // What the launcher will hold at least: what it holds now plus the pager's
-        // buffers, which become resident only as they are first used.
-        let launcher_floor = charged_of("/proc/self").unwrap_or(0) + embedded.pager().buffers_bytes();
-        let mut watch = Watch { tenant, memory: self.memory, slack: self.slack, launcher_floor, ..Watch::default() };
+        let mut watch = Watch { tenant, memory: self.memory, slack: self.slack, ..Watch::default() };
         // Once now, before the program's memory grows: the grant was the whole of it.
         watch.tick(&embedded, &figures);
         let thread = {
@@ -142,12 +146,10 @@ impl Tree {
 /// The governor's memory of the tree between ticks.
 #[derive(Default)]
 struct Watch {
-    /// The daemon's tenant the tree is, `--memory`, the pager's slack in bytes, and what
-    /// the launcher holds at least.
+    /// The daemon's tenant the tree is, `--memory`, and the pager's slack in bytes.
     tenant: u32,
     memory: u64,
     slack: u64,
-    launcher_floor: u64,
     /// When each process of the tree was first seen, and its most anonymous memory.
     seen: BTreeMap<u32, (Instant, u64)>,
     /// Processes said to run unpaged.
@@ -185,13 +187,14 @@ impl Watch {
             }
         }
         // The paged heaps' resident pages live in the tree's anonymous memory: the rest
-        // of it, and the launcher's, come out of their budget.
+        // of it comes out of their budget.
         let paged = pager.tenant_figures(self.tenant).resident_pages * PAGE_BYTES as u64;
-        let rest = charged.saturating_sub(paged) + launcher.max(self.launcher_floor);
+        let rest = charged.saturating_sub(paged);
         let floor = pager.budget_bytes_min().max(BUDGET_FLOOR_BYTES);
         hold_budget(pager, self.memory, rest, self.slack, floor);
         let mut figures = figures.lock().unwrap();
-        figures.memory_used_max_bytes = figures.memory_used_max_bytes.max(charged + launcher);
+        figures.memory_used_max_bytes = figures.memory_used_max_bytes.max(charged);
+        figures.pager_memory_max_bytes = figures.pager_memory_max_bytes.max(launcher);
         figures.processes_seen = self.seen.len() as u64;
         figures.processes_max = figures.processes_max.max(tree.len() as u64);
         for escape in &mut figures.escaped {

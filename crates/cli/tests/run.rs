@@ -532,18 +532,23 @@ fn the_programs_anonymous_memory_stays_within_memory() {
     assert!(figure("pager.swap_outs_written") > 0 && figure("pager.swap_in_reads") > 0, "{report}");
     // 4 MiB of give: the governor samples the tree every 100 ms and sets the budget from
     // what the rest holds, so memory outside the paged heap that grows between samples
-    // (the launcher's tables, read-ahead buffers, a page table's pages) shows before the
-    // budget follows it. (With 1 MiB this failed about one run in four, 3-4 MiB over,
-    // with the paged heap itself within its budget.)
+    // (a page table's pages, the program's own mappings) shows before the budget follows
+    // it. (With 1 MiB this failed about one run in four, 3-4 MiB over, with the paged
+    // heap itself within its budget, when the launcher's tables were counted too.)
     assert!(figure("memory_used_max_bytes") <= memory + (4 << 20), "anonymous memory over --memory: {report}");
     assert!(figure("memory_used_max_bytes") > memory / 2, "the heap used what --memory gives: {report}");
+    // The pager's own memory, in the launcher, is reported beside it (not counted).
+    let pager_memory = figure_at(&summary["tree"], "pager_memory_max_bytes");
+    assert!(pager_memory > 1 << 20 && pager_memory < 64 << 20, "the pager's own memory, {pager_memory} B: {summary}");
     // Counted from the program's anonymous memory (the arena's pages among it), not its
     // whole resident set.
     assert!(figure("rss_anon_bytes") >= figure("pager.resident_pages") * 4096, "{report}");
     // CPU by thread role: the pager's threads did work, and are a part of the whole.
     let pager_cpu = figure("pager.fault_cpu_ns") + figure("pager.evictor_cpu_ns") + figure("pager.io_cpu_ns");
     assert!(pager_cpu > 0 && figure("cpu_ns") >= pager_cpu + figure("stats_thread_cpu_ns"), "{report}");
-    assert!(figure("budget_bytes") < memory - (4 << 20), "the rest of the anonymous memory was not counted: {report}");
+    // What the program holds outside its paged heap (stacks, its own mappings: most of a
+    // MiB here) comes out of the heap's budget; the launcher's tables do not.
+    assert!(figure("budget_bytes") < memory - (256 << 10), "the rest of the anonymous memory was not counted: {report}");
 }
 
 /// `znswap daemon --memory MEMORY` on a device of its own in `dir`, listening once this
