@@ -21,7 +21,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::mpsc::RecvTimeoutError;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -75,7 +75,8 @@ pub struct Tree {
 
 struct Governor {
     figures: Arc<Mutex<TreeFigures>>,
-    done: Arc<AtomicBool>,
+    /// Dropped to stop the governor at once (its wait between looks ends).
+    stop: std::sync::mpsc::Sender<()>,
     thread: std::thread::JoinHandle<()>,
 }
 
@@ -111,24 +112,25 @@ impl Tree {
             return Err(std::io::Error::last_os_error()).context("becoming the tree's subreaper");
         }
         let figures = Arc::new(Mutex::new(TreeFigures::default()));
-        let done = Arc::new(AtomicBool::new(false));
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
         let embedded = self.embedded.clone();
         let mut watch = Watch { tenant, memory: self.memory, slack: self.slack, ..Watch::default() };
         // Once now, before the program's memory grows: the grant was the whole of it.
         watch.tick(&embedded, &figures);
         let thread = {
-            let (figures, done) = (figures.clone(), done.clone());
+            let figures = figures.clone();
             std::thread::Builder::new()
                 .name("znswap-govern".into())
                 .spawn(move || {
-                    while !done.load(Relaxed) {
-                        std::thread::sleep(Duration::from_millis(100));
+                    // A look every 100 ms until the sender is dropped (a short program's
+                    // end waits for no sleep).
+                    while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(Duration::from_millis(100)) {
                         watch.tick(&embedded, &figures);
                     }
                 })
                 .context("starting the tree's governor")?
         };
-        self.governor = Some(Governor { figures, done, thread });
+        self.governor = Some(Governor { figures, stop, thread });
         Ok(())
     }
 
@@ -136,7 +138,7 @@ impl Tree {
     pub fn stop(&mut self) -> TreeFigures {
         self.embedded.pager().device().save_counters();
         let Some(governor) = self.governor.take() else { return TreeFigures::default() };
-        governor.done.store(true, Relaxed);
+        drop(governor.stop);
         let _ = governor.thread.join();
         let figures = governor.figures.lock().unwrap().clone();
         figures
