@@ -172,7 +172,7 @@ impl Watch {
         let launcher = ResidentSet::of("/proc/self/status").map_or(0, |set| set.charged);
         // A process alone shares no pages with another of the tree: its counters say
         // what a cgroup charges it at no cost (its proportional share walks its page
-        // tables: 5 % of a CPU at 10 looks a second on a 40 MiB heap).
+        // tables, ten times a second; docs/measurements/2026-12-suite.md).
         let shared = tree.len() > 1;
         let mut charged = 0;
         let mut escapes = Vec::new();
