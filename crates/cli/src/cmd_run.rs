@@ -1179,8 +1179,8 @@ fn memory_lines(r: &RunReport, tree: Option<&TreeFigures>, lines: &mut Lines) {
             format!(
                 "by {} at its highest: what the pager does not page (the program's memory from before it \
                      started, stacks{}) left the paged heap too little; give a larger --memory",
+                format_size(r.memory_used_max_bytes - r.memory_bytes),
                 if tree.is_some() { "" } else { ", the pager's tables and buffers" },
-                format_size(r.memory_used_max_bytes - r.memory_bytes)
             ),
         );
     }
@@ -1334,4 +1334,31 @@ fn pipe() -> Result<(i32, i32)> {
         return Err(std::io::Error::last_os_error()).context("creating a pipe");
     }
     Ok((fds[0], fds[1]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{memory_lines, Lines, RunReport, TreeFigures};
+
+    /// The memory lines say by how much a run went over --memory, and the pager's own
+    /// memory beside the tree's (not counted in it) when the launcher served the tree.
+    #[test]
+    fn the_memory_lines_say_what_went_over_and_what_the_pager_held() {
+        let report = RunReport {
+            memory_bytes: 128 << 20,
+            memory_used_max_bytes: (128 << 20) + (4 << 20),
+            ..Default::default()
+        };
+        let tree = TreeFigures { pager_memory_max_bytes: 7 << 20, ..Default::default() };
+        let mut lines = Lines(String::new());
+        memory_lines(&report, Some(&tree), &mut lines);
+        let text = lines.0;
+        assert!(text.contains("by 4 MiB at its highest: what the pager does not page"), "{text}");
+        assert!(text.contains("started, stacks) left the paged heap"), "{text}");
+        assert!(text.contains("pager's memory         max 7 MiB in the launcher"), "{text}");
+        let mut lines = Lines(String::new());
+        memory_lines(&report, None, &mut lines);
+        assert!(lines.0.contains("stacks, the pager's tables and buffers) left"), "{}", lines.0);
+        assert!(!lines.0.contains("pager's memory"), "{}", lines.0);
+    }
 }
