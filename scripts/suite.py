@@ -211,6 +211,15 @@ def score(program, row):
     return row.get("ops_per_second")
 
 
+def why_failed(args, row):
+    """Why a run failed, in a few words."""
+    if (row.get("oom_kills") or 0) > 0:
+        return f"status {row['status']}, OOM-killed by its memory cgroup"
+    if row.get("seconds", 0) >= args.timeout:
+        return f"killed at the {args.timeout:.0f} s limit"
+    return f"status {row['status']}"
+
+
 def geomean(values):
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
 
@@ -221,7 +230,7 @@ def summarize(args, chosen, rows):
     for program in chosen:
         mine = [r for r in rows if r["program"] == program.name]
         entry = {"memory": program.memory, "kind": program.kind, "about": program.about, "ratios": {},
-                 "failed_runs": [f"{r['side']} round {r['round']}: status {r['status']}"
+                 "failed_runs": [f"{r['side']} round {r['round']}: {why_failed(args, r)}"
                                  for r in mine if r.get("status") != 0]}
         digests = {r.get("stdout_sha256") for r in mine if r.get("status") == 0 and program.kind == "command"}
         entry["outputs_agree"] = len(digests) <= 1
@@ -235,6 +244,9 @@ def summarize(args, chosen, rows):
                 "machine_cpu_seconds": statistics.median([r["machine_cpu_seconds"] for r in runs]) if runs else None,
                 "pages_in": statistics.median([r["pages_in"] or 0 for r in runs]) if runs else None,
                 "peak_rss_bytes": max((r["peak_rss_bytes"] for r in runs), default=None),
+                # Runs the memory cgroup OOM-killed (the kernel's sides), and runs past --timeout.
+                "oom_killed": sum(1 for r in runs if (r.get("oom_kills") or 0) > 0),
+                "timed_out": sum(1 for r in runs if r.get("status") != 0 and r.get("seconds", 0) >= args.timeout),
             }
         if "znswap" in args.sides:
             for other in others:
@@ -289,6 +301,10 @@ def print_table(args, summary):
             if s["geomean"]:
                 print(f"znswap vs {other}: geometric mean {s['geomean']:.2f}x, worst {s['worst']:.2f}x "
                       f"({s['worst_program']})" + (f"; no figure for {', '.join(s['unrated'])}" if s["unrated"] else ""))
+    # A program the kernel's cgroup OOM-kills is a result, not a gap: counted here.
+    killed = {side: sum(e[side]["oom_killed"] for e in summary["programs"].values()) for side in sides_}
+    runs = len(summary["programs"]) * args.rounds
+    print("runs OOM-killed: " + ", ".join(f"{side} {killed[side]} of {runs}" for side in sides_))
     for name, e in summary["programs"].items():
         for failure in e["failed_runs"]:
             print(f"{name}: {failure}")
