@@ -211,11 +211,21 @@ def score(program, row):
     return row.get("ops_per_second")
 
 
+def oom_killed(row):
+    """Whether the run's memory cgroup OOM-killed it (the kernel's sides)."""
+    return (row.get("oom_kills") or 0) > 0
+
+
+def timed_out(args, row):
+    """Whether the run failed at the --timeout limit."""
+    return row.get("status") != 0 and row.get("seconds", 0) >= args.timeout
+
+
 def why_failed(args, row):
     """Why a run failed, in a few words."""
-    if (row.get("oom_kills") or 0) > 0:
+    if oom_killed(row):
         return f"status {row['status']}, OOM-killed by its memory cgroup"
-    if row.get("seconds", 0) >= args.timeout:
+    if timed_out(args, row):
         return f"killed at the {args.timeout:.0f} s limit"
     return f"status {row['status']}"
 
@@ -245,8 +255,8 @@ def summarize(args, chosen, rows):
                 "pages_in": statistics.median([r["pages_in"] or 0 for r in runs]) if runs else None,
                 "peak_rss_bytes": max((r["peak_rss_bytes"] for r in runs), default=None),
                 # Runs the memory cgroup OOM-killed (the kernel's sides), and runs past --timeout.
-                "oom_killed": sum(1 for r in runs if (r.get("oom_kills") or 0) > 0),
-                "timed_out": sum(1 for r in runs if r.get("status") != 0 and r.get("seconds", 0) >= args.timeout),
+                "oom_killed": sum(1 for r in runs if oom_killed(r)),
+                "timed_out": sum(1 for r in runs if timed_out(args, r)),
             }
         if "znswap" in args.sides:
             for other in others:

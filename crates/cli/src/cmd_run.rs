@@ -1344,11 +1344,8 @@ mod tests {
     /// memory beside the tree's (not counted in it) when the launcher served the tree.
     #[test]
     fn the_memory_lines_say_what_went_over_and_what_the_pager_held() {
-        let report = RunReport {
-            memory_bytes: 128 << 20,
-            memory_used_max_bytes: (128 << 20) + (4 << 20),
-            ..Default::default()
-        };
+        let report =
+            RunReport { memory_bytes: 128 << 20, memory_used_max_bytes: (128 << 20) + (4 << 20), ..Default::default() };
         let tree = TreeFigures { pager_memory_max_bytes: 7 << 20, ..Default::default() };
         let mut lines = Lines(String::new());
         memory_lines(&report, Some(&tree), &mut lines);

@@ -548,7 +548,10 @@ fn the_programs_anonymous_memory_stays_within_memory() {
     assert!(pager_cpu > 0 && figure("cpu_ns") >= pager_cpu + figure("stats_thread_cpu_ns"), "{report}");
     // What the program holds outside its paged heap (stacks, its own mappings: most of a
     // MiB here) comes out of the heap's budget; the launcher's tables do not.
-    assert!(figure("budget_bytes") < memory - (256 << 10), "the rest of the anonymous memory was not counted: {report}");
+    assert!(
+        figure("budget_bytes") < memory - (256 << 10),
+        "the rest of the anonymous memory was not counted: {report}"
+    );
 }
 
 /// `znswap daemon --memory MEMORY` on a device of its own in `dir`, listening once this

@@ -253,7 +253,7 @@ impl Engine {
             }
             // (An entry already Zero is left as it is: a region is mostly pages never
             // used, whose table is not even resident, and writing each made a freed
-            // 8 GiB arena's table resident whole, 16 MiB, as its process exited.)
+            // arena's whole table resident as its process exited.)
             if state != PageState::Zero {
                 self.owners.set(owner, page, PageState::Zero);
             }
