@@ -29,6 +29,10 @@ thread_local! {
     static INTERNAL: Cell<bool> = const { Cell::new(false) };
     /// Set for good on the pager's own threads (`mark_internal_thread`).
     static PAGER_THREAD: Cell<bool> = const { Cell::new(false) };
+    /// In one of the program's own allocator calls (not the library's, nor a pager
+    /// thread's), where mimalloc may purge the paged arena (`crate::arena_commit`):
+    /// this thread holds none of the library's locks there.
+    static PROGRAM_CALL: Cell<bool> = const { Cell::new(false) };
 }
 
 /// Marks the calling thread as one of the pager's for good (`PagerConfig::thread_start`),
@@ -90,6 +94,7 @@ unsafe fn allocate(
             return default();
         }
         let heap = PAGED_HEAP.load(Relaxed);
+        PROGRAM_CALL.set(true);
         let block = if heap.is_null() {
             default()
         } else {
@@ -104,6 +109,7 @@ unsafe fn allocate(
                 block
             }
         };
+        PROGRAM_CALL.set(false);
         internal.set(false);
         block
     })
@@ -305,8 +311,17 @@ fn carved(pointer: *mut c_void, take: bool) -> Option<Carved> {
 /// `block` is null or a live block of this family.
 unsafe fn release(block: *mut c_void) {
     let start = carved(block, true).map_or(block, |carved| carved.block as *mut c_void);
+    let program = !is_internal_thread();
+    PROGRAM_CALL.set(program);
     // SAFETY: per the contract; a carved block is freed through the block it lies in.
     unsafe { mi::mi_free(start) }
+    PROGRAM_CALL.set(false);
+}
+
+/// Whether this thread is in one of the program's own `malloc` or `free` calls, and so
+/// may discard paged memory for mimalloc (`crate::arena_commit`).
+pub(crate) fn in_program_call() -> bool {
+    PROGRAM_CALL.with(Cell::get)
 }
 
 /// # Safety

@@ -120,6 +120,17 @@ impl Runtime {
         }
     }
 
+    /// The paged part of the arena, `[start, end)`: past mimalloc's bookkeeping.
+    fn paged_bounds(&self) -> (u64, u64) {
+        match &self.paging {
+            Paging::Here { region, .. } => {
+                let arena_start = (region.as_ptr() as u64).div_ceil(ARENA_ALIGN) * ARENA_ALIGN;
+                (arena_start + arena_bookkeeping_bytes(self.arena_bytes), arena_start + self.arena_bytes)
+            }
+            Paging::Served(served) => served.paged_bounds(),
+        }
+    }
+
     /// The program discards `[start, start + len)` of the arena (`Pager::program_discard`).
     fn program_discard(&self, start: u64, len: u64) -> i32 {
         match &self.paging {
@@ -226,21 +237,34 @@ fn arena_bookkeeping_bytes(arena_bytes: u64) -> u64 {
 }
 
 /// mimalloc takes `[arena_start, + arena_bytes)` as its one arena, and a heap in it.
+///
+/// mimalloc may purge the arena: free spans it has not reused for a while (its
+/// `purge_delay`) go back, through `arena_commit`, as the pager's discards. Without
+/// that, memory the program freed stayed resident in the budget until the hand evicted
+/// it (a device write of garbage), and was read back from the device when mimalloc
+/// handed it out again: the heap held the high-water mark of the program's use where
+/// the C library's allocator gives freed spans back.
 fn manage_arena(arena_start: u64, arena_bytes: u64) -> Result<*mut mi::mi_heap_t, String> {
+    // Free spans purged after 10 ms unused rather than mimalloc v3's 1 s: memory freed
+    // holds the budget until then (`MIMALLOC_PURGE_DELAY` still decides if set).
+    // SAFETY: sets an option's default before the arena exists (not thread-safe: the
+    // program's `main` has not started).
+    unsafe { mi::mi_option_set_default(MI_OPTION_PURGE_DELAY, PURGE_DELAY_MS) };
     let mut arena_id: mi::mi_arena_id_t = std::ptr::null_mut();
     // SAFETY: the range is ours, mapped (registered with the pager) for the process's
-    // life, aligned as mimalloc asks; it reads as zeros until written.
+    // life, aligned as mimalloc asks; it reads as zeros until written. `arena_commit`
+    // has the signature mimalloc's `mi_commit_fun_t` has, and lives as long as the library.
     let managed = unsafe {
-        mi::mi_manage_os_memory_ex(
+        mi_manage_memory(
             arena_start as *const c_void,
             arena_bytes as usize,
             true,
-            // Pinned: mimalloc never purges the arena behind the pager's back (a purge
-            // is a discard the pager must be told of; see wrap.rs).
-            true,
+            false,
             true,
             -1,
             true,
+            arena_commit,
+            std::ptr::null_mut(),
             &mut arena_id,
         )
     };
@@ -253,6 +277,62 @@ fn manage_arena(arena_start: u64, arena_bytes: u64) -> Result<*mut mi::mi_heap_t
         return Err("mimalloc could not make a heap in the paged arena".into());
     }
     Ok(heap)
+}
+
+/// mimalloc v3's `mi_option_purge_delay` (`libmimalloc-sys` names v2's options).
+const MI_OPTION_PURGE_DELAY: mi::mi_option_t = 15;
+const PURGE_DELAY_MS: libc::c_long = 10;
+
+unsafe extern "C" {
+    /// mimalloc v3's arena over memory the caller manages, whose commits and decommits
+    /// (purges) go to `commit`. Not in `libmimalloc-sys`'s bindings.
+    fn mi_manage_memory(
+        start: *const c_void,
+        size: usize,
+        is_committed: bool,
+        is_pinned: bool,
+        is_zero: bool,
+        numa_node: libc::c_int,
+        exclusive: bool,
+        commit: unsafe extern "C" fn(bool, *mut c_void, usize, *mut bool, *mut c_void) -> bool,
+        commit_arg: *mut c_void,
+        arena_id: *mut mi::mi_arena_id_t,
+    ) -> bool;
+}
+
+/// mimalloc commits or purges `[start, start + size)` of the paged arena. A commit has
+/// nothing to do (a touch faults the page in). A purge is the program's discard
+/// (`Runtime::program_discard`: its slots freed, the range reads zero), made on the
+/// program's own `malloc` and `free` calls only: elsewhere (a pager thread, the
+/// library's own code; mimalloc purges any arena from any allocation) the thread may
+/// hold a lock the discard takes, so the purge is declined, which mimalloc takes as the
+/// range kept as it is. Returns whether the range was decommitted (then mimalloc
+/// commits it again before reuse).
+unsafe extern "C" fn arena_commit(
+    commit: bool,
+    start: *mut c_void,
+    size: usize,
+    is_zero: *mut bool,
+    _arg: *mut c_void,
+) -> bool {
+    if commit {
+        if !is_zero.is_null() {
+            // SAFETY: mimalloc's out-parameter.
+            unsafe { *is_zero = false };
+        }
+        return true;
+    }
+    if !alloc::in_program_call() {
+        return false;
+    }
+    let Some(runtime) = RUNTIME.get() else { return false };
+    let (paged_start, paged_end) = runtime.paged_bounds();
+    let (start, end) = ((start as u64).max(paged_start), (start as u64 + size as u64).min(paged_end));
+    if start >= end {
+        return false;
+    }
+    let _internal = Internal::enter();
+    runtime.program_discard(start, end - start) == 0
 }
 
 fn start(config: RunConfig) -> Result<(), String> {
@@ -453,4 +533,21 @@ fn write_report(at_exit: bool) {
         }
     };
     report(runtime, at_exit).write(path);
+}
+
+#[cfg(test)]
+mod tests {
+    use libmimalloc_sys as mi;
+
+    #[test]
+    fn the_purge_delay_option_is_mimalloc_v3s() {
+        // v3's `purge_delay` defaults to 1000 ms; at v2's index (14) v3 has a deprecated
+        // option, and at 15 anything but the purge delay would read otherwise.
+        if std::env::var_os("MIMALLOC_PURGE_DELAY").is_some() {
+            return;
+        }
+        // SAFETY: reads an option.
+        let delay = unsafe { mi::mi_option_get(super::MI_OPTION_PURGE_DELAY) };
+        assert_eq!(delay, 1000, "option {} is not mimalloc's purge delay", super::MI_OPTION_PURGE_DELAY);
+    }
 }

@@ -162,6 +162,11 @@ impl Served {
         self.bounds
     }
 
+    /// The paged part of the arena, `[start, end)`.
+    pub(crate) fn paged_bounds(&self) -> (u64, u64) {
+        (self.paged.start(), self.paged.end())
+    }
+
     /// Before a fork: the daemon keeps where this process's swapped pages are for the
     /// child (`ToDaemon::Forking`), while this process's drops and discards are held
     /// (until `fork_end`). Without a daemon, or with it gone, only the locks are held.
