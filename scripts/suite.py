@@ -194,6 +194,10 @@ def run_side(args, program, side, round_, znswap, device, swap):
     return row
 
 
+def median_or_none(values):
+    return statistics.median(values) if values else None
+
+
 class _nothing:
     def __enter__(self):
         return self
@@ -252,7 +256,9 @@ def summarize(args, chosen, rows):
                 key: statistics.median([r[key] for r in good]) if good else None,
                 "cpu_seconds": statistics.median([r["cpu_seconds"] for r in runs]) if runs else None,
                 "machine_cpu_seconds": statistics.median([r["machine_cpu_seconds"] for r in runs]) if runs else None,
-                "pages_in": statistics.median([r["pages_in"] or 0 for r in runs]) if runs else None,
+                # A run whose figures were not written (its report missing) has no count:
+                # left out, not taken as 0.
+                "pages_in": median_or_none([r["pages_in"] for r in runs if r["pages_in"] is not None]),
                 "peak_rss_bytes": max((r["peak_rss_bytes"] for r in runs), default=None),
                 # Runs the memory cgroup OOM-killed (the kernel's sides), and runs past --timeout.
                 "oom_killed": sum(1 for r in runs if oom_killed(r)),
@@ -292,7 +298,7 @@ def print_table(args, summary):
             s = e[side]
             value = s.get("seconds") if e["kind"] == "command" else s.get("ops_per_second")
             line += ["-" if value is None else (f"{value:.1f}" if e["kind"] == "command" else f"{value:.0f}"),
-                     f"{s['machine_cpu_seconds']:.1f}", f"{s['pages_in'] / 1000:.0f}k"]
+                     f"{s['machine_cpu_seconds']:.1f}", "-" if s["pages_in"] is None else f"{s['pages_in'] / 1000:.0f}k"]
         for other in sides_:
             if other != "znswap":
                 m = e["ratios"].get(other, {}).get("median")

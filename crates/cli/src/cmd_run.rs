@@ -1092,6 +1092,21 @@ fn paging_lines(r: &RunReport, lines: &mut Lines) {
             ),
         );
     }
+    let core = &r.pager.core;
+    if core.sampling_looked_at > 0 {
+        lines.line(
+            "sampling",
+            format!(
+                "{} pages looked at for references, {} of them written before the hand came back ({} %); \
+                 {} passed by until their turn; a look every {} revolutions at the end",
+                core.sampling_looked_at,
+                core.sampling_written,
+                core.sampling_written * 100 / core.sampling_looked_at,
+                core.sampling_deferred,
+                core.sampling_period
+            ),
+        );
+    }
     lines.line(
         "faults",
         if r.pager.core.missing_faults + r.pager.core.write_protect_faults == 0 {

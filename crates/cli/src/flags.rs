@@ -6,7 +6,9 @@ use std::path::PathBuf;
 
 use clap::Args;
 use znswap_core::PolicyKind;
-use znswap_pager::{FaultMode, PagerConfig, PAGE_BYTES, READAHEAD_PAGES_DEFAULT, READAHEAD_PAGES_MAX};
+use znswap_pager::{
+    FaultMode, PagerConfig, PAGE_BYTES, READAHEAD_PAGES_DEFAULT, READAHEAD_PAGES_MAX, SAMPLING_PERIOD_MAX_DEFAULT,
+};
 
 /// `--device`, for commands that work on an existing device or the default one.
 #[derive(Args, Clone, Debug)]
@@ -122,6 +124,17 @@ pub struct FaultFlags {
     /// (docs/measurements/2026-11-pager.md).
     #[arg(long)]
     pub no_reference_sampling: bool,
+    /// The most revolutions of the CLOCK hand between two looks at a page by reference
+    /// sampling (a power of two, 1 to 64)
+    ///
+    /// Each look is a write-protection, and a write after it a fault: the pages looked at
+    /// and not written before the hand returns are the cold ones it finds. While most
+    /// pages looked at come back written (an interpreter writes a reference count on
+    /// every object it touches), the looks cost a fault each and find little, and the
+    /// hand looks at each page less often, down to once every this many revolutions;
+    /// while few do, more often, up to every revolution. 1: every revolution, always.
+    #[arg(long, value_name = "N", default_value_t = SAMPLING_PERIOD_MAX_DEFAULT)]
+    pub sampling_period_max: u32,
     /// Evict pages that come back soon after their eviction as any other
     ///
     /// By default a page swapped in within the budget's refault distance of its
@@ -160,6 +173,7 @@ impl FaultFlags {
         config.fault_poll_us = self.fault_poll;
         config.core.park_pages = self.park / PAGE_BYTES as u64;
         config.core.reference_sampling = !self.no_reference_sampling;
+        config.core.sampling_period_max = self.sampling_period_max;
         config.core.refault_passes = !self.no_refault_passes;
         config.core.wp_async = self.wp_async;
     }

@@ -523,6 +523,8 @@ impl PagerCore {
         while (sweep.direct_room > 0 || sweep.park_room > 0) && sweep.scanned < sweep.limit {
             if sweep.owner as usize >= self.regions.len() {
                 sweep.owner = 0;
+                self.sampling.revolution();
+                self.stats.sampling_period = self.sampling.period();
             }
             if sweep.page >= self.regions[sweep.owner as usize].pages || sweep.passes_over(&self.regions) {
                 sweep.owner += 1;
@@ -637,6 +639,18 @@ impl PagerCore {
         match self.state(owner, page) {
             // Already write-protected: a sampling range may run over it.
             PageState::Evicting { .. } | PageState::Writing => sweep.open &= sweep.sampling,
+            // Not this revolution's to look at: its bit stays, and the hand passes it. In
+            // the sweep's first revolution only: when that found no victim, every page
+            // is looked at.
+            PageState::Referenced
+                if sweep.sampling
+                    && !sweep.wp_async
+                    && sweep.scanned < sweep.limit / 2
+                    && !self.sampling.looks_at(page) =>
+            {
+                self.stats.sampling_deferred += 1;
+                sweep.open = false;
+            }
             PageState::Referenced => {
                 self.set_state(owner, page, PageState::Resident);
                 // A page with passes left is kept for them, written or not: a write
@@ -647,6 +661,11 @@ impl PagerCore {
                     && crate::refault::has_passes(&self.regions[owner as usize].heat, page);
                 if sweep.sampling && !hot {
                     protect_page(&mut round.ranges, &mut sweep.open, address);
+                    if !sweep.wp_async {
+                        self.sampling.looked_at();
+                        self.stats.sampling_looked_at += 1;
+                        self.stats.sampling_period = self.sampling.period();
+                    }
                 } else {
                     sweep.open = false;
                 }

@@ -413,6 +413,10 @@ impl PagerCore {
         if matches!(self.engine.page_state(owner, page), Ok(EnginePage::SwapCached { .. })) {
             self.tenants.swap_cache_dirtied(self.tenant_of(owner));
             self.stats.swap_cache_dirtied += 1;
+        } else if state == PageState::Resident && self.config.reference_sampling {
+            // Protected by the hand to look at it: found written.
+            self.sampling.written(1);
+            self.stats.sampling_written += 1;
         }
         self.engine.dirtied(owner, page, now).expect("dirtied on a registered page");
         match state {
@@ -456,6 +460,11 @@ impl PagerCore {
             if liftable {
                 if state == PageState::Resident {
                     self.set_state(owner, next, PageState::Referenced);
+                    if next != page {
+                        // Its granule's write marks it referenced.
+                        self.sampling.written(1);
+                        self.stats.sampling_written += 1;
+                    }
                 }
                 run = Some((run.map_or(next, |(start, _)| start), next));
             } else if !unmapped {

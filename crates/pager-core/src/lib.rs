@@ -87,6 +87,7 @@ mod program;
 mod readahead;
 mod refault;
 mod region;
+mod sampling;
 mod stats;
 mod swap_cache;
 mod tenant;
@@ -127,6 +128,11 @@ pub const READAHEAD_PAGES_MAX: u32 = 32;
 /// does, and on random access it reads no more than none (the window stays at one page
 /// without hits; figures: docs/measurements/2026-11-pager.md).
 pub const READAHEAD_PAGES_DEFAULT: u32 = 8;
+/// The most revolutions between two looks of reference sampling at a page
+/// (`CoreConfig::sampling_period_max`) unless told otherwise, and the most allowed: a
+/// page the program stopped writing stays up to that many revolutions more.
+pub const SAMPLING_PERIOD_MAX_DEFAULT: u32 = 8;
+pub const SAMPLING_PERIOD_MAX: u32 = 64;
 /// Pages the GC moves per batch unless told otherwise (4 MiB; the engine's default).
 pub const GC_BATCH_PAGES_DEFAULT: u32 = 1024;
 
@@ -162,6 +168,11 @@ pub struct CoreConfig {
     /// Reference bits from write faults too: the CLOCK hand write-protects the pages
     /// whose bit it clears (see `PagerConfig::reference_sampling` in the shell).
     pub reference_sampling: bool,
+    /// The most revolutions of the hand between two looks at a referenced page by
+    /// reference sampling, a power of two (1: every pass). The period follows what the
+    /// looks find (`src/sampling.rs`): longer while most pages looked at are written
+    /// before the hand comes back, shorter while few are.
+    pub sampling_period_max: u32,
     /// The largest read-ahead window beyond a faulting page, at most
     /// [`READAHEAD_PAGES_MAX`] (0: off). The valid slots after the faulting page's are
     /// read with it into a cache of pages the shell allocates
@@ -214,6 +225,7 @@ impl CoreConfig {
             slack_pages: (budget_pages / 8).clamp(64, 1024),
             evict_batch_pages: 64,
             reference_sampling: true,
+            sampling_period_max: SAMPLING_PERIOD_MAX_DEFAULT,
             readahead_pages: READAHEAD_PAGES_DEFAULT,
             gc_batch_pages: GC_BATCH_PAGES_DEFAULT,
             park_pages: 0,
@@ -246,6 +258,8 @@ pub enum CoreError {
          swap-zones, the GC's zones and its reserve of empty zones): use a device with more zones"
     )]
     TooFewZones { zones: u32, zones_min: u32 },
+    #[error("a sampling period of at most {period} revolutions asked for: a power of two from 1 to {max}")]
+    SamplingPeriod { period: u32, max: u32 },
     #[error("read-ahead of {pages} pages asked for: at most {max}")]
     ReadaheadTooLarge { pages: u32, max: u32 },
     #[error(
@@ -313,6 +327,8 @@ pub struct PagerCore {
     tenants: Tenants,
     /// The CLOCK hand and the eviction rounds (`src/evict.rs`).
     rounds: Rounds,
+    /// How often reference sampling looks at a referenced page.
+    sampling: sampling::Sampling,
     /// Who is asleep, and the wake-ups owed (`src/action.rs`).
     threads: Threads,
     /// What the user is to hear, once (`src/notice.rs`).
@@ -338,6 +354,9 @@ impl PagerCore {
         }
         if config.readahead_pages > READAHEAD_PAGES_MAX {
             return Err(CoreError::ReadaheadTooLarge { pages: config.readahead_pages, max: READAHEAD_PAGES_MAX });
+        }
+        if !config.sampling_period_max.is_power_of_two() || config.sampling_period_max > SAMPLING_PERIOD_MAX {
+            return Err(CoreError::SamplingPeriod { period: config.sampling_period_max, max: SAMPLING_PERIOD_MAX });
         }
         if config.wp_async && config.park_pages == 0 {
             return Err(CoreError::WpAsyncNeedsPark);
@@ -382,6 +401,7 @@ impl PagerCore {
             evictions: refault::EvictionClock::default(),
             no_dirtied: vec![false; append_pages_max],
             readahead: ReadaheadCache::new(config.readahead_pages),
+            sampling: sampling::Sampling::new(config.sampling_period_max),
             config,
         })
     }

@@ -77,6 +77,14 @@ core_stats! {
     count refaults_short,
     /// Pages installed again from beyond it.
     count refaults_long,
+    /// Pages reference sampling write-protected to look at, and pages a write fault on
+    /// that protection marked referenced again (`src/sampling.rs`).
+    count sampling_looked_at,
+    count sampling_written,
+    /// Referenced pages the hand passed by without a look: their granule's turn comes
+    /// once every `sampling_period` revolutions.
+    count sampling_deferred,
+    gauge sampling_period,
     /// Times the hand passed a page by, spending one of its passes.
     count refault_passes_spent,
     count swap_outs_aborted_dirty,

@@ -35,4 +35,5 @@ pub use tenant::{
 pub use znswap_pager_core::{CoreConfig, CoreStats};
 pub use znswap_pager_core::{
     CoreError, TenantFigures, GC_BATCH_PAGES_DEFAULT, PAGE_BYTES, READAHEAD_PAGES_DEFAULT, READAHEAD_PAGES_MAX,
+    SAMPLING_PERIOD_MAX_DEFAULT,
 };

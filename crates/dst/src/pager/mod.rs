@@ -127,6 +127,10 @@ fn seed_scenario(seed: u64, rng: &mut crate::scenario::Rng) -> PagerScenario {
     // off: `CoreConfig::refault_passes`).
     let mut refaults = crate::scenario::rng(seed ^ 0x4ef4_0175);
     scenario.refault_passes = crate::scenario::below(&mut refaults, 4) != 0;
+    // Reference sampling's period: as the pager's default on half the seeds, every
+    // revolution (sampling as it was) or up to 2 on a quarter each.
+    let mut sampling = crate::scenario::rng(seed ^ 0x5a3b_11e7);
+    scenario.sampling_period_max = [8, 8, 1, 2][crate::scenario::below(&mut sampling, 4) as usize];
     scenario
 }
 
@@ -136,6 +140,7 @@ fn core_config(scenario: &PagerScenario) -> CoreConfig {
         slack_pages: scenario.slack_pages,
         evict_batch_pages: scenario.evict_batch_pages,
         reference_sampling: scenario.reference_sampling,
+        sampling_period_max: scenario.sampling_period_max,
         readahead_pages: scenario.readahead_pages,
         park_pages: scenario.park_pages,
         regions_max: 2 * scenario.region_pages.len() as u32 + 8,

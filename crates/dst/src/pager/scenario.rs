@@ -65,6 +65,8 @@ pub struct PagerScenario {
     pub slack_pages: u64,
     pub evict_batch_pages: usize,
     pub reference_sampling: bool,
+    /// `CoreConfig::sampling_period_max`.
+    pub sampling_period_max: u32,
     pub readahead_pages: u32,
     /// Pages of the inactive list (0: no parking).
     pub park_pages: u64,
@@ -163,6 +165,8 @@ impl PagerScenario {
             slack_pages: [0, 8, 32, 128][below(rng, 4) as usize],
             evict_batch_pages,
             reference_sampling: chance(rng, 0.7),
+            // Drawn by the caller from a stream of its own.
+            sampling_period_max: 1,
             readahead_pages: if chance(rng, 0.5) { 1 + below(rng, 8) as u32 } else { 0 },
             // Drawn by the caller from a stream of its own, as the budget's changes.
             park_pages: 0,

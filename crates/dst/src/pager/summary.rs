@@ -35,6 +35,10 @@ pub struct PagerCoverage {
     /// the passes the hand spent (`CoreConfig::refault_passes`).
     pub refaults_short: u64,
     pub refault_passes_spent: u64,
+    /// Referenced pages reference sampling passed by until their turn, and the seeds
+    /// whose sampling period grew past 1 (`CoreConfig::sampling_period_max`).
+    pub sampling_deferred: u64,
+    pub seeds_sampling_period_grew: u64,
     pub evictions_raced: u64,
     pub corrupted: u64,
     pub seeds_with_program_discards: u64,
@@ -85,6 +89,8 @@ impl PagerCoverage {
         self.swap_cache_skipped += report.core.swap_cache_skipped;
         self.refaults_short += report.core.refaults_short;
         self.refault_passes_spent += report.core.refault_passes_spent;
+        self.sampling_deferred += report.core.sampling_deferred;
+        self.seeds_sampling_period_grew += (report.core.sampling_deferred > 0) as u64;
         self.corrupted += report.corrupted;
         self.zones_held_max = self.zones_held_max.max(report.zones_held_max);
         self.resets_deferred += report.resets_deferred;
@@ -120,6 +126,8 @@ impl PagerCoverage {
             figure!(self, swap_cache_skipped, "swapped-in pages mapped writable, slot dropped"),
             figure!(self, refaults_short, "pages back soon after eviction (refault passes)"),
             figure!(self, refault_passes_spent, "  passes of the hand they spent"),
+            figure!(self, sampling_deferred, "referenced pages passed by until sampling's turn"),
+            figure!(self, seeds_sampling_period_grew, "  seeds whose sampling period grew"),
             figure!(self.counters, fault_discards, "discards by faults waiting for room"),
             figure!(self.counters, addresses_reused, "regions mapped at a freed region's addresses"),
             figure!(self.counters, injected_errors, "device errors injected"),
