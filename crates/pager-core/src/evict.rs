@@ -524,7 +524,6 @@ impl PagerCore {
             if sweep.owner as usize >= self.regions.len() {
                 sweep.owner = 0;
                 self.sampling.revolution();
-                self.stats.sampling_period = self.sampling.period();
             }
             if sweep.page >= self.regions[sweep.owner as usize].pages || sweep.passes_over(&self.regions) {
                 sweep.owner += 1;
@@ -664,7 +663,6 @@ impl PagerCore {
                     if !sweep.wp_async {
                         self.sampling.looked_at();
                         self.stats.sampling_looked_at += 1;
-                        self.stats.sampling_period = self.sampling.period();
                     }
                 } else {
                     sweep.open = false;

@@ -459,12 +459,11 @@ impl PagerCore {
             let unmapped = next < end && state == PageState::Unmapped;
             if liftable {
                 if state == PageState::Resident {
+                    // Its granule's write marks it referenced (the faulting page was
+                    // counted by `write_fault`, which marked it first).
                     self.set_state(owner, next, PageState::Referenced);
-                    if next != page {
-                        // Its granule's write marks it referenced.
-                        self.sampling.written(1);
-                        self.stats.sampling_written += 1;
-                    }
+                    self.sampling.written(1);
+                    self.stats.sampling_written += 1;
                 }
                 run = Some((run.map_or(next, |(start, _)| start), next));
             } else if !unmapped {

@@ -415,7 +415,7 @@ impl PagerCore {
     }
 
     pub fn stats(&self) -> CoreStats {
-        self.stats
+        CoreStats { sampling_period: self.sampling.period(), ..self.stats }
     }
 
     /// Out handles: the most pages between their pick and their swap-out's completion

@@ -72,6 +72,8 @@ enum Paging {
         pager: Pager,
         /// Never dropped: the program's heap lives in it until the process ends.
         region: Region,
+        /// Its paged part, `[start, end)`: the arena past mimalloc's bookkeeping.
+        paged: (u64, u64),
     },
     /// The launcher's pager serves this process (`znswap run --serve`, `served.rs`).
     Served(served::Served),
@@ -123,10 +125,7 @@ impl Runtime {
     /// The paged part of the arena, `[start, end)`: past mimalloc's bookkeeping.
     fn paged_bounds(&self) -> (u64, u64) {
         match &self.paging {
-            Paging::Here { region, .. } => {
-                let arena_start = (region.as_ptr() as u64).div_ceil(ARENA_ALIGN) * ARENA_ALIGN;
-                (arena_start + arena_bookkeeping_bytes(self.arena_bytes), arena_start + self.arena_bytes)
-            }
+            Paging::Here { paged, .. } => *paged,
             Paging::Served(served) => served.paged_bounds(),
         }
     }
@@ -198,7 +197,10 @@ fn scrub_environment(ld_preload_before: Option<&str>) {
 
 /// The pager in this process (`znswap run`): the device opened and reset, the arena
 /// reserved as one region, its bookkeeping kept unpaged.
-fn start_here(config: &RunConfig, arena_bytes: u64) -> Result<(Pager, Region, *mut mi::mi_heap_t), String> {
+/// The pager in this process, its region, the paged part of the arena in it (`[start,
+/// end)`, past mimalloc's bookkeeping) and the heap.
+#[allow(clippy::type_complexity)]
+fn start_here(config: &RunConfig, arena_bytes: u64) -> Result<(Pager, Region, (u64, u64), *mut mi::mi_heap_t), String> {
     let device = znswap_zoned::open_path(&config.device).map_err(|error| error.to_string())?;
     // Swap holds nothing across runs (as `swapon` discards a swap area's contents): the
     // engine starts from empty zones.
@@ -223,7 +225,7 @@ fn start_here(config: &RunConfig, arena_bytes: u64) -> Result<(Pager, Region, *m
     if pager.stats().core.missing_faults != touched_before {
         return Err("mimalloc's arena bookkeeping is larger than the memory kept unpaged for it".into());
     }
-    Ok((pager, region, heap))
+    Ok((pager, region, (arena_start + bookkeeping, arena_start + arena_bytes), heap))
 }
 
 /// The pages of an arena mimalloc keeps its bookkeeping in (its descriptor and bitmaps,
@@ -364,10 +366,10 @@ fn start(config: RunConfig) -> Result<(), String> {
             (Paging::Served(served), heap, 0, BUDGET_FLOOR_BYTES)
         }
         None => {
-            let (pager, region, heap) = start_here(&config, arena_bytes)?;
+            let (pager, region, paged, heap) = start_here(&config, arena_bytes)?;
             let buffers = pager.buffers_bytes();
             let floor = BUDGET_FLOOR_BYTES.max(pager.budget_bytes_min());
-            (Paging::Here { pager, region }, heap, buffers, floor)
+            (Paging::Here { pager, region, paged }, heap, buffers, floor)
         }
     };
     let runtime = Runtime {
