@@ -133,6 +133,7 @@ impl PagerCore {
                                 debug_assert_eq!(out.page, append_page.page);
                                 PageSource::Region { address: out.address }
                             } else {
+                                self.stats.swap_outs_zeroed += 1;
                                 PageSource::Zero
                             }
                         }

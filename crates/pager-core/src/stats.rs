@@ -71,6 +71,9 @@ core_stats! {
     count swap_cache_digest_dirtied,
     /// Pages written to the device by swap-out appends that succeeded.
     count swap_outs_written,
+    /// Of the victims an append carries, those the program discarded (or whose region
+    /// was freed) during their swap-out: written as zeroes, their slots never valid.
+    count swap_outs_zeroed,
     count swap_outs_zero,
     /// Pages installed again within the budget's refault distance of their eviction:
     /// given passes of the hand (`src/refault.rs`).
