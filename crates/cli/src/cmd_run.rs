@@ -388,9 +388,12 @@ pub fn run(args: RunArgs) -> Result<u8> {
         tempfile::Builder::new().prefix("znswap-run-").tempdir().context("creating a temporary directory")?;
     let stats_path = stats_dir.path().join("stats.json");
     let (alive_read, alive_write) = pipe()?;
+    // Blocked before `prepare` starts the tree's pager threads, which inherit the mask: a
+    // thread that left them unblocked would take a Ctrl-C meant for the program whenever
+    // the watch is not inside `sigtimedwait`, and die of it with the whole launcher.
+    let waited = block_signals();
     let Launch { library, config, mut stats_file, tenant, mut tree } = prepare(&args, stats_path.clone(), alive_write)?;
     let program = args.command[0].clone();
-    let waited = block_signals();
     let started = Instant::now();
     let child = match spawn(&args, &library, &config, alive_read, alive_write) {
         Ok(child) => child,
@@ -499,8 +502,8 @@ fn block_signals() -> libc::sigset_t {
     let mut waited = FORWARDED.to_vec();
     waited.extend([libc::SIGUSR1, libc::SIGCHLD]);
     let waited = signal_set(&waited);
-    // SAFETY: blocking signals in this launcher (its daemon's threads, if any, inherit
-    // the mask when they start later; those started before never take these).
+    // SAFETY: blocking signals in the launcher's only thread (the pager's threads, started
+    // after, inherit the mask).
     unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &waited, std::ptr::null_mut()) };
     waited
 }

@@ -501,6 +501,23 @@ fn a_slow_exit_after_ctrl_c_is_explained() {
             .flat_map(|&shell| common::children(shell))
             .any(|pid| common::command_name(pid).as_deref() == Some("sleep"))
     });
+    // A signal to the launcher is the watch's alone: the pager's threads block it (one
+    // that did not would take it whenever the watch is not waiting, and die of it).
+    let tasks = std::fs::read_dir(format!("/proc/{}/task", child.id())).unwrap();
+    let mut threads = 0;
+    for task in tasks {
+        let task = task.unwrap().path();
+        if task.file_name().unwrap().to_str() == Some(&child.id().to_string()) {
+            continue; // the watch, which unblocks them only inside `sigtimedwait`
+        }
+        let status = std::fs::read_to_string(task.join("status")).unwrap_or_default();
+        let Some(blocked) = status.lines().find_map(|line| line.strip_prefix("SigBlk:")) else { continue };
+        let blocked = u64::from_str_radix(blocked.trim(), 16).unwrap();
+        let name = std::fs::read_to_string(task.join("comm")).unwrap_or_default();
+        assert_ne!(blocked & (1 << (libc::SIGINT - 1)), 0, "the launcher's thread {} takes SIGINT", name.trim());
+        threads += 1;
+    }
+    assert!(threads > 0, "the launcher serves the tree with threads of its own");
     // SAFETY: signals the launcher this test started.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let mut stderr = String::new();
