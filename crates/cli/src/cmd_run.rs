@@ -1116,10 +1116,13 @@ fn paging_lines(r: &RunReport, lines: &mut Lines) {
             "none".to_string()
         } else {
             format!(
-                "{} missing, {} write-protect ({} found a handler polling); p50 ≤ {:.1} µs, p99 ≤ {:.1} µs",
+                "{} missing, {} write-protect ({} found a handler polling; polls found nothing for {:.2} s, \
+                 held asleep at {} looks with no CPU to spare); p50 ≤ {:.1} µs, p99 ≤ {:.1} µs",
                 r.pager.core.missing_faults,
                 r.pager.core.write_protect_faults,
                 r.pager.faults_polled,
+                r.pager.poll_spun_ns as f64 / 1e9,
+                r.pager.poll_paused_ticks,
                 r.fault_p50_ns as f64 / 1e3,
                 r.fault_p99_ns as f64 / 1e3
             )

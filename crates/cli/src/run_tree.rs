@@ -164,8 +164,8 @@ impl Watch {
     fn tick(&mut self, embedded: &Embedded, figures: &Mutex<TreeFigures>) {
         let pager = embedded.pager();
         // The tree's hot thread pinned with the handlers, or let go (`--no-colocate`:
-        // never).
-        pager.colocate_tick();
+        // never), and the handlers' polling let or stopped.
+        pager.tick();
         let tree = descendants(std::process::id());
         let served: BTreeSet<u32> = pager.served_pids().into_iter().collect();
         // (The launcher's own memory is reported, not counted: its resident set will do.)

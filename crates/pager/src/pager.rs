@@ -173,7 +173,7 @@ impl Pager {
     }
 
     /// A pager for one other process's arena: `serve` and `add_tenant`, with its hot
-    /// thread pinned with this process's fault handlers (`colocate_tick`).
+    /// thread pinned with this process's fault handlers (`tick`).
     pub fn serve_tenant(
         device: Arc<dyn ZonedDevice>,
         config: PagerConfig,
@@ -407,11 +407,13 @@ impl Pager {
         }
     }
 
-    /// Pins the program thread that takes nearly all the faults with the fault
-    /// handlers, or releases it (`PagerConfig::colocate`); the caller ticks it every 100
-    /// ms or so.
-    pub fn colocate_tick(&self) {
+    /// The pager's decisions over time; the caller ticks it every 100 ms or so: the
+    /// program thread that takes nearly all the faults pinned with the fault handlers,
+    /// or released (`PagerConfig::colocate`), and whether the handlers may poll (only
+    /// while the machine has a CPU to spare: `poll.rs`).
+    pub fn tick(&self) {
         self.shared.colocation.tick();
+        self.shared.faults.poll.tick(self.shared.now(), crate::sys::machine_idle_ns());
     }
 
     /// The calling thread is about to start another program (`execve`, `posix_spawn`,

@@ -54,3 +54,18 @@ pub(crate) fn gettid() -> u32 {
     // SAFETY: no arguments.
     unsafe { libc::gettid() as u32 }
 }
+
+/// The machine's idle time so far, summed over its CPUs (`/proc/stat`'s idle and iowait:
+/// a CPU waiting for I/O runs nothing), in nanoseconds; `None` where it cannot be read.
+pub(crate) fn machine_idle_ns() -> Option<u64> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let mut fields = stat.lines().next()?.split_whitespace();
+    if fields.next()? != "cpu" {
+        return None;
+    }
+    let ticks: Vec<u64> = fields.take(5).map(|field| field.parse().ok()).collect::<Option<_>>()?;
+    let idle = ticks.get(3)? + ticks.get(4)?;
+    // SAFETY: no arguments.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    (hz > 0).then(|| idle * (1_000_000_000 / hz as u64))
+}

@@ -441,7 +441,7 @@ fn govern() {
     // Under --serve the launcher governs (it has the pager); the peak above is still
     // this process's to report.
     let Some(pager) = runtime.pager() else { return };
-    pager.colocate_tick();
+    pager.tick();
     let paged = pager.stats().core.resident_pages * znswap_pager::PAGE_BYTES as u64;
     let rest = rss.saturating_sub(paged).max(runtime.rest_floor_bytes);
     let slack = runtime.slack_pages * znswap_pager::PAGE_BYTES as u64;

@@ -46,5 +46,8 @@ pub use geometry::{format_size, parse_size, Geometry, GeometryError, LBA_BYTES_A
 pub use mem::MemDevice;
 pub use merge::{AppendMerger, MergeStats};
 pub use open::{open_path, OpenError};
-pub use polled_read::{poll_reads_on_this_thread, polled_reads_on_this_thread};
+pub use polled_read::{
+    pause_polled_reads_on_this_thread, poll_reads_on_this_thread, polled_read_wait_ns_on_this_thread,
+    polled_reads_on_this_thread,
+};
 pub use zone::{WritePlacement, ZoneCondition, ZoneInfo, ZoneOp, ZoneState, ZoneTable};

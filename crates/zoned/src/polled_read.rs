@@ -30,7 +30,9 @@ const POLL_FOR: Duration = Duration::from_millis(2);
 
 thread_local! {
     static POLLER: RefCell<Poller> = const { RefCell::new(Poller::Off) };
+    static PAUSED: Cell<bool> = const { Cell::new(false) };
     static POLLED: Cell<u64> = const { Cell::new(0) };
+    static POLLED_WAIT_NS: Cell<u64> = const { Cell::new(0) };
 }
 
 enum Poller {
@@ -56,15 +58,32 @@ pub fn poll_reads_on_this_thread(on: bool) {
     });
 }
 
+/// Makes this thread's reads wait asleep for now (`true`), or by polling again
+/// (`false`), its ring kept: for a thread that polls only while a CPU would otherwise
+/// be idle. A thread that does not poll (`poll_reads_on_this_thread(false)`) is not
+/// changed by it.
+pub fn pause_polled_reads_on_this_thread(paused: bool) {
+    PAUSED.with(|cell| cell.set(paused));
+}
+
 /// Reads this thread has made by polling (a thread where io_uring was refused makes
 /// none).
 pub fn polled_reads_on_this_thread() -> u64 {
     POLLED.with(Cell::get)
 }
 
+/// Nanoseconds this thread has spent polling for its reads' completions (the CPU the
+/// polling took; a wait that went on asleep counts up to when it did).
+pub fn polled_read_wait_ns_on_this_thread() -> u64 {
+    POLLED_WAIT_NS.with(Cell::get)
+}
+
 /// Fills `data` (aligned for O_DIRECT) from `position` by a polled read, or returns
 /// `None` if this thread does not poll (the caller then reads as usual).
 pub(crate) fn read_at(file: &File, data: &mut [u8], position: u64) -> Option<std::io::Result<()>> {
+    if PAUSED.with(Cell::get) {
+        return None;
+    }
     POLLER.with(|poller| {
         let mut poller = poller.borrow_mut();
         let pid = std::process::id();
@@ -113,6 +132,7 @@ fn read_polled(ring: &mut IoUring, file: &File, data: &mut [u8], position: u64) 
             }
         }
         let started = Instant::now();
+        let mut asleep = false;
         let result = loop {
             // The kernel flags a deferred completion in shared memory; `submit` then
             // enters with GETEVENTS, which runs it (no system call while none is there).
@@ -124,12 +144,15 @@ fn read_polled(ring: &mut IoUring, file: &File, data: &mut [u8], position: u64) 
                 break completion.result();
             }
             if started.elapsed() > POLL_FOR {
+                asleep = true;
                 let _ = ring.submit_and_wait(1);
             } else {
                 // SAFETY: no arguments; gives the CPU to another runnable thread, if any.
                 unsafe { libc::sched_yield() };
             }
         };
+        let polled = if asleep { POLL_FOR } else { started.elapsed() };
+        POLLED_WAIT_NS.with(|ns| ns.set(ns.get() + polled.as_nanos() as u64));
         match result {
             read if read > 0 => done += read as usize,
             0 => return Some(Err(std::io::ErrorKind::UnexpectedEof.into())),

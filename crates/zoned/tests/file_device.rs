@@ -206,10 +206,23 @@ fn reads_that_poll_return_what_was_written() {
     let past = written[4].0 + 1;
     device.read(past, &mut page, None).unwrap();
     assert!(page.iter().all(|&byte| byte == 0), "past the write pointer reads zeroes");
+    // Paused, the reads wait asleep (the ring kept), and poll again once let.
+    let (reads_before, waited_before) =
+        (znswap_zoned::polled_reads_on_this_thread(), znswap_zoned::polled_read_wait_ns_on_this_thread());
+    assert!(waited_before > 0, "the polled reads' wait counted");
+    znswap_zoned::pause_polled_reads_on_this_thread(true);
+    device.read(written[2].0, &mut page, None).unwrap();
+    assert!(page[..] == written[2].1[..]);
+    assert_eq!(znswap_zoned::polled_reads_on_this_thread(), reads_before, "paused: the read slept");
+    assert_eq!(znswap_zoned::polled_read_wait_ns_on_this_thread(), waited_before, "paused: no polling counted");
+    znswap_zoned::pause_polled_reads_on_this_thread(false);
+    device.read(written[3].0, &mut page, None).unwrap();
+    assert!(page[..] == written[3].1[..]);
+    assert_eq!(znswap_zoned::polled_reads_on_this_thread(), reads_before + 1, "let again: the read polled");
     znswap_zoned::poll_reads_on_this_thread(false);
     let polled = znswap_zoned::polled_reads_on_this_thread() - polled_before;
     // (The read past the write pointer is answered without the file.)
-    assert_eq!(polled, written.len() as u64 + 1, "every read of the file polled");
+    assert_eq!(polled, written.len() as u64 + 2, "every read of the file polled but the paused one");
     device.read(written[0].0, &mut page, None).unwrap();
     assert_eq!(znswap_zoned::polled_reads_on_this_thread() - polled_before, polled, "off again: no more polled reads");
     assert!(page[..] == written[0].1[..]);

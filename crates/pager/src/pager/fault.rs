@@ -145,9 +145,11 @@ fn poll_for_faults(shared: &Shared, scratch: &mut Box<FaultScratch>) {
     if let Some(window) = poll.begin() {
         let mut since = Instant::now();
         while (since.elapsed().as_nanos() as u64) < window && !shared.wakers.stopping() {
+            let looked = Instant::now();
             let found = read_events(shared, scratch, true);
             if found > 0 {
                 poll.found_some(found);
+                poll.spun(looked.duration_since(since).as_nanos() as u64);
                 since = Instant::now();
             } else {
                 // The CPU goes to any other runnable thread between looks (the
@@ -156,6 +158,7 @@ fn poll_for_faults(shared: &Shared, scratch: &mut Box<FaultScratch>) {
                 unsafe { libc::sched_yield() };
             }
         }
+        poll.spun(since.elapsed().as_nanos() as u64);
         poll.end();
     }
     if poll.is_on() {
@@ -287,9 +290,15 @@ pub(super) fn handle_faults(shared: &Shared) {
     // A pager that polls for faults polls for its reads too: the faulting thread
     // waits on this read, and a sleep here would add a wake-up to its wait.
     znswap_zoned::poll_reads_on_this_thread(shared.faults.poll.is_on());
+    let mut read_polled_ns = 0;
     while !shared.wakers.stopping() {
         // Charged once a wake-up (a system call), not per fault.
         cpu.charge();
+        // The reads' polling, counted as the polls' own time, and gated with it.
+        let polled = znswap_zoned::polled_read_wait_ns_on_this_thread();
+        shared.faults.poll.spun(polled - read_polled_ns);
+        read_polled_ns = polled;
+        znswap_zoned::pause_polled_reads_on_this_thread(!shared.faults.poll.allowed());
         let timeout_ms = if aside.any() { aside.retry_ms() } else { 50 };
         let ready = match waiter.wait(timeout_ms) {
             Ok(ready) => ready,

@@ -172,6 +172,7 @@ impl Shared {
     pub(super) fn stats(&self) -> PagerStats {
         let t = &self.times;
         let times = self.faults.all().times();
+        let (poll_paused_ticks, poll_spun_ns, poll_spare_milli) = self.faults.poll.gate_figures();
         let installs = self.install.counts();
         let state = self.lock();
         let (core, engine) = (state.stats(), *state.engine().stats());
@@ -198,6 +199,9 @@ impl Shared {
             fault_reads: times.reads,
             fault_handled_ns: self.faults.all().latency.sum(),
             faults_polled: self.faults.poll.found(),
+            poll_paused_ticks,
+            poll_spun_ns,
+            poll_spare_milli,
             fault_cpu_ns: self.faults.cpu_ns.load(Relaxed),
             evictor_cpu_ns: t.evictor_cpu_ns.load(Relaxed),
             io_cpu_ns: t.io_cpu_ns.load(Relaxed),

@@ -91,6 +91,12 @@ pager_stats! {
     /// Faults a handler found while it polled for the next one (`PagerConfig::fault_poll_us`):
     /// the faulting thread's event needed no handler to be woken.
     count faults_polled,
+    /// The polls' gate (`poll.rs`): ticks it kept the handlers asleep (no CPU to spare),
+    /// nanoseconds the handlers polled (for faults, for reads) finding nothing, and the
+    /// spare CPU it last measured, in thousandths of a CPU.
+    count poll_paused_ticks,
+    count poll_spun_ns,
+    gauge poll_spare_milli,
     /// CPU time of the fault handler threads, in nanoseconds.
     count fault_cpu_ns,
     /// CPU time of the evictor threads (picking, write-protecting, handing over,
