@@ -155,9 +155,11 @@ fn a_handler_polls_for_the_next_fault() {
     let faults = polled.core.missing_faults + polled.core.write_protect_faults;
     assert!(faults > 3_000, "{polled:?}");
     assert!(polled.faults_polled > faults / 2, "most faults found the handler polling: {polled:?}");
+    assert!(polled.poll_spun_ns > 0, "the polls' time between faults is counted: {polled:?}");
+    assert_eq!(polled.poll_paused_ticks, 0, "nothing ticked the gate: it stays open");
     let off = poll_run(0);
     assert!(off.core.missing_faults > 3_000, "{off:?}");
-    assert_eq!(off.faults_polled, 0, "no polling when it is off: {off:?}");
+    assert_eq!((off.faults_polled, off.poll_spun_ns), (0, 0), "no polling when it is off: {off:?}");
 }
 
 /// A page read back keeps its slot (mapped write-protected) only while that pays: when
