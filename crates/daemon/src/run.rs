@@ -55,6 +55,16 @@ pub fn run(config: DaemonConfig) -> Result<()> {
     let allow_uids = config.allow_uids.clone();
     let (daemon, listener) = start(config, Log { name: "znswap daemon", chatty: true })?;
     listen::stop_on_signals(stop_signals, socket.clone())?;
+    // The pager's decisions over time (whether its handlers may poll), every 100 ms, for
+    // as long as the daemon serves. (Under `znswap run` the launcher's governor ticks.)
+    let ticked = daemon.clone();
+    std::thread::Builder::new()
+        .name("znswap-tick".into())
+        .spawn(move || loop {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            ticked.pager.tick();
+        })
+        .context("starting the pager's tick thread")?;
     eprintln!(
         "znswap daemon: serving {} with {} of memory on {} (`znswap run --daemon{} -- CMD`)",
         device_name.display(),
