@@ -312,10 +312,29 @@ fn run(cli: Cli) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Every allocation of 128 KiB or more gets a mapping of its own, unmapped when freed.
+///
+/// The pager's per-region tables are large and zeroed (a region the size of the arena:
+/// tens of MiB of them per process served) and mostly never touched, so they cost memory
+/// only where touched while they come fresh from the kernel. glibc's default raises its
+/// mapping threshold to the size of the last mapped block freed (up to 32 MiB), after
+/// which such tables come from the heap instead and `calloc` writes their zeroes, every
+/// page resident, and kept in a thread's arena after they are freed: a launcher serving a
+/// tree of short-lived processes (a shell script's) grew by the size of every region.
+/// A fixed threshold keeps the mappings.
+fn large_allocations_mapped() {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: before any thread starts; sets one of glibc's malloc parameters.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 128 << 10);
+    }
+}
+
 fn main() -> ExitCode {
     // A closed pipe (`znswap device report | head`) ends us quietly, as it does `cat`.
     // SAFETY: restoring the default disposition of SIGPIPE before any thread starts.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    large_allocations_mapped();
     let cli = Cli::parse();
     match run(cli) {
         Ok(code) => code,

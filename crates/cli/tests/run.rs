@@ -477,6 +477,29 @@ fn the_summary_says_how_the_program_ended() {
     assert!(stderr(&execd).contains("missing: ") && stderr(&execd).contains("WAF: "), "{}", stderr(&execd));
 }
 
+/// A tree of many short-lived processes (a shell script's) costs the launcher what one
+/// of them does: each process's tables (sized by the arena, mostly never touched) are
+/// freed with it and were never resident. (glibc's default once made every table after
+/// the first come from the heap, zeroed page by page and kept: `large_allocations_mapped`.)
+#[test]
+fn the_launchers_memory_does_not_grow_with_the_processes_a_tree_starts() {
+    ensure_library();
+    let dir = tempfile::tempdir().unwrap();
+    let device = device(dir.path());
+    let stats = dir.path().join("stats.json");
+    // An 8 GiB arena: two million pages, about 18 MiB of tables per process served.
+    let output = launch(
+        &device,
+        &["--memory", "16M", "--arena", "8G", "--stats", stats.to_str().unwrap()],
+        &["/bin/sh", "-c", "i=0; while [ $i -lt 30 ]; do /bin/sh -c true; i=$((i+1)); done"],
+    );
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let summary: serde_json::Value = serde_json::from_slice(&std::fs::read(&stats).unwrap()).unwrap();
+    assert!(figure_at(&summary, "tree.memory_used_max_bytes") > 0, "{summary}");
+    let pager = figure_at(&summary, "tree.pager_memory_max_bytes");
+    assert!(pager > 0 && pager < 16 << 20, "the launcher held {} MiB for 31 processes: {summary}", pager >> 20);
+}
+
 #[test]
 fn a_slow_exit_after_ctrl_c_is_explained() {
     ensure_library();
