@@ -662,7 +662,6 @@ impl PagerCore {
                     protect_page(&mut round.ranges, &mut sweep.open, address);
                     if !sweep.wp_async {
                         self.sampling.looked_at();
-                        self.stats.sampling_looked_at += 1;
                     }
                 } else {
                     sweep.open = false;

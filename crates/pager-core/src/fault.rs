@@ -416,7 +416,6 @@ impl PagerCore {
         } else if state == PageState::Resident && self.config.reference_sampling {
             // Protected by the hand to look at it: found written.
             self.sampling.written(1);
-            self.stats.sampling_written += 1;
         }
         self.engine.dirtied(owner, page, now).expect("dirtied on a registered page");
         match state {
@@ -463,7 +462,6 @@ impl PagerCore {
                     // counted by `write_fault`, which marked it first).
                     self.set_state(owner, next, PageState::Referenced);
                     self.sampling.written(1);
-                    self.stats.sampling_written += 1;
                 }
                 run = Some((run.map_or(next, |(start, _)| start), next));
             } else if !unmapped {

@@ -415,7 +415,8 @@ impl PagerCore {
     }
 
     pub fn stats(&self) -> CoreStats {
-        CoreStats { sampling_period: self.sampling.period(), ..self.stats }
+        let (sampling_looked_at, sampling_written) = self.sampling.totals();
+        CoreStats { sampling_period: self.sampling.period(), sampling_looked_at, sampling_written, ..self.stats }
     }
 
     /// Out handles: the most pages between their pick and their swap-out's completion

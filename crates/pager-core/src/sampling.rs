@@ -46,12 +46,24 @@ pub(crate) struct Sampling {
     /// referenced again by a write fault on that protection.
     looked_at: u64,
     written: u64,
+    /// The same since the pager started (the core's `sampling_looked_at` and
+    /// `sampling_written`).
+    looked_at_total: u64,
+    written_total: u64,
 }
 
 impl Sampling {
     pub(crate) fn new(period_max: u32) -> Sampling {
         assert!(period_max.is_power_of_two(), "a sampling period of at most {period_max}, not a power of two");
-        Sampling { period: 1, period_max: period_max as u64, revolutions: 0, looked_at: 0, written: 0 }
+        Sampling {
+            period: 1,
+            period_max: period_max as u64,
+            revolutions: 0,
+            looked_at: 0,
+            written: 0,
+            looked_at_total: 0,
+            written_total: 0,
+        }
     }
 
     /// Whether the hand, clearing `page`'s bit on this revolution, looks at it.
@@ -62,6 +74,7 @@ impl Sampling {
     /// The hand write-protected a page to look at it.
     pub(crate) fn looked_at(&mut self) {
         self.looked_at += 1;
+        self.looked_at_total += 1;
         if self.looked_at >= WINDOW_PAGES {
             self.decide();
         }
@@ -70,6 +83,12 @@ impl Sampling {
     /// A write fault marked `pages` pages looked at referenced again.
     pub(crate) fn written(&mut self, pages: u64) {
         self.written += pages;
+        self.written_total += pages;
+    }
+
+    /// Pages looked at and pages written since the pager started.
+    pub(crate) fn totals(&self) -> (u64, u64) {
+        (self.looked_at_total, self.written_total)
     }
 
     /// The hand went past the last region's end.
