@@ -225,14 +225,21 @@ def run_command(argv, timeout=None):
     counters = Counters()
     child = subprocess.Popen(argv, stdout=out, stderr=err, start_new_session=True)
     deadline = time.monotonic() + timeout if timeout else None
-    while True:
-        pid, status, usage = os.wait4(child.pid, os.WNOHANG)
-        if pid:
-            break
-        if deadline and time.monotonic() > deadline:
-            os.killpg(child.pid, signal.SIGKILL)
-            deadline = None
-        time.sleep(0.02)
+    try:
+        while True:
+            pid, status, usage = os.wait4(child.pid, os.WNOHANG)
+            if pid:
+                break
+            if deadline and time.monotonic() > deadline:
+                os.killpg(child.pid, signal.SIGKILL)
+                deadline = None
+            time.sleep(0.02)
+    except BaseException:
+        # Stopped (Ctrl-C, SIGTERM): the program, in a session of its own, goes too, so
+        # that its cgroup, device and swap can be taken down.
+        os.killpg(child.pid, signal.SIGKILL)
+        child.wait()
+        raise
     row = counters.since()
     row["status"] = os.waitstatus_to_exitcode(status)
     row.update(usage_figures(usage))

@@ -33,6 +33,7 @@ import math
 import os
 import random
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -326,6 +327,32 @@ def print_table(args, summary):
             print(f"{name}: {failure}")
 
 
+def _stop(signum, frame):
+    raise KeyboardInterrupt
+
+
+def run_rounds(args, chosen, znswap, device, swap, rows):
+    """Every round of every chosen program on every side, the side going first rotating;
+    each run's figures appended to `rows` as it ends."""
+    started = time.monotonic()
+    for number, program in enumerate(chosen, 1):
+        for round_ in range(1, args.rounds + 1):
+            shift = (round_ - 1) % len(args.sides)
+            order = args.sides[shift:] + args.sides[:shift]
+            for side in order:
+                print(f"[{time.monotonic() - started:6.0f} s] {program.name} ({number}/{len(chosen)}) "
+                      f"round {round_}/{args.rounds}: {side}", file=sys.stderr, flush=True)
+                row = run_side(args, program, side, round_, znswap, device, swap)
+                value = row.get("seconds") if program.kind == "command" else row.get("ops_per_second")
+                print(f"          status {row.get('status')}, {value if value is None else round(value, 2)}"
+                      f" {'s' if program.kind == 'command' else 'ops/s'}, machine CPU "
+                      f"{row['machine_cpu_seconds']:.1f} s, pages in {row['pages_in']}",
+                      file=sys.stderr, flush=True)
+                if row.get("status") != 0:
+                    print(row.get("stderr_tail", "")[-1500:], file=sys.stderr)
+                rows.append(row)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
@@ -345,6 +372,9 @@ def main():
     parser.add_argument("--json", help="write the runs and the summary here")
     parser.add_argument("--list", action="store_true", help="list the programs and exit")
     args = parser.parse_args()
+    # SIGTERM stops it as Ctrl-C does: the run in progress killed, the kernel's swap
+    # turned off, the device file and the scratch directory removed, the runs so far kept.
+    signal.signal(signal.SIGTERM, _stop)
     work = tempfile.mkdtemp(prefix="znswap-suite-")
     try:
         every = programs(work)
@@ -389,24 +419,15 @@ def main():
         device = os.path.join(cache, f"suite-{os.getpid()}.zns")
         swap = sides.KernelSwap(cache, 8 << 30, ram=args.ram) if set(args.sides) & {"kernel", "zswap"} else None
         rows = []
-        started = time.monotonic()
         try:
-            for number, program in enumerate(chosen, 1):
-                for round_ in range(1, args.rounds + 1):
-                    shift = (round_ - 1) % len(args.sides)
-                    order = args.sides[shift:] + args.sides[:shift]
-                    for side in order:
-                        print(f"[{time.monotonic() - started:6.0f} s] {program.name} ({number}/{len(chosen)}) "
-                              f"round {round_}/{args.rounds}: {side}", file=sys.stderr, flush=True)
-                        row = run_side(args, program, side, round_, znswap, device, swap)
-                        value = row.get("seconds") if program.kind == "command" else row.get("ops_per_second")
-                        print(f"          status {row.get('status')}, {value if value is None else round(value, 2)}"
-                              f" {'s' if program.kind == 'command' else 'ops/s'}, machine CPU "
-                              f"{row['machine_cpu_seconds']:.1f} s, pages in {row['pages_in']}",
-                              file=sys.stderr, flush=True)
-                        if row.get("status") != 0:
-                            print(row.get("stderr_tail", "")[-1500:], file=sys.stderr)
-                        rows.append(row)
+            run_rounds(args, chosen, znswap, device, swap, rows)
+        except KeyboardInterrupt:
+            if args.json:
+                with open(args.json, "w") as f:
+                    json.dump({"stopped": True, "runs": rows}, f, indent=1)
+            print(f"stopped after {len(rows)} runs" + (f" (kept in {args.json})" if args.json else "")
+                  + "; nothing left behind", file=sys.stderr)
+            sys.exit(130)
         finally:
             if swap:
                 swap.remove()
