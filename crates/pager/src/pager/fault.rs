@@ -144,12 +144,14 @@ fn poll_for_faults(shared: &Shared, scratch: &mut Box<FaultScratch>) {
     let poll = &shared.faults.poll;
     if let Some(window) = poll.begin() {
         let mut since = Instant::now();
-        while (since.elapsed().as_nanos() as u64) < window && !shared.wakers.stopping() {
+        // (A poll lasts while faults keep coming: the gate closing ends it too.)
+        while (since.elapsed().as_nanos() as u64) < window && poll.allowed() && !shared.wakers.stopping() {
             let looked = Instant::now();
             let found = read_events(shared, scratch, true);
             if found > 0 {
                 poll.found_some(found);
                 poll.spun(looked.duration_since(since).as_nanos() as u64);
+                znswap_zoned::pause_polled_reads_on_this_thread(!poll.allowed());
                 since = Instant::now();
             } else {
                 // The CPU goes to any other runnable thread between looks (the
