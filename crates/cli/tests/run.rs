@@ -766,17 +766,23 @@ fn programs_a_program_executes_join_its_tenant_and_status_shows_them() {
         String::from_utf8(output.stdout).unwrap()
     };
     // A tenant that waits, seen by `znswap status` while it runs (its sleep is its work).
-    let sleeper = daemon_tenant(&socket, "16M", None)
+    let sleeper_said = dir.path().join("sleeper.err");
+    let mut sleeper = daemon_tenant(&socket, "16M", None)
         .args(["--tenant", "sleeper", "--", "sleep", "30"])
-        .stderr(Stdio::null())
+        .stderr(std::fs::File::create(&sleeper_said).unwrap())
         .spawn()
         .unwrap();
-    let seen =
-        common::wait_for(Duration::from_secs(30), "the sleeper's tenant of 1 process in `znswap status`", || {
-            let json: serde_json::Value = serde_json::from_str(&status(&["--json"])).unwrap();
-            let tenant = json["tenants"].as_array().unwrap().iter().find(|t| t["name"] == "sleeper").cloned();
-            tenant.filter(|t| t["processes"] == 1)
-        });
+    let mut last = serde_json::Value::Null;
+    let seen = common::holds_within(Duration::from_secs(30), || {
+        let said = || std::fs::read_to_string(&sleeper_said).unwrap();
+        assert!(sleeper.try_wait().unwrap().is_none(), "the sleeper ended early: {}", said());
+        last = serde_json::from_str(&status(&["--json"])).unwrap();
+        let tenant = last["tenants"].as_array().unwrap().iter().find(|t| t["name"] == "sleeper");
+        tenant.is_some_and(|t| t["processes"] == 1)
+    });
+    let said = std::fs::read_to_string(&sleeper_said).unwrap();
+    assert!(seen, "no tenant `sleeper` of 1 process in `znswap status` within 30 s: {last}\nthe sleeper said: {said}");
+    let seen = last["tenants"].as_array().unwrap().iter().find(|t| t["name"] == "sleeper").unwrap().clone();
     assert_eq!(seen["budget_bytes"], 16 << 20, "{seen}");
     let table = status(&[]);
     assert!(table.contains("sleeper") && table.contains("16 MiB granted of 48 MiB to 1 tenants"), "{table}");
@@ -809,7 +815,6 @@ fn programs_a_program_executes_join_its_tenant_and_status_shows_them() {
 
     // SAFETY: signalling our own children.
     unsafe { libc::kill(sleeper.id() as i32, libc::SIGTERM) };
-    let mut sleeper = sleeper;
     sleeper.wait().unwrap();
     // The daemon closes the tenant when it sees the connection end, and says so.
     common::wait_until(Duration::from_secs(30), "the daemon's log saying the sleeper's tenant closed", || {

@@ -65,26 +65,37 @@ pub fn output_within_limit(command: &mut Command, limit: Duration) -> Output {
     Output { status, stdout: stdout.join().unwrap(), stderr: stderr.join().unwrap() }
 }
 
-/// The shared library of workspace package `package`, next to the binaries (beside
-/// `znswap`, the binary at that path), built (or brought up to date) by cargo once per
-/// test run: `cargo test -p znswap` builds neither library, and one left from an
-/// earlier build may be stale. Returns its path.
+/// The shared libraries the command's tests preload: the pager's, and a test library
+/// whose threads start before it.
+const LIBRARIES: [&str; 2] = ["znswap-preload", "znswap-early-threads"];
+
+/// The shared library of workspace package `package` (one of [`LIBRARIES`]), next to the
+/// binaries (beside `znswap`, the binary at that path). `cargo test -p znswap` builds
+/// neither library, and one left from an earlier build may be stale, so the first call
+/// in a test binary brings them all up to date in one cargo run. All at once because
+/// cargo re-links and re-places a library whenever it builds a package that depends on
+/// it with other features (`znswap-early-threads` depends on the pager's library): a
+/// build while another test starts a program that preloads it leaves the loader a
+/// moment without the file, and the program runs unpaged ("cannot be preloaded:
+/// ignored"). Returns its path.
 pub fn ensure_built(znswap: &str, package: &str) -> PathBuf {
-    static BUILT: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    static BUILT: std::sync::Once = std::sync::Once::new();
+    assert!(LIBRARIES.contains(&package), "{package} is not among the test libraries {LIBRARIES:?}");
     let dir = Path::new(znswap).parent().unwrap();
-    let path = dir.join(format!("lib{}.so", package.replace('-', "_")));
-    let mut built = BUILT.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    if built.iter().any(|done| done == package) {
-        return path;
-    }
-    let release = dir.ends_with("release");
-    let mut build = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-    build.args(["build", "--quiet", "-p", package]);
-    if release {
-        build.arg("--release");
-    }
-    let status = build.status().unwrap_or_else(|error| panic!("running cargo to build {package}: {error}"));
-    assert!(status.success() && path.is_file(), "building {package} failed");
-    built.push(package.to_string());
+    let path_of = |package: &str| dir.join(format!("lib{}.so", package.replace('-', "_")));
+    BUILT.call_once(|| {
+        let mut build = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+        build.args(["build", "--quiet"]);
+        for package in LIBRARIES {
+            build.args(["-p", package]);
+        }
+        if dir.ends_with("release") {
+            build.arg("--release");
+        }
+        let status = build.status().unwrap_or_else(|error| panic!("running cargo to build {LIBRARIES:?}: {error}"));
+        assert!(status.success(), "building {LIBRARIES:?} failed");
+    });
+    let path = path_of(package);
+    assert!(path.is_file(), "cargo built {package} but {} is missing", path.display());
     path
 }
