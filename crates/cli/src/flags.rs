@@ -96,7 +96,10 @@ pub struct FaultFlags {
     /// polling. Not 0 also makes each fault's device read wait by polling rather than
     /// asleep, in handler and self-paging threads alike (one wake-up less per fault), at
     /// the price of the CPU the poll takes, which it yields to any other runnable thread.
-    /// 0 where a CPU must not spin. Measured: docs/measurements/2026-11-pager.md.
+    /// Both polls run only while the machine has a CPU to spare: when other work keeps
+    /// the CPUs busy, the pager waits asleep until a CPU is free again (the summary's
+    /// faults line says at how many looks it was held so). 0 where a CPU must not spin.
+    /// Measured: docs/measurements/2026-11-pager.md, docs/measurements/2026-12-suite.md.
     #[arg(long, value_name = "US", default_value_t = znswap_pager::FAULT_POLL_US_DEFAULT,
           value_parser = clap::value_parser!(u32).range(0..=znswap_pager::FAULT_POLL_US_MAX as i64))]
     pub fault_poll: u32,

@@ -45,7 +45,8 @@ pub struct PagerConfig {
     /// virtual machine's halted CPUs is a large part of a fault. The window adapts as
     /// the kernel's halt polling does (`pager/poll.rs`), so a program that seldom
     /// faults costs no polling. Not 0 also makes a fault's device read wait by polling
-    /// (`znswap_zoned::poll_reads_on_this_thread`), for the same reason.
+    /// (`znswap_zoned::poll_reads_on_this_thread`), for the same reason. Either poll
+    /// runs only while the machine has a CPU to spare (`pager/poll.rs`'s gate).
     pub fault_poll_us: u32,
     /// Threads picking and write-protecting victims and handing them to the engine.
     pub evictor_threads: usize,
