@@ -13,11 +13,14 @@
 //!   completions injected at random, per a [`FaultSpec`] (`read=0.01,offline=2`).
 //! - [`AppendMerger`]: merges appends queued for one zone into one device command
 //!   ("zone-append merges", ZNSwap §5.3).
+//! - [`CompressedPool`]: appends also kept compressed in RAM, reads served from there
+//!   when they can be (a write-through compressed tier).
 //! - [`conformance`]: the checks every backend must pass.
 //! - [`AlignedBuf`]: page-aligned buffers, which O_DIRECT backends move without a copy.
 
 mod aligned;
 mod checked;
+mod compressed;
 pub mod conformance;
 mod device;
 mod direct_io;
@@ -37,6 +40,7 @@ mod zone;
 
 pub use aligned::AlignedBuf;
 pub use checked::{CheckedDevice, RawZoned};
+pub use compressed::{CompressedPool, PoolStats, COMPRESSED_POOL_MIN_BYTES};
 pub use device::{DeviceCounters, FaultInjector, FaultKind, WithoutFaultInjection, ZoneCounters, ZonedDevice};
 pub use emulated::{EmulatedDevice, Storage};
 pub use error::{Result, ZoneError};
