@@ -186,6 +186,10 @@ fn prepare(args: &RunArgs, stats_path: PathBuf, alive_fd: i32) -> Result<Launch>
         format_size(MEMORY_MIN_BYTES)
     );
     if let Some(socket) = daemon_socket(args) {
+        anyhow::ensure!(
+            args.pager.compressed_pool.compressed_pool == 0,
+            "--compressed-pool is the daemon's under --daemon: give it to `znswap daemon`, not to `znswap run`"
+        );
         return prepare_for_daemon(args, library, socket, stats_path, alive_fd, None);
     }
     let device_path = args.device.device.clone().unwrap_or_else(device_path::default_path);
@@ -281,9 +285,12 @@ fn prepare_for_daemon(
         ),
     };
     let name = tenant_name(args)?;
+    // The launcher's own daemon keeps its compressed pool out of `--memory`; the program
+    // asks for the rest.
+    let pool = if tree.is_some() { args.pager.compressed_pool.compressed_pool } else { 0 };
     let open = znswap_wire::ToDaemon::Open {
         name: name.clone(),
-        memory_pages: args.memory.memory / PAGE_BYTES as u64,
+        memory_pages: args.memory.memory.saturating_sub(pool) / PAGE_BYTES as u64,
         write_limit: args.write_limit.unwrap_or(0),
         swap_limit_pages: args.swap_limit.map_or(0, crate::flags::swap_limit_pages),
     };
@@ -1031,6 +1038,15 @@ impl Lines {
 }
 
 /// What the program's own pager swapped, read ahead, parked, kept as swap cache.
+/// `before / after`, 0 when nothing is after.
+fn ratio(before: u64, after: u64) -> f64 {
+    if after == 0 {
+        0.0
+    } else {
+        before as f64 / after as f64
+    }
+}
+
 fn paging_lines(r: &RunReport, lines: &mut Lines) {
     let page = PAGE_BYTES as u64;
     lines.line(
@@ -1051,6 +1067,25 @@ fn paging_lines(r: &RunReport, lines: &mut Lines) {
                 r.pager.core.readahead_pages_read,
                 r.pager.core.readahead_hits,
                 100.0 * r.pager.core.readahead_hits as f64 / r.pager.core.readahead_pages_read as f64
+            ),
+        );
+    }
+    if r.pager.compressed_pool_bytes > 0 {
+        let p = &r.pager;
+        let reads = p.compressed_pool_reads_served + p.compressed_pool_reads_missed;
+        lines.line(
+            "compressed pool",
+            format!(
+                "{}: {} of the pages written out kept ({:.1}x smaller), {} did not compress enough; {} of {} reads served from it ({} pages, no device read); {} dropped for room, {} held at the end",
+                format_size(p.compressed_pool_bytes),
+                p.compressed_pool_pages_stored,
+                ratio(p.compressed_pool_stored_raw_bytes, p.compressed_pool_stored_bytes),
+                p.compressed_pool_pages_refused,
+                p.compressed_pool_reads_served,
+                reads,
+                p.compressed_pool_pages_served,
+                p.compressed_pool_pages_dropped,
+                p.compressed_pool_pages_held
             ),
         );
     }

@@ -56,6 +56,12 @@ struct DaemonFigures {
     waf: f64,
     zone_resets: u64,
     device_bytes: u64,
+    /// The compressed pool (part of `memory_bytes`; 0: none), the pages it holds, the
+    /// pages it served with no device read, and how much the pages it kept shrank.
+    compressed_pool_bytes: u64,
+    compressed_pool_pages_held: u64,
+    compressed_pool_pages_served: u64,
+    compressed_pool_ratio: f64,
     /// Bytes written per second since the daemon started.
     write_bytes_per_second: f64,
     /// At that rate, the years a device of `--endurance-tbw` lasts.
@@ -213,6 +219,14 @@ fn figures(socket: &std::path::Path, d: &DaemonStatus, tenants: &[TenantStatus],
             waf: znswap_core::waf(host, written),
             zone_resets: d.zone_resets,
             device_bytes: d.device_bytes,
+            compressed_pool_bytes: d.compressed_pool_bytes,
+            compressed_pool_pages_held: d.compressed_pool_pages_held,
+            compressed_pool_pages_served: d.compressed_pool_pages_served,
+            compressed_pool_ratio: if d.compressed_pool_stored_bytes == 0 {
+                0.0
+            } else {
+                d.compressed_pool_stored_raw_bytes as f64 / d.compressed_pool_stored_bytes as f64
+            },
             write_bytes_per_second,
             lifetime_years,
         },
@@ -270,6 +284,18 @@ fn table(s: &Status, tbw: Option<f64>) -> String {
             d.zone_resets
         ),
     );
+    if d.compressed_pool_bytes > 0 {
+        line(
+            "pool",
+            format!(
+                "{} compressed (of the memory): {} pages held, {:.1}x smaller; {} pages served with no device read",
+                format_size(d.compressed_pool_bytes),
+                d.compressed_pool_pages_held,
+                d.compressed_pool_ratio,
+                d.compressed_pool_pages_served
+            ),
+        );
+    }
     match (tbw, d.lifetime_years) {
         (Some(tbw), Some(years)) => line(
             "wear",
@@ -375,6 +401,30 @@ fn prometheus(s: &Status) -> String {
         ],
     );
     metric("zone_resets_total", "counter", "Zones reset.", &one(d.zone_resets as f64));
+    metric(
+        "compressed_pool_bytes",
+        "gauge",
+        "The compressed pool's size (0: none).",
+        &one(d.compressed_pool_bytes as f64),
+    );
+    metric(
+        "compressed_pool_pages",
+        "gauge",
+        "Pages the compressed pool holds.",
+        &one(d.compressed_pool_pages_held as f64),
+    );
+    metric(
+        "compressed_pool_served_pages_total",
+        "counter",
+        "Pages read from the compressed pool, with no device read.",
+        &one(d.compressed_pool_pages_served as f64),
+    );
+    metric(
+        "compressed_pool_ratio",
+        "gauge",
+        "Bytes of the pages the pool kept over their bytes compressed.",
+        &one(d.compressed_pool_ratio),
+    );
     metric("device_bytes", "gauge", "The device's usable size.", &one(d.device_bytes as f64));
     let each = |value: &dyn Fn(&TenantFigures) -> f64| -> Vec<(String, f64)> {
         s.tenants
@@ -468,6 +518,11 @@ mod tests {
             record_pages_written: 0,
             zone_resets: 3,
             device_bytes: 1 << 30,
+            compressed_pool_bytes: 1 << 20,
+            compressed_pool_pages_held: 700,
+            compressed_pool_pages_served: 30,
+            compressed_pool_stored_raw_bytes: 4096 * 900,
+            compressed_pool_stored_bytes: 1024 * 900,
         };
         let tenant = TenantStatus {
             tenant: 2,
@@ -513,6 +568,10 @@ mod tests {
         assert!(table.contains("100 µs, 75 % read"), "the tenant's fault mean and its reads' share: {table}");
         assert!(table.contains("8 MiB/s (3 s)"), "the tenant's write limit and its wait: {table}");
         assert!(table.contains("120 KiB / 1 MiB"), "the tenant's pages on the device and its swap limit: {table}");
+        assert!(
+            table.contains("1 MiB compressed (of the memory): 700 pages held, 4.0x smaller; 30 pages served"),
+            "{table}"
+        );
     }
 
     #[test]
@@ -524,6 +583,8 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("znswap_device_written_bytes_total{by=\"gc\"} 102400\n"), "{text}");
+        assert!(text.contains("znswap_compressed_pool_served_pages_total 30\n"), "{text}");
+        assert!(text.contains("znswap_compressed_pool_ratio 4\n"), "{text}");
         assert!(
             text.contains(
                 "znswap_tenant_fault_seconds_total{tenant=\"2\",name=\"a \\\"quoted\\\\ name\",part=\"read\"} 0.0045\n"

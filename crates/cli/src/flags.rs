@@ -203,8 +203,32 @@ impl EncryptFlag {
     }
 }
 
+/// `--compressed-pool`.
+#[derive(Args, Clone, Debug)]
+pub struct CompressedPoolFlag {
+    /// Memory for a compressed pool in front of the device, out of --memory (0: none)
+    ///
+    /// Every page written out is also kept in the pool as an lz4 block if it compresses
+    /// to three quarters of a page or less, the oldest dropped first when the pool is
+    /// full; a page that comes back while the pool holds it needs no device read (a few
+    /// microseconds where a read takes tens or hundreds). The pool is part of --memory:
+    /// the program's pages get --memory less the pool. It pays where pages compress and
+    /// come back soon after they leave (an interpreter's objects); where they do not
+    /// compress, or where the program needs every page of its memory, the memory is
+    /// better left to the program. Not with --encrypt (sealed pages do not compress).
+    /// The summary's pool line says what it held and served.
+    #[arg(long, value_name = "SIZE", default_value = "0", value_parser = size)]
+    pub compressed_pool: u64,
+}
+
+impl CompressedPoolFlag {
+    pub fn apply(&self, config: &mut PagerConfig) {
+        config.compressed_pool_bytes = self.compressed_pool;
+    }
+}
+
 /// The flags that make a pager's configuration, as every command that starts a pager
-/// takes them: `--policy`, the fault flags, `--encrypt`.
+/// takes them: `--policy`, the fault flags, `--encrypt`, `--compressed-pool`.
 #[derive(Args, Clone, Debug)]
 pub struct PagerFlags {
     #[command(flatten)]
@@ -213,6 +237,8 @@ pub struct PagerFlags {
     pub faults: FaultFlags,
     #[command(flatten)]
     pub encrypt: EncryptFlag,
+    #[command(flatten)]
+    pub compressed_pool: CompressedPoolFlag,
 }
 
 impl PagerFlags {
@@ -221,6 +247,7 @@ impl PagerFlags {
         self.policy.apply(config);
         self.faults.apply(config);
         self.encrypt.apply(config);
+        self.compressed_pool.apply(config);
     }
 }
 

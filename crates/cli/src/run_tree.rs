@@ -68,6 +68,7 @@ pub struct Tree {
     pub socket: PathBuf,
     /// Removed (with the socket) when the tree is done.
     _dir: tempfile::TempDir,
+    /// What the tree's processes are held to: `--memory` less the compressed pool.
     memory: u64,
     slack: u64,
     governor: Option<Governor>,
@@ -90,6 +91,8 @@ impl Tree {
             .context("creating a private directory for the pager's socket")?;
         let socket = dir.path().join("pager.sock");
         let slack = pager.core.slack_pages * PAGE_BYTES as u64;
+        // The compressed pool is part of `--memory` (the daemon grants the rest).
+        let granted = memory.saturating_sub(pager.compressed_pool_bytes);
         let embedded = Embedded::start(DaemonConfig {
             device,
             device_name,
@@ -101,7 +104,7 @@ impl Tree {
             write_limit: None,
             swap_limit_pages: None,
         })?;
-        Ok(Tree { embedded: Arc::new(embedded), socket, _dir: dir, memory, slack, governor: None })
+        Ok(Tree { embedded: Arc::new(embedded), socket, _dir: dir, memory: granted, slack, governor: None })
     }
 
     /// Starts holding the tree under the launcher to `--memory` (its pages are the

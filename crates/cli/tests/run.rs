@@ -221,6 +221,40 @@ fn without_reference_sampling_the_heap_reads_back_exactly() {
     }
 }
 
+/// `--compressed-pool`: a heap whose pages compress reads back exactly with the pool
+/// serving swap-ins (and within the budget, the pool taken out of it); one whose pages
+/// do not is refused by the pool and pages as without it; with `--encrypt` it is
+/// refused before the program runs.
+#[test]
+fn a_compressed_pool_serves_swap_ins_and_every_byte_reads_back() {
+    let run = run_with(&["compressible", "64"], &[], &["--compressed-pool", "2M"]);
+    assert!(run.output.status.success() && run.stdout().starts_with("ok compressible 64 MiB"), "{}", run.stderr());
+    assert_eq!(run.figure("pager.lost_pages"), 0);
+    assert!(run.figure("pager.compressed_pool_bytes") == 2 << 20, "{:?}", run.report);
+    let (kept, served) =
+        (run.figure("pager.compressed_pool_pages_stored"), run.figure("pager.compressed_pool_pages_served"));
+    assert!(kept > 16384 && served > 1024, "kept {kept}, served {served}: {}", run.stderr());
+    assert!(
+        run.figure("pager.compressed_pool_stored_raw_bytes") > 3 * run.figure("pager.compressed_pool_stored_bytes")
+    );
+    assert!(run.stderr().contains("compressed pool"), "{}", run.stderr());
+    // The pool is part of --memory: the heap's budget is what is left of it.
+    let bound = (BUDGET_MIB - 2) * 256 * 9 / 8 + 2 * 64;
+    assert!(run.figure("pager.resident_pages_max") <= bound, "resident max over {bound} pages: {:?}", run.report);
+
+    let random = run_with(&["heap", "64"], &[], &["--compressed-pool", "2M"]);
+    assert_paged(&random, "heap 64 MiB");
+    assert_eq!(random.figure("pager.compressed_pool_pages_stored"), 0, "{:?}", random.report);
+    assert!(random.figure("pager.compressed_pool_pages_refused") > 16384, "{:?}", random.report);
+
+    let sealed = run_with(&["heap", "64"], &[], &["--compressed-pool", "2M", "--encrypt"]);
+    assert!(
+        !sealed.output.status.success() && sealed.stderr().contains("sealed pages do not compress"),
+        "{}",
+        sealed.stderr()
+    );
+}
+
 /// The default: the launcher pages the program's tree from its own process, as the
 /// daemon pages a tenant: the heap paged from there, every byte checked, through the
 /// kernel's own reads and writes, threads, discards (each taken by the launcher's pager

@@ -81,10 +81,19 @@ fn start(config: DaemonConfig, log: Log) -> Result<(Arc<Daemon>, Listener)> {
     check(&config.pager)?;
     let DaemonConfig { device, device_name, memory, pager, socket, allow_uids, write_limit, swap_limit_pages, .. } =
         config;
-    let pool_pages = memory / PAGE_BYTES as u64;
     Pager::check(device.geometry(), &pager).with_context(|| {
         format!("{} cannot serve as swap with --memory {}", device_name.display(), format_size(memory))
     })?;
+    // The compressed pool is part of the memory: the tenants are granted the rest.
+    let compressed_pool = pager.compressed_pool_bytes;
+    anyhow::ensure!(
+        compressed_pool <= memory / 2,
+        "--compressed-pool {} is more than half of --memory {}: give it at most {}",
+        format_size(compressed_pool),
+        format_size(memory),
+        format_size(memory / 2)
+    );
+    let pool_pages = (memory - compressed_pool) / PAGE_BYTES as u64;
     // Swap holds nothing across runs: whatever a daemon before this one left is gone.
     device.reset_all().with_context(|| format!("resetting {}", device_name.display()))?;
     let device_bytes = device.geometry().zone_count as u64 * device.geometry().zone_capacity_bytes();

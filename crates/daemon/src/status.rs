@@ -1,5 +1,6 @@
 //! `znswap status`'s answer: the daemon's figures, then each tenant's.
 
+use znswap_pager::PAGE_BYTES;
 use znswap_wire::{Channel, DaemonStatus, TenantStatus, ToTenant};
 
 use crate::daemon::Daemon;
@@ -46,7 +47,7 @@ pub(crate) fn of(daemon: &Daemon) -> (DaemonStatus, Vec<TenantStatus>) {
         pid: std::process::id(),
         tenants: each.len() as u32,
         uptime_ms: daemon.started.elapsed().as_millis() as u64,
-        memory_pages: tenants.pool_pages(),
+        memory_pages: tenants.pool_pages() + stats.compressed_pool_bytes / PAGE_BYTES as u64,
         granted_pages: tenants.granted_pages(),
         resident_pages: stats.core.resident_pages,
         swap_outs: daemon.swapped_out_pages(),
@@ -57,6 +58,11 @@ pub(crate) fn of(daemon: &Daemon) -> (DaemonStatus, Vec<TenantStatus>) {
         record_pages_written: stats.engine.record_pages_written,
         zone_resets: stats.engine.resets,
         device_bytes: daemon.device_bytes,
+        compressed_pool_bytes: stats.compressed_pool_bytes,
+        compressed_pool_pages_held: stats.compressed_pool_pages_held,
+        compressed_pool_pages_served: stats.compressed_pool_pages_served,
+        compressed_pool_stored_raw_bytes: stats.compressed_pool_stored_raw_bytes,
+        compressed_pool_stored_bytes: stats.compressed_pool_stored_bytes,
     };
     (status, each)
 }

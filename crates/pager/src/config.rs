@@ -48,6 +48,13 @@ pub struct PagerConfig {
     /// (`znswap_zoned::poll_reads_on_this_thread`), for the same reason. Either poll
     /// runs only while the machine has a CPU to spare (`pager/poll.rs`'s gate).
     pub fault_poll_us: u32,
+    /// Bytes of a compressed pool in front of the device (0: none): every page written
+    /// out is also kept there as an lz4 block if it compresses to three quarters or
+    /// less, and a swap-in of a page it holds needs no device read
+    /// (`znswap_zoned::CompressedPool`). Part of the memory the shell holds its
+    /// programs to: the shells take it out of the budget they grant.
+    #[serde(default)]
+    pub compressed_pool_bytes: u64,
     /// Threads picking and write-protecting victims and handing them to the engine.
     pub evictor_threads: usize,
     /// Threads running the engine's I/O (swap-out appends, GC reads and moves, resets),
@@ -102,6 +109,7 @@ impl PagerConfig {
             core: CoreConfig::new(budget_bytes / PAGE_BYTES as u64),
             fault_mode: FaultMode::HandlerThreads(std::thread::available_parallelism().map_or(1, |n| n.get())),
             fault_poll_us: FAULT_POLL_US_DEFAULT,
+            compressed_pool_bytes: 0,
             evictor_threads: 1,
             io_threads: 1,
             misreport_moves_every: 0,

@@ -98,6 +98,9 @@ pub enum PagerError {
     Tenant(&'static str),
     #[error("{what}: {source}")]
     Io { what: &'static str, source: std::io::Error },
+    /// The compressed pool cannot be had with this configuration (the message says why).
+    #[error("the compressed pool: {0}")]
+    CompressedPool(String),
 }
 
 /// What a fork's child served from its fork on starts with (`Pager::add_forked_tenant`):
@@ -139,7 +142,8 @@ impl Pager {
     /// budget, the read-ahead, enough zones), starting nothing: for a launcher that
     /// wants to refuse before it runs a program.
     pub fn check(geometry: &Geometry, config: &PagerConfig) -> Result<(), PagerError> {
-        Ok(PagerCore::check(engine_geometry(geometry), footer_mode(geometry), &config.core)?)
+        PagerCore::check(engine_geometry(geometry), footer_mode(geometry), &config.core)?;
+        check_compressed_pool(config)
     }
 
     pub fn new(device: Arc<dyn ZonedDevice>, config: PagerConfig) -> Result<Pager, PagerError> {
@@ -287,10 +291,12 @@ impl Pager {
     }
 
     fn start(device: Arc<dyn ZonedDevice>, config: PagerConfig, spaces: Spaces) -> Result<Pager, PagerError> {
+        check_compressed_pool(&config)?;
         let geometry = *device.geometry();
         let core = PagerCore::new(engine_geometry(&geometry), footer_mode(&geometry), config.core.clone())?;
         let sealer = if config.core.encrypt { Some(znswap_seal::Sealer::new()?) } else { None };
-        let storage = Storage::new(device, sealer, core.engine().gc_buffer_pages() as usize);
+        let storage =
+            Storage::new(device, sealer, core.engine().gc_buffer_pages() as usize, config.compressed_pool_bytes);
         let self_paging = matches!(config.fault_mode, FaultMode::SelfPaging);
         let install = Installer::new(
             core.readahead_cache_pages() as usize,
@@ -465,16 +471,16 @@ impl Pager {
         self.shared.lock().config().budget_pages * PAGE_BYTES as u64
     }
 
-    /// The pager's own page buffers, in bytes (the GC's move buffer, each I/O thread's
-    /// scratch, the read-ahead cache): mapped untouched, they become resident as the
-    /// pager first uses them, so a shell holding the process's memory to a limit keeps
-    /// room for them from the start.
+    /// The pager's own buffers, in bytes (the GC's move buffer, each I/O thread's
+    /// scratch, the read-ahead cache, the compressed pool): mapped untouched, they become
+    /// resident as the pager first uses them, so a shell holding the process's memory
+    /// to a limit keeps room for them from the start.
     pub fn buffers_bytes(&self) -> u64 {
         let state = self.shared.lock();
         let pages = state.engine().gc_buffer_pages() as u64
             + self.io_threads as u64 * state.append_pages_max() as u64
             + state.readahead_cache_pages() as u64;
-        pages * PAGE_BYTES as u64
+        pages * PAGE_BYTES as u64 + self.shared.storage.pool_stats().map_or(0, |pool| pool.capacity_bytes)
     }
 
     /// The smallest budget `set_budget` takes, in bytes.
@@ -648,4 +654,26 @@ impl Drop for Region {
             unsafe { libc::munmap(shadow.cast(), self.len) };
         }
     }
+}
+
+/// What the compressed pool needs: a size it can hold a few pages in, and pages that
+/// reach the device as the program wrote them (sealed pages do not compress).
+fn check_compressed_pool(config: &PagerConfig) -> Result<(), PagerError> {
+    let bytes = config.compressed_pool_bytes;
+    if bytes == 0 {
+        return Ok(());
+    }
+    if bytes < znswap_zoned::COMPRESSED_POOL_MIN_BYTES {
+        return Err(PagerError::CompressedPool(format!(
+            "{} is below its least, {}",
+            znswap_zoned::format_size(bytes),
+            znswap_zoned::format_size(znswap_zoned::COMPRESSED_POOL_MIN_BYTES)
+        )));
+    }
+    if config.core.encrypt {
+        return Err(PagerError::CompressedPool(
+            "pages are sealed before they reach it, and sealed pages do not compress: leave out one of the two".into(),
+        ));
+    }
+    Ok(())
 }

@@ -357,6 +357,14 @@ pub struct DaemonStatus {
     pub zone_resets: u64,
     /// The device's usable size.
     pub device_bytes: u64,
+    /// The compressed pool (all 0 without one): its size (part of `memory_pages`), the
+    /// pages it holds now, the pages it served with no device read, and the bytes of the
+    /// pages it kept, before and after compression.
+    pub compressed_pool_bytes: u64,
+    pub compressed_pool_pages_held: u64,
+    pub compressed_pool_pages_served: u64,
+    pub compressed_pool_stored_raw_bytes: u64,
+    pub compressed_pool_stored_bytes: u64,
 }
 
 /// One tenant's figures (a program and the processes it started).
@@ -477,7 +485,7 @@ impl Kind {
             Kind::Open => NAME_BYTES + 24,
             Kind::Welcome => 32,
             Kind::Discard => 16,
-            Kind::StatusReply => 8 + 12 * 8,
+            Kind::StatusReply => 8 + 17 * 8,
             Kind::TenantStatus => 8 + NAME_BYTES + 21 * 8,
         }
     }
@@ -701,6 +709,11 @@ impl ToTenant {
                     status.record_pages_written,
                     status.zone_resets,
                     status.device_bytes,
+                    status.compressed_pool_bytes,
+                    status.compressed_pool_pages_held,
+                    status.compressed_pool_pages_served,
+                    status.compressed_pool_stored_raw_bytes,
+                    status.compressed_pool_stored_bytes,
                 ] {
                     w.u64(figure);
                 }
@@ -801,6 +814,11 @@ impl ToTenant {
                 record_pages_written: r.u64(),
                 zone_resets: r.u64(),
                 device_bytes: r.u64(),
+                compressed_pool_bytes: r.u64(),
+                compressed_pool_pages_held: r.u64(),
+                compressed_pool_pages_served: r.u64(),
+                compressed_pool_stored_raw_bytes: r.u64(),
+                compressed_pool_stored_bytes: r.u64(),
             }),
             Kind::ForkSnapshot => ToTenant::ForkSnapshot { token: Token(r.bytes()) },
             Kind::ForkPage => {

@@ -52,6 +52,38 @@ fn heap(mib: usize) -> String {
     format!("heap {mib} MiB")
 }
 
+/// Chunk `index` at `version` with each 4 KiB page's last three quarters zero: pages
+/// that compress (about 4x), each still its own (the first quarter is the pattern).
+fn fill_compressible(chunk: &mut [u8], index: usize, version: u64) {
+    pattern::fill(chunk, index as u64, version);
+    for page in chunk.chunks_mut(4096) {
+        page[1024..].fill(0);
+    }
+}
+
+/// `heap`, with pages that compress: written twice and checked after each pass.
+fn compressible(mib: usize) -> String {
+    let mut chunks: Vec<Vec<u8>> = (0..mib).map(|_| vec![0u8; MIB]).collect();
+    let mut expected = vec![0u8; MIB];
+    for version in 1..=2 {
+        for (index, chunk) in chunks.iter_mut().enumerate() {
+            fill_compressible(chunk, index, version);
+        }
+        for (index, chunk) in chunks.iter().enumerate() {
+            fill_compressible(&mut expected, index, version);
+            if let Some(offset) = chunk.iter().zip(&expected).position(|(got, want)| got != want) {
+                eprintln!(
+                    "wrong byte in the compressible heap: chunk {index} offset {offset}: {:#04x}, expected {:#04x} \
+                     (version {version})",
+                    chunk[offset], expected[offset]
+                );
+                std::process::exit(1);
+            }
+        }
+    }
+    format!("compressible {mib} MiB")
+}
+
 /// The kernel reads and writes heap pages that are on the device: `write()` from them,
 /// `read()` into them, `send()`/`recv()` through a socket pair.
 fn io(mib: usize) -> String {
@@ -647,6 +679,7 @@ fn main() {
     };
     let done = match args.first().map(String::as_str) {
         Some("heap") => heap(number(1, 64)),
+        Some("compressible") => compressible(number(1, 64)),
         Some("io") => io(number(1, 64).max(16)),
         Some("threads") => threads(number(1, 64), number(2, 4)),
         Some("realloc") => realloc(number(1, 64)),
@@ -668,7 +701,7 @@ fn main() {
             unsafe { libc::_exit(3) };
         }
         _ => {
-            eprintln!("usage: znswap-heap-check heap|io|threads|early-threads|realloc|dontneed|mmap|fork|fork-exec|fork-grow|exec|thp|daemonize|exit-fast|aligned [MIB] [THREADS|ALIGN_KIB]");
+            eprintln!("usage: znswap-heap-check heap|compressible|io|threads|early-threads|realloc|dontneed|mmap|fork|fork-exec|fork-grow|exec|thp|daemonize|exit-fast|aligned [MIB] [THREADS|ALIGN_KIB]");
             std::process::exit(2);
         }
     };

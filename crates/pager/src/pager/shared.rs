@@ -174,6 +174,7 @@ impl Shared {
         let times = self.faults.all().times();
         let (poll_paused_ticks, poll_spun_ns, poll_spare_milli) = self.faults.poll.gate_figures();
         let installs = self.install.counts();
+        let pool = self.storage.pool_stats().unwrap_or_default();
         let state = self.lock();
         let (core, engine) = (state.stats(), *state.engine().stats());
         drop(state);
@@ -202,6 +203,17 @@ impl Shared {
             poll_paused_ticks,
             poll_spun_ns,
             poll_spare_milli,
+            compressed_pool_pages_stored: pool.pages_stored,
+            compressed_pool_stored_bytes: pool.stored_bytes,
+            compressed_pool_stored_raw_bytes: pool.stored_raw_bytes,
+            compressed_pool_pages_refused: pool.pages_refused,
+            compressed_pool_reads_served: pool.reads_served,
+            compressed_pool_pages_served: pool.pages_served,
+            compressed_pool_reads_missed: pool.reads_missed,
+            compressed_pool_pages_dropped: pool.pages_dropped,
+            compressed_pool_bytes: pool.capacity_bytes,
+            compressed_pool_used_bytes: pool.used_bytes,
+            compressed_pool_pages_held: pool.pages_held,
             fault_cpu_ns: self.faults.cpu_ns.load(Relaxed),
             evictor_cpu_ns: t.evictor_cpu_ns.load(Relaxed),
             io_cpu_ns: t.io_cpu_ns.load(Relaxed),

@@ -97,6 +97,22 @@ pager_stats! {
     count poll_paused_ticks,
     count poll_spun_ns,
     gauge poll_spare_milli,
+    /// The compressed pool (`PagerConfig::compressed_pool_bytes`; all 0 without one):
+    /// pages written out and kept, their bytes compressed and before; pages that did not
+    /// compress enough; device reads it served (no device command) and their pages;
+    /// reads it could not serve whole; entries dropped, oldest first, for room; and now
+    /// its size, the bytes of it in use, and the pages it holds.
+    count compressed_pool_pages_stored,
+    count compressed_pool_stored_bytes,
+    count compressed_pool_stored_raw_bytes,
+    count compressed_pool_pages_refused,
+    count compressed_pool_reads_served,
+    count compressed_pool_pages_served,
+    count compressed_pool_reads_missed,
+    count compressed_pool_pages_dropped,
+    gauge compressed_pool_bytes,
+    gauge compressed_pool_used_bytes,
+    gauge compressed_pool_pages_held,
     /// CPU time of the fault handler threads, in nanoseconds.
     count fault_cpu_ns,
     /// CPU time of the evictor threads (picking, write-protecting, handing over,

@@ -13,7 +13,7 @@ use std::sync::{Arc, RwLock, RwLockWriteGuard};
 use znswap_core::{Geometry as EngineGeometry, IoError};
 use znswap_pager_core::{Sealed, PAGE_BYTES};
 use znswap_seal::{Seal, Sealer};
-use znswap_zoned::{Geometry, ZoneError, ZonedDevice};
+use znswap_zoned::{CompressedPool, Geometry, PoolStats, ZoneError, ZonedDevice};
 
 use super::lock_flag::holds_state_lock;
 use crate::page_buffers::PageBuffers;
@@ -22,7 +22,9 @@ use crate::page_buffers::PageBuffers;
 pub(super) const RECORD_BYTES: usize = 16;
 
 pub(super) struct Storage {
+    /// The device, or the compressed pool in front of it (`PagerConfig::compressed_pool_bytes`).
     device: Arc<dyn ZonedDevice>,
+    pool: Option<Arc<CompressedPool>>,
     /// Held shared by every device command, exclusively across a fork (`program.rs`).
     gate: RwLock<()>,
     lbas_per_page: u64,
@@ -69,9 +71,21 @@ fn io_error(error: &ZoneError) -> IoError {
 }
 
 impl Storage {
-    pub(super) fn new(device: Arc<dyn ZonedDevice>, sealer: Option<Sealer>, gc_buffer_pages: usize) -> Storage {
+    /// The device, behind a compressed pool of `pool_bytes` if not 0.
+    pub(super) fn new(
+        device: Arc<dyn ZonedDevice>,
+        sealer: Option<Sealer>,
+        gc_buffer_pages: usize,
+        pool_bytes: u64,
+    ) -> Storage {
         let geometry = *device.geometry();
+        let pool = (pool_bytes > 0).then(|| Arc::new(CompressedPool::new(device.clone(), pool_bytes)));
+        let device = match &pool {
+            Some(pool) => pool.clone() as Arc<dyn ZonedDevice>,
+            None => device,
+        };
         Storage {
+            pool,
             lbas_per_page: (PAGE_BYTES / geometry.lba_bytes as usize) as u64,
             metadata_bytes: geometry.metadata_bytes as usize,
             footer_mode: footer_mode(&geometry),
@@ -87,6 +101,11 @@ impl Storage {
 
     pub(super) fn device(&self) -> &Arc<dyn ZonedDevice> {
         &self.device
+    }
+
+    /// The compressed pool's figures, if there is one.
+    pub(super) fn pool_stats(&self) -> Option<PoolStats> {
+        self.pool.as_ref().map(|pool| pool.stats())
     }
 
     pub(super) fn footer_mode(&self) -> bool {
