@@ -189,6 +189,12 @@ def run_side(args, program, side, round_, znswap, device, swap):
             pager = report.get("pager") or {}
             row["swap_in_reads"] = pager.get("swap_in_reads")
             row["swap_outs_written"] = pager.get("swap_outs_written")
+            # Of the pages swapped in, those the compressed pool served (no device read),
+            # as the kernel's zswpin are counted in its pages in.
+            row["compressed_pool_pages_served"] = pager.get("compressed_pool_pages_served", 0)
+            # Refaults a budget an eighth larger would have saved (what the pool's memory
+            # costs the heap).
+            row["refaults_near"] = pager.get("refaults_near", 0)
             row["missing_faults"] = pager.get("missing_faults")
             row["tree_memory_max_bytes"] = (report.get("tree") or {}).get("memory_used_max_bytes")
     row["pages_in"] = row.get("swap_in_reads") if stats else row.get("pswpin", 0) + row.get("zswpin", 0)

@@ -1125,8 +1125,12 @@ fn paging_lines(r: &RunReport, lines: &mut Lines) {
             "refaults",
             format!(
                 "{} pages came back within the budget's distance of their eviction (kept longer: {} passes of \
-                 the hand), {} from farther",
-                r.pager.core.refaults_short, r.pager.core.refault_passes_spent, r.pager.core.refaults_long
+                 the hand), {} from farther ({} within an eighth more: what a budget an eighth larger would \
+                 have kept)",
+                r.pager.core.refaults_short,
+                r.pager.core.refault_passes_spent,
+                r.pager.core.refaults_long,
+                r.pager.core.refaults_near
             ),
         );
     }

@@ -681,6 +681,10 @@ impl PagerCore {
             match self.evictions.installed(&mut region.heat, page, self.config.budget_pages) {
                 refault::Refault::First => {}
                 refault::Refault::Short => self.stats.refaults_short += 1,
+                refault::Refault::Near => {
+                    self.stats.refaults_long += 1;
+                    self.stats.refaults_near += 1;
+                }
                 refault::Refault::Long => self.stats.refaults_long += 1,
             }
         }

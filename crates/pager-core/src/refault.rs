@@ -20,7 +20,8 @@
 //!   bits 0..3   passes left 0..7
 //!
 //!   evicted ──install, distance <= budget──▶ level+1, passes 2^level - 1
-//!   evicted ──install, distance >  budget──▶ level 0, passes 0
+//!   evicted ──install, distance >  budget──▶ level 0, passes 0 (counted near when
+//!                                            within an eighth more)
 //!   resident, passes > 0 ──hand's first sweep──▶ passes - 1 (not picked)
 //!   resident ──pick──▶ evicted (stamped)
 //! ```
@@ -44,7 +45,11 @@ pub(crate) enum Refault {
     First,
     /// Back within the budget's distance: the page was given passes.
     Short,
-    /// Back from beyond it.
+    /// Back from beyond it, but within an eighth more: a budget an eighth larger would
+    /// have kept it (under LRU). What memory given to something else (a compressed pool)
+    /// costs the heap.
+    Near,
+    /// Back from farther.
     Long,
 }
 
@@ -77,7 +82,11 @@ impl EvictionClock {
             Refault::Short
         } else {
             heat.set(page, 0);
-            Refault::Long
+            if distance <= budget_pages + budget_pages / 8 {
+                Refault::Near
+            } else {
+                Refault::Long
+            }
         }
     }
 }
@@ -127,6 +136,14 @@ mod tests {
         }
         clock.evicted(&mut heat, 3);
         assert!(!spend_pass(&mut heat, 3), "an evicted page has none to spend");
+        for other in 100..205 {
+            clock.evicted(&mut heat, other);
+        }
+        assert_eq!(clock.installed(&mut heat, 3, 100), Refault::Near, "106 evictions: within an eighth more");
+        clock.evicted(&mut heat, 3);
+        assert_eq!(clock.installed(&mut heat, 3, 100), Refault::Short, "a near refault keeps no level");
+        assert!(spend_pass(&mut heat, 3) && !spend_pass(&mut heat, 3));
+        clock.evicted(&mut heat, 3);
         for other in 100..400 {
             clock.evicted(&mut heat, other);
         }

@@ -78,8 +78,11 @@ core_stats! {
     /// Pages installed again within the budget's refault distance of their eviction:
     /// given passes of the hand (`src/refault.rs`).
     count refaults_short,
-    /// Pages installed again from beyond it.
+    /// Pages installed again from beyond it; and of those, the ones back within an
+    /// eighth more of the budget (a budget an eighth larger would have kept them): what
+    /// memory taken from the heap (a compressed pool) costs it.
     count refaults_long,
+    count refaults_near,
     /// Pages reference sampling write-protected to look at, and pages a write fault on
     /// that protection marked referenced again (`src/sampling.rs`).
     count sampling_looked_at,
