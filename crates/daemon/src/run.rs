@@ -65,10 +65,16 @@ pub fn run(config: DaemonConfig) -> Result<()> {
             ticked.pager.tick();
         })
         .context("starting the pager's tick thread")?;
+    let pool = daemon.pager.stats().compressed_pool_bytes;
     eprintln!(
-        "znswap daemon: serving {} with {} of memory on {} (`znswap run --daemon{} -- CMD`)",
+        "znswap daemon: serving {} with {} of memory{} on {} (`znswap run --daemon{} -- CMD`)",
         device_name.display(),
         format_size(memory),
+        if pool > 0 {
+            format!(" ({} of it the compressed pool, {} for programs)", format_size(pool), format_size(memory - pool))
+        } else {
+            String::new()
+        },
         socket.display(),
         if socket_given { format!(" {}", socket.display()) } else { String::new() }
     );
