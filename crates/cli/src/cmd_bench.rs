@@ -110,7 +110,9 @@ fn workload(name: &str) -> Result<Workload, String> {
 /// The pager's configuration for the bench: its defaults (`PagerConfig::for_bench`,
 /// self-paging unless `--handler-threads` is given) and what the flags change.
 fn pager_config(args: &SwapBenchArgs) -> PagerConfig {
-    let mut config = PagerConfig::for_bench(args.memory.memory);
+    // The compressed pool is part of --memory: the paged memory's budget is the rest.
+    let pool = args.pager.compressed_pool.compressed_pool;
+    let mut config = PagerConfig::for_bench(args.memory.memory.saturating_sub(pool));
     args.pager.apply(&mut config);
     config.evictor_threads = args.evictor_threads.max(1);
     config.io_threads = args.io_threads.max(1);
@@ -125,6 +127,14 @@ pub fn run(args: SwapBenchArgs) -> Result<ExitCode> {
     anyhow::ensure!(
         args.seconds > 0.0 && args.ceiling_seconds > 0.0,
         "--seconds and --ceiling-seconds must be positive"
+    );
+    let pool = args.pager.compressed_pool.compressed_pool;
+    anyhow::ensure!(
+        pool <= args.memory.memory / 2,
+        "--compressed-pool {} is more than half of --memory {}: give it at most {}",
+        znswap_zoned::format_size(pool),
+        znswap_zoned::format_size(args.memory.memory),
+        znswap_zoned::format_size(args.memory.memory / 2)
     );
     let threads = args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get())).max(1);
     let options = swap_bench::SwapBenchOptions {
