@@ -27,6 +27,10 @@
 //!   | garbage |[hdr|lz4][hdr|lz4] ... [hdr|lz4]|   free    |marker|
 //! ```
 //!
+//! The pool serves what the device holds; it does not know what the device would refuse:
+//! a zone taken offline (or a read failure injected) after its pages were kept still
+//! reads from the pool, with the right bytes, until the zone is reset.
+//!
 //! A page that does not compress to `ACCEPT_BYTES` or less is not kept (zswap's
 //! `accept_threshold`): the pool's bytes go to pages that save the most reads per byte.
 //! Reads with metadata, and reads of LBAs not all in the pool, go to the device.
@@ -67,7 +71,8 @@ pub struct PoolStats {
     /// Bytes of the buffer between its oldest entry and its head (entries, garbage
     /// among them, and skipped ends).
     pub used_bytes: u64,
-    /// LBAs the pool holds now.
+    /// LBAs the pool holds an entry for now (entries of zones reset since among them,
+    /// until the tail drops them).
     pub pages_held: u64,
     /// LBAs appended and kept, and the bytes they took compressed and before.
     pub pages_stored: u64,
@@ -269,6 +274,9 @@ impl CompressedPool {
                 usize::MAX
             };
             if len > accept {
+                // No entry of an older generation may stand for this LBA now: only the
+                // generation's count would keep it out, and that count wraps.
+                self.ring.lock().unwrap_or_else(|p| p.into_inner()).index.remove(&(lba + i as u64));
                 self.pages_refused.fetch_add(1, Relaxed);
                 continue;
             }
@@ -342,7 +350,7 @@ impl ZonedDevice for CompressedPool {
         let count = data.len() as u64 / self.geometry().lba_bytes as u64;
         {
             let mut ring = self.ring.lock().unwrap_or_else(|p| p.into_inner());
-            for at in lba..lba + count {
+            for at in lba..lba.saturating_add(count).min(self.geometry().total_lbas()) {
                 ring.index.remove(&at);
             }
         }
@@ -360,27 +368,42 @@ impl ZonedDevice for CompressedPool {
         let generation = self.generation(zone);
         let lba = self.device.append_vectored(zone, data, metadata)?;
         let lba_bytes = self.geometry().lba_bytes as u64;
-        let mut at = lba;
-        for piece in data {
-            self.keep(at, piece, generation);
-            at += piece.len() as u64 / lba_bytes;
+        if data.iter().all(|piece| (piece.len() as u64).is_multiple_of(lba_bytes)) {
+            let mut at = lba;
+            for piece in data {
+                self.keep(at, piece, generation);
+                at += piece.len() as u64 / lba_bytes;
+            }
+        } else {
+            // Pieces that split LBAs: kept from one copy of the whole (not the pager's way).
+            let whole: Vec<u8> = data.iter().flat_map(|piece| piece.iter().copied()).collect();
+            self.keep(lba, &whole, generation);
         }
         Ok(lba)
     }
 
     fn zone_op(&self, zone: u32, op: ZoneOp) -> Result<()> {
-        if op == ZoneOp::Reset {
-            // Before the reset: a read racing it never gets the old bytes from here.
-            self.forget_zone(zone);
+        if op != ZoneOp::Reset {
+            return self.device.zone_op(zone, op);
         }
-        self.device.zone_op(zone, op)
+        // Before the reset, so a read racing it never gets the old bytes from here; and
+        // after, so an append that raced it (stamped between the two, landed before the
+        // reset) is stale too.
+        self.forget_zone(zone);
+        let reset = self.device.zone_op(zone, op);
+        self.forget_zone(zone);
+        reset
     }
 
     fn reset_all(&self) -> Result<()> {
         for zone in 0..self.geometry().zone_count {
             self.forget_zone(zone);
         }
-        self.device.reset_all()
+        let reset = self.device.reset_all();
+        for zone in 0..self.geometry().zone_count {
+            self.forget_zone(zone);
+        }
+        reset
     }
 
     fn sync(&self) -> Result<()> {
@@ -481,6 +504,21 @@ mod tests {
             assert!(stats.pages_served > 0 && stats.pages_dropped > 0, "seed {seed}: {stats:?}");
             assert!(stats.pages_refused > 0 && stats.used_bytes <= stats.capacity_bytes, "seed {seed}: {stats:?}");
         }
+    }
+
+    /// Pieces of an append that split LBAs are kept as the LBAs the device wrote.
+    #[test]
+    fn pieces_that_split_lbas_are_kept_as_the_device_wrote_them() {
+        let pool = CompressedPool::new(Arc::new(MemDevice::new(geometry()).unwrap()), COMPRESSED_POOL_MIN_BYTES);
+        let whole = [page(4, true), page(5, true)].concat();
+        let pieces = [IoSlice::new(&whole[..2048]), IoSlice::new(&whole[2048..6144]), IoSlice::new(&whole[6144..])];
+        let first = pool.append_vectored(1, &pieces, None).unwrap();
+        let mut back = vec![0u8; 4096];
+        for (i, expected) in whole.chunks(4096).enumerate() {
+            pool.read(first + i as u64, &mut back, None).unwrap();
+            assert!(back == expected, "LBA {i} of the append");
+        }
+        assert_eq!(pool.stats().reads_served, 2, "served from the pool: {:?}", pool.stats());
     }
 
     /// A page that does not compress is refused; one that does is served, until its
