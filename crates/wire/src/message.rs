@@ -286,8 +286,9 @@ impl Reason {
             Reason::UnknownTenant => "the tenant this process was started in is gone from the daemon",
             Reason::Full => "the daemon serves as many processes as it may",
             Reason::NoMemory => {
-                "the daemon's --memory is granted to other processes already: ask for less with --memory, or start \
-                 the daemon with more"
+                "the daemon has not that much of its --memory left to grant (other programs hold the rest, and its \
+                 compressed pool, if any, is not granted): ask for less with --memory (`znswap status` shows what is \
+                 granted), or start the daemon with more"
             }
         }
     }
