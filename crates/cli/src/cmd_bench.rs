@@ -128,14 +128,7 @@ pub fn run(args: SwapBenchArgs) -> Result<ExitCode> {
         args.seconds > 0.0 && args.ceiling_seconds > 0.0,
         "--seconds and --ceiling-seconds must be positive"
     );
-    let pool = args.pager.compressed_pool.compressed_pool;
-    anyhow::ensure!(
-        pool <= args.memory.memory / 2,
-        "--compressed-pool {} is more than half of --memory {}: give it at most {}",
-        znswap_zoned::format_size(pool),
-        znswap_zoned::format_size(args.memory.memory),
-        znswap_zoned::format_size(args.memory.memory / 2)
-    );
+    znswap_pager::check_compressed_pool_share(args.memory.memory, args.pager.compressed_pool.compressed_pool)?;
     let threads = args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get())).max(1);
     let options = swap_bench::SwapBenchOptions {
         workload: args.workload,

@@ -1038,15 +1038,6 @@ impl Lines {
 }
 
 /// What the program's own pager swapped, read ahead, parked, kept as swap cache.
-/// `before / after`, 0 when nothing is after.
-fn ratio(before: u64, after: u64) -> f64 {
-    if after == 0 {
-        0.0
-    } else {
-        before as f64 / after as f64
-    }
-}
-
 fn paging_lines(r: &RunReport, lines: &mut Lines) {
     let page = PAGE_BYTES as u64;
     lines.line(
@@ -1079,7 +1070,7 @@ fn paging_lines(r: &RunReport, lines: &mut Lines) {
                 "{}: {} of the pages written out kept ({:.1}x smaller), {} did not compress enough; {} of {} reads served from it ({} pages, no device read); {} dropped for room, {} held at the end",
                 format_size(p.compressed_pool_bytes),
                 p.compressed_pool_pages_stored,
-                ratio(p.compressed_pool_stored_raw_bytes, p.compressed_pool_stored_bytes),
+                znswap_zoned::compression_ratio(p.compressed_pool_stored_raw_bytes, p.compressed_pool_stored_bytes),
                 p.compressed_pool_pages_refused,
                 p.compressed_pool_reads_served,
                 reads,

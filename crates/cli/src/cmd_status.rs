@@ -222,11 +222,10 @@ fn figures(socket: &std::path::Path, d: &DaemonStatus, tenants: &[TenantStatus],
             compressed_pool_bytes: d.compressed_pool_bytes,
             compressed_pool_pages_held: d.compressed_pool_pages_held,
             compressed_pool_pages_served: d.compressed_pool_pages_served,
-            compressed_pool_ratio: if d.compressed_pool_stored_bytes == 0 {
-                0.0
-            } else {
-                d.compressed_pool_stored_raw_bytes as f64 / d.compressed_pool_stored_bytes as f64
-            },
+            compressed_pool_ratio: znswap_zoned::compression_ratio(
+                d.compressed_pool_stored_raw_bytes,
+                d.compressed_pool_stored_bytes,
+            ),
             write_bytes_per_second,
             lifetime_years,
         },

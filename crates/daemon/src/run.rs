@@ -92,13 +92,7 @@ fn start(config: DaemonConfig, log: Log) -> Result<(Arc<Daemon>, Listener)> {
     })?;
     // The compressed pool is part of the memory: the tenants are granted the rest.
     let compressed_pool = pager.compressed_pool_bytes;
-    anyhow::ensure!(
-        compressed_pool <= memory / 2,
-        "--compressed-pool {} is more than half of --memory {}: give it at most {}",
-        format_size(compressed_pool),
-        format_size(memory),
-        format_size(memory / 2)
-    );
+    znswap_pager::check_compressed_pool_share(memory, compressed_pool)?;
     let pool_pages = (memory - compressed_pool) / PAGE_BYTES as u64;
     // Swap holds nothing across runs: whatever a daemon before this one left is gone.
     device.reset_all().with_context(|| format!("resetting {}", device_name.display()))?;

@@ -25,7 +25,10 @@ pub use config::{
     FaultMode, PagerConfig, DAEMON_PROCESSES_MAX, DAEMON_TENANTS_MAX, EXIT_DAEMONIZED, EXIT_PAGER_FAILED,
     FAULT_POLL_US_DEFAULT, FAULT_POLL_US_MAX, HANDLER_THREADS_SERVED,
 };
-pub use pager::{FaultTimeTotals, FaultTimes, ForkSnapshot, Pager, PagerError, PagerStats, Region, TenantId};
+pub use pager::{
+    check_compressed_pool_share, FaultTimeTotals, FaultTimes, ForkSnapshot, Pager, PagerError, PagerStats, Region,
+    TenantId,
+};
 pub use self_paging::SelfPagingError;
 pub use sys::{map_anonymous, process_cpu_ns, thread_cpu_ns};
 pub use tenant::{

@@ -656,6 +656,21 @@ impl Drop for Region {
     }
 }
 
+/// The compressed pool's share of the memory a shell holds its programs to: at most
+/// half (the rest is the programs'). Every shell that takes the pool out of its memory
+/// checks it here.
+pub fn check_compressed_pool_share(memory_bytes: u64, pool_bytes: u64) -> Result<(), PagerError> {
+    if pool_bytes <= memory_bytes / 2 {
+        return Ok(());
+    }
+    Err(PagerError::CompressedPool(format!(
+        "{} is more than half of the memory, {}: give it at most {}",
+        znswap_zoned::format_size(pool_bytes),
+        znswap_zoned::format_size(memory_bytes),
+        znswap_zoned::format_size(memory_bytes / 2)
+    )))
+}
+
 /// What the compressed pool needs: a size it can hold a few pages in, and pages that
 /// reach the device as the program wrote them (sealed pages do not compress).
 fn check_compressed_pool(config: &PagerConfig) -> Result<(), PagerError> {

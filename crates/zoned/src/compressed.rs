@@ -90,13 +90,19 @@ pub struct PoolStats {
 }
 
 impl PoolStats {
-    /// How much the kept pages shrank: bytes before over bytes after (0: none kept).
+    /// How much the kept pages shrank (`compression_ratio`).
     pub fn ratio(&self) -> f64 {
-        if self.stored_bytes == 0 {
-            0.0
-        } else {
-            self.stored_raw_bytes as f64 / self.stored_bytes as f64
-        }
+        compression_ratio(self.stored_raw_bytes, self.stored_bytes)
+    }
+}
+
+/// Bytes before compression over bytes after (0 when nothing was kept): the one
+/// definition of the pool's ratio, for its figures wherever they are shown.
+pub fn compression_ratio(raw_bytes: u64, stored_bytes: u64) -> f64 {
+    if stored_bytes == 0 {
+        0.0
+    } else {
+        raw_bytes as f64 / stored_bytes as f64
     }
 }
 
@@ -249,10 +255,6 @@ impl CompressedPool {
         }
     }
 
-    fn zone_of(&self, lba: u64) -> u32 {
-        (lba / self.device.geometry().zone_size_lbas) as u32
-    }
-
     /// Zone `zone`'s generation now (0 for a zone beyond the device: its commands fail).
     fn generation(&self, zone: u32) -> u32 {
         let ring = self.ring.lock().unwrap_or_else(|p| p.into_inner());
@@ -291,22 +293,25 @@ impl CompressedPool {
         }
     }
 
-    /// Serves `data` from `lba` on from the pool if it holds every LBA of it.
+    /// Serves `data` (one LBA or more) from `lba` on from the pool if it holds every LBA
+    /// of it, all in one zone; otherwise `false`, with `data` partly written (the device
+    /// read that follows writes all of it).
     fn serve(&self, lba: u64, data: &mut [u8]) -> bool {
-        let lba_bytes = self.device.geometry().lba_bytes as usize;
+        let geometry = self.device.geometry();
+        let lba_bytes = geometry.lba_bytes as usize;
+        let last = lba.checked_add((data.len() / lba_bytes) as u64 - 1);
+        let (Some(zone), Some(last_zone)) = (geometry.zone_of(lba), last.and_then(|last| geometry.zone_of(last)))
+        else {
+            return false;
+        };
+        if last_zone != zone {
+            return false;
+        }
         let ring = self.ring.lock().unwrap_or_else(|p| p.into_inner());
-        let count = (data.len() / lba_bytes) as u64;
-        if lba.checked_add(count).is_none_or(|end| end > self.device.geometry().total_lbas()) {
-            return false;
-        }
-        let zone = self.zone_of(lba);
-        if self.zone_of(lba + count.max(1) - 1) != zone || (0..count).any(|i| ring.current(lba + i, zone).is_none()) {
-            return false;
-        }
-        for (i, out) in data.chunks_exact_mut(lba_bytes).enumerate() {
-            let entry = ring.current(lba + i as u64, zone).unwrap();
+        for (at, out) in (lba..).zip(data.chunks_exact_mut(lba_bytes)) {
+            let Some(entry) = ring.current(at, zone) else { return false };
             let written = lz4_flex::block::decompress_into(ring.block(entry), out);
-            assert_eq!(written.ok(), Some(lba_bytes), "pool entry of LBA {} does not decompress", lba + i as u64);
+            assert_eq!(written.ok(), Some(lba_bytes), "pool entry of LBA {at} does not decompress");
         }
         true
     }

@@ -40,7 +40,7 @@ mod zone;
 
 pub use aligned::AlignedBuf;
 pub use checked::{CheckedDevice, RawZoned};
-pub use compressed::{CompressedPool, PoolStats, COMPRESSED_POOL_MIN_BYTES};
+pub use compressed::{compression_ratio, CompressedPool, PoolStats, COMPRESSED_POOL_MIN_BYTES};
 pub use device::{DeviceCounters, FaultInjector, FaultKind, WithoutFaultInjection, ZoneCounters, ZonedDevice};
 pub use emulated::{EmulatedDevice, Storage};
 pub use error::{Result, ZoneError};
