@@ -1067,11 +1067,12 @@ fn paging_lines(r: &RunReport, lines: &mut Lines) {
         lines.line(
             "compressed pool",
             format!(
-                "{}: {} of the pages written out kept ({:.1}x smaller), {} did not compress enough; {} of {} reads served from it ({} pages, no device read); {} dropped for room, {} held at the end",
+                "{}: {} of the pages written out kept ({:.1}x smaller), {} did not compress enough ({} more not tried after a run of those); {} of {} reads served from it ({} pages, no device read); {} dropped for room, {} held at the end",
                 format_size(p.compressed_pool_bytes),
                 p.compressed_pool_pages_stored,
                 znswap_zoned::compression_ratio(p.compressed_pool_stored_raw_bytes, p.compressed_pool_stored_bytes),
                 p.compressed_pool_pages_refused,
+                p.compressed_pool_pages_skipped,
                 p.compressed_pool_reads_served,
                 reads,
                 p.compressed_pool_pages_served,

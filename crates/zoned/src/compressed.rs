@@ -33,6 +33,10 @@
 //!
 //! A page that does not compress to `ACCEPT_BYTES` or less is not kept (zswap's
 //! `accept_threshold`): the pool's bytes go to pages that save the most reads per byte.
+//! Where nothing compresses (random or already compressed data), trying every page
+//! costs a compression per page written for nothing: after a run of refusals only one
+//! page in a stride is tried, the stride doubling while refusals go on and back to one
+//! at the first page kept ([`Backoff`]). A page not tried is treated as refused.
 //! Reads with metadata, and reads of LBAs not all in the pool, go to the device.
 //!
 //! lz4 (the `lz4_flex` crate, safe pure Rust): compresses a 4 KiB page in a few
@@ -60,6 +64,9 @@ const HEADER_BYTES: usize = 16;
 const WRAP_MARKER: u32 = u32::MAX;
 /// Room for lz4's largest output for an LBA of up to 4 KiB (larger LBAs are not kept).
 const COMPRESS_BUFFER_BYTES: usize = 4608;
+/// Refusals in a row before the pool tries fewer pages, and the widest stride then.
+const REFUSALS_BEFORE_BACKOFF: u32 = 16;
+const STRIDE_MAX: u32 = 64;
 /// The smallest pool: a few entries of the largest size.
 pub const COMPRESSED_POOL_MIN_BYTES: u64 = 64 << 10;
 
@@ -78,8 +85,10 @@ pub struct PoolStats {
     pub pages_stored: u64,
     pub stored_bytes: u64,
     pub stored_raw_bytes: u64,
-    /// LBAs appended that did not compress to the threshold (sent to the device only).
+    /// LBAs appended that did not compress to the threshold (sent to the device only),
+    /// and LBAs not tried at all after a run of refusals ([`Backoff`]).
     pub pages_refused: u64,
+    pub pages_skipped: u64,
     /// Reads served from the pool (no device command), and the LBAs they read.
     pub reads_served: u64,
     pub pages_served: u64,
@@ -103,6 +112,43 @@ pub fn compression_ratio(raw_bytes: u64, stored_bytes: u64) -> f64 {
         0.0
     } else {
         raw_bytes as f64 / stored_bytes as f64
+    }
+}
+
+/// Which pages are tried: all of them until `REFUSALS_BEFORE_BACKOFF` refusals in a
+/// row, then one in `stride`, the stride doubling at each refusal (up to `STRIDE_MAX`)
+/// and back to one at the first page kept. Bounds what compression costs where nothing
+/// compresses to one try in `STRIDE_MAX` pages, and what it misses where data turns
+/// compressible again to `STRIDE_MAX` pages.
+#[derive(Debug, Default)]
+struct Backoff {
+    refused_in_row: u32,
+    stride: u32,
+    /// Pages to pass over before the next try.
+    skip: u32,
+}
+
+impl Backoff {
+    /// Whether to try the next page.
+    fn try_next(&mut self) -> bool {
+        if self.skip > 0 {
+            self.skip -= 1;
+            return false;
+        }
+        true
+    }
+
+    /// A page tried was kept or refused.
+    fn tried(&mut self, kept: bool) {
+        if kept {
+            *self = Backoff::default();
+            return;
+        }
+        self.refused_in_row = self.refused_in_row.saturating_add(1);
+        if self.refused_in_row >= REFUSALS_BEFORE_BACKOFF {
+            self.stride = (self.stride.max(1) * 2).min(STRIDE_MAX);
+            self.skip = self.stride - 1;
+        }
     }
 }
 
@@ -200,11 +246,13 @@ fn entry_bytes(block: usize) -> usize {
 pub struct CompressedPool {
     device: Arc<dyn ZonedDevice>,
     ring: Mutex<Ring>,
+    backoff: Mutex<Backoff>,
     capacity_bytes: u64,
     pages_stored: AtomicU64,
     stored_bytes: AtomicU64,
     stored_raw_bytes: AtomicU64,
     pages_refused: AtomicU64,
+    pages_skipped: AtomicU64,
     reads_served: AtomicU64,
     pages_served: AtomicU64,
     reads_missed: AtomicU64,
@@ -223,11 +271,13 @@ impl CompressedPool {
         CompressedPool {
             device,
             ring: Mutex::new(Ring { buffer, tail: 0, head: 0, index, generations: vec![0; zones] }),
+            backoff: Mutex::new(Backoff::default()),
             capacity_bytes: bytes,
             pages_stored: AtomicU64::new(0),
             stored_bytes: AtomicU64::new(0),
             stored_raw_bytes: AtomicU64::new(0),
             pages_refused: AtomicU64::new(0),
+            pages_skipped: AtomicU64::new(0),
             reads_served: AtomicU64::new(0),
             pages_served: AtomicU64::new(0),
             reads_missed: AtomicU64::new(0),
@@ -248,6 +298,7 @@ impl CompressedPool {
             stored_bytes: self.stored_bytes.load(Relaxed),
             stored_raw_bytes: self.stored_raw_bytes.load(Relaxed),
             pages_refused: self.pages_refused.load(Relaxed),
+            pages_skipped: self.pages_skipped.load(Relaxed),
             reads_served: self.reads_served.load(Relaxed),
             pages_served: self.pages_served.load(Relaxed),
             reads_missed: self.reads_missed.load(Relaxed),
@@ -270,16 +321,23 @@ impl CompressedPool {
         // Compressed outside the lock, one LBA at a time into a buffer on the stack.
         let mut block = [0u8; COMPRESS_BUFFER_BYTES];
         for (i, raw) in data.chunks_exact(lba_bytes).enumerate() {
-            let len = if lz4_flex::block::get_maximum_output_size(raw.len()) <= block.len() {
+            let tried = self.backoff.lock().unwrap_or_else(|p| p.into_inner()).try_next();
+            let len = if !tried {
+                usize::MAX
+            } else if lz4_flex::block::get_maximum_output_size(raw.len()) <= block.len() {
                 lz4_flex::block::compress_into(raw, &mut block).unwrap_or(usize::MAX)
             } else {
                 usize::MAX
             };
+            if tried {
+                self.backoff.lock().unwrap_or_else(|p| p.into_inner()).tried(len <= accept);
+            }
             if len > accept {
                 // No entry of an older generation may stand for this LBA now: only the
                 // generation's count would keep it out, and that count wraps.
                 self.ring.lock().unwrap_or_else(|p| p.into_inner()).index.remove(&(lba + i as u64));
-                self.pages_refused.fetch_add(1, Relaxed);
+                let counter = if tried { &self.pages_refused } else { &self.pages_skipped };
+                counter.fetch_add(1, Relaxed);
                 continue;
             }
             let at = lba + i as u64;
@@ -468,10 +526,18 @@ mod tests {
 
     /// Seeded random appends, reads, resets and writes against a pool over a memory
     /// device and a plain memory device: every read returns the same bytes from both
-    /// (the plain device is the oracle), and the pool served some of them.
+    /// (the plain device is the oracle), and the pool served some of them. Odd seeds
+    /// append mostly pages that compress; even seeds alternate between that and stretches
+    /// of pages that mostly do not (the backoff passes pages over, and their LBAs must
+    /// not keep older entries).
     #[test]
     fn every_read_equals_the_devices_under_random_appends_resets_and_wrap() {
+        let mut skipped = 0;
         for seed in 0..20u64 {
+            let compressible = |rng: &mut Xoshiro256PlusPlus, step: u64| match seed % 2 == 0 && step / 500 % 2 == 1 {
+                true => rng.next_u32() % 16 == 0,
+                false => rng.next_u32() % 4 != 0,
+            };
             let plain = MemDevice::new(geometry()).unwrap();
             let pool = CompressedPool::new(Arc::new(MemDevice::new(geometry()).unwrap()), COMPRESSED_POOL_MIN_BYTES);
             let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
@@ -483,7 +549,7 @@ mod tests {
                     0..=3 => {
                         let pages = 1 + rng.next_u32() % 4;
                         let data: Vec<u8> =
-                            (0..pages).flat_map(|i| page(step * 8 + i as u64, rng.next_u32() % 4 != 0)).collect();
+                            (0..pages).flat_map(|i| page(step * 8 + i as u64, compressible(&mut rng, step))).collect();
                         let expected = plain.append(zone, &data, None);
                         let got = pool.append(zone, &data, None);
                         assert_eq!(expected.ok(), got.ok(), "seed {seed} step {step}: append to zone {zone}");
@@ -508,7 +574,34 @@ mod tests {
             let stats = pool.stats();
             assert!(stats.pages_served > 0 && stats.pages_dropped > 0, "seed {seed}: {stats:?}");
             assert!(stats.pages_refused > 0 && stats.used_bytes <= stats.capacity_bytes, "seed {seed}: {stats:?}");
+            skipped += stats.pages_skipped;
         }
+        assert!(skipped > 1000, "the backoff passed over {skipped} pages");
+    }
+
+    /// Refusals in a row make the tries sparse, up to one in `STRIDE_MAX`; a page kept
+    /// makes every page tried again.
+    #[test]
+    fn the_backoff_tries_fewer_pages_while_none_is_kept() {
+        let mut backoff = Backoff::default();
+        let mut tries = 0;
+        for _ in 0..10_000 {
+            if backoff.try_next() {
+                tries += 1;
+                backoff.tried(false);
+            }
+        }
+        let bound = REFUSALS_BEFORE_BACKOFF + 10_000 / STRIDE_MAX + 8;
+        assert!(tries <= bound, "{tries} tries of 10000 pages, above {bound}");
+        assert!(tries >= 10_000 / STRIDE_MAX, "{tries} tries: never fewer than one in the widest stride");
+        // Passed over pages until the next try, then one kept: every page tried again.
+        while !backoff.try_next() {}
+        backoff.tried(true);
+        assert!((0..100).all(|_| {
+            let tried = backoff.try_next();
+            backoff.tried(true);
+            tried
+        }));
     }
 
     /// Pieces of an append that split LBAs are kept as the LBAs the device wrote.

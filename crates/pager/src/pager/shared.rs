@@ -207,6 +207,7 @@ impl Shared {
             compressed_pool_stored_bytes: pool.stored_bytes,
             compressed_pool_stored_raw_bytes: pool.stored_raw_bytes,
             compressed_pool_pages_refused: pool.pages_refused,
+            compressed_pool_pages_skipped: pool.pages_skipped,
             compressed_pool_reads_served: pool.reads_served,
             compressed_pool_pages_served: pool.pages_served,
             compressed_pool_reads_missed: pool.reads_missed,

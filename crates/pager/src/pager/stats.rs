@@ -99,13 +99,14 @@ pager_stats! {
     gauge poll_spare_milli,
     /// The compressed pool (`PagerConfig::compressed_pool_bytes`; all 0 without one):
     /// pages written out and kept, their bytes compressed and before; pages that did not
-    /// compress enough; device reads it served (no device command) and their pages;
+    /// compress enough, and pages not tried after a run of those; device reads it served (no device command) and their pages;
     /// reads it could not serve whole; entries dropped, oldest first, for room; and now
     /// its size, the bytes of it in use, and the pages it holds.
     count compressed_pool_pages_stored,
     count compressed_pool_stored_bytes,
     count compressed_pool_stored_raw_bytes,
     count compressed_pool_pages_refused,
+    count compressed_pool_pages_skipped,
     count compressed_pool_reads_served,
     count compressed_pool_pages_served,
     count compressed_pool_reads_missed,
